@@ -1,0 +1,70 @@
+# hookline — make targets. `make run` runs the pipeline, `make test` runs the
+# tests; both start a local Apache Kafka (no Docker) when KAFKA_BROKERS is unset.
+
+GO        ?= go
+BIN       := bin
+# Every top-level folder with a main.go is a service binary.
+SERVICES  := $(patsubst %/main.go,%,$(wildcard */main.go))
+KAFKA     := compose/kafka.sh
+TEST_TIMEOUT ?= 20m
+
+# Use the broker the caller names, or the local one `make kafka-up` starts.
+ifeq ($(strip $(KAFKA_BROKERS)),)
+  KAFKA_DEP := kafka-up
+  export KAFKA_BROKERS := 127.0.0.1:$(or $(KAFKA_PORT),9092)
+else
+  KAFKA_DEP :=
+endif
+
+.PHONY: all build run test test-unit bench bench-ingest lint fuzz kafka-up kafka-down kafka-status topics clean
+
+all: build
+
+build:
+	@mkdir -p $(BIN)
+	$(GO) build -o $(BIN)/ $(addprefix ./,$(SERVICES))
+
+## run: start Kafka if needed, then the services in the foreground (Ctrl-C stops them).
+run: build $(KAFKA_DEP)
+	compose/run.sh
+
+## test: every test, against a real broker.
+test: build $(KAFKA_DEP)
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+
+## test-unit: the tests that need no broker (integration tests skip).
+test-unit:
+	KAFKA_BROKERS= $(GO) test -count=1 -short ./...
+
+## bench: every benchmark target.
+bench: bench-ingest
+
+## bench-ingest: ingest against a bare gin handler, same load, same run.
+bench-ingest: build $(KAFKA_DEP)
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) run ./ingest/internal/loadgen -compare
+
+lint:
+	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## fuzz: run each fuzz target for FUZZTIME (default 60s).
+FUZZTIME ?= 60s
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzVerify -fuzztime=$(FUZZTIME) ./pkg/providers/
+	$(GO) test -run='^$$' -fuzz=FuzzEvents -fuzztime=$(FUZZTIME) ./pkg/providers/
+
+kafka-up:
+	$(KAFKA) up
+
+kafka-down:
+	$(KAFKA) down
+
+kafka-status:
+	$(KAFKA) status
+
+## topics: create missing topics and check existing ones, as every service does at start.
+topics: build $(KAFKA_DEP)
+	$(BIN)/ingest -ensure-topics
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,257 @@
+// Package api is ingest's HTTP surface (DESIGN §4, contract): gin routes for
+// POST /webhooks/{provider}, /healthz, /readyz and /metrics, and the mapping
+// of every refusal to its status code and JSON error body.
+package api
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/time/rate"
+
+	"github.com/hookline/hookline/ingest/internal/publish"
+	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/providers"
+)
+
+// Publisher makes records durable; *publish.Publisher in production.
+type Publisher interface {
+	Publish(ctx context.Context, recs []*kgo.Record) error
+}
+
+var _ Publisher = (*publish.Publisher)(nil)
+
+// Config is what the HTTP surface needs.
+type Config struct {
+	Providers    *providers.Registry
+	Publisher    Publisher
+	Topic        string // the raw topic, prefixed
+	MaxBodyBytes int64
+	// RetryAfter is sent with 503 when Kafka did not acknowledge in time.
+	RetryAfter time.Duration
+	Health     *obs.Health
+	Registry   *prometheus.Registry
+	Logger     *slog.Logger
+	// Now is time.Now unless a test says otherwise.
+	Now func() time.Time
+}
+
+// Server answers webhook requests.
+type Server struct {
+	cfg      Config
+	limiters map[string]*rate.Limiter
+	m        *metrics
+}
+
+// New builds the server and registers its metrics on cfg.Registry.
+func New(cfg Config) *Server {
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	s := &Server{cfg: cfg, limiters: map[string]*rate.Limiter{}, m: newMetrics(cfg.Registry)}
+	for _, name := range cfg.Providers.Names() {
+		p, _ := cfg.Providers.Get(name)
+		if p.RateLimit != nil {
+			s.limiters[name] = rate.NewLimiter(rate.Limit(p.RateLimit.PerSecond), p.RateLimit.Burst)
+		}
+	}
+	return s
+}
+
+// Handler returns the gin engine with every route.
+func (s *Server) Handler() http.Handler {
+	r := gin.New()
+	r.HandleMethodNotAllowed = true
+	r.Use(gin.CustomRecoveryWithWriter(io.Discard, func(c *gin.Context, v any) {
+		s.cfg.Logger.Error("panic in handler", "err", fmt.Sprint(v), "path", c.Request.URL.Path)
+		s.fail(c, "unknown", errorf(http.StatusInternalServerError, CodeInternal, "internal error; nothing was accepted, retry later"))
+	}))
+	r.POST("/webhooks/:provider", s.webhook)
+	r.GET("/healthz", gin.WrapF(obs.Healthz))
+	r.GET("/readyz", gin.WrapF(s.cfg.Health.Readyz))
+	r.GET("/metrics", gin.WrapH(obs.Metrics(s.cfg.Registry)))
+	r.NoRoute(func(c *gin.Context) {
+		s.fail(c, "unknown", errorf(http.StatusNotFound, CodeNotFound, "no route "+c.Request.URL.Path+"; webhooks go to POST /webhooks/{provider}"))
+	})
+	r.NoMethod(func(c *gin.Context) {
+		s.fail(c, "unknown", errorf(http.StatusMethodNotAllowed, CodeMethod, c.Request.Method+" is not allowed here"))
+	})
+	return r
+}
+
+// accepted is the 202 answer. A batch lists every key in IdempotencyKeys.
+type accepted struct {
+	Status          string   `json:"status"`
+	IdempotencyKey  string   `json:"idempotency_key,omitempty"`
+	IdempotencyKeys []string `json:"idempotency_keys,omitempty"`
+	RequestID       string   `json:"request_id"`
+}
+
+func (s *Server) webhook(c *gin.Context) {
+	receivedAt := s.cfg.Now()
+	reqID := requestID(c.GetHeader("X-Request-Id"))
+	c.Header("X-Request-Id", reqID)
+
+	name := c.Param("provider")
+	p, ok := s.cfg.Providers.Get(name)
+	if !ok {
+		s.fail(c, "unknown", errorf(http.StatusNotFound, CodeUnknownProvider, fmt.Sprintf("unknown provider %q", name)))
+		return
+	}
+	if err := s.handle(c, p, reqID, receivedAt); err != nil {
+		var ae *apiError
+		if !errors.As(err, &ae) {
+			ae = errorf(http.StatusInternalServerError, CodeInternal, "internal error; nothing was accepted, retry later")
+			s.cfg.Logger.Error("webhook failed", "provider", name, "request_id", reqID, "err", err)
+		}
+		s.fail(c, name, ae)
+	}
+}
+
+// handle runs the checks in the order that costs least first, and produces
+// only when every one passed.
+func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, receivedAt time.Time) error {
+	if lim := s.limiters[p.Name]; lim != nil {
+		if err := limit(lim, receivedAt); err != nil {
+			return err
+		}
+	}
+	ct := c.GetHeader("Content-Type")
+	if err := p.CheckContentType(ct); err != nil {
+		return errorf(http.StatusUnsupportedMediaType, CodeContentType, err.Error())
+	}
+	body, err := s.readBody(c)
+	if err != nil {
+		return err
+	}
+	if err := p.Verify(c.Request.Header, body, receivedAt); err != nil {
+		var se *providers.SignatureError
+		reason := "invalid"
+		if errors.As(err, &se) {
+			reason = se.Reason
+		}
+		s.m.sigFails.WithLabelValues(p.Name, reason).Inc()
+		return errorf(http.StatusUnauthorized, CodeBadSignature, err.Error())
+	}
+	d, err := p.Events(c.Request.Header, body)
+	if err != nil {
+		return errorf(http.StatusBadRequest, CodeMalformed, err.Error())
+	}
+	if d.Challenge != nil {
+		s.m.requests.WithLabelValues(p.Name, "200").Inc()
+		c.Data(http.StatusOK, d.ChallengeContentType, d.Challenge)
+		return nil
+	}
+	recs := publish.Records(s.cfg.Topic, publish.Meta{
+		Provider:    p.Name,
+		ReceivedAt:  receivedAt,
+		RequestID:   reqID,
+		ContentType: ct,
+		HTTP:        p.ForwardHeaders(c.Request.Header),
+	}, d.Events)
+
+	start := time.Now()
+	if err := s.cfg.Publisher.Publish(c.Request.Context(), recs); err != nil {
+		s.m.produceFails.WithLabelValues(p.Name).Inc()
+		s.cfg.Logger.Warn("kafka did not acknowledge", "provider", p.Name, "request_id", reqID, "records", len(recs), "err", err)
+		ae := errorf(http.StatusServiceUnavailable, CodeKafkaUnavailable, "kafka did not acknowledge in time; nothing is guaranteed accepted, retry later")
+		ae.retryAfter = ceilSeconds(s.cfg.RetryAfter)
+		return ae
+	}
+	s.m.ackSeconds.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
+	s.m.bodyBytes.WithLabelValues(p.Name).Observe(float64(len(body)))
+	s.m.records.WithLabelValues(p.Name).Add(float64(len(recs)))
+	s.m.requests.WithLabelValues(p.Name, "202").Inc()
+
+	out := accepted{Status: "accepted", RequestID: reqID}
+	if len(d.Events) == 1 {
+		out.IdempotencyKey = d.Events[0].Key
+	} else {
+		for _, e := range d.Events {
+			out.IdempotencyKeys = append(out.IdempotencyKeys, e.Key)
+		}
+	}
+	c.JSON(http.StatusAccepted, out)
+	return nil
+}
+
+// readBody reads at most MaxBodyBytes. A declared length over the limit is
+// refused before a byte is read; a chunked body is cut at limit+1 bytes.
+func (s *Server) readBody(c *gin.Context) ([]byte, error) {
+	max := s.cfg.MaxBodyBytes
+	tooLarge := errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body is over the limit of %d bytes", max))
+	if c.Request.ContentLength > max {
+		c.Header("Connection", "close")
+		return nil, tooLarge
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge
+		}
+		return nil, errorf(http.StatusBadRequest, CodeBodyRead, "could not read the body: "+err.Error())
+	}
+	return body, nil
+}
+
+// limit takes a token or answers 429 with the wait until one is free.
+func limit(lim *rate.Limiter, now time.Time) error {
+	r := lim.ReserveN(now, 1)
+	if !r.OK() {
+		ae := errorf(http.StatusTooManyRequests, CodeRateLimited, "provider rate limit has no burst; check rate_limit in the providers file")
+		ae.retryAfter = 1
+		return ae
+	}
+	if d := r.DelayFrom(now); d > 0 {
+		r.CancelAt(now)
+		ae := errorf(http.StatusTooManyRequests, CodeRateLimited, "provider rate limit exceeded, retry after "+d.Round(time.Millisecond).String())
+		ae.retryAfter = ceilSeconds(d)
+		return ae
+	}
+	return nil
+}
+
+func (s *Server) fail(c *gin.Context, provider string, e *apiError) {
+	if e.retryAfter > 0 {
+		c.Header("Retry-After", strconv.Itoa(e.retryAfter))
+	}
+	s.m.requests.WithLabelValues(provider, strconv.Itoa(e.status)).Inc()
+	c.AbortWithStatusJSON(e.status, errorBody{Error: e.code, Message: e.message})
+}
+
+func ceilSeconds(d time.Duration) int {
+	return max(1, int(math.Ceil(d.Seconds())))
+}
+
+// requestID keeps a caller's X-Request-Id when it is short printable ASCII,
+// and makes a new random one otherwise.
+func requestID(in string) string {
+	if n := len(in); n > 0 && n <= 128 {
+		ok := true
+		for i := 0; i < n; i++ {
+			if in[i] < 0x21 || in[i] > 0x7e {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return in
+		}
+	}
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

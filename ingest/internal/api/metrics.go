@@ -1,0 +1,50 @@
+package api
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the ingest service's own series; the Kafka client's come from
+// kprom. Provider labels only ever hold configured provider names (or
+// "unknown"), so their cardinality is bounded by the providers file.
+type metrics struct {
+	requests     *prometheus.CounterVec
+	ackSeconds   *prometheus.HistogramVec
+	produceFails *prometheus.CounterVec
+	sigFails     *prometheus.CounterVec
+	bodyBytes    *prometheus.HistogramVec
+	records      *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_ingest_requests_total",
+			Help: "Webhook requests answered, by provider and HTTP status code.",
+		}, []string{"provider", "code"}),
+		ackSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookline_ingest_ack_seconds",
+			Help:    "Time from handing records to the producer until Kafka acknowledged them all (acks=all).",
+			Buckets: []float64{.0005, .001, .002, .004, .008, .016, .032, .064, .128, .256, .512, 1, 2, 5},
+		}, []string{"provider"}),
+		produceFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_ingest_produce_failures_total",
+			Help: "Deliveries answered 503 because Kafka did not acknowledge them in time.",
+		}, []string{"provider"}),
+		sigFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_ingest_signature_failures_total",
+			Help: "Requests refused with 401, by provider and reason (missing, malformed, mismatch, stale).",
+		}, []string{"provider", "reason"}),
+		bodyBytes: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "hookline_ingest_body_bytes",
+			Help:    "Size of accepted request bodies.",
+			Buckets: prometheus.ExponentialBuckets(256, 4, 8), // 256 B .. 4 MiB
+		}, []string{"provider"}),
+		records: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_ingest_records_total",
+			Help: "Records acknowledged by Kafka (a batch request gives several).",
+		}, []string{"provider"}),
+	}
+	reg.MustRegister(m.requests, m.ackSeconds, m.produceFails, m.sigFails, m.bodyBytes, m.records)
+	return m
+}

@@ -1,0 +1,161 @@
+// Package headers is the record-header contract of DESIGN §3: every header
+// name hookline writes or reads, spelled once, with typed getters and setters
+// over franz-go records.
+//
+// Values travel as UTF-8 text so any Kafka tool (kcat, the console consumer)
+// can read them. Getters scan the header slice linearly: records carry about a
+// dozen headers, so a map would cost more than it saves.
+package headers
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Header names (DESIGN §3, contract).
+const (
+	Provider        = "hookline.provider"
+	EventType       = "hookline.event-type"
+	IdempotencyKey  = "hookline.idempotency-key"
+	ReceivedAt      = "hookline.received-at"
+	RequestID       = "hookline.request-id"
+	ContentType     = "hookline.content-type"
+	Origin          = "hookline.origin"
+	Attempt         = "hookline.attempt"
+	Errors          = "hookline.errors"
+	FirstSeenAt     = "hookline.first-seen-at"
+	ReplayID        = "hookline.replay-id"
+	DueAt           = "hookline.due-at"
+	DeadReason      = "hookline.dead-reason"
+	SourceTopic     = "hookline.source.topic"
+	SourcePartition = "hookline.source.partition"
+	SourceOffset    = "hookline.source.offset"
+
+	// HTTPPrefix is put before the lower-case name of every provider header
+	// that is copied from the request (signature, delivery id, timestamp).
+	HTTPPrefix = "http."
+)
+
+// Values of the hookline.origin header.
+const (
+	OriginIngest = "ingest"
+	OriginRetry  = "retry"
+	OriginReplay = "replay"
+)
+
+// Values of the hookline.dead-reason header.
+const (
+	DeadExhausted = "exhausted"
+	DeadPermanent = "permanent"
+)
+
+// TimeLayout is RFC 3339 in UTC with milliseconds, the layout of every time
+// header (received-at, first-seen-at, due-at).
+const TimeLayout = "2006-01-02T15:04:05.000Z07:00"
+
+// FormatTime renders t in TimeLayout, in UTC.
+func FormatTime(t time.Time) string { return t.UTC().Format(TimeLayout) }
+
+// ParseTime reads a time header written by FormatTime (or any RFC 3339 time).
+func ParseTime(s string) (time.Time, error) {
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("parse time %q: %w", s, err)
+	}
+	return t.UTC(), nil
+}
+
+// ErrMissing is returned by the typed getters when a header is absent.
+var ErrMissing = errors.New("header missing")
+
+// Get returns the value of the first header named name and whether it was
+// present.
+func Get(r *kgo.Record, name string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+// Value returns the header's value, or "" when it is absent.
+func Value(r *kgo.Record, name string) string {
+	v, _ := Get(r, name)
+	return v
+}
+
+// Set replaces every header named name with one holding value, or appends it.
+func Set(r *kgo.Record, name, value string) {
+	out := r.Headers[:0]
+	for _, h := range r.Headers {
+		if h.Key != name {
+			out = append(out, h)
+		}
+	}
+	r.Headers = append(out, kgo.RecordHeader{Key: name, Value: []byte(value)})
+}
+
+// Delete removes every header named name.
+func Delete(r *kgo.Record, name string) {
+	out := r.Headers[:0]
+	for _, h := range r.Headers {
+		if h.Key != name {
+			out = append(out, h)
+		}
+	}
+	r.Headers = out
+}
+
+// GetAttempt returns the 1-based attempt number of the record.
+func GetAttempt(r *kgo.Record) (int, error) {
+	v, ok := Get(r, Attempt)
+	if !ok {
+		return 0, fmt.Errorf("%s: %w", Attempt, ErrMissing)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s: %q is not a positive integer", Attempt, v)
+	}
+	return n, nil
+}
+
+// SetAttempt sets the attempt header.
+func SetAttempt(r *kgo.Record, n int) { Set(r, Attempt, strconv.Itoa(n)) }
+
+// GetTime parses a time header (received-at, first-seen-at, due-at).
+func GetTime(r *kgo.Record, name string) (time.Time, error) {
+	v, ok := Get(r, name)
+	if !ok {
+		return time.Time{}, fmt.Errorf("%s: %w", name, ErrMissing)
+	}
+	t, err := ParseTime(v)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return t, nil
+}
+
+// SetTime sets a time header in TimeLayout.
+func SetTime(r *kgo.Record, name string, t time.Time) { Set(r, name, FormatTime(t)) }
+
+// HTTPName returns the record-header name for a provider header: "http."
+// followed by the lower-case header name.
+func HTTPName(name string) string { return HTTPPrefix + strings.ToLower(name) }
+
+// HTTP returns the provider headers copied from the request, with their
+// original lower-case names (without the "http." prefix), in record order.
+func HTTP(r *kgo.Record) []kgo.RecordHeader {
+	var out []kgo.RecordHeader
+	for _, h := range r.Headers {
+		if name, ok := strings.CutPrefix(h.Key, HTTPPrefix); ok {
+			out = append(out, kgo.RecordHeader{Key: name, Value: h.Value})
+		}
+	}
+	return out
+}

@@ -1,0 +1,168 @@
+// Package kafkatest gives tests a Kafka to talk to: an in-process kfake
+// cluster for fast unit tests, and for integration tests a real broker, taken
+// from KAFKA_BROKERS (make test starts one without Docker), else started with
+// testcontainers-go where a Docker engine answers, else the test is skipped
+// with a message saying how to run it.
+//
+// Every integration test gets its own topic prefix (Prefix), so tests share
+// one broker without seeing each other's records.
+package kafkatest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/testcontainers/testcontainers-go"
+	tckafka "github.com/testcontainers/testcontainers-go/modules/kafka"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// ContainerImage is the image testcontainers' Kafka module accepts.
+const ContainerImage = "confluentinc/confluent-local:7.5.0"
+
+// SkipMessage says how to run a skipped integration test.
+const SkipMessage = "no Kafka: set KAFKA_BROKERS=host:port, run `make test` (starts a local broker without Docker), or start a Docker engine for testcontainers"
+
+// Fake starts an in-process kfake cluster with numBrokers brokers, closed at
+// the end of the test, and returns its addresses.
+func Fake(tb testing.TB, opts ...kfake.Opt) []string {
+	tb.Helper()
+	c, err := kfake.NewCluster(append([]kfake.Opt{kfake.NumBrokers(1)}, opts...)...)
+	if err != nil {
+		tb.Fatalf("kfake: %v", err)
+	}
+	tb.Cleanup(c.Close)
+	return c.ListenAddrs()
+}
+
+// container is started at most once per test binary (one per package) and
+// lives until the process ends: testcontainers' reaper removes it.
+var container struct {
+	once    sync.Once
+	brokers []string
+	err     error
+}
+
+// Brokers returns the addresses of a real Kafka broker, or skips the test.
+func Brokers(tb testing.TB) []string {
+	tb.Helper()
+	if v := strings.TrimSpace(os.Getenv("KAFKA_BROKERS")); v != "" {
+		return strings.Split(v, ",")
+	}
+	if !dockerAvailable() {
+		tb.Skip(SkipMessage)
+	}
+	container.once.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		kc, err := tckafka.Run(ctx, ContainerImage)
+		if err != nil {
+			container.err = fmt.Errorf("start kafka container: %w", err)
+			return
+		}
+		container.brokers, container.err = kc.Brokers(ctx)
+	})
+	if container.err != nil {
+		tb.Fatalf("%v", container.err)
+	}
+	return container.brokers
+}
+
+func dockerAvailable() (ok bool) {
+	defer func() {
+		if recover() != nil {
+			ok = false
+		}
+	}()
+	p, err := testcontainers.ProviderDocker.GetProvider()
+	if err != nil {
+		return false
+	}
+	defer p.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return p.Health(ctx) == nil
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
+
+// Prefix returns a topic and group prefix unique to this test run, such as
+// "t-TestRoundTrip-3f9a1c.", for HOOKLINE_TOPIC_PREFIX.
+func Prefix(tb testing.TB) string {
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	name := unsafeChars.ReplaceAllString(tb.Name(), "_")
+	if len(name) > 60 {
+		name = name[:60]
+	}
+	return "t-" + name + "-" + hex.EncodeToString(b[:]) + "."
+}
+
+// Client returns a client for brokers, closed at the end of the test.
+func Client(tb testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
+	tb.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	if err != nil {
+		tb.Fatalf("kafka client: %v", err)
+	}
+	tb.Cleanup(cl.Close)
+	return cl
+}
+
+// EndOffsets returns the sum over partitions of topic's end offsets: the
+// number of records ever written to it. Tests compare it before and after to
+// prove nothing was produced.
+func EndOffsets(tb testing.TB, brokers []string, topic string) int64 {
+	tb.Helper()
+	adm := kadm.NewClient(Client(tb, brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := adm.ListEndOffsets(ctx, topic)
+	if err != nil {
+		tb.Fatalf("end offsets of %s: %v", topic, err)
+	}
+	var sum int64
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			tb.Fatalf("end offset of %s[%d]: %v", topic, o.Partition, o.Err)
+		}
+		sum += o.Offset
+	})
+	return sum
+}
+
+// ReadN reads n committed records of topic from the start, failing the test
+// if they do not arrive within timeout.
+func ReadN(tb testing.TB, brokers []string, topic string, n int, timeout time.Duration) []*kgo.Record {
+	tb.Helper()
+	cl := Client(tb, brokers,
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(200*time.Millisecond),
+	)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	var out []*kgo.Record
+	for len(out) < n {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			tb.Fatalf("read %s: got %d of %d records within %s", topic, len(out), n, timeout)
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			tb.Errorf("fetch %s[%d]: %v", t, p, err)
+		})
+		out = append(out, fs.Records()...)
+	}
+	return out
+}

@@ -1,0 +1,134 @@
+// Package obs holds what every hookline service needs to be observed: a JSON
+// slog logger, a Prometheus registry (never the global one), and the
+// /healthz, /readyz and /metrics handlers.
+package obs
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// NewLogger returns a JSON logger at the level named by level ("debug",
+// "info", "warn", "error"; "" means info). The service name is on every line.
+func NewLogger(w io.Writer, level, service string) (*slog.Logger, error) {
+	var l slog.Level
+	if level != "" {
+		if err := l.UnmarshalText([]byte(level)); err != nil {
+			return nil, fmt.Errorf("HOOKLINE_LOG_LEVEL=%q: want debug, info, warn or error", level)
+		}
+	}
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})).With("service", service), nil
+}
+
+// NewRegistry returns a registry with the Go runtime and process collectors.
+func NewRegistry() *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return reg
+}
+
+// Health tracks named readiness checks. The service is ready when every
+// check has reported success and it is not draining. Safe for concurrent use.
+type Health struct {
+	mu       sync.Mutex
+	checks   map[string]error
+	draining bool
+}
+
+// errPending marks a check that has not reported yet.
+var errPending = fmt.Errorf("not checked yet")
+
+// NewHealth returns a Health whose named checks start as pending (not ready).
+func NewHealth(checks ...string) *Health {
+	h := &Health{checks: make(map[string]error, len(checks))}
+	for _, c := range checks {
+		h.checks[c] = errPending
+	}
+	return h
+}
+
+// Set records the result of a check; nil means healthy.
+func (h *Health) Set(check string, err error) {
+	h.mu.Lock()
+	h.checks[check] = err
+	h.mu.Unlock()
+}
+
+// Drain marks the service as shutting down: /readyz answers 503 from now on,
+// so load balancers stop sending before the listener closes.
+func (h *Health) Drain() {
+	h.mu.Lock()
+	h.draining = true
+	h.mu.Unlock()
+}
+
+// Ready reports whether the service is ready, and why not.
+func (h *Health) Ready() (bool, map[string]string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	failing := map[string]string{}
+	if h.draining {
+		failing["shutdown"] = "draining"
+	}
+	for name, err := range h.checks {
+		if err != nil {
+			failing[name] = err.Error()
+		}
+	}
+	return len(failing) == 0, failing
+}
+
+// Healthz answers 200 while the process is alive.
+func Healthz(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"status": "ok"})
+}
+
+// Readyz answers 200 when h is ready and 503 with the failing checks otherwise.
+func (h *Health) Readyz(w http.ResponseWriter, _ *http.Request) {
+	ok, failing := h.Ready()
+	if ok {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready"})
+		return
+	}
+	names := make([]string, 0, len(failing))
+	for n := range failing {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	writeJSON(w, http.StatusServiceUnavailable, map[string]any{
+		"status":  "not ready",
+		"failing": failing,
+		"message": "not ready: " + strings.Join(names, ", "),
+	})
+}
+
+// Metrics serves the registry in the Prometheus text format.
+func Metrics(reg *prometheus.Registry) http.Handler {
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+}
+
+// Mux serves /healthz, /readyz and /metrics: the side port of the processor
+// and the retrier (HOOKLINE_METRICS_ADDR).
+func Mux(h *Health, reg *prometheus.Registry) *http.ServeMux {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", Healthz)
+	mux.HandleFunc("GET /readyz", h.Readyz)
+	mux.Handle("GET /metrics", Metrics(reg))
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,138 @@
+package topics
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// MismatchError reports topics that exist with the wrong shape. Services
+// refuse to start on it: fixing a topic's partition count or cleanup policy
+// is an operator's decision, never an automatic one.
+type MismatchError struct {
+	Problems []string
+}
+
+func (e *MismatchError) Error() string {
+	return "topics exist with the wrong shape (fix or delete them, or set HOOKLINE_TOPIC_PREFIX): " + strings.Join(e.Problems, "; ")
+}
+
+// Ensure creates the missing topics and checks the existing ones: partition
+// count and cleanup policy must match the spec. It costs one metadata and one
+// describe-configs request, plus one create request when topics are missing.
+// Several services may race to create the same topic: losing the race is fine.
+func Ensure(ctx context.Context, adm *kadm.Client, specs []Spec, replicationFactor int16) error {
+	names := make([]string, len(specs))
+	for i, s := range specs {
+		names[i] = s.Name
+	}
+	details, err := adm.ListTopics(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("list topics: %w", err)
+	}
+	var existing []string
+	for _, s := range specs {
+		d, ok := details[s.Name]
+		if ok && d.Err == nil {
+			existing = append(existing, s.Name)
+			continue
+		}
+		if ok && d.Err != nil && !errors.Is(d.Err, kerr.UnknownTopicOrPartition) {
+			return fmt.Errorf("topic %s: %w", s.Name, d.Err)
+		}
+		configs := make(map[string]*string, len(s.Configs))
+		for k, v := range s.Configs {
+			configs[k] = kadm.StringPtr(v)
+		}
+		_, err := adm.CreateTopic(ctx, s.Partitions, replicationFactor, configs, s.Name)
+		switch {
+		case err == nil:
+		case errors.Is(err, kerr.TopicAlreadyExists):
+			existing = append(existing, s.Name) // another service won the race
+		default:
+			return fmt.Errorf("create topic %s: %w", s.Name, err)
+		}
+	}
+	if len(existing) == 0 {
+		return nil
+	}
+	return check(ctx, adm, specs, existing)
+}
+
+func check(ctx context.Context, adm *kadm.Client, specs []Spec, existing []string) error {
+	// A topic created a moment ago by another service may not be in every
+	// broker's metadata yet: retry briefly before judging it.
+	var details kadm.TopicDetails
+	var err error
+	for try := 0; ; try++ {
+		details, err = adm.ListTopics(ctx, existing...)
+		if err == nil && details.Error() == nil || try == 10 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("list topics: %w", err)
+	}
+	cfgs, err := adm.DescribeTopicConfigs(ctx, existing...)
+	if err != nil {
+		return fmt.Errorf("describe topic configs: %w", err)
+	}
+	want := make(map[string]Spec, len(specs))
+	for _, s := range specs {
+		want[s.Name] = s
+	}
+	var problems []string
+	for _, name := range existing {
+		s := want[name]
+		d := details[name]
+		if d.Err != nil {
+			return fmt.Errorf("topic %s: %w", name, d.Err)
+		}
+		if got := int32(len(d.Partitions)); got != s.Partitions {
+			problems = append(problems, fmt.Sprintf("%s has %d partitions, want %d (HOOKLINE_PARTITIONS)", name, got, s.Partitions))
+		}
+		rc, err := cfgs.On(name, nil)
+		if err != nil {
+			return fmt.Errorf("describe topic configs %s: %w", name, err)
+		}
+		if rc.Err != nil {
+			return fmt.Errorf("describe topic configs %s: %w", name, rc.Err)
+		}
+		policy := "delete"
+		for _, c := range rc.Configs {
+			if c.Key == "cleanup.policy" && c.Value != nil {
+				policy = *c.Value
+			}
+		}
+		if normPolicy(policy) != normPolicy(s.Cleanup) {
+			problems = append(problems, fmt.Sprintf("%s has cleanup.policy=%s, want %s", name, policy, s.Cleanup))
+		}
+	}
+	if len(problems) > 0 {
+		return &MismatchError{Problems: problems}
+	}
+	return nil
+}
+
+// normPolicy sorts a cleanup.policy list, so "delete,compact" equals
+// "compact,delete".
+func normPolicy(p string) string {
+	parts := strings.Split(strings.ReplaceAll(p, " ", ""), ",")
+	sort.Strings(parts)
+	return strings.Join(parts, ",")
+}
+
+func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
+func itoa(n int) string        { return strconv.Itoa(n) }

@@ -1,0 +1,116 @@
+// Package topics names hookline's Kafka topics and consumer groups (DESIGN §2,
+// contract) and makes sure the topics exist with the right shape before a
+// service starts: missing topics are created with kadm, and an existing topic
+// with the wrong partition count or cleanup policy stops the service with a
+// message that names the topic and the difference.
+package topics
+
+import (
+	"time"
+)
+
+// Base names (DESIGN §2). Every name is prefixed with HOOKLINE_TOPIC_PREFIX.
+const (
+	BaseRaw         = "webhooks.raw"
+	BaseChangelog   = "webhooks.dedup-changelog"
+	BaseOutcomes    = "webhooks.outcomes"
+	BaseRetryPrefix = "webhooks.retry."
+	BaseDLQ         = "webhooks.dlq"
+	BaseDLQStatus   = "webhooks.dlq-status"
+
+	GroupProcessor = "hookline-processor"
+	GroupRetrier   = "hookline-retrier"
+)
+
+// Names are the prefixed topic names of one environment.
+type Names struct {
+	Prefix    string
+	Raw       string
+	Changelog string
+	Outcomes  string
+	DLQ       string
+	DLQStatus string
+	// Retry holds one topic per retry tier, in tier order (tier 1 first).
+	Retry []string
+}
+
+// NewNames prefixes every topic; tierNames are the retry tiers as
+// retry.TierName prints them ("1m", "5m", ...).
+func NewNames(prefix string, tierNames []string) Names {
+	n := Names{
+		Prefix:    prefix,
+		Raw:       prefix + BaseRaw,
+		Changelog: prefix + BaseChangelog,
+		Outcomes:  prefix + BaseOutcomes,
+		DLQ:       prefix + BaseDLQ,
+		DLQStatus: prefix + BaseDLQStatus,
+	}
+	for _, t := range tierNames {
+		n.Retry = append(n.Retry, prefix+BaseRetryPrefix+t)
+	}
+	return n
+}
+
+// Group returns the prefixed name of a consumer group.
+func (n Names) Group(base string) string { return n.Prefix + base }
+
+// All lists every topic name.
+func (n Names) All() []string {
+	return append([]string{n.Raw, n.Changelog, n.Outcomes, n.DLQ, n.DLQStatus}, n.Retry...)
+}
+
+// Shape settings shared by every topic of one environment.
+type Shape struct {
+	// Partitions of every topic (HOOKLINE_PARTITIONS, default 12). raw and
+	// the changelog must match, so one number serves all.
+	Partitions int32
+	// ReplicationFactor for new topics (HOOKLINE_REPLICATION_FACTOR); -1 takes
+	// the broker's default.replication.factor.
+	ReplicationFactor int16
+	// ChangelogRetention must be at least the longest dedup TTL.
+	ChangelogRetention time.Duration
+	// MaxMessageBytes for topics that carry request bodies: the body limit
+	// plus room for headers.
+	MaxMessageBytes int
+}
+
+// Spec is the wanted shape of one topic.
+type Spec struct {
+	Name       string
+	Partitions int32
+	// Cleanup is the cleanup.policy, checked on existing topics.
+	Cleanup string
+	// Configs are set when the topic is created.
+	Configs map[string]string
+}
+
+const day = 24 * time.Hour
+
+// Specs returns the wanted shape of every topic.
+func (n Names) Specs(s Shape) []Spec {
+	body := func(name string, retention time.Duration) Spec {
+		return Spec{Name: name, Partitions: s.Partitions, Cleanup: "delete", Configs: map[string]string{
+			"retention.ms":      ms(retention),
+			"max.message.bytes": itoa(s.MaxMessageBytes),
+		}}
+	}
+	specs := []Spec{
+		body(n.Raw, 7*day),
+		{Name: n.Changelog, Partitions: s.Partitions, Cleanup: "compact,delete", Configs: map[string]string{
+			"retention.ms": ms(max(s.ChangelogRetention, 7*day)),
+			// Compact soon after a key changes, so restore reads little.
+			"min.cleanable.dirty.ratio": "0.1",
+			"segment.ms":                ms(day),
+		}},
+		{Name: n.Outcomes, Partitions: s.Partitions, Cleanup: "delete", Configs: map[string]string{"retention.ms": ms(7 * day)}},
+		body(n.DLQ, 30*day),
+		{Name: n.DLQStatus, Partitions: s.Partitions, Cleanup: "compact", Configs: map[string]string{}},
+	}
+	for _, r := range n.Retry {
+		specs = append(specs, body(r, 7*day))
+	}
+	for i := range specs {
+		specs[i].Configs["cleanup.policy"] = specs[i].Cleanup
+	}
+	return specs
+}

@@ -41,7 +41,8 @@ bench: bench-ingest
 
 ## bench-ingest: ingest against a bare gin handler, same load, same run.
 bench-ingest: build $(KAFKA_DEP)
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) run ./ingest/internal/loadgen -compare
+	$(GO) build -o $(BIN)/loadgen ./ingest/internal/loadgen
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,307 @@
+// Command loadgen is ingest's benchmark (make bench-ingest): it drives the
+// real ingest binary on loopback with signed 1 KiB Stripe deliveries and, in
+// the same run, a bare gin handler that answers 202 without Kafka, so the
+// figures are a ratio taken on one machine at one time.
+//
+// Phases: closed-loop maximum rate against each target (C connections, D
+// seconds), then open-loop at half of ingest's maximum, where latency is
+// measured from each request's scheduled send time (no coordinated omission).
+// Every phase is bounded in time and count and targets 127.0.0.1 only.
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookline/hookline/pkg/providers"
+)
+
+func main() {
+	serveBare := flag.String("serve-bare", "", "internal: serve the bare gin handler on this address")
+	conns := flag.Int("c", 32, "concurrent connections in the closed-loop phases")
+	dur := flag.Duration("d", 10*time.Second, "length of each measured phase")
+	bodySize := flag.Int("body", 1024, "request body size in bytes")
+	flag.Bool("compare", true, "compare ingest with the bare handler (the only mode)")
+	flag.Parse()
+	gin.SetMode(gin.ReleaseMode)
+	if *serveBare != "" {
+		if err := bare(*serveBare); err != nil {
+			fmt.Fprintln(os.Stderr, "bare:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *conns, *dur, *bodySize); err != nil {
+		fmt.Fprintln(os.Stderr, "loadgen:", err)
+		os.Exit(1)
+	}
+}
+
+// bare answers like ingest does, reading the body, without Kafka.
+func bare(addr string) error {
+	r := gin.New()
+	r.POST("/webhooks/:provider", func(c *gin.Context) {
+		b, err := io.ReadAll(c.Request.Body)
+		if err != nil {
+			c.AbortWithStatus(400)
+			return
+		}
+		c.JSON(http.StatusAccepted, gin.H{"status": "accepted", "idempotency_key": "bare", "request_id": fmt.Sprint(len(b))})
+	})
+	r.GET("/readyz", func(c *gin.Context) { c.Status(200) })
+	return http.ListenAndServe(addr, r)
+}
+
+const secret = "bench-secret"
+
+func run(ctx context.Context, conns int, dur time.Duration, bodySize int) error {
+	brokers := os.Getenv("KAFKA_BROKERS")
+	if brokers == "" {
+		return errors.New("KAFKA_BROKERS is not set (make bench-ingest starts a broker and sets it)")
+	}
+	binDir := os.Getenv("HOOKLINE_BIN_DIR")
+	if binDir == "" {
+		binDir = "bin"
+	}
+	tmp, err := os.MkdirTemp("", "hookline-bench-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	provFile := filepath.Join(tmp, "providers.yaml")
+	if err := os.WriteFile(provFile, []byte("providers:\n  stripe:\n    preset: stripe\n    secret_env: [BENCH_STRIPE_SECRET]\n"), 0o600); err != nil {
+		return err
+	}
+
+	ingestAddr, bareAddr := freeAddr(), freeAddr()
+	self, _ := os.Executable()
+	bareCmd := exec.CommandContext(ctx, self, "-serve-bare", bareAddr)
+	bareCmd.Stderr = os.Stderr
+	ingestCmd := exec.CommandContext(ctx, filepath.Join(binDir, "ingest"))
+	ingestCmd.Env = append(os.Environ(),
+		"HOOKLINE_INGEST_ADDR="+ingestAddr, "HOOKLINE_PROVIDERS="+provFile, "BENCH_STRIPE_SECRET="+secret,
+		fmt.Sprintf("HOOKLINE_TOPIC_PREFIX=bench-%d.", time.Now().Unix()), "HOOKLINE_LOG_LEVEL=warn")
+	ingestCmd.Stderr = os.Stderr
+	for _, c := range []*exec.Cmd{bareCmd, ingestCmd} {
+		if err := c.Start(); err != nil {
+			return fmt.Errorf("start %s: %w", c.Path, err)
+		}
+		defer func(c *exec.Cmd) { _ = c.Process.Signal(syscall.SIGTERM); _ = c.Wait() }(c)
+	}
+	for _, a := range []string{bareAddr, ingestAddr} {
+		if err := waitReady(ctx, "http://"+a+"/readyz", 60*time.Second); err != nil {
+			return err
+		}
+	}
+
+	reqs, err := signedBodies(20000, bodySize)
+	if err != nil {
+		return err
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
+	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase, broker %s\n", bodySize, conns, dur, brokers)
+
+	// Warm both up (JIT on the broker side, connection pools, topic leaders).
+	_ = closedLoop(ctx, client, "http://"+bareAddr, reqs, conns, 2*time.Second)
+	_ = closedLoop(ctx, client, "http://"+ingestAddr, reqs, conns, 2*time.Second)
+
+	bareMax := closedLoop(ctx, client, "http://"+bareAddr, reqs, conns, dur)
+	ingMax := closedLoop(ctx, client, "http://"+ingestAddr, reqs, conns, dur)
+	half := ingMax.rate() / 2
+	ingHalf := openLoop(ctx, client, "http://"+ingestAddr, reqs, half, dur)
+	bareHalf := openLoop(ctx, client, "http://"+bareAddr, reqs, half, dur)
+
+	fmt.Printf("%-34s %10s %9s %9s %8s\n", "phase", "req/s", "p50 ms", "p99 ms", "errors")
+	for _, r := range []struct {
+		name string
+		res  result
+	}{
+		{"bare gin 202, max", bareMax},
+		{"ingest (acks=all), max", ingMax},
+		{fmt.Sprintf("bare gin 202, %.0f req/s", half), bareHalf},
+		{fmt.Sprintf("ingest, %.0f req/s (half of max)", half), ingHalf},
+	} {
+		fmt.Printf("%-34s %10.0f %9.2f %9.2f %8d\n", r.name, r.res.rate(), ms(r.res.pct(50)), ms(r.res.pct(99)), r.res.errors)
+	}
+	fmt.Printf("ratio ingest/bare max throughput: %.2f (target >= 0.50)\n", ingMax.rate()/bareMax.rate())
+	fmt.Printf("ingest p99 at half of max: %.2f ms (target <= 10 ms)\n", ms(ingHalf.pct(99)))
+	if ingMax.errors > 0 || ingHalf.errors > 0 {
+		return fmt.Errorf("ingest answered %d requests with something other than 202", ingMax.errors+ingHalf.errors)
+	}
+	return nil
+}
+
+type request struct {
+	body []byte
+	sig  string
+}
+
+// signedBodies pre-signs n distinct bodies so signing is not in the loop.
+func signedBodies(n, size int) ([]request, error) {
+	out := make([]request, n)
+	now := time.Now()
+	for i := range out {
+		head := fmt.Sprintf(`{"id":"evt_bench_%d_%d","type":"invoice.paid","pad":"`, now.UnixNano(), i)
+		tail := `"}`
+		pad := max(0, size-len(head)-len(tail))
+		body := []byte(head + strings.Repeat("x", pad) + tail)
+		h := http.Header{}
+		if err := providers.Sign("stripe", []byte(secret), body, now, h); err != nil {
+			return nil, err
+		}
+		out[i] = request{body: body, sig: h.Get("Stripe-Signature")}
+	}
+	return out, nil
+}
+
+type result struct {
+	lat     []time.Duration
+	errors  int
+	elapsed time.Duration
+}
+
+func (r result) rate() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }
+
+func (r result) pct(p float64) time.Duration {
+	if len(r.lat) == 0 {
+		return 0
+	}
+	s := slices.Clone(r.lat)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p/100))]
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func send(ctx context.Context, c *http.Client, base string, r request) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/stripe", bytes.NewReader(r.body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Stripe-Signature", r.sig)
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("status %d", resp.StatusCode)
+	}
+	return nil
+}
+
+// closedLoop keeps conns requests in flight for dur.
+func closedLoop(ctx context.Context, c *http.Client, base string, reqs []request, conns int, dur time.Duration) result {
+	var (
+		mu   sync.Mutex
+		res  result
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	ctx, cancel := context.WithTimeout(ctx, dur)
+	defer cancel()
+	start := time.Now()
+	for w := 0; w < conns; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			errs := 0
+			for ctx.Err() == nil {
+				r := reqs[int(next.Add(1))%len(reqs)]
+				t0 := time.Now()
+				if err := send(ctx, c, base, r); err != nil {
+					if ctx.Err() == nil {
+						errs++
+					}
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			res.lat = append(res.lat, lat...)
+			res.errors += errs
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+// openLoop sends at a fixed rate for dur; latency counts from the scheduled
+// send time, so a stalled server shows in the percentiles.
+func openLoop(ctx context.Context, c *http.Client, base string, reqs []request, rate float64, dur time.Duration) result {
+	var (
+		mu  sync.Mutex
+		res result
+		wg  sync.WaitGroup
+	)
+	n := int(rate * dur.Seconds())
+	interval := time.Duration(float64(time.Second) / rate)
+	sem := make(chan struct{}, 1024)
+	start := time.Now()
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(at))
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(r request) {
+			defer func() { <-sem; wg.Done() }()
+			err := send(ctx, c, base, r)
+			lat := time.Since(at)
+			mu.Lock()
+			if err != nil {
+				res.errors++
+			} else {
+				res.lat = append(res.lat, lat)
+			}
+			mu.Unlock()
+		}(reqs[i%len(reqs)])
+	}
+	wg.Wait()
+	res.elapsed = time.Since(start)
+	return res
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitReady(ctx context.Context, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready within %s", url, timeout)
+}

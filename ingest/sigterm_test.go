@@ -1,0 +1,121 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/proctest"
+)
+
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func waitHTTP(tb testing.TB, url string, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tb.Fatalf("%s did not answer 200 within %s", url, timeout)
+}
+
+// TestSIGTERMDuringBurst runs the built binary, sends SIGTERM while eight
+// clients post as fast as they can, and checks that the process exits 0 and
+// that every request answered 202 is in the topic.
+func TestSIGTERMDuringBurst(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the ingest binary")
+	}
+	e := newEnv(t)
+	addr := freeAddr(t)
+	e.vars["HOOKLINE_INGEST_ADDR"] = addr
+	var env []string
+	for k, v := range e.vars {
+		env = append(env, k+"="+v)
+	}
+	p := proctest.Start(t, proctest.Binary(t, "ingest"), env)
+	base := "http://" + addr
+	waitHTTP(t, base+"/readyz", 60*time.Second)
+
+	var (
+		mu       sync.Mutex
+		accepted []string
+		wg       sync.WaitGroup
+	)
+	stop := time.Now().Add(8 * time.Second) // bounded: the clients stop by themselves
+	client := &http.Client{Timeout: 10 * time.Second}
+	for w := 0; w < 8; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := 0; time.Now().Before(stop); i++ {
+				body := fmt.Sprintf(`{"id":"evt_term_%d_%d","type":"x"}`, w, i)
+				req, _ := http.NewRequest(http.MethodPost, base+"/webhooks/stripe", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/json")
+				p, _ := e.reg.Get("stripe")
+				_ = p.Sign([]byte(body), time.Now(), req.Header)
+				resp, err := client.Do(req)
+				if err != nil {
+					return // the listener closed: shutdown has begun
+				}
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusAccepted {
+					mu.Lock()
+					accepted = append(accepted, fmt.Sprintf("stripe:evt_term_%d_%d", w, i))
+					mu.Unlock()
+				}
+			}
+		}(w)
+	}
+	time.Sleep(700 * time.Millisecond)
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(30 * time.Second); err != nil {
+		t.Fatalf("ingest did not exit 0 after SIGTERM: %v\n%s", err, p.Output())
+	}
+	wg.Wait()
+	if len(accepted) < 20 {
+		t.Fatalf("only %d requests accepted before SIGTERM: the test proves nothing", len(accepted))
+	}
+
+	want := map[string]bool{}
+	for _, k := range accepted {
+		want[k] = true
+	}
+	cl := kafkatest.Client(t, e.brokers, kgo.ConsumeTopics(e.raw()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for len(want) > 0 && ctx.Err() == nil {
+		cl.PollFetches(ctx).EachRecord(func(r *kgo.Record) { delete(want, string(r.Key)) })
+	}
+	if len(want) > 0 {
+		t.Fatalf("%d of %d accepted deliveries are not in %s", len(want), len(accepted), e.raw())
+	}
+	t.Logf("%d deliveries accepted around SIGTERM, all in the topic", len(accepted))
+}

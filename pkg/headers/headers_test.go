@@ -1,0 +1,78 @@
+package headers
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestSetGet(t *testing.T) {
+	r := &kgo.Record{}
+	Set(r, Origin, OriginIngest)
+	Set(r, Origin, OriginRetry) // replaces
+	if v, ok := Get(r, Origin); !ok || v != OriginRetry || len(r.Headers) != 1 {
+		t.Fatalf("Get(origin) = %q %t with %d headers", v, ok, len(r.Headers))
+	}
+	Delete(r, Origin)
+	if _, ok := Get(r, Origin); ok {
+		t.Fatal("header still there after Delete")
+	}
+	if _, err := GetAttempt(r); err == nil {
+		t.Fatal("GetAttempt on a record without the header did not fail")
+	}
+	for _, bad := range []string{"0", "-1", "x", ""} {
+		Set(r, Attempt, bad)
+		if _, err := GetAttempt(r); err == nil {
+			t.Errorf("attempt %q accepted", bad)
+		}
+	}
+	SetAttempt(r, 3)
+	if n, err := GetAttempt(r); n != 3 || err != nil {
+		t.Fatalf("attempt %d %v", n, err)
+	}
+}
+
+func TestTimeLayout(t *testing.T) {
+	at := time.Date(2026, 11, 21, 13, 4, 5, 678_900_000, time.FixedZone("CET", 3600))
+	r := &kgo.Record{}
+	SetTime(r, DueAt, at)
+	if v := Value(r, DueAt); v != "2026-11-21T12:04:05.678Z" {
+		t.Fatalf("due-at %q, want RFC 3339 UTC with milliseconds", v)
+	}
+	got, err := GetTime(r, DueAt)
+	if err != nil || !got.Equal(at.Truncate(time.Millisecond)) {
+		t.Fatalf("GetTime %v %v", got, err)
+	}
+}
+
+func TestErrorsHistory(t *testing.T) {
+	r := &kgo.Record{}
+	if es, err := GetErrors(r); err != nil || es != nil {
+		t.Fatalf("absent history: %v %v", es, err)
+	}
+	long := strings.Repeat("é", 600) // 1200 bytes
+	SetErrors(r, []ErrorEntry{{Attempt: 1, At: time.Now(), Error: "HTTP 503", Retryable: true}, {Attempt: 2, At: time.Now(), Error: long}})
+	es, err := GetErrors(r)
+	if err != nil || len(es) != 2 {
+		t.Fatalf("history %v %v", es, err)
+	}
+	if len(es[1].Error) > MaxErrorBytes || !strings.HasPrefix(long, es[1].Error) {
+		t.Fatalf("error of %d bytes, want cut to at most %d on a rune boundary", len(es[1].Error), MaxErrorBytes)
+	}
+	Set(r, Errors, "{not json")
+	if _, err := GetErrors(r); err == nil {
+		t.Fatal("garbage history accepted")
+	}
+}
+
+func TestHTTP(t *testing.T) {
+	r := &kgo.Record{}
+	Set(r, HTTPName("Stripe-Signature"), "t=1,v1=ab")
+	Set(r, Provider, "stripe")
+	hs := HTTP(r)
+	if len(hs) != 1 || hs[0].Key != "stripe-signature" || string(hs[0].Value) != "t=1,v1=ab" {
+		t.Fatalf("HTTP() = %v", hs)
+	}
+}

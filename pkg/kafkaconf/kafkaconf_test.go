@@ -1,0 +1,73 @@
+package kafkaconf
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
+
+func TestFromEnv(t *testing.T) {
+	cases := []struct {
+		name    string
+		env     map[string]string
+		wantErr string // substring; "" means valid
+		opts    int    // options Opts returns, for valid configs
+	}{
+		{"defaults", nil, "", 1},
+		{"brokers list", map[string]string{"KAFKA_BROKERS": "a:9092, b:9093,"}, "", 1},
+		{"no port", map[string]string{"KAFKA_BROKERS": "kafka"}, "has no port", 0},
+		{"bad tls", map[string]string{"KAFKA_TLS": "yes please"}, "KAFKA_TLS", 0},
+		{"tls", map[string]string{"KAFKA_TLS": "true"}, "", 2},
+		{"plain", map[string]string{"KAFKA_SASL_MECHANISM": "plain", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p w"}, "", 2},
+		{"scram tls", map[string]string{"KAFKA_TLS": "1", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p"}, "", 3},
+		{"scram without password", map[string]string{"KAFKA_SASL_MECHANISM": "SCRAM-SHA-256", "KAFKA_SASL_USER": "u"}, "KAFKA_SASL_PASSWORD", 0},
+		{"unknown mechanism", map[string]string{"KAFKA_SASL_MECHANISM": "GSSAPI", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p"}, "GSSAPI", 0},
+		{"user without mechanism", map[string]string{"KAFKA_SASL_USER": "u"}, "KAFKA_SASL_MECHANISM", 0},
+		{"ca without tls", map[string]string{"KAFKA_TLS_CA_FILE": "/x"}, "KAFKA_TLS is not true", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FromEnv(env(tc.env))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts, err := c.Opts()
+			if err != nil || len(opts) != tc.opts {
+				t.Fatalf("Opts: %d options, err %v; want %d", len(opts), err, tc.opts)
+			}
+			if strings.Contains(c.String(), "p w") {
+				t.Fatal("String() shows the password")
+			}
+		})
+	}
+}
+
+func TestCAFile(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.pem")
+	if err := os.WriteFile(bad, []byte("not a cert"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := FromEnv(env(map[string]string{"KAFKA_TLS": "true", "KAFKA_TLS_CA_FILE": bad}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Opts(); err == nil || !strings.Contains(err.Error(), "no PEM certificate") {
+		t.Fatalf("Opts with a bad CA file: %v", err)
+	}
+	c.TLSCAFile = filepath.Join(dir, "missing.pem")
+	if _, err := c.Opts(); err == nil {
+		t.Fatal("Opts with a missing CA file did not fail")
+	}
+}

@@ -1,0 +1,61 @@
+package obs
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func get(t *testing.T, h http.Handler, path string) (int, string) {
+	t.Helper()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, path, nil))
+	b, _ := io.ReadAll(w.Body)
+	return w.Code, string(b)
+}
+
+func TestReadiness(t *testing.T) {
+	h := NewHealth("kafka", "restore")
+	mux := Mux(h, NewRegistry())
+	if code, body := get(t, mux, "/readyz"); code != 503 || !strings.Contains(body, "kafka") {
+		t.Fatalf("pending checks: %d %s", code, body)
+	}
+	h.Set("kafka", nil)
+	h.Set("restore", errors.New("partition 3 restoring"))
+	if code, body := get(t, mux, "/readyz"); code != 503 || !strings.Contains(body, "partition 3 restoring") {
+		t.Fatalf("failing check: %d %s", code, body)
+	}
+	h.Set("restore", nil)
+	if code, _ := get(t, mux, "/readyz"); code != 200 {
+		t.Fatalf("all checks pass: %d", code)
+	}
+	h.Drain()
+	if code, body := get(t, mux, "/readyz"); code != 503 || !strings.Contains(body, "draining") {
+		t.Fatalf("draining: %d %s", code, body)
+	}
+	if code, _ := get(t, mux, "/healthz"); code != 200 {
+		t.Fatalf("healthz while draining: %d", code)
+	}
+	if code, body := get(t, mux, "/metrics"); code != 200 || !strings.Contains(body, "go_goroutines") {
+		t.Fatalf("metrics: %d", code)
+	}
+}
+
+func TestNewLogger(t *testing.T) {
+	if _, err := NewLogger(io.Discard, "loud", "x"); err == nil || !strings.Contains(err.Error(), "HOOKLINE_LOG_LEVEL") {
+		t.Fatalf("bad level: %v", err)
+	}
+	var b strings.Builder
+	l, err := NewLogger(&b, "warn", "ingest")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Info("hidden")
+	l.Warn("shown")
+	if strings.Contains(b.String(), "hidden") || !strings.Contains(b.String(), `"service":"ingest"`) {
+		t.Fatalf("log output %q", b.String())
+	}
+}

@@ -301,15 +301,21 @@ func TestRefusalsLeaveTopicUntouched(t *testing.T) {
 		resp   func() *http.Response
 		status int
 	}{
-		{"400 malformed", func() *http.Response { return send("POST", "/webhooks/stripe", "application/json", []byte(`{"id":`), "stripe", nil) }, 400},
+		{"400 malformed", func() *http.Response {
+			return send("POST", "/webhooks/stripe", "application/json", []byte(`{"id":`), "stripe", nil)
+		}, 400},
 		{"401 bad signature", func() *http.Response {
 			return send("POST", "/webhooks/stripe", "application/json", stripeBody, "", map[string]string{"Stripe-Signature": "t=1,v1=00"})
 		}, 401},
-		{"404 unknown provider", func() *http.Response { return send("POST", "/webhooks/nobody", "application/json", stripeBody, "", nil) }, 404},
+		{"404 unknown provider", func() *http.Response {
+			return send("POST", "/webhooks/nobody", "application/json", stripeBody, "", nil)
+		}, 404},
 		{"413 over the limit", func() *http.Response {
 			return send("POST", "/webhooks/acme", "application/json", big, "acme", map[string]string{"X-Acme-Delivery": "big"})
 		}, 413},
-		{"415 content type", func() *http.Response { return send("POST", "/webhooks/stripe", "text/plain", stripeBody, "stripe", nil) }, 415},
+		{"415 content type", func() *http.Response {
+			return send("POST", "/webhooks/stripe", "text/plain", stripeBody, "stripe", nil)
+		}, 415},
 		{"429 rate limited", func() *http.Response {
 			var last *http.Response
 			for i := 0; i < 4; i++ { // burst 2: the third and fourth are refused

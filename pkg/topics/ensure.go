@@ -135,4 +135,4 @@ func normPolicy(p string) string {
 }
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-func itoa(n int) string        { return strconv.Itoa(n) }
+func itoa(n int) string         { return strconv.Itoa(n) }

@@ -1,6 +1,5 @@
 package api
 
-
 // Error codes of the JSON error answer {"error": code, "message": ...}
 // (DESIGN §4). Clients branch on the code; the message is for people.
 const (
@@ -37,4 +36,3 @@ type errorBody struct {
 	Error   string `json:"error"`
 	Message string `json:"message"`
 }
-

@@ -3,6 +3,7 @@ package headers
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -47,13 +48,24 @@ func SetErrors(r *kgo.Record, es []ErrorEntry) {
 	Set(r, Errors, string(b))
 }
 
+// truncate makes s valid UTF-8 (each invalid byte becomes U+FFFD, so JSON
+// encoding cannot grow it) and cuts it to at most n bytes at a rune start.
 func truncate(s string, n int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {
 		return s
 	}
-	s = s[:n]
-	for len(s) > 0 && !utf8.ValidString(s) {
-		s = s[:len(s)-1]
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
 	}
-	return s
+	return s[:n]
+}
+
+// MarshalJSON writes At in TimeLayout, like every other hookline time.
+func (e ErrorEntry) MarshalJSON() ([]byte, error) {
+	type plain ErrorEntry
+	return json.Marshal(struct {
+		plain
+		At string `json:"at"`
+	}{plain(e), FormatTime(e.At)})
 }

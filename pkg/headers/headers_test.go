@@ -61,6 +61,14 @@ func TestErrorsHistory(t *testing.T) {
 	if len(es[1].Error) > MaxErrorBytes || !strings.HasPrefix(long, es[1].Error) {
 		t.Fatalf("error of %d bytes, want cut to at most %d on a rune boundary", len(es[1].Error), MaxErrorBytes)
 	}
+	SetErrors(r, []ErrorEntry{{Attempt: 1, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Error: "bad \xff" + strings.Repeat("\xff", 2000)}})
+	if v := Value(r, Errors); !strings.Contains(v, `"at":"2026-01-02T03:04:05.000Z"`) {
+		t.Fatalf("history %s: want at in the millisecond layout", v)
+	}
+	es, err = GetErrors(r)
+	if err != nil || len(es[0].Error) > MaxErrorBytes || !strings.HasPrefix(es[0].Error, "bad \uFFFD") {
+		t.Fatalf("invalid UTF-8 error kept as %d bytes %q...", len(es[0].Error), es[0].Error[:10])
+	}
 	Set(r, Errors, "{not json")
 	if _, err := GetErrors(r); err == nil {
 		t.Fatal("garbage history accepted")

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/retry"
 )
 
 func TestNames(t *testing.T) {
@@ -21,6 +22,14 @@ func TestNames(t *testing.T) {
 	}
 	if g := n.Group(GroupProcessor); g != "staging.hookline-processor" {
 		t.Fatalf("group %q", g)
+	}
+}
+
+func TestRetryTopicNames(t *testing.T) {
+	n := NewNames("stg.", retry.DefaultSchedule().Names())
+	want := []string{"stg.webhooks.retry.1m", "stg.webhooks.retry.5m", "stg.webhooks.retry.15m", "stg.webhooks.retry.1h", "stg.webhooks.retry.6h"}
+	if strings.Join(n.Retry, " ") != strings.Join(want, " ") {
+		t.Fatalf("retry topics %v, want %v", n.Retry, want)
 	}
 }
 

@@ -1,0 +1,198 @@
+package retry
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+)
+
+// Environment variables read by FromEnv; the processor and the retrier read
+// the same ones (DESIGN §7).
+const (
+	EnvTiers  = "HOOKLINE_RETRY_TIERS"
+	EnvJitter = "HOOKLINE_RETRY_JITTER"
+)
+
+// DefaultTiers is the schedule used when HOOKLINE_RETRY_TIERS is unset or
+// empty, in its syntax.
+const DefaultTiers = "1m,5m,15m,1h,6h"
+
+// MaxTier is the longest tier delay a schedule accepts. Retry topics keep
+// records for 7 days (DESIGN §2) and full jitter doubles a delay, so a tier
+// of at most a day leaves five days for a retrier outage before a parked
+// record could be deleted unread.
+const MaxTier = 24 * time.Hour
+
+// Schedule is the list of retry tiers: strictly increasing, strictly positive
+// delays, each a whole number of milliseconds (the precision of
+// hookline.due-at) and at most MaxTier.
+//
+// Tiers are numbered from 1 in the whole API: tier 1 is the first delay, and
+// attempt n that fails retryably goes to tier n. The zero Schedule has no
+// tiers, so every failure goes straight to the DLQ; use DefaultSchedule,
+// ParseSchedule or NewSchedule. A Schedule is immutable and safe to share.
+type Schedule struct{ tiers []time.Duration }
+
+// DefaultSchedule returns the schedule of DefaultTiers: 1m, 5m, 15m, 1h, 6h.
+func DefaultSchedule() Schedule {
+	return Schedule{tiers: []time.Duration{time.Minute, 5 * time.Minute, 15 * time.Minute, time.Hour, 6 * time.Hour}}
+}
+
+// NewSchedule checks tiers and returns them as a Schedule. The error names
+// the first bad tier (1-based).
+func NewSchedule(tiers ...time.Duration) (Schedule, error) {
+	for i, d := range tiers {
+		switch {
+		case d <= 0:
+			return Schedule{}, fmt.Errorf("tier %d (%s) is not positive", i+1, d)
+		case d%time.Millisecond != 0:
+			return Schedule{}, fmt.Errorf("tier %d (%s) is not a whole number of milliseconds", i+1, d)
+		case d > MaxTier:
+			return Schedule{}, fmt.Errorf("tier %d (%s) is longer than %s", i+1, d, TierName(MaxTier))
+		case i > 0 && d <= tiers[i-1]:
+			return Schedule{}, fmt.Errorf("tier %d (%s) is not longer than tier %d (%s): tiers must be strictly increasing", i+1, TierName(d), i, TierName(tiers[i-1]))
+		}
+	}
+	return Schedule{tiers: slices.Clone(tiers)}, nil
+}
+
+// ParseSchedule reads the HOOKLINE_RETRY_TIERS syntax: Go durations separated
+// by commas, such as "1m,5m,15m,1h,6h" (spaces around elements are ignored).
+// An empty string gives DefaultSchedule. The error names the variable and the
+// bad element.
+func ParseSchedule(s string) (Schedule, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return DefaultSchedule(), nil
+	}
+	bad := func(err error) (Schedule, error) {
+		return Schedule{}, fmt.Errorf("%s=%q: %w (want durations such as %s)", EnvTiers, s, err, DefaultTiers)
+	}
+	parts := strings.Split(s, ",")
+	tiers := make([]time.Duration, len(parts))
+	for i, p := range parts {
+		p = strings.TrimSpace(p)
+		if p == "" {
+			return bad(fmt.Errorf("tier %d is empty", i+1))
+		}
+		d, err := time.ParseDuration(p)
+		if err != nil {
+			return bad(fmt.Errorf("tier %d %q is not a duration", i+1, p))
+		}
+		tiers[i] = d
+	}
+	sch, err := NewSchedule(tiers...)
+	if err != nil {
+		return bad(err)
+	}
+	return sch, nil
+}
+
+// FromEnv reads the retry settings; lookupEnv is os.LookupEnv in production.
+// HOOKLINE_RETRY_TIERS gives the schedule (unset or empty: DefaultSchedule);
+// HOOKLINE_RETRY_JITTER the jitter fraction in [0, 1] (unset or empty: 0).
+// When both are wrong the error names both.
+func FromEnv(lookupEnv func(string) (string, bool)) (Schedule, float64, error) {
+	get := func(k string) string { v, _ := lookupEnv(k); return strings.TrimSpace(v) }
+	sch, errTiers := ParseSchedule(get(EnvTiers))
+	var jitter float64
+	var errJitter error
+	if v := get(EnvJitter); v != "" {
+		j, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(j >= 0 && j <= 1) { // also rejects NaN
+			errJitter = fmt.Errorf("%s=%q: want a fraction from 0 to 1, such as 0.2", EnvJitter, v)
+		}
+		jitter = j
+	}
+	if err := errors.Join(errTiers, errJitter); err != nil {
+		return Schedule{}, 0, err
+	}
+	return sch, jitter, nil
+}
+
+// Len returns the number of tiers; attempt Len()+1 is the last one before the
+// DLQ.
+func (s Schedule) Len() int { return len(s.tiers) }
+
+// Tier returns the delay of tier i (1-based). It panics when i is not in
+// [1, Len()], like a slice index.
+func (s Schedule) Tier(i int) time.Duration { return s.tiers[i-1] }
+
+// Names returns the tier names in tier order ("1m", "5m", ...), as
+// topics.NewNames takes them.
+func (s Schedule) Names() []string {
+	names := make([]string, len(s.tiers))
+	for i, d := range s.tiers {
+		names[i] = TierName(d)
+	}
+	return names
+}
+
+// String returns the schedule in HOOKLINE_RETRY_TIERS syntax; ParseSchedule
+// reads it back to an equal Schedule.
+func (s Schedule) String() string { return strings.Join(s.Names(), ",") }
+
+// TierName returns d as Go prints it without trailing zero units, the form
+// used in tier topic names (DESIGN §2): 1m0s is "1m", 1h0m0s is "1h", 90s is
+// "1m30s", 1h30m0s is "1h30m", 1500ms is "1.5s".
+func TierName(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// Route says where attempt (1-based; values below 1 count as 1) goes after a
+// failure classified as d (DESIGN §7):
+//
+//   - not retryable: ok is false (DLQ, dead reason "permanent");
+//   - attempt > Len(): ok is false (DLQ, dead reason "exhausted");
+//   - otherwise tier n = attempt; with a Retry-After, the first tier whose
+//     delay is at least After when that is later than n, or the last tier when
+//     none is that long (the wait is then capped at the last tier's delay).
+//
+// A Retry-After lengthens one wait without using up attempts: attempt n+1
+// failing again goes to tier n+1, so a key always gets Len()+1 attempts.
+func (s Schedule) Route(attempt int, d Decision) (tier int, ok bool) {
+	attempt = max(attempt, 1)
+	if !d.Retryable || attempt > len(s.tiers) {
+		return 0, false
+	}
+	tier = attempt
+	if d.After > 0 {
+		i, _ := slices.BinarySearch(s.tiers, d.After) // first tier >= After
+		tier = max(tier, min(i+1, len(s.tiers)))
+	}
+	return tier, true
+}
+
+// DueAt returns when a record parked in tier i (1-based) at now may be
+// re-delivered: now + delay × (1 + jitter × rnd()). jitter is clamped to
+// [0, 1] and rnd's result to [0, 1]; a nil rnd means no jitter. Jitter only
+// ever delays. The result is in UTC and rounded up to the millisecond, so the
+// hookline.due-at header (millisecond precision) is never earlier than the
+// delay. It panics when i is out of range.
+func (s Schedule) DueAt(now time.Time, i int, jitter float64, rnd func() float64) time.Time {
+	delay := float64(s.Tier(i))
+	if jitter > 0 && rnd != nil {
+		r := rnd()
+		if !(r > 0) { // also NaN
+			r = 0
+		}
+		delay *= 1 + min(jitter, 1)*min(r, 1)
+	}
+	due := now.Add(time.Duration(math.Ceil(delay)))
+	if t := due.Truncate(time.Millisecond); t.Before(due) {
+		due = t.Add(time.Millisecond)
+	}
+	return due.UTC()
+}

@@ -1,0 +1,145 @@
+package decide
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookline/hookline/pkg/retry"
+	"github.com/hookline/hookline/schemas"
+)
+
+// appliedStates returns one state of each shape Apply produces.
+func appliedStates(t *testing.T) map[string]State {
+	t.Helper()
+	sched := retry.DefaultSchedule()
+	boom := errors.New("boom")
+	out := map[string]State{}
+	out["done"], _ = Apply(nil, ingest, nil, sched, time.Hour)
+	out["retrying"], _ = Apply(nil, ingest, boom, sched, time.Hour)
+	out["dead"], _ = Apply(nil, retryAt(6), boom, sched, time.Hour)
+	dead := out["dead"]
+	out["replayed"], _ = Apply(&dead, replayOf("dlq:11:40213"), boom, sched, time.Hour)
+	full := State{Status: StatusDead, Provider: "stripe", FirstSeenAt: t0, UpdatedAt: t0, ExpiresAt: later}
+	for i := range MaxReplayIDs {
+		full.ReplayIDs = append(full.ReplayIDs, fmt.Sprintf("dlq:%d:%d", i%12, 1000+i))
+	}
+	out["full replay ids"] = full
+	return out
+}
+
+// TestEncodeMatchesSchema validates what Encode writes against
+// schemas/state.schema.json, and reads it back unchanged.
+func TestEncodeMatchesSchema(t *testing.T) {
+	for name, st := range appliedStates(t) {
+		t.Run(name, func(t *testing.T) {
+			b, err := Encode(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas.Validate(schemas.State, b); err != nil {
+				t.Errorf("%s\n%v", b, err)
+			}
+			back, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(back, st) {
+				t.Errorf("round trip\n got %+v\nwant %+v", back, st)
+			}
+		})
+	}
+}
+
+// TestDecodeExamples decodes every valid example of the state schema and
+// encodes it again: Decode accepts what the schema accepts, and the result
+// still validates.
+func TestDecodeExamples(t *testing.T) {
+	files, err := filepath.Glob("../../../schemas/examples/state/*.json")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no state examples found (%v)", err)
+	}
+	for _, f := range files {
+		t.Run(filepath.Base(f), func(t *testing.T) {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st, err := Decode(b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := Encode(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := schemas.Validate(schemas.State, out); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+func TestEncodeGolden(t *testing.T) {
+	st := State{
+		Status: StatusRetrying, NextAttempt: 2, Provider: "stripe",
+		FirstSeenAt: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
+		UpdatedAt:   time.Date(2026, 3, 1, 13, 0, 0, 5e6, time.FixedZone("CET", 3600)),
+		ExpiresAt:   time.Date(2026, 3, 8, 12, 0, 0, 5e6+999, time.UTC),
+		ReplayIDs:   []string{"dlq:0:7"},
+	}
+	const want = `{"v":1,"status":"retrying","next_attempt":2,"provider":"stripe","first_seen_at":"2026-03-01T12:00:00.000Z","updated_at":"2026-03-01T12:00:00.005Z","expires_at":"2026-03-08T12:00:00.005Z","replay_ids":["dlq:0:7"]}`
+	b, err := Encode(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(b) != want {
+		t.Errorf("Encode\n got %s\nwant %s", b, want)
+	}
+}
+
+func TestDecodeRejects(t *testing.T) {
+	const times = `"first_seen_at":"2026-03-01T12:00:00.000Z","updated_at":"2026-03-01T12:00:00.000Z","expires_at":"2026-03-08T12:00:00.000Z"`
+	tests := []struct {
+		name, doc, want string
+	}{
+		{"unknown status", `{"v":1,"status":"zombie","provider":"p",` + times + `}`, `unknown status "zombie" (want done, retrying or dead)`},
+		{"missing status", `{"v":1,"provider":"p",` + times + `}`, `unknown status ""`},
+		{"other version", `{"v":2,"status":"done","provider":"p",` + times + `}`, "version 2, want 1"},
+		{"no version", `{"status":"done","provider":"p",` + times + `}`, "version 0, want 1"},
+		{"retrying without next attempt", `{"v":1,"status":"retrying","provider":"p",` + times + `}`, "status retrying with next_attempt 0"},
+		{"done with next attempt", `{"v":1,"status":"done","next_attempt":3,"provider":"p",` + times + `}`, "status done with next_attempt 3"},
+		{"empty provider", `{"v":1,"status":"done","provider":"",` + times + `}`, "provider is empty"},
+		{"bad time", `{"v":1,"status":"done","provider":"p","first_seen_at":"yesterday","updated_at":"2026-03-01T12:00:00.000Z","expires_at":"2026-03-08T12:00:00.000Z"}`, "first_seen_at: parse time"},
+		{"missing time", `{"v":1,"status":"done","provider":"p","first_seen_at":"2026-03-01T12:00:00.000Z","updated_at":"2026-03-01T12:00:00.000Z"}`, "expires_at: parse time"},
+		{"wrong type", `{"v":1,"status":"done","provider":"p","next_attempt":"2",` + times + `}`, "decode state: json"},
+		{"not JSON", `done`, "decode state:"},
+		{"tombstone", ``, "decode state:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Decode([]byte(tt.doc))
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("Decode = %v, want it to contain %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestEncodeRejects(t *testing.T) {
+	for _, st := range []State{
+		{Status: "zombie", Provider: "p"},
+		{Status: StatusRetrying, NextAttempt: 1, Provider: "p"},
+		{Status: StatusDone, Provider: ""},
+		{Status: StatusDead, Provider: "p", ReplayIDs: make([]string, MaxReplayIDs+1)},
+	} {
+		if b, err := Encode(st); err == nil {
+			t.Errorf("Encode(%+v) = %s, want an error", st, b)
+		}
+	}
+}

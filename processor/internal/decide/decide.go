@@ -1,0 +1,260 @@
+// Package decide is the processor's dedup decision table (DESIGN §6) as pure
+// functions: Admit says whether an arriving record is processed or skipped
+// given its key's state, Apply turns the handler's result into the key's next
+// state and the record's route (done, a retry tier, or the DLQ), and Overlay
+// lets the records of one batch see the state left by earlier records of the
+// same batch. Encode and Decode are the changelog value's JSON form
+// (schemas/state.schema.json).
+//
+// Nothing here does I/O or reads a clock: the caller passes the time in
+// Arrival.Now, so every cell of the table is a unit test.
+package decide
+
+import (
+	"slices"
+	"time"
+
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/retry"
+)
+
+// Status is the dedup status of an idempotency key.
+type Status string
+
+// Statuses of a key. They are also the outcome record's status for a
+// processed record (a skipped one is "duplicate").
+const (
+	StatusDone     Status = "done"
+	StatusRetrying Status = "retrying"
+	StatusDead     Status = "dead"
+)
+
+// MaxReplayIDs bounds State.ReplayIDs: the oldest ids are dropped beyond it.
+const MaxReplayIDs = 32
+
+// DefaultTTL is the dedup TTL when a provider sets none (DESIGN §6).
+const DefaultTTL = 7 * 24 * time.Hour
+
+// State is what the processor remembers about one idempotency key. Apply
+// returns states with times in UTC truncated to the millisecond, so they
+// survive Encode and Decode unchanged. Treat a State as a value: its
+// ReplayIDs slice may be shared with the state it was derived from.
+type State struct {
+	Status Status
+	// NextAttempt is, while retrying, the attempt expected next; 0 otherwise.
+	NextAttempt int
+	Provider    string
+	// FirstSeenAt is when ingest first accepted this key (hookline.received-at
+	// of attempt 1).
+	FirstSeenAt time.Time
+	UpdatedAt   time.Time
+	// ExpiresAt is UpdatedAt + the provider's dedup TTL (longer while a retry
+	// is parked, see Apply). From then on the state is as good as none. A zero
+	// ExpiresAt never expires.
+	ExpiresAt time.Time
+	// ReplayIDs are the replay ids already processed for this key, oldest
+	// first, at most MaxReplayIDs.
+	ReplayIDs []string
+}
+
+// Expired reports whether the state is as good as none at now.
+func (s State) Expired(now time.Time) bool {
+	return !s.ExpiresAt.IsZero() && !now.Before(s.ExpiresAt)
+}
+
+// Arrival is a record as the decision table sees it, read from its headers.
+type Arrival struct {
+	// Origin is hookline.origin: headers.OriginIngest, OriginRetry or
+	// OriginReplay.
+	Origin string
+	// Attempt is hookline.attempt (1-based). A replay carries 1: attempts
+	// start again at 1.
+	Attempt int
+	// ReplayID is hookline.replay-id, set on replays only.
+	ReplayID string
+	// Provider is hookline.provider.
+	Provider string
+	// FirstSeenAt is hookline.first-seen-at on a retry, hookline.received-at
+	// on an ingest record; it seeds State.FirstSeenAt for a key with no live
+	// state. Zero means Now.
+	FirstSeenAt time.Time
+	// Now is the decision time.
+	Now time.Time
+}
+
+// Reasons Admit gives, for logs and metric labels.
+const (
+	// Processed.
+	WhyNew         = "new"          // no state for the key
+	WhyExpired     = "expired"      // the state outlived its TTL
+	WhyNextAttempt = "next_attempt" // retry carrying the attempt the state expects
+	WhyReplay      = "replay"       // first replay of this id on a dead key
+
+	// Skipped; the outcome record says "duplicate".
+	WhyDuplicate       = "duplicate"         // ingest of a key already known
+	WhyStaleAttempt    = "stale_attempt"     // retry whose attempt is not the expected one
+	WhyAlreadyDone     = "already_done"      // retry or replay of a done key
+	WhyAlreadyDead     = "already_dead"      // retry of a dead key
+	WhyRetryPending    = "retry_pending"     // replay of a key that is still retrying
+	WhyReplaySeen      = "replay_seen"       // replay id already processed for this key
+	WhyReplayWithoutID = "replay_without_id" // replay of a dead key with no replay id: it could not be deduplicated
+	WhyUnknownOrigin   = "unknown_origin"    // origin is none of ingest, retry, replay
+	WhyUnknownStatus   = "unknown_status"    // the state's status is none of done, retrying, dead
+)
+
+// Admit applies the decision table of DESIGN §6 to a record arriving for a
+// key whose state is st (nil: none). It returns whether to process the record
+// and a short machine-friendly reason (the Why constants).
+//
+//	state \ origin      ingest      retry (attempt n)          replay
+//	none or expired     process     process                    process
+//	retrying, expects n skip        process if n matches       skip
+//	done                skip        skip                       skip
+//	dead                skip        skip                       process once per replay id
+//
+// A record whose origin is unknown is never processed, whatever the state:
+// the consumer should reject malformed headers before it gets here.
+func Admit(st *State, a Arrival) (process bool, why string) {
+	switch a.Origin {
+	case headers.OriginIngest, headers.OriginRetry, headers.OriginReplay:
+	default:
+		return false, WhyUnknownOrigin
+	}
+	switch {
+	case st == nil:
+		return true, WhyNew
+	case st.Expired(a.Now):
+		return true, WhyExpired
+	case a.Origin == headers.OriginIngest:
+		return false, WhyDuplicate
+	}
+	switch st.Status {
+	case StatusDone:
+		return false, WhyAlreadyDone
+	case StatusRetrying:
+		if a.Origin == headers.OriginReplay {
+			return false, WhyRetryPending
+		}
+		if a.Attempt != st.NextAttempt {
+			return false, WhyStaleAttempt
+		}
+		return true, WhyNextAttempt
+	case StatusDead:
+		switch {
+		case a.Origin == headers.OriginRetry:
+			return false, WhyAlreadyDead
+		case a.ReplayID == "":
+			return false, WhyReplayWithoutID
+		case slices.Contains(st.ReplayIDs, a.ReplayID):
+			return false, WhyReplaySeen
+		}
+		return true, WhyReplay
+	}
+	return false, WhyUnknownStatus
+}
+
+// Kind is where a processed record goes.
+type Kind string
+
+// Route kinds.
+const (
+	Done  Kind = "done"  // success: outcome record only
+	Retry Kind = "retry" // retryable failure: the tier topic Route.Tier
+	Dead  Kind = "dead"  // permanent failure or no tier left: webhooks.dlq
+)
+
+// Route is where Apply sends a processed record.
+type Route struct {
+	Kind Kind
+	// Tier is the retry tier (1-based, see retry.Schedule) when Kind is Retry.
+	Tier int
+	// DeadReason is headers.DeadExhausted or headers.DeadPermanent when Kind
+	// is Dead.
+	DeadReason string
+	// Attempt is the hookline.attempt of what the route writes: for Retry the
+	// next attempt (the failed one + 1); for Done and Dead the attempt that
+	// was just made.
+	Attempt int
+}
+
+// Apply returns the key's next state and the record's route after a
+// processed record (one Admit let through) ended with result: nil is success,
+// otherwise retry.Classify decides.
+//
+//   - success: state done, route Done;
+//   - retryable, sched.Route gives a tier: state retrying with NextAttempt =
+//     attempt + 1, route Retry to that tier;
+//   - retryable, no tier left: state dead, route Dead "exhausted";
+//   - permanent: state dead, route Dead "permanent".
+//
+// The state expires ttl after a.Now (ttl <= 0 means DefaultTTL); while
+// retrying, not before twice the tier's delay (the longest a retry can be
+// parked with full jitter), so a short TTL cannot forget a key whose retry is
+// still on its way. FirstSeenAt is kept from a live old state, and ReplayIDs
+// are carried forward, with a.ReplayID added for a replay. A replay is
+// attempt 1 whatever its Attempt says. An expired st counts as none.
+func Apply(st *State, a Arrival, result error, sched retry.Schedule, ttl time.Duration) (State, Route) {
+	if st != nil && st.Expired(a.Now) {
+		st = nil
+	}
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	now := a.Now.UTC().Truncate(time.Millisecond)
+	attempt := max(a.Attempt, 1)
+	if a.Origin == headers.OriginReplay {
+		attempt = 1 // attempts start again at 1, whatever header a hand-made replay copied
+	}
+	next := State{
+		Provider:    a.Provider,
+		FirstSeenAt: firstSeen(st, a),
+		UpdatedAt:   now,
+		ExpiresAt:   now.Add(ttl),
+		ReplayIDs:   replayIDs(st, a),
+	}
+	if result == nil {
+		next.Status = StatusDone
+		return next, Route{Kind: Done, Attempt: attempt}
+	}
+	d := retry.Classify(result)
+	if tier, ok := sched.Route(attempt, d); ok {
+		next.Status, next.NextAttempt = StatusRetrying, attempt+1
+		next.ExpiresAt = now.Add(max(ttl, 2*sched.Tier(tier)))
+		return next, Route{Kind: Retry, Tier: tier, Attempt: attempt + 1}
+	}
+	next.Status = StatusDead
+	reason := headers.DeadPermanent
+	if d.Retryable {
+		reason = headers.DeadExhausted
+	}
+	return next, Route{Kind: Dead, DeadReason: reason, Attempt: attempt}
+}
+
+// firstSeen keeps the old state's FirstSeenAt, else takes the record's, else
+// now.
+func firstSeen(st *State, a Arrival) time.Time {
+	t := a.Now
+	switch {
+	case st != nil && !st.FirstSeenAt.IsZero():
+		t = st.FirstSeenAt
+	case !a.FirstSeenAt.IsZero():
+		t = a.FirstSeenAt
+	}
+	return t.UTC().Truncate(time.Millisecond)
+}
+
+// replayIDs carries the old ids forward in a new slice, adds a replay's id,
+// and keeps the last MaxReplayIDs.
+func replayIDs(st *State, a Arrival) []string {
+	var ids []string
+	if st != nil {
+		ids = slices.Clone(st.ReplayIDs)
+	}
+	if a.Origin == headers.OriginReplay && a.ReplayID != "" && !slices.Contains(ids, a.ReplayID) {
+		ids = append(ids, a.ReplayID)
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	return ids[max(len(ids)-MaxReplayIDs, 0):]
+}

@@ -1,0 +1,349 @@
+package decide
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/retry"
+)
+
+var (
+	t0     = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	later  = t0.Add(time.Hour) // a live state's expiry
+	ingest = Arrival{Origin: headers.OriginIngest, Attempt: 1, Provider: "stripe", Now: t0}
+)
+
+func mustSchedule(tb testing.TB, s string) retry.Schedule {
+	tb.Helper()
+	sch, err := retry.ParseSchedule(s)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return sch
+}
+
+func retryAt(n int) Arrival {
+	return Arrival{Origin: headers.OriginRetry, Attempt: n, Provider: "stripe", Now: t0}
+}
+
+func replayOf(id string) Arrival {
+	return Arrival{Origin: headers.OriginReplay, Attempt: 1, ReplayID: id, Provider: "stripe", Now: t0}
+}
+
+// TestAdmit covers every cell of the table in DESIGN §6, and the edges around
+// it.
+func TestAdmit(t *testing.T) {
+	states := map[string]*State{
+		"none":              nil,
+		"expired":           {Status: StatusDead, ExpiresAt: t0}, // expiry is inclusive
+		"expired-retrying":  {Status: StatusRetrying, NextAttempt: 2, ExpiresAt: t0.Add(-time.Second)},
+		"expired-done":      {Status: StatusDone, ExpiresAt: t0.Add(-time.Hour)},
+		"retrying-match":    {Status: StatusRetrying, NextAttempt: 3, ExpiresAt: later},
+		"retrying-mismatch": {Status: StatusRetrying, NextAttempt: 2, ExpiresAt: later},
+		"done":              {Status: StatusDone, ExpiresAt: later},
+		"dead":              {Status: StatusDead, ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}},
+		"dead-seen-replay":  {Status: StatusDead, ExpiresAt: later, ReplayIDs: []string{"dlq:0:1", "dlq:4:7"}},
+		"never-expires":     {Status: StatusDone},
+		"bad-status":        {Status: "zombie", ExpiresAt: later},
+	}
+	replay := replayOf("dlq:4:7")
+	tests := []struct {
+		state   string
+		a       Arrival
+		process bool
+		why     string
+	}{
+		// none (or expired): process every origin.
+		{"none", ingest, true, WhyNew},
+		{"none", retryAt(3), true, WhyNew},
+		{"none", replay, true, WhyNew},
+		{"expired", ingest, true, WhyExpired},
+		{"expired", retryAt(3), true, WhyExpired},
+		{"expired", replay, true, WhyExpired},
+		{"expired-retrying", retryAt(3), true, WhyExpired},
+		{"expired-done", ingest, true, WhyExpired},
+		// retrying, expects n.
+		{"retrying-match", ingest, false, WhyDuplicate},
+		{"retrying-match", retryAt(3), true, WhyNextAttempt},
+		{"retrying-match", replay, false, WhyRetryPending},
+		{"retrying-mismatch", ingest, false, WhyDuplicate},
+		{"retrying-mismatch", retryAt(3), false, WhyStaleAttempt},
+		{"retrying-mismatch", replay, false, WhyRetryPending},
+		// done: skip all.
+		{"done", ingest, false, WhyDuplicate},
+		{"done", retryAt(3), false, WhyAlreadyDone},
+		{"done", replay, false, WhyAlreadyDone},
+		{"never-expires", ingest, false, WhyDuplicate},
+		// dead: process once per replay id.
+		{"dead", ingest, false, WhyDuplicate},
+		{"dead", retryAt(3), false, WhyAlreadyDead},
+		{"dead", replay, true, WhyReplay},
+		{"dead", replayOf(""), false, WhyReplayWithoutID},
+		{"dead-seen-replay", ingest, false, WhyDuplicate},
+		{"dead-seen-replay", retryAt(3), false, WhyAlreadyDead},
+		{"dead-seen-replay", replay, false, WhyReplaySeen},
+		// Malformed input is never processed.
+		{"none", Arrival{Origin: "Retry", Attempt: 1, Now: t0}, false, WhyUnknownOrigin},
+		{"done", Arrival{Attempt: 1, Now: t0}, false, WhyUnknownOrigin},
+		{"bad-status", retryAt(3), false, WhyUnknownStatus},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%s#%d%s", tt.state, tt.a.Origin, tt.a.Attempt, tt.a.ReplayID), func(t *testing.T) {
+			st, ok := states[tt.state]
+			if !ok {
+				t.Fatalf("no state %q", tt.state)
+			}
+			process, why := Admit(st, tt.a)
+			if process != tt.process || why != tt.why {
+				t.Errorf("Admit = %v, %q; want %v, %q", process, why, tt.process, tt.why)
+			}
+		})
+	}
+}
+
+func TestApply(t *testing.T) {
+	sched := retry.DefaultSchedule() // 1m 5m 15m 1h 6h
+	const ttl = 24 * time.Hour
+	day := t0.Add(ttl)
+	firstSeen := t0.Add(-time.Minute)
+	boom := errors.New("502 bad gateway")
+	dead := &State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen.Add(-time.Hour), UpdatedAt: t0.Add(-time.Minute), ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}}
+	withSeen := func(a Arrival, t time.Time) Arrival { a.FirstSeenAt = t; return a }
+	withNow := func(a Arrival, t time.Time) Arrival { a.Now = t; return a }
+	tests := []struct {
+		name   string
+		st     *State
+		a      Arrival
+		result error
+		ttl    time.Duration
+		want   State
+		route  Route
+	}{
+		{
+			name: "success", a: withSeen(ingest, firstSeen), ttl: ttl,
+			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			route: Route{Kind: Done, Attempt: 1},
+		},
+		{
+			name: "first seen defaults to now", a: ingest, ttl: ttl,
+			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: t0, UpdatedAt: t0, ExpiresAt: day},
+			route: Route{Kind: Done, Attempt: 1},
+		},
+		{
+			name: "retryable goes to tier n", a: withSeen(ingest, firstSeen), result: boom, ttl: ttl,
+			want:  State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			route: Route{Kind: Retry, Tier: 1, Attempt: 2},
+		},
+		{
+			name: "retry-after picks a longer tier", st: &State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later},
+			a: retryAt(2), result: retry.RetryAfter(boom, 10*time.Minute), ttl: ttl,
+			want:  State{Status: StatusRetrying, NextAttempt: 3, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			route: Route{Kind: Retry, Tier: 3, Attempt: 3},
+		},
+		{
+			name: "last tier", a: withSeen(retryAt(5), firstSeen), result: boom, ttl: ttl,
+			want:  State{Status: StatusRetrying, NextAttempt: 6, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			route: Route{Kind: Retry, Tier: 5, Attempt: 6},
+		},
+		{
+			name: "exhausted", a: withSeen(retryAt(6), firstSeen), result: boom, ttl: ttl,
+			want:  State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			route: Route{Kind: Dead, DeadReason: headers.DeadExhausted, Attempt: 6},
+		},
+		{
+			name: "permanent", a: withSeen(ingest, firstSeen), result: fmt.Errorf("deliver: %w", retry.Permanent(boom)), ttl: ttl,
+			want:  State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			route: Route{Kind: Dead, DeadReason: headers.DeadPermanent, Attempt: 1},
+		},
+		{
+			name: "short ttl outlives the parked retry", a: withSeen(retryAt(5), firstSeen), result: boom, ttl: time.Hour,
+			want:  State{Status: StatusRetrying, NextAttempt: 6, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(12 * time.Hour)},
+			route: Route{Kind: Retry, Tier: 5, Attempt: 6},
+		},
+		{
+			name: "zero ttl is the default", a: withSeen(ingest, firstSeen),
+			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(DefaultTTL)},
+			route: Route{Kind: Done, Attempt: 1},
+		},
+		{
+			name: "replay on dead succeeds: first seen kept, id added", st: dead, a: replayOf("dlq:3:9"), ttl: ttl,
+			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
+			route: Route{Kind: Done, Attempt: 1},
+		},
+		{
+			name: "replay on dead fails: attempts start again at 1", st: dead, a: replayOf("dlq:3:9"), result: boom, ttl: ttl,
+			want:  State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
+			route: Route{Kind: Retry, Tier: 1, Attempt: 2},
+		},
+		{
+			name: "replay copying a late attempt header still starts at 1", st: dead, a: func() Arrival { a := replayOf("dlq:3:9"); a.Attempt = 6; return a }(), result: boom, ttl: ttl,
+			want:  State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
+			route: Route{Kind: Retry, Tier: 1, Attempt: 2},
+		},
+		{
+			name: "retry of a replay carries the ids", st: &State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later, ReplayIDs: []string{"dlq:3:9"}},
+			a: retryAt(2), result: retry.Permanent(boom), ttl: ttl,
+			want:  State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:3:9"}},
+			route: Route{Kind: Dead, DeadReason: headers.DeadPermanent, Attempt: 2},
+		},
+		{
+			name: "expired old state is none", st: dead, a: withSeen(withNow(ingest, later), firstSeen), ttl: ttl,
+			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: later, ExpiresAt: later.Add(ttl)},
+			route: Route{Kind: Done, Attempt: 1},
+		},
+		{
+			name: "times in UTC to the millisecond", a: withSeen(withNow(ingest, t0.Add(1500*time.Microsecond).In(time.FixedZone("X", 7200))), firstSeen.Add(time.Nanosecond)), ttl: ttl,
+			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0.Add(time.Millisecond), ExpiresAt: day.Add(time.Millisecond)},
+			route: Route{Kind: Done, Attempt: 1},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, route := Apply(tt.st, tt.a, tt.result, sched, tt.ttl)
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("state\n got %+v\nwant %+v", got, tt.want)
+			}
+			if route != tt.route {
+				t.Errorf("route = %+v, want %+v", route, tt.route)
+			}
+		})
+	}
+}
+
+func TestApplyDoesNotAliasReplayIDs(t *testing.T) {
+	old := &State{Status: StatusDead, Provider: "stripe", ExpiresAt: later, ReplayIDs: make([]string, 1, 8)}
+	old.ReplayIDs[0] = "dlq:0:1"
+	a, _ := Apply(old, replayOf("dlq:0:2"), nil, retry.DefaultSchedule(), time.Hour)
+	b, _ := Apply(old, replayOf("dlq:0:3"), nil, retry.DefaultSchedule(), time.Hour)
+	if a.ReplayIDs[1] != "dlq:0:2" || b.ReplayIDs[1] != "dlq:0:3" || len(old.ReplayIDs) != 1 {
+		t.Errorf("states share replay ids: %v %v %v", a.ReplayIDs, b.ReplayIDs, old.ReplayIDs)
+	}
+}
+
+func TestReplayIDBound(t *testing.T) {
+	st := &State{Status: StatusDead, Provider: "stripe", ExpiresAt: later}
+	for i := range MaxReplayIDs {
+		st.ReplayIDs = append(st.ReplayIDs, fmt.Sprintf("dlq:0:%d", i))
+	}
+	newest := replayOf("dlq:1:0")
+	if process, _ := Admit(st, newest); !process {
+		t.Fatal("a new replay id on a dead key must be processed")
+	}
+	next, _ := Apply(st, newest, retry.Permanent(errors.New("still broken")), retry.DefaultSchedule(), time.Hour)
+	if len(next.ReplayIDs) != MaxReplayIDs || next.ReplayIDs[0] != "dlq:0:1" || next.ReplayIDs[MaxReplayIDs-1] != "dlq:1:0" {
+		t.Fatalf("replay ids = %v, want the last %d with the newest at the end", next.ReplayIDs, MaxReplayIDs)
+	}
+	// What the bound costs: the oldest id is forgotten, so replaying it again
+	// is processed again; a recent one is still refused.
+	if process, why := Admit(&next, replayOf("dlq:0:0")); !process {
+		t.Errorf("dropped id: Admit = %v, %q; want processed", process, why)
+	}
+	if process, why := Admit(&next, replayOf("dlq:0:1")); process || why != WhyReplaySeen {
+		t.Errorf("kept id: Admit = %v, %q; want skipped as %q", process, why, WhyReplaySeen)
+	}
+	// An id already present is not added twice.
+	again, _ := Apply(&next, replayOf("dlq:1:0"), nil, retry.DefaultSchedule(), time.Hour)
+	if !slices.Equal(again.ReplayIDs, next.ReplayIDs) {
+		t.Errorf("replay ids changed on a seen id: %v", again.ReplayIDs)
+	}
+}
+
+func TestExpiry(t *testing.T) {
+	st, _ := Apply(nil, ingest, nil, retry.DefaultSchedule(), time.Hour)
+	for _, tt := range []struct {
+		at      time.Time
+		process bool
+	}{
+		{t0.Add(time.Hour - time.Millisecond), false},
+		{t0.Add(time.Hour), true},
+		{t0.Add(48 * time.Hour), true},
+	} {
+		a := ingest
+		a.Now = tt.at
+		if process, _ := Admit(&st, a); process != tt.process {
+			t.Errorf("ingest at %v: process = %v, want %v", tt.at, process, tt.process)
+		}
+	}
+}
+
+// TestBatch runs records of one key through an Overlay, as the processor does
+// with one batch: every decision sees the state the earlier records left,
+// although nothing is committed yet.
+func TestBatch(t *testing.T) {
+	sched := mustSchedule(t, "1s,2s")
+	committed := map[string]*State{
+		"github:abc": {Status: StatusDone, Provider: "github", ExpiresAt: later},
+	}
+	errStore := errors.New("badger closed")
+	lookups := 0
+	ov := NewOverlay(func(key string) (*State, error) {
+		lookups++
+		if key == "shopify:broken" {
+			return nil, errStore
+		}
+		return committed[key], nil
+	})
+	boom := errors.New("503")
+	steps := []struct {
+		key     string
+		a       Arrival
+		result  error // the handler's result when processed
+		process bool
+		why     string
+		route   Route
+		status  Status // the key's state after the step
+	}{
+		{"stripe:evt_1", ingest, boom, true, WhyNew, Route{Kind: Retry, Tier: 1, Attempt: 2}, StatusRetrying},
+		{"stripe:evt_1", ingest, nil, false, WhyDuplicate, Route{}, StatusRetrying},
+		{"github:abc", ingest, nil, false, WhyDuplicate, Route{}, StatusDone},
+		{"stripe:evt_1", retryAt(2), boom, true, WhyNextAttempt, Route{Kind: Retry, Tier: 2, Attempt: 3}, StatusRetrying},
+		{"github:new", ingest, nil, true, WhyNew, Route{Kind: Done, Attempt: 1}, StatusDone},
+		{"stripe:evt_1", retryAt(2), nil, false, WhyStaleAttempt, Route{}, StatusRetrying},
+		{"stripe:evt_1", retryAt(3), boom, true, WhyNextAttempt, Route{Kind: Dead, DeadReason: headers.DeadExhausted, Attempt: 3}, StatusDead},
+		{"stripe:evt_1", replayOf("dlq:2:40"), nil, true, WhyReplay, Route{Kind: Done, Attempt: 1}, StatusDone},
+		{"stripe:evt_1", replayOf("dlq:2:40"), nil, false, WhyAlreadyDone, Route{}, StatusDone},
+		{"github:new", ingest, nil, false, WhyDuplicate, Route{}, StatusDone},
+	}
+	for i, s := range steps {
+		st, err := ov.Get(s.key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		process, why := Admit(st, s.a)
+		if process != s.process || why != s.why {
+			t.Fatalf("step %d (%s %s): Admit = %v, %q; want %v, %q", i, s.key, s.a.Origin, process, why, s.process, s.why)
+		}
+		if process {
+			next, route := Apply(st, s.a, s.result, sched, time.Hour)
+			if route != s.route {
+				t.Fatalf("step %d: route = %+v, want %+v", i, route, s.route)
+			}
+			ov.Put(s.key, next)
+		}
+		if st, _ := ov.Get(s.key); st.Status != s.status {
+			t.Fatalf("step %d: state %s, want %s", i, st.Status, s.status)
+		}
+	}
+	if got := ov.Changes(); !slices.Equal(got, []string{"stripe:evt_1", "github:new"}) {
+		t.Errorf("Changes = %v", got)
+	}
+	if got, _ := ov.Get("stripe:evt_1"); !slices.Equal(got.ReplayIDs, []string{"dlq:2:40"}) {
+		t.Errorf("final replay ids = %v", got.ReplayIDs)
+	}
+	if committed["github:abc"].Status != StatusDone || len(committed) != 1 {
+		t.Error("the overlay must not write through to the committed states")
+	}
+	if _, err := ov.Get("shopify:broken"); !errors.Is(err, errStore) {
+		t.Errorf("lookup error = %v, want it wrapped", err)
+	}
+	// Changed keys are served from the overlay: only the first Get of each
+	// key, the unchanged github:abc each time and the failing key hit lookup.
+	if lookups != 5 {
+		t.Errorf("lookups = %d, want 5", lookups)
+	}
+}

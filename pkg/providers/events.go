@@ -1,0 +1,301 @@
+package providers
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+	"unicode"
+)
+
+// MaxKeyLen is the longest idempotency key accepted, in bytes.
+const MaxKeyLen = 512
+
+// checkKey enforces the key rules: not empty, at most MaxKeyLen bytes, no
+// control characters (the key travels as an HTTP header to destinations).
+func checkKey(key string) error {
+	switch {
+	case key == "":
+		return malformed("idempotency key is empty")
+	case len(key) > MaxKeyLen:
+		return malformed("idempotency key is %d bytes, more than %d", len(key), MaxKeyLen)
+	}
+	for _, r := range key {
+		if unicode.IsControl(r) {
+			return malformed("idempotency key contains a control character")
+		}
+	}
+	return nil
+}
+
+// bodyHash is "sha256:<hex of body>", the key of last resort.
+func bodyHash(body []byte) string {
+	sum := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// eventsFunc derives the records of one verified request.
+type eventsFunc func(p *Provider, h http.Header, body []byte) (Delivery, error)
+
+func one(key, typ string, body []byte) Delivery {
+	return Delivery{Events: []Event{{Key: key, Type: typ, Body: body}}}
+}
+
+// headerEvents keys a delivery on a header the provider always sends and
+// types it from another (github, shopify); the body is not parsed.
+func headerEvents(preset, keyHeader, typeHeader string) eventsFunc {
+	return func(_ *Provider, h http.Header, body []byte) (Delivery, error) {
+		id := h.Get(keyHeader)
+		if id == "" {
+			return Delivery{}, malformed("missing %s header", keyHeader)
+		}
+		return one(preset+":"+id, h.Get(typeHeader), body), nil
+	}
+}
+
+// objectWith parses b as a JSON object that must hold a string (or number)
+// at field; where names b in the error ("body", "events[2]").
+func objectWith(b []byte, where, field string) (object, string, error) {
+	o, err := parseObject(b)
+	if err != nil {
+		return nil, "", malformed("%s is not a JSON object", where)
+	}
+	v := o.str(field)
+	if v == "" {
+		return nil, "", malformed("%s has no %s", where, field)
+	}
+	return o, v, nil
+}
+
+// stripeEvents: key stripe:<id>, type from "type".
+func stripeEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
+	o, id, err := objectWith(body, "body", "id")
+	if err != nil {
+		return Delivery{}, err
+	}
+	return one(PresetStripe+":"+id, o.str("type"), body), nil
+}
+
+// standardEvents: key standard:<webhook-id>; type from a JSON body's "type"
+// when there is one.
+func standardEvents(_ *Provider, h http.Header, body []byte) (Delivery, error) {
+	idName, _, _ := standardHeaders(h)
+	id := h.Get(idName)
+	if id == "" {
+		return Delivery{}, malformed("missing %s header", idName)
+	}
+	typ := ""
+	if o, err := parseObject(body); err == nil {
+		typ = o.str("type")
+	}
+	return one(PresetStandard+":"+id, typ, body), nil
+}
+
+// slackEvents answers a url_verification with its challenge and keys other
+// deliveries on event_id, or on the body's hash when there is none (slash
+// commands and interactivity arrive form-encoded).
+func slackEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
+	o, err := parseObject(body)
+	if err != nil {
+		return one(PresetSlack+":"+bodyHash(body), "", body), nil
+	}
+	if o.str("type") == "url_verification" {
+		challenge := o.str("challenge")
+		if challenge == "" {
+			return Delivery{}, malformed("url_verification has no challenge")
+		}
+		answer, err := json.Marshal(struct {
+			Challenge string `json:"challenge"`
+		}{challenge})
+		if err != nil {
+			return Delivery{}, malformed("url_verification challenge: %v", err)
+		}
+		return Delivery{Challenge: answer, ChallengeContentType: "application/json"}, nil
+	}
+	typ := o.str("event", "type")
+	if typ == "" {
+		typ = o.str("type")
+	}
+	key := PresetSlack + ":" + bodyHash(body)
+	if id := o.str("event_id"); id != "" {
+		key = PresetSlack + ":" + id
+	}
+	return one(key, typ, body), nil
+}
+
+// calcomEvents: key calcom:<triggerEvent>:<payload.uid>[:<payload.rescheduleUid>].
+// Triggers without a booking uid fall back to payload.bookingUid (no-show
+// updates), payload.oooEntry.uuid (out of office) and then the body's hash
+// (PING and forms), so an authentic delivery is never refused for its shape.
+func calcomEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
+	o, trigger, err := objectWith(body, "body", "triggerEvent")
+	if err != nil {
+		return Delivery{}, err
+	}
+	id := o.str("payload", "uid")
+	if id == "" {
+		id = o.str("payload", "bookingUid")
+	}
+	if id == "" {
+		id = o.str("payload", "oooEntry", "uuid")
+	}
+	if id == "" {
+		id = bodyHash(body)
+	} else if r := o.str("payload", "rescheduleUid"); r != "" {
+		id += ":" + r
+	}
+	return one(PresetCalcom+":"+trigger+":"+id, trigger, body), nil
+}
+
+// gocardlessEvents splits {"events":[...]} into one record per event whose
+// body is that element's exact bytes, sliced from the request body. Cost: one
+// tokenising pass over the body plus one parse of each event.
+func gocardlessEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
+	raws, err := splitEvents(body)
+	if err != nil {
+		return Delivery{}, err
+	}
+	d := Delivery{Events: make([]Event, 0, len(raws))}
+	for i, raw := range raws {
+		o, id, err := objectWith(raw, "events["+strconv.Itoa(i)+"]", "id")
+		if err != nil {
+			return Delivery{}, err
+		}
+		typ := o.str("resource_type")
+		if action := o.str("action"); action != "" {
+			if typ != "" {
+				typ += "."
+			}
+			typ += action
+		}
+		d.Events = append(d.Events, Event{Key: PresetGoCardless + ":" + id, Type: typ, Body: raw})
+	}
+	return d, nil
+}
+
+// splitEvents walks the top-level object with a json.Decoder and returns each
+// element of its "events" array as a sub-slice of body.
+func splitEvents(body []byte) ([][]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	notJSON := malformed("body is not a JSON object")
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return nil, notJSON
+	}
+	var events [][]byte
+	seen := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, notJSON
+		}
+		if name, _ := tok.(string); name != "events" {
+			var skip json.RawMessage
+			if err := dec.Decode(&skip); err != nil {
+				return nil, notJSON
+			}
+			continue
+		}
+		if seen {
+			return nil, malformed("body has more than one events member")
+		}
+		seen = true
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('[') {
+			return nil, malformed("events is not an array")
+		}
+		for dec.More() {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
+				return nil, notJSON
+			}
+			end := int(dec.InputOffset())
+			start := end - len(raw)
+			if start < 0 || end > len(body) || !bytes.Equal(body[start:end], raw) {
+				return nil, malformed("events[%d] could not be located in the body", len(events))
+			}
+			events = append(events, body[start:end:end])
+		}
+		if _, err := dec.Token(); err != nil { // ]
+			return nil, notJSON
+		}
+	}
+	if _, err := dec.Token(); err != nil { // }
+		return nil, notJSON
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, malformed("body has data after the JSON object")
+	}
+	switch {
+	case !seen:
+		return nil, malformed("body has no events array")
+	case len(events) == 0:
+		return nil, malformed("events array is empty")
+	}
+	return events, nil
+}
+
+// rule is a generic provider's idempotency_key or event_type: a header, or a
+// JSON pointer into the body.
+type rule struct {
+	header  string // canonical header name, or ""
+	path    string // the pointer as written, for messages
+	pointer pointer
+}
+
+// value returns what the rule finds, "" when absent. A JSON rule over a body
+// that is not JSON is a MalformedError; so is, when strict, a value that is
+// neither a string nor a number.
+func (r *rule) value(h http.Header, body []byte, strict bool) (string, error) {
+	if r.header != "" {
+		return h.Get(r.header), nil
+	}
+	raw, found, err := r.pointer.lookup(body)
+	if err != nil {
+		return "", malformed("%v", err)
+	}
+	if !found {
+		return "", nil
+	}
+	s, ok, isNull := scalar(raw)
+	if !ok && !isNull && strict {
+		return "", malformed("value at %s is not a string or a number", r.path)
+	}
+	return s, nil
+}
+
+const headerIdempotencyKey = "Idempotency-Key"
+
+// genericEvents: key <name>:<configured rule>, else <name>:<Idempotency-Key>,
+// else sha256:<hex of body>; type from the event_type rule.
+func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
+	var key string
+	if p.keyRule != nil {
+		v, err := p.keyRule.value(h, body, true)
+		if err != nil {
+			return Delivery{}, err
+		}
+		if v != "" {
+			key = p.Name + ":" + v
+		}
+	}
+	if key == "" {
+		if v := h.Get(headerIdempotencyKey); v != "" {
+			key = p.Name + ":" + v
+		}
+	}
+	if key == "" {
+		key = bodyHash(body)
+	}
+	var typ string
+	if p.typeRule != nil {
+		v, err := p.typeRule.value(h, body, false)
+		if err != nil {
+			return Delivery{}, err
+		}
+		typ = v
+	}
+	return one(key, typ, body), nil
+}

@@ -1,0 +1,324 @@
+package providers
+
+import (
+	"bytes"
+	"errors"
+	"net/http"
+	"reflect"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+type keyType struct{ Key, Type string }
+
+func TestEvents(t *testing.T) {
+	r := testRegistry(t)
+	bigID := strings.Repeat("a", MaxKeyLen-len("github:"))
+	cases := []struct {
+		name     string
+		provider string
+		headers  map[string]string
+		body     string
+		want     []keyType // nil with wantErr
+		wantErr  bool
+	}{
+		{name: "stripe", provider: "stripe",
+			body: `{"id":"evt_1Nx","object":"event","type":"charge.succeeded"}`,
+			want: []keyType{{"stripe:evt_1Nx", "charge.succeeded"}}},
+		{name: "stripe without type", provider: "stripe", body: `{"id":"evt_1"}`,
+			want: []keyType{{"stripe:evt_1", ""}}},
+		{name: "stripe id matched exactly, not case-folded", provider: "stripe", body: `{"ID":"evt_x"}`, wantErr: true},
+		{name: "stripe without id", provider: "stripe", body: `{"type":"x"}`, wantErr: true},
+		{name: "stripe id not a string", provider: "stripe", body: `{"id":{"a":1}}`, wantErr: true},
+		{name: "stripe malformed JSON", provider: "stripe", body: `{"id":"evt_1"`, wantErr: true},
+		{name: "stripe array body", provider: "stripe", body: `[{"id":"evt_1"}]`, wantErr: true},
+		{name: "stripe null body", provider: "stripe", body: `null`, wantErr: true},
+
+		{name: "github", provider: "github",
+			headers: map[string]string{"X-GitHub-Delivery": "72d3162e-cc78-11e3-81ab-4c9367dc0958", "X-GitHub-Event": "push"},
+			body:    "payload=%7B%7D",
+			want:    []keyType{{"github:72d3162e-cc78-11e3-81ab-4c9367dc0958", "push"}}},
+		{name: "github without delivery", provider: "github", headers: map[string]string{"X-GitHub-Event": "push"}, body: "{}", wantErr: true},
+		{name: "github key of exactly 512 bytes", provider: "github",
+			headers: map[string]string{"X-GitHub-Delivery": bigID}, body: "{}",
+			want: []keyType{{"github:" + bigID, ""}}},
+		{name: "github key over 512 bytes", provider: "github",
+			headers: map[string]string{"X-GitHub-Delivery": bigID + "a"}, body: "{}", wantErr: true},
+		{name: "github key with a control character", provider: "github",
+			headers: map[string]string{"X-GitHub-Delivery": "abc\x01def"}, body: "{}", wantErr: true},
+		{name: "github key with DEL", provider: "github",
+			headers: map[string]string{"X-GitHub-Delivery": "abc\x7f"}, body: "{}", wantErr: true},
+
+		{name: "shopify", provider: "shopify",
+			headers: map[string]string{"X-Shopify-Webhook-Id": "b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", "X-Shopify-Topic": "orders/create"},
+			body:    `{"id":820982911946154508}`,
+			want:    []keyType{{"shopify:b54557e4-bdd9-4b37-8a5f-bf7d70bcd043", "orders/create"}}},
+		{name: "shopify without webhook id", provider: "shopify", body: `{}`, wantErr: true},
+
+		{name: "standard with JSON type", provider: "standard",
+			headers: map[string]string{"Webhook-Id": "msg_2Lh9"}, body: `{"type":"invoice.paid","data":{}}`,
+			want: []keyType{{"standard:msg_2Lh9", "invoice.paid"}}},
+		{name: "standard, body not JSON", provider: "standard",
+			headers: map[string]string{"Webhook-Id": "msg_2Lh9"}, body: `plain text`,
+			want: []keyType{{"standard:msg_2Lh9", ""}}},
+		{name: "standard, svix-id", provider: "standard",
+			headers: map[string]string{"Svix-Id": "msg_svix", "Svix-Signature": "v1,x"}, body: `{}`,
+			want: []keyType{{"standard:msg_svix", ""}}},
+		{name: "standard without id", provider: "standard", body: `{}`, wantErr: true},
+
+		{name: "slack event_callback", provider: "slack",
+			body: `{"token":"x","type":"event_callback","event_id":"Ev08MFMKH6","event":{"type":"app_mention","text":"hi"}}`,
+			want: []keyType{{"slack:Ev08MFMKH6", "app_mention"}}},
+		{name: "slack without event.type", provider: "slack",
+			body: `{"type":"app_rate_limited","event_id":"Ev1"}`,
+			want: []keyType{{"slack:Ev1", "app_rate_limited"}}},
+		{name: "slack without event_id", provider: "slack", body: `{"type":"block_actions"}`,
+			want: []keyType{{"slack:" + bodyHash([]byte(`{"type":"block_actions"}`)), "block_actions"}}},
+		{name: "slack url_verification without challenge", provider: "slack", body: `{"type":"url_verification"}`, wantErr: true},
+
+		{name: "calcom booking", provider: "calcom",
+			body: `{"triggerEvent":"BOOKING_CREATED","createdAt":"2026-03-01T12:00:00Z","payload":{"uid":"bk_1","title":"x"}}`,
+			want: []keyType{{"calcom:BOOKING_CREATED:bk_1", "BOOKING_CREATED"}}},
+		{name: "calcom reschedule", provider: "calcom",
+			body: `{"triggerEvent":"BOOKING_RESCHEDULED","payload":{"uid":"bk_2","rescheduleUid":"bk_1"}}`,
+			want: []keyType{{"calcom:BOOKING_RESCHEDULED:bk_2:bk_1", "BOOKING_RESCHEDULED"}}},
+		{name: "calcom empty rescheduleUid", provider: "calcom",
+			body: `{"triggerEvent":"BOOKING_CREATED","payload":{"uid":"bk_2","rescheduleUid":""}}`,
+			want: []keyType{{"calcom:BOOKING_CREATED:bk_2", "BOOKING_CREATED"}}},
+		{name: "calcom no-show uses bookingUid", provider: "calcom",
+			body: `{"triggerEvent":"BOOKING_NO_SHOW_UPDATED","payload":{"bookingUid":"bk_3","message":"x"}}`,
+			want: []keyType{{"calcom:BOOKING_NO_SHOW_UPDATED:bk_3", "BOOKING_NO_SHOW_UPDATED"}}},
+		{name: "calcom ping falls back to the body hash", provider: "calcom",
+			body: `{"triggerEvent":"PING","payload":{"type":"Test"}}`,
+			want: []keyType{{"calcom:PING:" + bodyHash([]byte(`{"triggerEvent":"PING","payload":{"type":"Test"}}`)), "PING"}}},
+		{name: "calcom without triggerEvent", provider: "calcom", body: `{"payload":{"uid":"bk_1"}}`, wantErr: true},
+		{name: "calcom not JSON", provider: "calcom", body: `triggerEvent=X`, wantErr: true},
+
+		{name: "gocardless without events", provider: "gocardless", body: `{"meta":{}}`, wantErr: true},
+		{name: "gocardless empty events", provider: "gocardless", body: `{"events":[]}`, wantErr: true},
+		{name: "gocardless events not an array", provider: "gocardless", body: `{"events":{"id":"EV1"}}`, wantErr: true},
+		{name: "gocardless event without id", provider: "gocardless", body: `{"events":[{"id":"EV1"},{"action":"paid"}]}`, wantErr: true},
+		{name: "gocardless event not an object", provider: "gocardless", body: `{"events":[1]}`, wantErr: true},
+		{name: "gocardless two events members", provider: "gocardless", body: `{"events":[{"id":"EV1"}],"events":[{"id":"EV2"}]}`, wantErr: true},
+		{name: "gocardless data after the object", provider: "gocardless", body: `{"events":[{"id":"EV1"}]} {}`, wantErr: true},
+		{name: "gocardless malformed JSON", provider: "gocardless", body: `{"events":[{"id":"EV1"}`, wantErr: true},
+		{name: "gocardless type with only resource_type", provider: "gocardless", body: `{"events":[{"id":"EV1","resource_type":"payments"}]}`,
+			want: []keyType{{"gocardless:EV1", "payments"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p := mustGet(t, r, tc.provider)
+			h := http.Header{}
+			for k, v := range tc.headers {
+				h[http.CanonicalHeaderKey(k)] = []string{v} // as sent, control characters included
+			}
+			d, err := p.Events(h, []byte(tc.body))
+			if tc.wantErr {
+				var me *MalformedError
+				if !errors.As(err, &me) {
+					t.Fatalf("Events error = %v, want a *MalformedError", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Events: %v", err)
+			}
+			if got := keysOf(d); !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("events = %+v, want %+v", got, tc.want)
+			}
+			if tc.provider != "gocardless" && !bytes.Equal(d.Events[0].Body, []byte(tc.body)) {
+				t.Fatalf("body = %q, want the request body", d.Events[0].Body)
+			}
+		})
+	}
+}
+
+func keysOf(d Delivery) []keyType {
+	var out []keyType
+	for _, e := range d.Events {
+		out = append(out, keyType{e.Key, e.Type})
+	}
+	return out
+}
+
+// TestGoCardlessBatch: three events give three records whose bodies are the
+// exact bytes of each element (odd whitespace and key order kept), sliced
+// from the request body rather than copied.
+func TestGoCardlessBatch(t *testing.T) {
+	p := mustGet(t, testRegistry(t), "gocardless")
+	elems := []string{
+		`{"id":"EV1","resource_type":"payments","action":"confirmed","links":{"payment":"PM1"}}`,
+		"{ \"action\" : \"paid_out\",\n  \"id\":\"EV2\", \"resource_type\":\"payments\", \"details\": {\"x\": [1, 2.50, \"\\u00e9\"]} }",
+		`{"resource_type":"mandates","id":"EV3","action":"created","metadata":{}}`,
+	}
+	body := []byte("{\"meta\": {\"webhook_id\": \"WB1\"},\n \"events\": [\n  " + elems[0] + ",\n  " + elems[1] + " ,\t" + elems[2] + "\n ]\n}\n")
+	d, err := p.Events(http.Header{}, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []keyType{
+		{"gocardless:EV1", "payments.confirmed"},
+		{"gocardless:EV2", "payments.paid_out"},
+		{"gocardless:EV3", "mandates.created"},
+	}
+	if got := keysOf(d); !reflect.DeepEqual(got, want) {
+		t.Fatalf("events = %+v, want %+v", got, want)
+	}
+	for i, ev := range d.Events {
+		if string(ev.Body) != elems[i] {
+			t.Errorf("event %d body = %q, want %q", i, ev.Body, elems[i])
+		}
+		start := bytes.Index(body, []byte(elems[i]))
+		if unsafe.SliceData(ev.Body) != &body[start] {
+			t.Errorf("event %d body is a copy, want a slice of the request body", i)
+		}
+		if cap(ev.Body) != len(ev.Body) {
+			t.Errorf("event %d body has spare capacity into the request body", i)
+		}
+	}
+}
+
+func TestSlackChallenge(t *testing.T) {
+	p := mustGet(t, testRegistry(t), "slack")
+	body := []byte(`{"token":"Jhj5dZrVaK7ZwHHjRyZWjbDl","challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P","type":"url_verification"}`)
+	d, err := p.Events(http.Header{}, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Events) != 0 {
+		t.Fatalf("events = %+v, want none", d.Events)
+	}
+	if string(d.Challenge) != `{"challenge":"3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P"}` || d.ChallengeContentType != "application/json" {
+		t.Fatalf("challenge = %q (%s)", d.Challenge, d.ChallengeContentType)
+	}
+}
+
+// TestGenericKeyPrecedence: configured rule, then Idempotency-Key, then
+// sha256 of the body; the first two prefixed with the provider name.
+func TestGenericKeyPrecedence(t *testing.T) {
+	r := testRegistry(t)
+	body := `{"type":"order.paid","data":{"id":"ord_7"}}`
+	hash := bodyHash([]byte(body))
+	cases := []struct {
+		name, provider string
+		headers        map[string]string
+		body           string
+		want           keyType
+	}{
+		{"header rule wins", "acme", map[string]string{"X-Acme-Delivery": "d-1", "Idempotency-Key": "ik-1"}, body, keyType{"acme:d-1", "order.paid"}},
+		{"then Idempotency-Key", "acme", map[string]string{"Idempotency-Key": "ik-1"}, body, keyType{"acme:ik-1", "order.paid"}},
+		{"then the body hash", "acme", nil, body, keyType{hash, "order.paid"}},
+		{"json rule wins", "acme-json", map[string]string{"Idempotency-Key": "ik-1", "X-Acme-Event": "evt"}, body, keyType{"acme-json:ord_7", "evt"}},
+		{"json rule absent, Idempotency-Key", "acme-json", map[string]string{"Idempotency-Key": "ik-1"}, `{"data":{}}`, keyType{"acme-json:ik-1", ""}},
+		{"json rule null, body hash", "acme-json", nil, `{"data":{"id":null}}`, keyType{bodyHash([]byte(`{"data":{"id":null}}`)), ""}},
+		{"json rule number", "acme-json", nil, `{"data":{"id":12345678901234567890}}`, keyType{"acme-json:12345678901234567890", ""}},
+		{"json rule empty string falls through", "acme-json", map[string]string{"Idempotency-Key": "ik-2"}, `{"data":{"id":""}}`, keyType{"acme-json:ik-2", ""}},
+		{"no rule: Idempotency-Key", "open", map[string]string{"Idempotency-Key": "ik-3"}, "not json", keyType{"open:ik-3", ""}},
+		{"no rule: body hash", "open", nil, "not json", keyType{bodyHash([]byte("not json")), ""}},
+		{"type rule on a body without it", "acme", map[string]string{"X-Acme-Delivery": "d-1"}, `{"kind":"x"}`, keyType{"acme:d-1", ""}},
+		{"type rule on an object value", "acme", map[string]string{"X-Acme-Delivery": "d-1"}, `{"type":{"a":1}}`, keyType{"acme:d-1", ""}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tc.headers {
+				h.Set(k, v)
+			}
+			d, err := mustGet(t, r, tc.provider).Events(h, []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := keysOf(d); len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("events = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestGenericMalformed(t *testing.T) {
+	r := testRegistry(t)
+	cases := []struct {
+		name, provider, body string
+	}{
+		{"json rule over a body that is not JSON", "acme-json", `{"data":`},
+		{"json rule over text", "acme-json", `hello`},
+		{"json rule value is an object", "acme-json", `{"data":{"id":{"x":1}}}`},
+		{"json rule value is a boolean", "acme-json", `{"data":{"id":true}}`},
+		{"json type rule over a body that is not JSON", "acme", `{"type":`},
+		{"json rule value has a control character", "acme-json", `{"data":{"id":"a\nb"}}`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			h.Set("X-Acme-Delivery", "d-1")
+			_, err := mustGet(t, r, tc.provider).Events(h, []byte(tc.body))
+			var me *MalformedError
+			if !errors.As(err, &me) {
+				t.Fatalf("error = %v, want *MalformedError", err)
+			}
+		})
+	}
+}
+
+func TestJSONPointer(t *testing.T) {
+	doc := []byte(`{"a/b":{"c~d":"escaped","~1":"tilde-one"},"":{"":"empty"},"items":[{"id":"i0"},{"id":"i1"}],"n":-1.5e3,"m~n":"x","01":"zero-one"}`)
+	cases := []struct {
+		ptr   string
+		want  string
+		found bool
+	}{
+		{"/a~1b/c~0d", "escaped", true},
+		{"/a~1b/~01", "tilde-one", true}, // ~01 is ~1, not /
+		{"/m~0n", "x", true},
+		{"//", "empty", true},
+		{"/items/1/id", "i1", true},
+		{"/items/0/id", "i0", true},
+		{"/items/2/id", "", false},
+		{"/items/-", "", false},
+		{"/items/01", "", false}, // leading zero is not an index
+		{"/01", "zero-one", true},
+		{"/n", "-1.5e3", true},
+		{"/n/x", "", false},
+		{"/missing", "", false},
+		{"/a~1b/missing", "", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.ptr, func(t *testing.T) {
+			p, err := parsePointer(tc.ptr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, found, err := p.lookup(doc)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _, _ := scalar(raw)
+			if found != tc.found || got != tc.want {
+				t.Fatalf("lookup = %q, %v; want %q, %v", got, found, tc.want, tc.found)
+			}
+		})
+	}
+	t.Run("empty pointer is the whole document", func(t *testing.T) {
+		raw, found, err := pointer{}.lookup([]byte(` "whole" `))
+		if s, _, _ := scalar(raw); err != nil || !found || s != "whole" {
+			t.Fatalf("got %q %v %v", s, found, err)
+		}
+	})
+	for _, bad := range []string{"a", "/~", "/~2", "/a~"} {
+		t.Run("invalid "+bad, func(t *testing.T) {
+			if _, err := parsePointer(bad); err == nil {
+				t.Fatalf("parsePointer(%q) succeeded", bad)
+			}
+		})
+	}
+	for _, bad := range []string{``, `{`, `[1,`, `nul`, `{"a":1}x`} {
+		t.Run("invalid document "+bad, func(t *testing.T) {
+			for _, ptr := range []pointer{{}, {"a"}} {
+				if _, _, err := ptr.lookup([]byte(bad)); err == nil {
+					t.Fatalf("lookup(%v) over %q succeeded", ptr, bad)
+				}
+			}
+		})
+	}
+}

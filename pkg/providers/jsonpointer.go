@@ -1,0 +1,147 @@
+package providers
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// pointer is an RFC 6901 JSON pointer as its unescaped reference tokens; the
+// empty pointer refers to the whole document.
+type pointer []string
+
+// parsePointer parses "" or "/a/b~1c/~0d": each token after a "/", with "~1"
+// read as "/" and "~0" as "~" (in that order, so "~01" is "~1"). A "~" not
+// followed by 0 or 1 is an error.
+func parsePointer(s string) (pointer, error) {
+	if s == "" {
+		return pointer{}, nil
+	}
+	if s[0] != '/' {
+		return nil, fmt.Errorf("JSON pointer %q must be empty or start with /", s)
+	}
+	tokens := strings.Split(s[1:], "/")
+	for i, tok := range tokens {
+		for j := 0; j < len(tok); j++ {
+			if tok[j] == '~' && (j+1 == len(tok) || (tok[j+1] != '0' && tok[j+1] != '1')) {
+				return nil, fmt.Errorf("JSON pointer %q: ~ must be followed by 0 or 1", s)
+			}
+		}
+		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+	}
+	return pointer(tokens), nil
+}
+
+// lookup returns the raw JSON value p refers to in doc, and whether it
+// exists. The error is for a doc that is not valid JSON. Cost: one parse of
+// the document, then one of each nested value on the way down.
+func (p pointer) lookup(doc []byte) (json.RawMessage, bool, error) {
+	cur := json.RawMessage(bytes.TrimSpace(doc))
+	if len(p) == 0 || len(cur) == 0 || (cur[0] != '{' && cur[0] != '[') {
+		// The first Unmarshal below validates an object or array; anything
+		// else is checked here.
+		if !json.Valid(cur) {
+			return nil, false, fmt.Errorf("body is not valid JSON")
+		}
+	}
+	for _, tok := range p {
+		var (
+			next  json.RawMessage
+			found bool
+		)
+		switch {
+		case len(cur) > 0 && cur[0] == '{':
+			var m map[string]json.RawMessage
+			if err := json.Unmarshal(cur, &m); err != nil {
+				return nil, false, fmt.Errorf("body is not valid JSON")
+			}
+			next, found = m[tok]
+		case len(cur) > 0 && cur[0] == '[':
+			var a []json.RawMessage
+			if err := json.Unmarshal(cur, &a); err != nil {
+				return nil, false, fmt.Errorf("body is not valid JSON")
+			}
+			if i, ok := arrayIndex(tok); ok && i < len(a) {
+				next, found = a[i], true
+			}
+		}
+		if !found {
+			return nil, false, nil
+		}
+		cur = next
+	}
+	return cur, true, nil
+}
+
+// arrayIndex reads an RFC 6901 array index: "0", or digits without a leading
+// zero. "-" (past the end) is never found.
+func arrayIndex(tok string) (int, bool) {
+	if tok == "" || (len(tok) > 1 && tok[0] == '0') {
+		return 0, false
+	}
+	for i := 0; i < len(tok); i++ {
+		if tok[i] < '0' || tok[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.Atoi(tok)
+	return n, err == nil
+}
+
+// scalar returns a JSON string's value or a number's literal text. ok is
+// false for null, booleans, objects and arrays; isNull tells null apart.
+func scalar(raw json.RawMessage) (s string, ok, isNull bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", false, false
+	}
+	switch c := raw[0]; {
+	case c == '"':
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return "", false, false
+		}
+		return s, true, false
+	case c == '-' || ('0' <= c && c <= '9'):
+		return string(raw), true, false
+	case c == 'n':
+		return "", false, true
+	}
+	return "", false, false
+}
+
+// object is a JSON object's members, parsed once so that the presets can
+// read several fields of a body for the price of one parse.
+type object map[string]json.RawMessage
+
+// parseObject parses body as a JSON object. Cost: one pass over the body and
+// a copy of each top-level member.
+func parseObject(body []byte) (object, error) {
+	var o object
+	if err := json.Unmarshal(body, &o); err != nil || o == nil {
+		return nil, fmt.Errorf("body is not a JSON object")
+	}
+	return o, nil
+}
+
+// str follows member names down nested objects and returns the string or
+// number found there, "" when absent or of another type.
+func (o object) str(path ...string) string {
+	cur := o
+	for i, name := range path {
+		raw, ok := cur[name]
+		if !ok {
+			return ""
+		}
+		if i == len(path)-1 {
+			s, _, _ := scalar(raw)
+			return s
+		}
+		cur = nil
+		if err := json.Unmarshal(raw, &cur); err != nil {
+			return ""
+		}
+	}
+	return ""
+}

@@ -1,0 +1,192 @@
+// Package providers knows the webhook providers hookline accepts: their
+// presets (stripe, github, shopify, standard, slack, gocardless, calcom and a
+// configurable generic HMAC), how each signs a request, which content types
+// it sends, how a delivery becomes records with idempotency keys and event
+// types, which of its headers travel on, and the providers file (DESIGN §5)
+// that names them.
+//
+// Ingest calls, per request and in this order: Registry.Get with the name
+// from the URL, CheckContentType, Verify over the raw body before anything
+// parses it, Events, ForwardHeaders. Every method of a Provider is safe for
+// concurrent use: a Provider is never changed after Load.
+//
+// Secrets never leave this package: they are read from the environment
+// variables the file names, and every way of printing a Provider or its
+// secrets shows "[redacted]".
+package providers
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Defaults for the providers file.
+const (
+	DefaultDedupTTL           = 7 * 24 * time.Hour
+	DefaultDestinationTimeout = 10 * time.Second
+)
+
+// Provider is one configured webhook sender, named by the URL path
+// /webhooks/{name}.
+type Provider struct {
+	Name        string
+	Preset      string
+	DedupTTL    time.Duration // how long a key is remembered; default 168h
+	Destination *Destination  // nil: the outcome record is the only effect
+	RateLimit   *RateLimit    // nil: unlimited
+
+	secrets   []secret // first is used by Sign; any one verifying is enough
+	scheme    *scheme  // nil: unsigned (generic with signature: {none: true})
+	tolerance time.Duration
+	accept    []string // media types; nil accepts any
+	events    eventsFunc
+	forward   []string
+	keyRule   *rule // generic only
+	typeRule  *rule // generic only
+}
+
+// Destination is where the processor delivers a provider's events.
+type Destination struct {
+	URL     string
+	Timeout time.Duration // default 10s
+	// RateLimit bounds the calls the processor makes to this destination
+	// (destination.rate_limit in the file); nil: unlimited.
+	RateLimit *RateLimit
+}
+
+// RateLimit bounds the requests ingest accepts from a provider: a token
+// bucket refilled at PerSecond holding at most Burst.
+type RateLimit struct {
+	PerSecond float64
+	Burst     int
+}
+
+// Header is a provider header copied onto a record as http.<Name>.
+type Header struct {
+	Name  string // lower-case, e.g. "stripe-signature"
+	Value string
+}
+
+// Delivery is what one verified request becomes.
+type Delivery struct {
+	// Events are the records to produce, in request order: one, or one per
+	// element of a batch.
+	Events []Event
+	// Challenge, when non-nil, is the body to answer with (200) and nothing
+	// is produced (Slack url_verification).
+	Challenge            []byte
+	ChallengeContentType string
+}
+
+// Event is one record to produce.
+type Event struct {
+	Key  string // idempotency key, namespaced by provider
+	Type string // provider's event type, "" when unknown
+	// Body is the exact bytes of the event: the request body, or for a batch
+	// the bytes of that element, sliced from the request body (not a copy).
+	Body []byte
+}
+
+// CheckContentType reports whether the provider sends this Content-Type
+// (parameters such as charset are ignored; for JSON, any application/*+json
+// also passes). It returns a *ContentTypeError otherwise (415). Cost: one
+// media-type parse.
+func (p *Provider) CheckContentType(contentType string) error {
+	if p.accept == nil {
+		return nil
+	}
+	if mt, _, err := mime.ParseMediaType(contentType); err == nil {
+		for _, want := range p.accept {
+			if mt == want || (want == mediaJSON && strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json")) {
+				return nil
+			}
+		}
+	}
+	return &ContentTypeError{Got: contentType, Want: slices.Clone(p.accept)}
+}
+
+// Verify checks the request's signature over the raw body with each of the
+// provider's secrets (any one verifying is enough), in constant time, and for
+// timestamped presets checks the timestamp is within the tolerance of now in
+// either direction. It returns a *SignatureError (401) with Reason missing,
+// malformed, mismatch or stale. An explicitly unsigned generic provider
+// always verifies. Cost: one HMAC over the body per secret tried.
+func (p *Provider) Verify(h http.Header, body []byte, now time.Time) error {
+	if p.scheme == nil {
+		return nil
+	}
+	return p.scheme.verify(p.secrets, h, body, now, p.tolerance)
+}
+
+// Events derives the records of a verified request: idempotency keys, event
+// types, and the split of a batch. A Slack url_verification gives a Delivery
+// with Challenge set and no events. It returns a *MalformedError (400) when
+// the body or headers give no valid key; every key returned is non-empty, at
+// most MaxKeyLen bytes and free of control characters. Cost: at most one
+// parse of the body (one per element for a batch); github and shopify read
+// only headers.
+func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
+	d, err := p.events(p, h, body)
+	if err != nil {
+		return Delivery{}, err
+	}
+	for _, ev := range d.Events {
+		if err := checkKey(ev.Key); err != nil {
+			return Delivery{}, err
+		}
+	}
+	return d, nil
+}
+
+// ForwardHeaders returns the provider's allowlisted headers present in h
+// (the first value of each), lower-case names, in the allowlist's fixed
+// order. Authorization and Cookie are never among them. Cost: one map lookup
+// per allowlisted name.
+func (p *Provider) ForwardHeaders(h http.Header) []Header {
+	var out []Header
+	for _, name := range p.forward {
+		if v := h.Get(name); v != "" {
+			out = append(out, Header{Name: name, Value: v})
+		}
+	}
+	return out
+}
+
+// Sign sets on h the signature headers this provider would receive for body
+// at now, signed with its first secret (for tests, load tools and docs). An
+// unsigned provider sets nothing. Cost: one HMAC over the body.
+func (p *Provider) Sign(body []byte, now time.Time, h http.Header) error {
+	if p.scheme == nil {
+		return nil
+	}
+	if len(p.secrets) == 0 {
+		return fmt.Errorf("sign: provider %q has no secret", p.Name)
+	}
+	p.scheme.sign(p.secrets[0], body, now, h)
+	return nil
+}
+
+// String describes the provider without its secrets. String, GoString,
+// Format and LogValue have value receivers so that a Provider value prints as
+// safely as a pointer.
+func (p Provider) String() string {
+	return fmt.Sprintf("provider %q (preset %s, %d secrets)", p.Name, p.Preset, len(p.secrets))
+}
+
+// GoString is String: %#v must not print the secrets either.
+func (p Provider) GoString() string { return p.String() }
+
+// Format prints String for every verb, so that no fmt verb reaches the
+// unexported secret fields (fmt cannot call their redacting methods).
+func (p Provider) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, p.String()) }
+
+// LogValue gives slog the provider's name and preset only.
+func (p Provider) LogValue() slog.Value {
+	return slog.GroupValue(slog.String("name", p.Name), slog.String("preset", p.Preset))
+}

@@ -1,0 +1,468 @@
+package providers
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Registry is the set of configured providers, read-only after Load.
+type Registry struct {
+	byName map[string]*Provider
+	names  []string
+	maxTTL time.Duration
+}
+
+// Get returns the provider named name (the {provider} of the URL). Cost: one
+// map lookup.
+func (r *Registry) Get(name string) (*Provider, bool) {
+	p, ok := r.byName[name]
+	return p, ok
+}
+
+// Names returns the provider names, sorted. Cost: a copy of the list.
+func (r *Registry) Names() []string { return slices.Clone(r.names) }
+
+// MaxDedupTTL returns the longest dedup_ttl of any provider (each defaults to
+// 7 days): the dedup changelog must retain at least this long. Cost: none,
+// it is computed by Load.
+func (r *Registry) MaxDedupTTL() time.Duration { return r.maxTTL }
+
+// Load reads the providers file (DESIGN §5) at path and resolves each
+// provider's secrets with lookupEnv (os.LookupEnv in production; nil means
+// os.LookupEnv). Errors name the file, the provider and the field; they never
+// contain a secret. Cost: one read and parse of the file.
+func Load(path string, lookupEnv func(string) (string, bool)) (*Registry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("providers file: %w", err)
+	}
+	r, err := Parse(data, lookupEnv)
+	if err != nil {
+		return nil, fmt.Errorf("providers file %s: %w", path, err)
+	}
+	return r, nil
+}
+
+// Parse is Load over the file's contents: it checks every provider block
+// (KnownFields, so a misspelt field is an error) and reports every problem
+// found, one line each naming its provider, providers in name order. Cost:
+// one YAML parse, plus a second one of the node tree to place an error.
+func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Registry, error) {
+	if lookupEnv == nil {
+		lookupEnv = os.LookupEnv
+	}
+	var file fileConfig
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&file); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("the file is empty: want a providers: mapping")
+		}
+		return nil, annotateYAMLError(err, data)
+	}
+	if len(file.Providers) == 0 {
+		return nil, fmt.Errorf("providers: no providers defined")
+	}
+	r := &Registry{byName: make(map[string]*Provider, len(file.Providers))}
+	for name := range file.Providers {
+		r.names = append(r.names, name)
+	}
+	slices.Sort(r.names)
+	var errs []error
+	for _, name := range r.names {
+		p, perrs := file.Providers[name].build(name, lookupEnv)
+		for _, err := range perrs {
+			errs = append(errs, fmt.Errorf("provider %q: %w", name, err))
+		}
+		if len(perrs) > 0 {
+			continue
+		}
+		r.byName[name] = p
+		r.maxTTL = max(r.maxTTL, p.DedupTTL)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return r, nil
+}
+
+// fileConfig is the providers file.
+type fileConfig struct {
+	Providers map[string]*providerConfig `yaml:"providers"`
+}
+
+// providerConfig is one provider's block; durations are strings so that a bad
+// one is reported with the provider and field it belongs to.
+type providerConfig struct {
+	Preset         string             `yaml:"preset"`
+	SecretEnv      stringList         `yaml:"secret_env"`
+	DedupTTL       string             `yaml:"dedup_ttl"`
+	Destination    *destinationConfig `yaml:"destination"`
+	Signature      *SignatureConfig   `yaml:"signature"`
+	IdempotencyKey *ruleConfig        `yaml:"idempotency_key"`
+	EventType      *ruleConfig        `yaml:"event_type"`
+	RateLimit      *rateLimitConfig   `yaml:"rate_limit"`
+	Tolerance      string             `yaml:"tolerance"`
+}
+
+type destinationConfig struct {
+	URL       string           `yaml:"url"`
+	Timeout   string           `yaml:"timeout"`
+	RateLimit *rateLimitConfig `yaml:"rate_limit"`
+}
+
+type ruleConfig struct {
+	Header string `yaml:"header"`
+	JSON   string `yaml:"json"`
+}
+
+type rateLimitConfig struct {
+	PerSecond float64 `yaml:"per_second"`
+	Burst     int     `yaml:"burst"`
+}
+
+// stringList accepts a sequence or, for a single entry, a scalar.
+type stringList []string
+
+func (l *stringList) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode {
+		*l = stringList{n.Value}
+		return nil
+	}
+	var s []string
+	if err := n.Decode(&s); err != nil {
+		return err
+	}
+	*l = s
+	return nil
+}
+
+// validName reports whether name can be a provider name: it goes in the URL
+// path, so ^[a-z0-9][a-z0-9_-]{0,62}$.
+func validName(name string) bool {
+	if name == "" || len(name) > 63 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9':
+		case (c == '_' || c == '-') && i > 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// build checks one block and turns it into a Provider, or returns every
+// problem found. Errors name the field and never contain a secret value.
+func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool)) (*Provider, []error) {
+	one := func(format string, args ...any) []error { return []error{fmt.Errorf(format, args...)} }
+	if !validName(name) {
+		return nil, one("name must match ^[a-z0-9][a-z0-9_-]{0,62}$ (it is a URL path segment)")
+	}
+	if c == nil {
+		return nil, one("empty block: preset and secret_env are required")
+	}
+	if c.Preset == "" {
+		return nil, one("preset: required (one of %s)", strings.Join(Presets(), ", "))
+	}
+	pre, ok := presetFor(c.Preset)
+	if !ok {
+		return nil, one("preset: unknown preset %q (want one of %s)", c.Preset, strings.Join(Presets(), ", "))
+	}
+	p := &Provider{
+		Name:      name,
+		Preset:    c.Preset,
+		DedupTTL:  DefaultDedupTTL,
+		scheme:    pre.scheme,
+		tolerance: DefaultTolerance,
+		accept:    pre.accept,
+		events:    pre.events,
+		forward:   pre.forward,
+	}
+	var errs []error
+	fail := func(err error) { errs = append(errs, err) }
+
+	if c.Preset == PresetGeneric {
+		errs = append(errs, c.buildGeneric(p)...)
+	} else {
+		for _, f := range [...]struct {
+			name string
+			set  bool
+		}{{"signature", c.Signature != nil}, {"idempotency_key", c.IdempotencyKey != nil}, {"event_type", c.EventType != nil}} {
+			if f.set {
+				fail(fmt.Errorf("%s: only a generic provider takes %s (preset %s has its own)", f.name, f.name, c.Preset))
+			}
+		}
+	}
+
+	switch {
+	case c.Signature != nil && c.Signature.None && len(c.SecretEnv) > 0:
+		fail(fmt.Errorf("secret_env: set, but signature is none: an unsigned provider takes no secret"))
+	case p.scheme != nil && len(c.SecretEnv) == 0:
+		fail(fmt.Errorf("secret_env: required: the environment variables holding the signing secrets"))
+	}
+	for _, env := range c.SecretEnv {
+		s, err := readSecret(pre, env, lookupEnv)
+		if err != nil {
+			fail(fmt.Errorf("secret_env: %w", err))
+			continue
+		}
+		p.secrets = append(p.secrets, s)
+	}
+
+	if c.DedupTTL != "" {
+		d, err := parseDuration(c.DedupTTL)
+		if err != nil {
+			fail(fmt.Errorf("dedup_ttl: %w", err))
+		}
+		p.DedupTTL = d
+	}
+	if c.Tolerance != "" {
+		if !pre.timestamped() {
+			fail(fmt.Errorf("tolerance: preset %s signs no timestamp (only stripe, standard and slack do)", c.Preset))
+		}
+		d, err := parseDuration(c.Tolerance)
+		if err != nil {
+			fail(fmt.Errorf("tolerance: %w", err))
+		}
+		p.tolerance = d
+	}
+	if c.Destination != nil {
+		d, derrs := c.Destination.build()
+		errs = append(errs, derrs...)
+		p.Destination = d
+	}
+	if c.RateLimit != nil {
+		rl, err := c.RateLimit.build()
+		if err != nil {
+			fail(err)
+		}
+		p.RateLimit = rl
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return p, nil
+}
+
+// buildGeneric sets the generic provider's scheme, rules, accepted content
+// types and forwarded headers from its config.
+func (c *providerConfig) buildGeneric(p *Provider) []error {
+	var errs []error
+	if c.Signature == nil {
+		errs = append(errs, fmt.Errorf("signature: required for a generic provider: {header, algorithm, encoding, prefix}, or {none: true} to accept unsigned deliveries"))
+	} else {
+		s, err := c.Signature.scheme()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		p.scheme = s
+		if s != nil {
+			p.forward = appendForward(p.forward, c.Signature.Header)
+		}
+	}
+	var err error
+	if p.keyRule, err = c.IdempotencyKey.build("idempotency_key"); err != nil {
+		errs = append(errs, err)
+	}
+	if p.typeRule, err = c.EventType.build("event_type"); err != nil {
+		errs = append(errs, err)
+	}
+	for _, r := range []*rule{p.keyRule, p.typeRule} {
+		switch {
+		case r == nil:
+		case r.header != "":
+			p.forward = appendForward(p.forward, r.header)
+		default:
+			p.accept = []string{mediaJSON} // a JSON rule needs a JSON body
+		}
+	}
+	p.forward = appendForward(p.forward, headerIdempotencyKey)
+	return errs
+}
+
+// appendForward adds a header to a forward list, lower-case, once, and never
+// a credential header.
+func appendForward(list []string, name string) []string {
+	name = strings.ToLower(name)
+	switch name {
+	case "authorization", "proxy-authorization", "cookie", "set-cookie":
+		return list
+	}
+	if slices.Contains(list, name) {
+		return list
+	}
+	return append(list, name)
+}
+
+func (c *ruleConfig) build(field string) (*rule, error) {
+	switch {
+	case c == nil:
+		return nil, nil
+	case c.Header != "" && c.JSON != "":
+		return nil, fmt.Errorf("%s: give header or json, not both", field)
+	case c.Header != "":
+		if !validHeaderName(c.Header) {
+			return nil, fmt.Errorf("%s.header: %q is not a valid HTTP header name", field, c.Header)
+		}
+		return &rule{header: http.CanonicalHeaderKey(c.Header)}, nil
+	case c.JSON != "":
+		ptr, err := parsePointer(c.JSON)
+		if err != nil {
+			return nil, fmt.Errorf("%s.json: %w", field, err)
+		}
+		return &rule{path: c.JSON, pointer: ptr}, nil
+	}
+	return nil, fmt.Errorf("%s: give header: <name> or json: <JSON pointer>", field)
+}
+
+func (c *destinationConfig) build() (*Destination, []error) {
+	d := &Destination{URL: c.URL, Timeout: DefaultDestinationTimeout}
+	var errs []error
+	if c.URL == "" {
+		errs = append(errs, fmt.Errorf("destination.url: required"))
+	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		errs = append(errs, fmt.Errorf("destination.url: %q is not an absolute http or https URL", c.URL))
+	}
+	if c.Timeout != "" {
+		t, err := parseDuration(c.Timeout)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("destination.timeout: %w", err))
+		}
+		d.Timeout = t
+	}
+	if c.RateLimit != nil {
+		rl, err := c.RateLimit.build()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("destination.%w", err))
+		}
+		d.RateLimit = rl
+	}
+	return d, errs
+}
+
+func (c *rateLimitConfig) build() (*RateLimit, error) {
+	if c.PerSecond <= 0 || math.IsInf(c.PerSecond, 0) || math.IsNaN(c.PerSecond) {
+		return nil, fmt.Errorf("rate_limit.per_second: must be a positive number, got %v", c.PerSecond)
+	}
+	burst := c.Burst
+	switch {
+	case burst < 0:
+		return nil, fmt.Errorf("rate_limit.burst: must be positive, got %d", burst)
+	case burst == 0:
+		burst = max(1, int(math.Ceil(c.PerSecond)))
+	}
+	return &RateLimit{PerSecond: c.PerSecond, Burst: burst}, nil
+}
+
+// parseDuration reads a positive Go duration ("720h", "5m").
+func parseDuration(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a duration (write it like 720h, 5m or 10s)", s)
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("%q must be positive", s)
+	}
+	return d, nil
+}
+
+// readSecret reads and decodes one secret. Errors name the variable, never
+// its value.
+func readSecret(pre preset, env string, lookupEnv func(string) (string, bool)) (secret, error) {
+	if env == "" {
+		return nil, fmt.Errorf("an entry is empty: want an environment variable name")
+	}
+	v, ok := lookupEnv(env)
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("environment variable %s is not set", env)
+	case v == "":
+		return nil, fmt.Errorf("environment variable %s is empty", env)
+	}
+	s, err := pre.decodeSecret([]byte(v))
+	if err != nil {
+		return nil, fmt.Errorf("environment variable %s: %w", env, err)
+	}
+	return s, nil
+}
+
+var (
+	yamlLine       = regexp.MustCompile(`^line (\d+): `)
+	yamlFieldError = regexp.MustCompile(`field (\S+) not found in type \S+`)
+)
+
+// annotateYAMLError rewrites yaml.v3's type errors ("line 7: field secert_env
+// not found in type providers.providerConfig") to name the provider whose
+// block holds the line, and the unknown field plainly.
+func annotateYAMLError(err error, data []byte) error {
+	var te *yaml.TypeError
+	if !errors.As(err, &te) {
+		return fmt.Errorf("not valid YAML: %w", err)
+	}
+	spans := providerSpans(data)
+	msgs := make([]string, 0, len(te.Errors))
+	for _, msg := range te.Errors {
+		msg = yamlFieldError.ReplaceAllString(msg, "unknown field $1")
+		if m := yamlLine.FindStringSubmatch(msg); m != nil {
+			line, _ := strconv.Atoi(m[1])
+			for _, s := range spans {
+				if s.first <= line && line <= s.last {
+					msg = fmt.Sprintf("provider %q: %s", s.name, msg)
+					break
+				}
+			}
+		}
+		msgs = append(msgs, msg)
+	}
+	return errors.New(strings.Join(msgs, "\n"))
+}
+
+type span struct {
+	name        string
+	first, last int
+}
+
+// providerSpans returns the line range of each provider's block.
+func providerSpans(data []byte) []span {
+	var root yaml.Node
+	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
+		return nil
+	}
+	top := root.Content[0]
+	var spans []span
+	for i := 0; i+1 < len(top.Content); i += 2 {
+		if top.Content[i].Value != "providers" {
+			continue
+		}
+		m := top.Content[i+1]
+		for j := 0; j+1 < len(m.Content); j += 2 {
+			spans = append(spans, span{name: m.Content[j].Value, first: m.Content[j].Line, last: lastLine(m.Content[j+1])})
+		}
+	}
+	return spans
+}
+
+func lastLine(n *yaml.Node) int {
+	last := n.Line
+	for _, c := range n.Content {
+		last = max(last, lastLine(c))
+	}
+	return last
+}

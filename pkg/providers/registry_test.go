@@ -1,0 +1,352 @@
+package providers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"gopkg.in/yaml.v3"
+)
+
+// designExample is the providers file of DESIGN §5.
+const designExample = `
+providers:
+  stripe:
+    preset: stripe                  # stripe | github | shopify | standard | gocardless | calcom | generic
+    secret_env: [STRIPE_WEBHOOK_SECRET]
+    dedup_ttl: 720h
+    destination: {url: "http://billing.internal/hooks/stripe", timeout: 10s}
+  acme:
+    preset: generic
+    secret_env: [ACME_SECRET]
+    signature: {header: X-Acme-Signature, algorithm: hmac-sha256, encoding: hex, prefix: "sha256="}
+    idempotency_key: {header: X-Acme-Delivery}    # or {json: /id}
+    event_type: {json: /type}
+    rate_limit: {per_second: 200, burst: 400}
+    destination: {url: "http://acme.internal/hooks", timeout: 5s}
+  github:
+    preset: github
+    secret_env: GITHUB_SECRET
+`
+
+func TestParseDesignExample(t *testing.T) {
+	r := mustParse(t, designExample, env{
+		"STRIPE_WEBHOOK_SECRET": "whsec_stripe", "ACME_SECRET": "acme", "GITHUB_SECRET": "gh",
+	})
+	if got, want := r.Names(), []string{"acme", "github", "stripe"}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("Names = %v, want %v", got, want)
+	}
+	if got := r.MaxDedupTTL(); got != 720*time.Hour {
+		t.Fatalf("MaxDedupTTL = %v, want 720h", got)
+	}
+	stripe := mustGet(t, r, "stripe")
+	if stripe.Preset != PresetStripe || stripe.DedupTTL != 720*time.Hour ||
+		!reflect.DeepEqual(stripe.Destination, &Destination{URL: "http://billing.internal/hooks/stripe", Timeout: 10 * time.Second}) ||
+		stripe.RateLimit != nil {
+		t.Fatalf("stripe = %+v %+v %+v", stripe.DedupTTL, stripe.Destination, stripe.RateLimit)
+	}
+	acme := mustGet(t, r, "acme")
+	if acme.DedupTTL != DefaultDedupTTL ||
+		!reflect.DeepEqual(acme.Destination, &Destination{URL: "http://acme.internal/hooks", Timeout: 5 * time.Second}) ||
+		!reflect.DeepEqual(acme.RateLimit, &RateLimit{PerSecond: 200, Burst: 400}) {
+		t.Fatalf("acme = %v %+v %+v", acme.DedupTTL, acme.Destination, acme.RateLimit)
+	}
+	github := mustGet(t, r, "github")
+	if github.Destination != nil || github.DedupTTL != DefaultDedupTTL {
+		t.Fatalf("github defaults = %+v %v", github.Destination, github.DedupTTL)
+	}
+	if _, ok := r.Get("unknown"); ok {
+		t.Fatal("Get(unknown) found a provider")
+	}
+	names := r.Names()
+	names[0] = "changed"
+	if r.Names()[0] != "acme" {
+		t.Fatal("Names shares its slice with the registry")
+	}
+}
+
+func TestParseDefaults(t *testing.T) {
+	r := mustParse(t, `
+providers:
+  a: {preset: stripe, secret_env: [S1], destination: {url: "https://a.example/hook", rate_limit: {per_second: 50, burst: 5}}, rate_limit: {per_second: 2.5}}
+`, testEnv())
+	p := mustGet(t, r, "a")
+	if rl := p.Destination.RateLimit; rl == nil || rl.PerSecond != 50 || rl.Burst != 5 {
+		t.Fatalf("destination rate limit %+v, want 50/s burst 5", rl)
+	}
+	if p.Destination.Timeout != DefaultDestinationTimeout || p.RateLimit.Burst != 3 || p.tolerance != DefaultTolerance {
+		t.Fatalf("defaults: timeout %v burst %d tolerance %v", p.Destination.Timeout, p.RateLimit.Burst, p.tolerance)
+	}
+	if r.MaxDedupTTL() != 168*time.Hour {
+		t.Fatalf("MaxDedupTTL = %v, want 168h", r.MaxDedupTTL())
+	}
+}
+
+// secretValues are the values of configErrorEnv: no error may contain one.
+var configErrorEnv = env{
+	"S1":        "topsecret-value-1",
+	"EMPTY":     "",
+	"BAD_STD":   "whsec_!!topsecret-not-base64!!",
+	"EMPTY_STD": "whsec_",
+}
+
+func TestParseErrors(t *testing.T) {
+	cases := []struct {
+		name string
+		yml  string
+		want []string // substrings of the error
+	}{
+		{"unknown preset", `{providers: {pay: {preset: paypal, secret_env: [S1]}}}`, []string{`provider "pay"`, "preset", "paypal"}},
+		{"missing preset", `{providers: {pay: {secret_env: [S1]}}}`, []string{`provider "pay"`, "preset: required"}},
+		{"missing secret_env", `{providers: {gh: {preset: github}}}`, []string{`provider "gh"`, "secret_env: required"}},
+		{"empty secret_env", `{providers: {gh: {preset: github, secret_env: []}}}`, []string{`provider "gh"`, "secret_env: required"}},
+		{"unset env var", `{providers: {gh: {preset: github, secret_env: [S1, NOPE]}}}`, []string{`provider "gh"`, "secret_env", "NOPE", "not set"}},
+		{"empty env var", `{providers: {gh: {preset: github, secret_env: [EMPTY]}}}`, []string{`provider "gh"`, "EMPTY", "empty"}},
+		{"empty env var name", `{providers: {gh: {preset: github, secret_env: [""]}}}`, []string{`provider "gh"`, "secret_env"}},
+		{"bad dedup_ttl", `{providers: {gh: {preset: github, secret_env: [S1], dedup_ttl: 7days}}}`, []string{`provider "gh"`, "dedup_ttl", "7days"}},
+		{"dedup_ttl without unit", `{providers: {gh: {preset: github, secret_env: [S1], dedup_ttl: 3600}}}`, []string{`provider "gh"`, "dedup_ttl", "3600"}},
+		{"negative dedup_ttl", `{providers: {gh: {preset: github, secret_env: [S1], dedup_ttl: -1h}}}`, []string{`provider "gh"`, "dedup_ttl", "positive"}},
+		{"bad destination timeout", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "http://x/y", timeout: soon}}}}`, []string{`provider "gh"`, "destination.timeout", "soon"}},
+		{"destination without url", `{providers: {gh: {preset: github, secret_env: [S1], destination: {timeout: 5s}}}}`, []string{`provider "gh"`, "destination.url: required"}},
+		{"destination url not a URL", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "::nope"}}}}`, []string{`provider "gh"`, "destination.url"}},
+		{"destination url relative", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "/hooks"}}}}`, []string{`provider "gh"`, "destination.url", "/hooks"}},
+		{"destination url ftp", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "ftp://x/y"}}}}`, []string{`provider "gh"`, "destination.url"}},
+		{"name with capitals", `{providers: {Stripe: {preset: stripe, secret_env: [S1]}}}`, []string{`provider "Stripe"`, "name must match"}},
+		{"name starting with -", `{providers: {-x: {preset: stripe, secret_env: [S1]}}}`, []string{`provider "-x"`, "name must match"}},
+		{"name with a slash", `{providers: {"a/b": {preset: stripe, secret_env: [S1]}}}`, []string{`provider "a/b"`, "name must match"}},
+		{"name of 64 characters", `{providers: {` + strings.Repeat("a", 64) + `: {preset: stripe, secret_env: [S1]}}}`, []string{"name must match"}},
+		{"generic without signature", `{providers: {acme: {preset: generic, secret_env: [S1]}}}`, []string{`provider "acme"`, "signature: required", "none: true"}},
+		{"generic unsigned with a secret", `{providers: {acme: {preset: generic, secret_env: [S1], signature: {none: true}}}}`, []string{`provider "acme"`, "secret_env", "unsigned"}},
+		{"generic none with a header", `{providers: {acme: {preset: generic, signature: {none: true, header: X-Sig}}}}`, []string{`provider "acme"`, "none: true cannot be combined"}},
+		{"generic without signature header", `{providers: {acme: {preset: generic, secret_env: [S1], signature: {algorithm: hmac-sha256}}}}`, []string{`provider "acme"`, "signature.header: required"}},
+		{"generic bad header name", `{providers: {acme: {preset: generic, secret_env: [S1], signature: {header: "X Sig"}}}}`, []string{`provider "acme"`, "signature.header"}},
+		{"unknown algorithm", `{providers: {acme: {preset: generic, secret_env: [S1], signature: {header: X-Sig, algorithm: md5}}}}`, []string{`provider "acme"`, "signature.algorithm", "md5"}},
+		{"unknown encoding", `{providers: {acme: {preset: generic, secret_env: [S1], signature: {header: X-Sig, encoding: base32}}}}`, []string{`provider "acme"`, "signature.encoding", "base32"}},
+		{"key rule with both", `{providers: {acme: {preset: generic, signature: {none: true}, idempotency_key: {header: X-Id, json: /id}}}}`, []string{`provider "acme"`, "idempotency_key", "not both"}},
+		{"key rule empty", `{providers: {acme: {preset: generic, signature: {none: true}, idempotency_key: {}}}}`, []string{`provider "acme"`, "idempotency_key"}},
+		{"bad JSON pointer", `{providers: {acme: {preset: generic, signature: {none: true}, event_type: {json: "/a~2"}}}}`, []string{`provider "acme"`, "event_type.json"}},
+		{"JSON pointer without slash", `{providers: {acme: {preset: generic, signature: {none: true}, idempotency_key: {json: id}}}}`, []string{`provider "acme"`, "idempotency_key.json"}},
+		{"bad standard secret", `{providers: {std: {preset: standard, secret_env: [BAD_STD]}}}`, []string{`provider "std"`, "BAD_STD", "whsec_<base64>"}},
+		{"empty standard secret", `{providers: {std: {preset: standard, secret_env: [EMPTY_STD]}}}`, []string{`provider "std"`, "EMPTY_STD"}},
+		{"signature on a preset", `{providers: {s: {preset: stripe, secret_env: [S1], signature: {header: X}}}}`, []string{`provider "s"`, "signature: only a generic provider"}},
+		{"idempotency_key on a preset", `{providers: {s: {preset: stripe, secret_env: [S1], idempotency_key: {json: /x}}}}`, []string{`provider "s"`, "idempotency_key: only a generic provider"}},
+		{"tolerance on an untimed preset", `{providers: {gh: {preset: github, secret_env: [S1], tolerance: 1m}}}`, []string{`provider "gh"`, "tolerance", "signs no timestamp"}},
+		{"bad tolerance", `{providers: {s: {preset: stripe, secret_env: [S1], tolerance: 5 minutes}}}`, []string{`provider "s"`, "tolerance", "5 minutes"}},
+		{"rate limit of zero", `{providers: {s: {preset: stripe, secret_env: [S1], rate_limit: {per_second: 0}}}}`, []string{`provider "s"`, "rate_limit.per_second"}},
+		{"destination rate limit of zero", `{providers: {s: {preset: stripe, secret_env: [S1], destination: {url: "http://x/", rate_limit: {per_second: 0}}}}}`, []string{`provider "s"`, "destination.rate_limit.per_second"}},
+		{"negative burst", `{providers: {s: {preset: stripe, secret_env: [S1], rate_limit: {per_second: 1, burst: -1}}}}`, []string{`provider "s"`, "rate_limit.burst"}},
+		{"typo in a field", "providers:\n  stripe:\n    preset: stripe\n    secert_env: [S1]\n", []string{`provider "stripe"`, "line 4", "unknown field secert_env"}},
+		{"typo in a nested field", "providers:\n  s:\n    preset: stripe\n    secret_env: [S1]\n    destination: {url: \"http://x/\", timout: 5s}\n", []string{`provider "s"`, "unknown field timout"}},
+		{"typo at the top", "provider:\n  s: {preset: stripe}\n", []string{"unknown field provider"}},
+		{"wrong type", "providers:\n  s:\n    preset: stripe\n    secret_env: [S1]\n    rate_limit: {per_second: fast}\n", []string{`provider "s"`, "line 5"}},
+		{"empty block", "providers:\n  s:\n", []string{`provider "s"`, "empty block"}},
+		{"no providers", "providers: {}\n", []string{"no providers"}},
+		{"empty file", "", []string{"empty"}},
+		{"not YAML", "providers: [\n", []string{"not valid YAML"}},
+		{"several problems at once", `{providers: {a: {preset: paypal}, b: {preset: github, secret_env: [NOPE], dedup_ttl: x}}}`,
+			[]string{`provider "a"`, `provider "b"`, "NOPE", "dedup_ttl"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(tc.yml), configErrorEnv.lookup)
+			if err == nil {
+				t.Fatal("Parse succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+			if strings.HasPrefix(tc.want[0], "provider ") {
+				for line := range strings.SplitSeq(err.Error(), "\n") {
+					if !strings.HasPrefix(line, "provider ") {
+						t.Errorf("error line %q does not name its provider", line)
+					}
+				}
+			}
+			if strings.Contains(err.Error(), "takes no secret") && !strings.Contains(tc.yml, "none: true") {
+				t.Errorf("error %q calls a provider unsigned that did not say so", err)
+			}
+			assertNoSecret(t, err.Error())
+		})
+	}
+}
+
+func assertNoSecret(t *testing.T, s string) {
+	t.Helper()
+	for name, v := range configErrorEnv {
+		if len(v) > len("whsec_") && strings.Contains(s, strings.TrimPrefix(v, "whsec_")) {
+			t.Fatalf("%q contains the value of %s", s, name)
+		}
+	}
+	for _, v := range []string{testSecret1, testSecret2, testStdSecret1, testStdSecret2} {
+		if strings.Contains(s, v) {
+			t.Fatalf("%q contains a secret", s)
+		}
+	}
+}
+
+func TestLoad(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "providers.yaml")
+	if err := os.WriteFile(path, []byte(testYAML), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r, err := Load(path, testEnv().lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Names()) != 11 {
+		t.Fatalf("Names = %v", r.Names())
+	}
+	if _, err := Load(filepath.Join(dir, "missing.yaml"), testEnv().lookup); err == nil {
+		t.Fatal("Load of a missing file succeeded")
+	}
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("providers: {x: {preset: nope}}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(bad, testEnv().lookup); err == nil || !strings.Contains(err.Error(), bad) {
+		t.Fatalf("Load error = %v, want it to name the file", err)
+	}
+}
+
+// TestSecretsAreRedacted prints a provider every way Go can and checks no
+// secret appears.
+func TestSecretsAreRedacted(t *testing.T) {
+	r := testRegistry(t)
+	for _, name := range r.Names() {
+		p := mustGet(t, r, name)
+		var logs bytes.Buffer
+		log := slog.New(slog.NewJSONHandler(&logs, nil))
+		log.Info("p", "provider", p, "value", *p, "secrets", p.secrets)
+		js, _ := json.Marshal(p)
+		ym, _ := yaml.Marshal(p.secrets)
+		outs := []string{
+			fmt.Sprint(p), fmt.Sprint(*p), fmt.Sprintf("%v %+v %#v %s %q %x %d", p, p, p, p, p, p, p),
+			fmt.Sprintf("%v %+v %#v %s %x %d", *p, *p, *p, *p, *p, *p),
+			fmt.Sprintf("%v %+v %#v %s %x %d %q", p.secrets, p.secrets, p.secrets, p.secrets, p.secrets, p.secrets, p.secrets),
+			fmt.Sprintf("%v", []*Provider{p}), fmt.Sprintf("%+v", map[string]Provider{"x": *p}),
+			fmt.Sprintf("%+v", r),
+			logs.String(), string(js), string(ym), p.String(), p.GoString(),
+		}
+		for _, s := range outs {
+			assertNoSecret(t, s)
+			if strings.Contains(s, "115 51 99") { // "s3c" as decimal bytes
+				t.Fatalf("%q shows secret bytes", s)
+			}
+		}
+	}
+}
+
+func TestCheckContentType(t *testing.T) {
+	r := testRegistry(t)
+	cases := []struct {
+		provider, ct string
+		ok           bool
+	}{
+		{"stripe", "application/json", true},
+		{"stripe", "application/json; charset=utf-8", true},
+		{"stripe", "Application/JSON", true},
+		{"stripe", "application/vnd.stripe+json", true},
+		{"stripe", "application/x-www-form-urlencoded", false},
+		{"stripe", "text/plain", false},
+		{"stripe", "", false},
+		{"stripe", "application/json; charset", false},
+		{"github", "application/json", true},
+		{"github", "application/x-www-form-urlencoded", true},
+		{"github", "text/xml", false},
+		{"shopify", "application/json", true},
+		{"shopify", "text/plain", false},
+		{"slack", "application/x-www-form-urlencoded", true},
+		{"slack", "application/json", true},
+		{"gocardless", "application/json", true},
+		{"gocardless", "application/x-www-form-urlencoded", false},
+		{"calcom", "application/json", true},
+		{"standard", "text/plain", true},
+		{"standard", "", true},
+		{"open", "application/octet-stream", true},
+		{"acme", "application/json", true}, // JSON event_type rule
+		{"acme", "text/plain", false},
+		{"acme-sha1", "text/plain", true}, // no JSON rule
+	}
+	for _, tc := range cases {
+		t.Run(tc.provider+" "+tc.ct, func(t *testing.T) {
+			err := mustGet(t, r, tc.provider).CheckContentType(tc.ct)
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("CheckContentType = %v", err)
+				}
+				return
+			}
+			var ce *ContentTypeError
+			if !errors.As(err, &ce) || ce.Got != tc.ct || len(ce.Want) == 0 {
+				t.Fatalf("CheckContentType = %v, want a *ContentTypeError", err)
+			}
+		})
+	}
+}
+
+func TestForwardHeaders(t *testing.T) {
+	r := mustParse(t, testYAML+`
+  leaky:
+    preset: generic
+    secret_env: [S1]
+    signature: {header: Authorization, algorithm: hmac-sha256}
+    idempotency_key: {header: Cookie}
+    event_type: {header: X-Leaky-Type}
+`, testEnv())
+	h := http.Header{}
+	for _, k := range []string{
+		"Authorization", "Cookie", "Stripe-Signature", "User-Agent", "X-GitHub-Event", "X-GitHub-Delivery", "X-Hub-Signature-256",
+		"X-GitHub-Hook-Id", "X-Shopify-Topic", "X-Shopify-Hmac-Sha256", "Webhook-Id", "Webhook-Signature", "Webhook-Timestamp",
+		"X-Slack-Signature", "X-Slack-Retry-Num", "Origin", "X-Cal-Signature-256", "X-Acme-Signature", "X-Acme-Delivery",
+		"X-Acme-Event", "Idempotency-Key", "X-Leaky-Type", "X-Unlisted",
+	} {
+		h.Set(k, "v-"+strings.ToLower(k))
+	}
+	h.Add("Stripe-Signature", "second value")
+	cases := []struct {
+		provider string
+		want     []string
+	}{
+		{"stripe", []string{"stripe-signature"}},
+		{"github", []string{"x-github-delivery", "x-github-event", "x-github-hook-id", "x-hub-signature-256", "user-agent"}},
+		{"shopify", []string{"x-shopify-hmac-sha256", "x-shopify-topic"}},
+		{"standard", []string{"webhook-id", "webhook-timestamp", "webhook-signature"}},
+		{"slack", []string{"x-slack-signature", "x-slack-retry-num"}},
+		{"gocardless", []string{"webhook-signature", "origin"}},
+		{"calcom", []string{"x-cal-signature-256"}},
+		{"acme", []string{"x-acme-signature", "x-acme-delivery", "idempotency-key"}},
+		{"acme-json", []string{"x-acme-signature", "x-acme-event", "idempotency-key"}},
+		{"open", []string{"idempotency-key"}},
+		{"leaky", []string{"x-leaky-type", "idempotency-key"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.provider, func(t *testing.T) {
+			got := mustGet(t, r, tc.provider).ForwardHeaders(h)
+			var names []string
+			for _, hd := range got {
+				names = append(names, hd.Name)
+				if hd.Value != "v-"+hd.Name {
+					t.Errorf("%s = %q, want its first value", hd.Name, hd.Value)
+				}
+			}
+			if !reflect.DeepEqual(names, tc.want) {
+				t.Fatalf("ForwardHeaders = %v, want %v", names, tc.want)
+			}
+		})
+	}
+	if got := mustGet(t, r, "stripe").ForwardHeaders(http.Header{}); len(got) != 0 {
+		t.Fatalf("ForwardHeaders(empty) = %v", got)
+	}
+}

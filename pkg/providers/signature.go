@@ -1,0 +1,438 @@
+package providers
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha1"
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"hash"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// DefaultTolerance is how far a signed timestamp (stripe, standard, slack)
+// may be from the receiver's clock, in either direction.
+const DefaultTolerance = 5 * time.Minute
+
+// encoding is how a MAC is written in a header.
+type encoding int
+
+const (
+	encHex encoding = iota
+	encBase64
+)
+
+func (e encoding) encode(b []byte) string {
+	if e == encBase64 {
+		return base64.StdEncoding.EncodeToString(b)
+	}
+	return hex.EncodeToString(b)
+}
+
+func (e encoding) decode(s string) ([]byte, error) {
+	if e == encBase64 {
+		return base64.StdEncoding.DecodeString(s)
+	}
+	return hex.DecodeString(s)
+}
+
+// signed is what a scheme reads from the request headers: the candidate
+// signatures and, for the schemes that sign them, the message id and the
+// timestamp exactly as sent.
+type signed struct {
+	id, ts string
+	sigs   [][]byte
+}
+
+// scheme is one way of signing a webhook: an HMAC over some content built
+// from the raw body (and, for some, a timestamp and an id), carried in
+// headers. Every preset is a scheme value; the HMAC, the comparison, the
+// rotation over several secrets and the tolerance check live in verify and
+// sign only.
+type scheme struct {
+	newHash     func() hash.Hash
+	timestamped bool
+	// newID gives the message id to sign (standard only): the request's, or a
+	// fresh one.
+	newID   func(h http.Header) string
+	parse   func(h http.Header) (signed, error)
+	content func(in signed, body []byte) [][]byte
+	write   func(h http.Header, in signed, mac []byte)
+}
+
+// mac is the one HMAC of the package: the keyed hash of parts, in order, as
+// if they were one byte string.
+func mac(newHash func() hash.Hash, key []byte, parts ...[]byte) []byte {
+	m := hmac.New(newHash, key)
+	for _, p := range parts {
+		m.Write(p)
+	}
+	return m.Sum(nil)
+}
+
+// verify checks the request against every secret (rotation: any one
+// verifying is enough) and every signature the header carries, comparing in
+// constant time. A timestamped scheme then refuses a timestamp further than
+// tol from now, in either direction. Cost: one HMAC over the body per secret.
+func (s *scheme) verify(secrets []secret, h http.Header, body []byte, now time.Time, tol time.Duration) error {
+	in, err := s.parse(h)
+	if err != nil {
+		return err
+	}
+	var at time.Time
+	if s.timestamped {
+		sec, err := strconv.ParseInt(in.ts, 10, 64)
+		if err != nil {
+			return sigErr(ReasonMalformed, "timestamp is not a number of seconds")
+		}
+		at = time.Unix(sec, 0)
+	}
+	parts := s.content(in, body)
+	if !s.matches(secrets, parts, in.sigs) {
+		return sigErr(ReasonMismatch, "no signature matches any configured secret")
+	}
+	if s.timestamped {
+		// now.Sub saturates, so compare both bounds rather than an absolute
+		// value that would overflow for a timestamp far in the future.
+		if d := now.Sub(at); d > tol || d < -tol {
+			return sigErr(ReasonStale, "timestamp is %s away from now, tolerance is %s", d.Round(time.Second), tol)
+		}
+	}
+	return nil
+}
+
+func (s *scheme) matches(secrets []secret, parts [][]byte, sigs [][]byte) bool {
+	for _, key := range secrets {
+		want := mac(s.newHash, key, parts...)
+		for _, got := range sigs {
+			if hmac.Equal(want, got) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// sign sets on h the headers a sender of this scheme would set for body at
+// now, signed with key.
+func (s *scheme) sign(key []byte, body []byte, now time.Time, h http.Header) {
+	in := signed{ts: strconv.FormatInt(now.Unix(), 10)}
+	if s.newID != nil {
+		in.id = s.newID(h)
+	}
+	s.write(h, in, mac(s.newHash, key, s.content(in, body)...))
+}
+
+func bodyOnly(_ signed, body []byte) [][]byte { return [][]byte{body} }
+
+// singleScheme is a header holding prefix + one encoded HMAC of the body
+// (github, shopify, gocardless, calcom, generic).
+func singleScheme(header, prefix string, newHash func() hash.Hash, enc encoding) *scheme {
+	return &scheme{
+		newHash: newHash,
+		parse: func(h http.Header) (signed, error) {
+			v := h.Get(header)
+			if v == "" {
+				return signed{}, sigErr(ReasonMissing, "missing %s header", header)
+			}
+			rest, ok := strings.CutPrefix(v, prefix)
+			if !ok {
+				return signed{}, sigErr(ReasonMalformed, "%s does not start with %q", header, prefix)
+			}
+			sig, err := enc.decode(rest)
+			if err != nil {
+				return signed{}, sigErr(ReasonMalformed, "%s is not valid %s", header, encodingName(enc))
+			}
+			return signed{sigs: [][]byte{sig}}, nil
+		},
+		content: bodyOnly,
+		write: func(h http.Header, _ signed, mac []byte) {
+			h.Set(header, prefix+enc.encode(mac))
+		},
+	}
+}
+
+func encodingName(e encoding) string {
+	if e == encBase64 {
+		return "base64"
+	}
+	return "hex"
+}
+
+const (
+	headerStripeSignature = "Stripe-Signature"
+	headerSlackSignature  = "X-Slack-Signature"
+	headerSlackTimestamp  = "X-Slack-Request-Timestamp"
+)
+
+// stripeScheme: Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...], the HMAC
+// of "<t>.<body>". v0 and unknown schemes are ignored.
+func stripeScheme() *scheme {
+	return &scheme{
+		newHash:     sha256.New,
+		timestamped: true,
+		parse: func(h http.Header) (signed, error) {
+			v := h.Get(headerStripeSignature)
+			if v == "" {
+				return signed{}, sigErr(ReasonMissing, "missing %s header", headerStripeSignature)
+			}
+			var in signed
+			sawV1 := false
+			for item := range strings.SplitSeq(v, ",") {
+				k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
+				if !ok {
+					continue
+				}
+				switch k {
+				case "t":
+					if in.ts == "" {
+						in.ts = val
+					}
+				case "v1":
+					sawV1 = true
+					if sig, err := hex.DecodeString(val); err == nil {
+						in.sigs = append(in.sigs, sig)
+					}
+				}
+			}
+			switch {
+			case in.ts == "":
+				return signed{}, sigErr(ReasonMalformed, "%s has no t= timestamp", headerStripeSignature)
+			case !sawV1:
+				return signed{}, sigErr(ReasonMalformed, "%s has no v1 signature", headerStripeSignature)
+			case len(in.sigs) == 0:
+				return signed{}, sigErr(ReasonMalformed, "%s has no v1 signature in hex", headerStripeSignature)
+			}
+			return in, nil
+		},
+		content: func(in signed, body []byte) [][]byte {
+			return [][]byte{[]byte(in.ts), []byte("."), body}
+		},
+		write: func(h http.Header, in signed, mac []byte) {
+			h.Set(headerStripeSignature, "t="+in.ts+",v1="+hex.EncodeToString(mac))
+		},
+	}
+}
+
+// slackScheme: X-Slack-Signature: v0=<hex>, the HMAC of
+// "v0:<X-Slack-Request-Timestamp>:<body>".
+func slackScheme() *scheme {
+	s := singleScheme(headerSlackSignature, "v0=", sha256.New, encHex)
+	sigOnly := s.parse
+	s.timestamped = true
+	s.parse = func(h http.Header) (signed, error) {
+		in, err := sigOnly(h)
+		if err != nil {
+			return signed{}, err
+		}
+		if in.ts = h.Get(headerSlackTimestamp); in.ts == "" {
+			return signed{}, sigErr(ReasonMissing, "missing %s header", headerSlackTimestamp)
+		}
+		return in, nil
+	}
+	s.content = func(in signed, body []byte) [][]byte {
+		return [][]byte{[]byte("v0:" + in.ts + ":"), body}
+	}
+	s.write = func(h http.Header, in signed, mac []byte) {
+		h.Set(headerSlackTimestamp, in.ts)
+		h.Set(headerSlackSignature, "v0="+hex.EncodeToString(mac))
+	}
+	return s
+}
+
+// Standard Webhooks headers. Svix, the reference sender, also sends the same
+// three under the svix- prefix; a request carrying only those verifies too.
+const (
+	headerWebhookID        = "Webhook-Id"
+	headerWebhookTimestamp = "Webhook-Timestamp"
+	headerWebhookSignature = "Webhook-Signature"
+	headerSvixID           = "Svix-Id"
+	headerSvixTimestamp    = "Svix-Timestamp"
+	headerSvixSignature    = "Svix-Signature"
+)
+
+// standardHeaders returns the names of the id, timestamp and signature
+// headers the request uses: webhook-* unless only svix-* are present.
+func standardHeaders(h http.Header) (id, ts, sig string) {
+	if h.Get(headerWebhookSignature) == "" && h.Get(headerSvixSignature) != "" {
+		return headerSvixID, headerSvixTimestamp, headerSvixSignature
+	}
+	return headerWebhookID, headerWebhookTimestamp, headerWebhookSignature
+}
+
+// standardScheme: Standard Webhooks (Svix). webhook-signature holds
+// space-separated "v1,<base64>" entries, each the HMAC of
+// "<webhook-id>.<webhook-timestamp>.<body>".
+func standardScheme() *scheme {
+	return &scheme{
+		newHash:     sha256.New,
+		timestamped: true,
+		newID: func(h http.Header) string {
+			if id := h.Get(headerWebhookID); id != "" {
+				return id
+			}
+			return "msg_" + rand.Text()
+		},
+		parse: func(h http.Header) (signed, error) {
+			idName, tsName, sigName := standardHeaders(h)
+			in := signed{id: h.Get(idName), ts: h.Get(tsName)}
+			v := h.Get(sigName)
+			for _, c := range [...]struct{ name, val string }{{idName, in.id}, {tsName, in.ts}, {sigName, v}} {
+				if c.val == "" {
+					return signed{}, sigErr(ReasonMissing, "missing %s header", c.name)
+				}
+			}
+			sawV1 := false
+			for entry := range strings.FieldsSeq(v) {
+				version, sig, ok := strings.Cut(entry, ",")
+				if !ok || version != "v1" {
+					continue
+				}
+				sawV1 = true
+				if b, err := base64.StdEncoding.DecodeString(sig); err == nil {
+					in.sigs = append(in.sigs, b)
+				}
+			}
+			if len(in.sigs) == 0 {
+				if sawV1 {
+					return signed{}, sigErr(ReasonMalformed, "%s has no v1 signature in base64", sigName)
+				}
+				return signed{}, sigErr(ReasonMalformed, "%s has no v1 signature", sigName)
+			}
+			return in, nil
+		},
+		content: func(in signed, body []byte) [][]byte {
+			return [][]byte{[]byte(in.id + "." + in.ts + "."), body}
+		},
+		write: func(h http.Header, in signed, mac []byte) {
+			h.Set(headerWebhookID, in.id)
+			h.Set(headerWebhookTimestamp, in.ts)
+			h.Set(headerWebhookSignature, "v1,"+base64.StdEncoding.EncodeToString(mac))
+		},
+	}
+}
+
+// decodeStandardSecret turns a Standard Webhooks secret, "whsec_<base64>" or
+// bare base64, into key bytes. The error never quotes the secret.
+func decodeStandardSecret(raw []byte) (secret, error) {
+	s := strings.TrimPrefix(string(raw), "whsec_")
+	key, err := base64.StdEncoding.DecodeString(s)
+	if err != nil {
+		return nil, fmt.Errorf("not a Standard Webhooks secret (want whsec_<base64>): the base64 part does not decode")
+	}
+	if len(key) == 0 {
+		return nil, fmt.Errorf("not a Standard Webhooks secret (want whsec_<base64>): the key is empty")
+	}
+	return secret(key), nil
+}
+
+// SignatureConfig is the signature block of a generic provider (DESIGN §5):
+// the header carrying the signature, the HMAC algorithm (hmac-sha256,
+// hmac-sha1 or hmac-sha512; default hmac-sha256), how the MAC is written
+// (hex or base64; default hex) and a prefix written before it (e.g.
+// "sha256="). None: true, alone, states that the provider does not sign.
+type SignatureConfig struct {
+	Header    string `yaml:"header"`
+	Algorithm string `yaml:"algorithm"`
+	Encoding  string `yaml:"encoding"`
+	Prefix    string `yaml:"prefix"`
+	None      bool   `yaml:"none"`
+}
+
+// scheme checks the block and builds its scheme; nil, nil for None. Errors
+// name the offending field.
+func (c SignatureConfig) scheme() (*scheme, error) {
+	if c.None {
+		if c.Header != "" || c.Algorithm != "" || c.Encoding != "" || c.Prefix != "" {
+			return nil, fmt.Errorf("signature: none: true cannot be combined with header, algorithm, encoding or prefix")
+		}
+		return nil, nil
+	}
+	if c.Header == "" {
+		return nil, fmt.Errorf("signature.header: required (or state signature: {none: true} for an unsigned provider)")
+	}
+	if !validHeaderName(c.Header) {
+		return nil, fmt.Errorf("signature.header: %q is not a valid HTTP header name", c.Header)
+	}
+	var newHash func() hash.Hash
+	switch c.Algorithm {
+	case "", "hmac-sha256":
+		newHash = sha256.New
+	case "hmac-sha1":
+		newHash = sha1.New
+	case "hmac-sha512":
+		newHash = sha512.New
+	default:
+		return nil, fmt.Errorf("signature.algorithm: unknown algorithm %q (want hmac-sha256, hmac-sha1 or hmac-sha512)", c.Algorithm)
+	}
+	var enc encoding
+	switch c.Encoding {
+	case "", "hex":
+		enc = encHex
+	case "base64":
+		enc = encBase64
+	default:
+		return nil, fmt.Errorf("signature.encoding: unknown encoding %q (want hex or base64)", c.Encoding)
+	}
+	return singleScheme(http.CanonicalHeaderKey(c.Header), c.Prefix, newHash, enc), nil
+}
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
+	if name == "" {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		switch {
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9':
+		case strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0:
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// Sign sets on h the signature headers a provider of this preset would send
+// for body at now, signed with secret given as it would sit in the
+// environment variable (for standard, "whsec_<base64>" or bare base64). The
+// standard preset keeps a webhook-id already in h and makes one otherwise.
+// Delivery-id and event headers (X-GitHub-Delivery, ...) are the caller's to
+// set. For generic use SignGeneric or (*Provider).Sign. Cost: one HMAC over
+// the body.
+func Sign(preset string, secret []byte, body []byte, now time.Time, h http.Header) error {
+	if preset == PresetGeneric {
+		return fmt.Errorf("sign: preset generic needs its signature config: use SignGeneric or (*Provider).Sign")
+	}
+	p, ok := presetFor(preset)
+	if !ok {
+		return fmt.Errorf("sign: unknown preset %q", preset)
+	}
+	key, err := p.decodeSecret(secret)
+	if err != nil {
+		return fmt.Errorf("sign: %w", err)
+	}
+	p.scheme.sign(key, body, now, h)
+	return nil
+}
+
+// SignGeneric sets on h the signature header described by sig for body,
+// signed with secret. An unsigned config (None) sets nothing. Cost: one HMAC
+// over the body.
+func SignGeneric(sig SignatureConfig, secret []byte, body []byte, h http.Header) error {
+	s, err := sig.scheme()
+	if err != nil {
+		return fmt.Errorf("sign: %w", err)
+	}
+	if s != nil {
+		s.sign(secret, body, time.Time{}, h)
+	}
+	return nil
+}

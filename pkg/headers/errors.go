@@ -48,8 +48,11 @@ func SetErrors(r *kgo.Record, es []ErrorEntry) {
 	Set(r, Errors, string(b))
 }
 
-// truncate makes s valid UTF-8 (each invalid byte becomes U+FFFD, so JSON
-// encoding cannot grow it) and cuts it to at most n bytes at a rune start.
+// CutError makes an error message fit the history: valid UTF-8 (each
+// invalid byte becomes U+FFFD, so JSON encoding cannot grow it), at most
+// MaxErrorBytes, cut at a rune start.
+func CutError(s string) string { return truncate(s, MaxErrorBytes) }
+
 func truncate(s string, n int) string {
 	s = strings.ToValidUTF8(s, "\uFFFD")
 	if len(s) <= n {

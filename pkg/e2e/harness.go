@@ -1,0 +1,417 @@
+// Package e2e runs hookline as a whole in tests: the real binaries as
+// processes (ingest, processor, retrier) against a real broker, each with its
+// own state dir and ports, a destination HTTP server whose behaviour per key
+// the test sets, and readers of every topic, read_committed.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/proctest"
+	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+// Secret signs every provider of the harness's providers file.
+const Secret = "e2e-secret"
+
+// Options shape one system under test.
+type Options struct {
+	// Tiers is HOOKLINE_RETRY_TIERS (default "1s,2s,3s").
+	Tiers string
+	// Partitions is HOOKLINE_PARTITIONS (default 4).
+	Partitions int
+	// Env is added to every service's environment.
+	Env map[string]string
+}
+
+// System is one hookline under test.
+type System struct {
+	tb      testing.TB
+	Brokers []string
+	Prefix  string
+	Names   topics.Names
+	Dir     string
+	Dest    *Destination
+	reg     *providers.Registry
+	env     map[string]string
+
+	mu     sync.Mutex
+	ingest string // base URL of the running ingest
+}
+
+// New prepares a system: topics of its own, a destination server, a
+// providers file with a "stripe" provider delivering to the destination and
+// an "outcomes" provider without destination.
+func New(tb testing.TB, o Options) *System {
+	tb.Helper()
+	if o.Tiers == "" {
+		o.Tiers = "1s,2s,3s"
+	}
+	if o.Partitions == 0 {
+		o.Partitions = 4
+	}
+	s := &System{tb: tb, Brokers: kafkatest.Brokers(tb), Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb)}
+	tiers := strings.Split(o.Tiers, ",")
+	s.Names = topics.NewNames(s.Prefix, tiers)
+	prov := fmt.Sprintf(`providers:
+  stripe:
+    preset: stripe
+    secret_env: [E2E_SECRET]
+    destination: {url: %q, timeout: 5s}
+  outcomes:
+    preset: generic
+    secret_env: [E2E_SECRET]
+    signature: {header: X-Sig, algorithm: hmac-sha256, encoding: hex}
+    idempotency_key: {json: /id}
+`, s.Dest.URL())
+	pf := filepath.Join(s.Dir, "providers.yaml")
+	if err := os.WriteFile(pf, []byte(prov), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	s.env = map[string]string{
+		"KAFKA_BROKERS":         strings.Join(s.Brokers, ","),
+		"HOOKLINE_TOPIC_PREFIX": s.Prefix,
+		"HOOKLINE_PARTITIONS":   fmt.Sprint(o.Partitions),
+		"HOOKLINE_RETRY_TIERS":  o.Tiers,
+		"HOOKLINE_PROVIDERS":    pf,
+		"E2E_SECRET":            Secret,
+		"HOOKLINE_LOG_LEVEL":    "info",
+	}
+	for k, v := range o.Env {
+		s.env[k] = v
+	}
+	reg, err := providers.Load(pf, func(k string) (string, bool) { v, ok := s.env[k]; return v, ok })
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s.reg = reg
+	return s
+}
+
+// Service is a running service process.
+type Service struct {
+	*proctest.Proc
+	Name string
+	Addr string // HTTP address (ingest) or metrics address
+	env  []string
+	path string
+}
+
+func (s *System) envList(extra map[string]string) []string {
+	var out []string
+	for k, v := range s.env {
+		if _, ok := extra[k]; !ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	for k, v := range extra {
+		out = append(out, k+"="+v)
+	}
+	return out
+}
+
+// StartIngest runs the ingest binary and waits until it is ready.
+func (s *System) StartIngest() *Service {
+	s.tb.Helper()
+	addr := FreeAddr(s.tb)
+	svc := s.start("ingest", addr, map[string]string{"HOOKLINE_INGEST_ADDR": addr})
+	WaitHTTP(s.tb, "http://"+addr+"/readyz", 60*time.Second)
+	s.mu.Lock()
+	s.ingest = "http://" + addr
+	s.mu.Unlock()
+	return svc
+}
+
+// StartProcessor runs a processor with its own state dir (kept across
+// restarts of the same id) and metrics port.
+func (s *System) StartProcessor(id string, extra map[string]string) *Service {
+	s.tb.Helper()
+	addr := FreeAddr(s.tb)
+	env := map[string]string{
+		"HOOKLINE_METRICS_ADDR": addr,
+		"HOOKLINE_STATE_DIR":    s.StateDir(id),
+		"HOOKLINE_INSTANCE_ID":  id,
+	}
+	for k, v := range extra {
+		env[k] = v
+	}
+	svc := s.start("processor", addr, env)
+	WaitHTTP(s.tb, "http://"+addr+"/healthz", 60*time.Second)
+	return svc
+}
+
+// StateDir is the processor state dir of instance id.
+func (s *System) StateDir(id string) string { return filepath.Join(s.Dir, "state-"+id) }
+
+func (s *System) start(name, addr string, extra map[string]string) *Service {
+	path := proctest.Binary(s.tb, name)
+	env := s.envList(extra)
+	return &Service{Proc: proctest.Start(s.tb, path, env), Name: name, Addr: addr, env: env, path: path}
+}
+
+// Restart starts the same service again with the same environment (after a
+// kill or a stop).
+func (s *System) Restart(svc *Service) *Service {
+	s.tb.Helper()
+	n := &Service{Proc: proctest.Start(s.tb, svc.path, svc.env), Name: svc.Name, Addr: svc.Addr, env: svc.env, path: svc.path}
+	WaitHTTP(s.tb, "http://"+svc.Addr+"/healthz", 60*time.Second)
+	return n
+}
+
+// Kill sends SIGKILL and waits for the process to die.
+func (svc *Service) Kill(tb testing.TB) {
+	tb.Helper()
+	_ = svc.Signal(syscall.SIGKILL)
+	_ = svc.Wait(10 * time.Second)
+}
+
+// Stop sends SIGTERM and requires a clean exit.
+func (svc *Service) Stop(tb testing.TB) {
+	tb.Helper()
+	if err := svc.Signal(syscall.SIGTERM); err != nil {
+		tb.Fatal(err)
+	}
+	if err := svc.Wait(60 * time.Second); err != nil {
+		tb.Fatalf("%s did not stop cleanly: %v\n%s", svc.Name, err, svc.Output())
+	}
+}
+
+// Post signs body as provider (stripe or outcomes) and posts it to ingest.
+func (s *System) Post(provider string, body []byte) (int, error) {
+	s.mu.Lock()
+	base := s.ingest
+	s.mu.Unlock()
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/"+provider, bytes.NewReader(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	p, ok := s.reg.Get(provider)
+	if !ok {
+		return 0, fmt.Errorf("no provider %s", provider)
+	}
+	if err := p.Sign(body, time.Now(), req.Header); err != nil {
+		return 0, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, nil
+}
+
+var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+
+// StripeEvent is a body for the stripe provider; its key is "stripe:"+id.
+func StripeEvent(id string) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":"invoice.paid"}`, id))
+}
+
+// Outcome is the part of an outcome record the tests read.
+type Outcome struct {
+	Key        string `json:"key"`
+	Status     string `json:"status"`
+	Attempt    int    `json:"attempt"`
+	Origin     string `json:"origin"`
+	DeadReason string `json:"dead_reason"`
+	Tier       string `json:"tier"`
+	Error      string `json:"error"`
+	Partition  int32  `json:"partition"`
+	Offset     int64  `json:"offset"`
+}
+
+// Reader reads a topic from the start, read_committed, remembering what it
+// has seen so tests can wait for conditions.
+type Reader struct {
+	tb   testing.TB
+	cl   *kgo.Client
+	mu   sync.Mutex
+	recs []*kgo.Record
+}
+
+// Read starts reading topic.
+func (s *System) Read(topic string) *Reader {
+	return &Reader{tb: s.tb, cl: kafkatest.Client(s.tb, s.Brokers, kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(200*time.Millisecond))}
+}
+
+// Until polls until cond holds over every record read so far, or fails the
+// test after timeout.
+func (r *Reader) Until(timeout time.Duration, what string, cond func(recs []*kgo.Record) bool) []*kgo.Record {
+	r.tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	for {
+		r.mu.Lock()
+		ok := cond(r.recs)
+		recs := r.recs
+		r.mu.Unlock()
+		if ok {
+			return recs
+		}
+		if ctx.Err() != nil {
+			r.tb.Fatalf("%s: not within %s (%d records read)", what, timeout, len(recs))
+		}
+		fs := r.cl.PollFetches(ctx)
+		r.mu.Lock()
+		r.recs = append(r.recs, fs.Records()...)
+		r.mu.Unlock()
+	}
+}
+
+// Outcomes decodes outcome records.
+func Outcomes(tb testing.TB, recs []*kgo.Record) []Outcome {
+	tb.Helper()
+	out := make([]Outcome, 0, len(recs))
+	for _, r := range recs {
+		var o Outcome
+		if err := json.Unmarshal(r.Value, &o); err != nil {
+			tb.Fatalf("outcome at %d:%d is not JSON: %v", r.Partition, r.Offset, err)
+		}
+		out = append(out, o)
+	}
+	return out
+}
+
+// FreeAddr returns a loopback address with a free port.
+func FreeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// WaitHTTP waits until url answers 200.
+func WaitHTTP(tb testing.TB, url string, timeout time.Duration) {
+	tb.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	tb.Fatalf("%s did not answer 200 within %s", url, timeout)
+}
+
+// Destination is the test's destination server: it logs every call and
+// answers as the behaviour set for the key says.
+type Destination struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	// calls per idempotency key, in arrival order: the X-Hookline-Attempt
+	// of each call.
+	calls    map[string][]string
+	behave   func(key string, call int) int // HTTP status for the n-th call (1-based) of key
+	headers  map[string]http.Header         // last request headers per key
+	bodies   map[string][]byte
+	delay    time.Duration
+	inflight int
+	maxIn    int
+}
+
+// NewDestination starts a destination that answers 200 to everything.
+func NewDestination(tb testing.TB) *Destination {
+	d := &Destination{calls: map[string][]string{}, headers: map[string]http.Header{}, bodies: map[string][]byte{},
+		behave: func(string, int) int { return 200 }}
+	d.srv = httptest.NewServer(http.HandlerFunc(d.serve))
+	tb.Cleanup(d.srv.Close)
+	return d
+}
+
+func (d *Destination) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	key := r.Header.Get("Idempotency-Key")
+	d.mu.Lock()
+	d.calls[key] = append(d.calls[key], r.Header.Get("X-Hookline-Attempt"))
+	n := len(d.calls[key])
+	d.headers[key] = r.Header.Clone()
+	d.bodies[key] = body
+	behave, delay := d.behave, d.delay
+	d.inflight++
+	d.maxIn = max(d.maxIn, d.inflight)
+	d.mu.Unlock()
+	if delay > 0 {
+		time.Sleep(delay)
+	}
+	d.mu.Lock()
+	d.inflight--
+	d.mu.Unlock()
+	w.WriteHeader(behave(key, n))
+}
+
+// URL is where the destination listens.
+func (d *Destination) URL() string { return d.srv.URL + "/hooks" }
+
+// Behave sets the status for the n-th call of a key.
+func (d *Destination) Behave(f func(key string, call int) int) {
+	d.mu.Lock()
+	d.behave = f
+	d.mu.Unlock()
+}
+
+// Delay makes every call take at least dl.
+func (d *Destination) Delay(dl time.Duration) {
+	d.mu.Lock()
+	d.delay = dl
+	d.mu.Unlock()
+}
+
+// Calls returns how many times key was called.
+func (d *Destination) Calls(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return len(d.calls[key])
+}
+
+// AllCalls returns a copy of the call counts per key.
+func (d *Destination) AllCalls() map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make(map[string]int, len(d.calls))
+	for k, v := range d.calls {
+		out[k] = len(v)
+	}
+	return out
+}
+
+// Request returns the last headers and body received for key.
+func (d *Destination) Request(key string) (http.Header, []byte) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.headers[key], d.bodies[key]
+}
+
+// MaxInflight is the most concurrent calls seen.
+func (d *Destination) MaxInflight() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.maxIn
+}

@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hookline/hookline/pkg/kafkaconf"
+	"github.com/hookline/hookline/pkg/retry"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+// config is everything the processor reads from its environment.
+type config struct {
+	MetricsAddr     string        // HOOKLINE_METRICS_ADDR
+	ProvidersFile   string        // HOOKLINE_PROVIDERS or --providers
+	StateDir        string        // HOOKLINE_STATE_DIR
+	InstanceID      string        // HOOKLINE_INSTANCE_ID
+	MaxInflight     int           // HOOKLINE_MAX_INFLIGHT
+	MaxBatch        int           // HOOKLINE_BATCH_MAX_RECORDS
+	BatchTimeout    time.Duration // HOOKLINE_BATCH_TIMEOUT
+	BreakerFailures int           // HOOKLINE_BREAKER_FAILURES
+	BreakerCooldown time.Duration // HOOKLINE_BREAKER_COOLDOWN
+	LogLevel        string        // HOOKLINE_LOG_LEVEL
+	Kafka           kafkaconf.Config
+	Topics          topics.Env
+	Retry           retry.Schedule
+	Jitter          float64
+}
+
+func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
+	get := func(k string) string { v, _ := lookupEnv(k); return strings.TrimSpace(v) }
+	host, _ := os.Hostname()
+	c := config{
+		MetricsAddr:   orDefault(get("HOOKLINE_METRICS_ADDR"), ":9101"),
+		ProvidersFile: get("HOOKLINE_PROVIDERS"),
+		StateDir:      orDefault(get("HOOKLINE_STATE_DIR"), "data/processor"),
+		InstanceID:    orDefault(get("HOOKLINE_INSTANCE_ID"), host),
+		LogLevel:      get("HOOKLINE_LOG_LEVEL"),
+	}
+	var errs []string
+	num := func(name string, def, lo, hi int) int {
+		v := get(name)
+		if v == "" {
+			return def
+		}
+		n, err := strconv.Atoi(v)
+		if err != nil || n < lo || n > hi {
+			errs = append(errs, fmt.Sprintf("%s=%q: want a whole number from %d to %d", name, v, lo, hi))
+		}
+		return n
+	}
+	dur := func(name string, def time.Duration) time.Duration {
+		v := get(name)
+		if v == "" {
+			return def
+		}
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			errs = append(errs, fmt.Sprintf("%s=%q: want a positive duration such as 30s", name, v))
+		}
+		return d
+	}
+	c.MaxInflight = num("HOOKLINE_MAX_INFLIGHT", 64, 1, 4096)
+	c.MaxBatch = num("HOOKLINE_BATCH_MAX_RECORDS", 1000, 1, 100000)
+	c.BatchTimeout = dur("HOOKLINE_BATCH_TIMEOUT", 20*time.Second)
+	c.BreakerFailures = num("HOOKLINE_BREAKER_FAILURES", 5, -1, 1000000)
+	c.BreakerCooldown = dur("HOOKLINE_BREAKER_COOLDOWN", 30*time.Second)
+	if c.BatchTimeout > 45*time.Second {
+		errs = append(errs, fmt.Sprintf("HOOKLINE_BATCH_TIMEOUT=%s: at most 45s, so a transaction ends inside its 60s timeout", c.BatchTimeout))
+	}
+	if c.ProvidersFile == "" {
+		errs = append(errs, "HOOKLINE_PROVIDERS (or --providers): the providers file is required")
+	}
+	if strings.ContainsAny(c.InstanceID, " /\\") || c.InstanceID == "" {
+		errs = append(errs, fmt.Sprintf("HOOKLINE_INSTANCE_ID=%q: want a name without spaces or slashes, unique per running processor", c.InstanceID))
+	}
+	if len(errs) > 0 {
+		return config{}, fmt.Errorf("%s", strings.Join(errs, "; "))
+	}
+	var err error
+	if c.Kafka, err = kafkaconf.FromEnv(lookupEnv); err != nil {
+		return config{}, err
+	}
+	if c.Topics, err = topics.EnvFrom(lookupEnv); err != nil {
+		return config{}, err
+	}
+	if c.Retry, c.Jitter, err = retry.FromEnv(lookupEnv); err != nil {
+		return config{}, err
+	}
+	return c, nil
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

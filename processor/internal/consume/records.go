@@ -1,0 +1,139 @@
+package consume
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/retry"
+	"github.com/hookline/hookline/processor/internal/decide"
+)
+
+// Outcome is the value of a record on webhooks.outcomes
+// (schemas/outcome.schema.json).
+type Outcome struct {
+	Key        string `json:"key"`
+	Provider   string `json:"provider"`
+	EventType  string `json:"event_type"`
+	Status     string `json:"status"`
+	Attempt    int    `json:"attempt"`
+	Origin     string `json:"origin"`
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error,omitempty"`
+	Time       string `json:"time"`
+	Tier       string `json:"tier,omitempty"`
+	DeadReason string `json:"dead_reason,omitempty"`
+	ReplayID   string `json:"replay_id,omitempty"`
+	Partition  int32  `json:"partition"`
+	Offset     int64  `json:"offset"`
+}
+
+// Outcome statuses.
+const (
+	StatusDone      = "done"
+	StatusDuplicate = "duplicate"
+	StatusRetrying  = "retrying"
+	StatusDead      = "dead"
+)
+
+// arrival reads the decision-table view of a record from its headers. A
+// record hookline cannot deduplicate (no key, unknown origin, bad attempt)
+// is an error: it goes to the DLQ as permanent without touching any state.
+func arrival(r *kgo.Record, now time.Time) (decide.Arrival, error) {
+	if len(r.Key) == 0 {
+		return decide.Arrival{}, errors.New("record has no key (the idempotency key)")
+	}
+	a := decide.Arrival{
+		Origin:   headers.Value(r, headers.Origin),
+		ReplayID: headers.Value(r, headers.ReplayID),
+		Provider: headers.Value(r, headers.Provider),
+		Now:      now,
+	}
+	switch a.Origin {
+	case headers.OriginIngest, headers.OriginRetry, headers.OriginReplay:
+	default:
+		return decide.Arrival{}, fmt.Errorf("%s is %q, want ingest, retry or replay", headers.Origin, a.Origin)
+	}
+	n, err := headers.GetAttempt(r)
+	if err != nil {
+		return decide.Arrival{}, err
+	}
+	a.Attempt = n
+	if a.Provider == "" {
+		return decide.Arrival{}, fmt.Errorf("%s is missing", headers.Provider)
+	}
+	for _, h := range []string{headers.FirstSeenAt, headers.ReceivedAt} {
+		if t, err := headers.GetTime(r, h); err == nil {
+			a.FirstSeenAt = t
+			break
+		}
+	}
+	return a, nil
+}
+
+// outcomeRecord builds the outcome of one record.
+func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, route decide.Route) *kgo.Record {
+	o := Outcome{
+		Key:        string(r.Key),
+		Provider:   a.Provider,
+		EventType:  headers.Value(r, headers.EventType),
+		Status:     status,
+		Attempt:    max(a.Attempt, 1),
+		Origin:     a.Origin,
+		DurationMS: took.Milliseconds(),
+		Time:       headers.FormatTime(a.Now),
+		ReplayID:   a.ReplayID,
+		Partition:  r.Partition,
+		Offset:     r.Offset,
+	}
+	if err != nil {
+		o.Error = headers.CutError(err.Error())
+	}
+	switch status {
+	case StatusRetrying:
+		o.Tier = retry.TierName(p.cfg.Schedule.Tier(route.Tier))
+	case StatusDead:
+		o.DeadReason = route.DeadReason
+	}
+	v, _ := json.Marshal(o) // plain fields: cannot fail
+	return &kgo.Record{Topic: p.cfg.Names.Outcomes, Key: r.Key, Value: v}
+}
+
+// failedRecord copies r for a retry tier or the DLQ: the exact body, every
+// original header, plus the failure headers of DESIGN §3.
+func (p *Processor) failedRecord(topic string, r *kgo.Record, a decide.Arrival, st decide.State, attempt int, err error, retryable bool) *kgo.Record {
+	out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
+	history, herr := headers.GetErrors(r)
+	if herr != nil {
+		history = nil // a garbled history is replaced, not propagated
+	}
+	history = append(history, headers.ErrorEntry{Attempt: max(a.Attempt, 1), At: a.Now, Error: err.Error(), Retryable: retryable})
+	headers.SetErrors(out, history)
+	headers.SetAttempt(out, attempt)
+	if !st.FirstSeenAt.IsZero() {
+		headers.SetTime(out, headers.FirstSeenAt, st.FirstSeenAt)
+	} else {
+		headers.SetTime(out, headers.FirstSeenAt, a.FirstSeenAt)
+	}
+	headers.Set(out, headers.SourceTopic, r.Topic)
+	headers.Set(out, headers.SourcePartition, strconv.Itoa(int(r.Partition)))
+	headers.Set(out, headers.SourceOffset, strconv.FormatInt(r.Offset, 10))
+	return out
+}
+
+// poisonRecord sends a record hookline cannot deduplicate to the DLQ as
+// permanent, keeping its bytes for an operator.
+func (p *Processor) poisonRecord(r *kgo.Record, now time.Time, err error) *kgo.Record {
+	a := decide.Arrival{Attempt: 1, Now: now}
+	if n, aerr := headers.GetAttempt(r); aerr == nil {
+		a.Attempt = n
+	}
+	out := p.failedRecord(p.cfg.Names.DLQ, r, a, decide.State{FirstSeenAt: now}, a.Attempt, fmt.Errorf("malformed record: %w", err), false)
+	headers.Set(out, headers.DeadReason, headers.DeadPermanent)
+	return out
+}

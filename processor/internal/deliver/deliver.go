@@ -1,0 +1,81 @@
+// Package deliver is where the processor hands a webhook it decided to process
+// (DESIGN §6): a Handler per provider, looked up in a Router. The HTTP handler
+// POSTs the exact body to the provider's destination with the provider's
+// headers and the idempotency key, and says through its error how the failure
+// is classified by retry.Classify: nil is success, a *retry.PermanentError
+// goes to the DLQ, a *retry.RetryAfterError is retryable no sooner than its
+// delay, anything else is retryable.
+//
+// Go users who process webhooks in-process plug a HandlerFunc into the Router
+// instead of a URL.
+package deliver
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Delivery is one webhook to hand to a destination.
+type Delivery struct {
+	// Key is the idempotency key (the record key).
+	Key string
+	// Provider is the provider name from the ingest URL.
+	Provider string
+	// EventType is the provider's event type, empty when unknown.
+	EventType string
+	// Attempt is the 1-based number of this processing attempt.
+	Attempt int
+	// Body is the request body exactly as received; handlers must not modify
+	// it.
+	Body []byte
+	// ContentType is the Content-Type of the original request.
+	ContentType string
+	// Headers are the provider headers to forward: lower-case names without
+	// the "http." prefix, as headers.HTTP(record) returns them.
+	Headers []kgo.RecordHeader
+}
+
+// Handler processes one delivery. The returned error is classified with
+// retry.Classify. Implementations must be safe for concurrent use.
+type Handler interface {
+	Handle(ctx context.Context, d Delivery) error
+}
+
+// HandlerFunc adapts a function to Handler, for Go users plugging in their
+// own processing, and for tests.
+type HandlerFunc func(ctx context.Context, d Delivery) error
+
+// Handle calls f(ctx, d).
+func (f HandlerFunc) Handle(ctx context.Context, d Delivery) error { return f(ctx, d) }
+
+// Router maps a provider name to its destination Handler. It is immutable
+// after NewRouter, so it is safe for concurrent use; a nil *Router routes
+// nothing.
+type Router struct {
+	handlers map[string]Handler
+}
+
+// NewRouter returns a Router over a copy of handlers (provider name ->
+// Handler). A nil Handler in the map means the provider has no destination,
+// the same as leaving it out.
+func NewRouter(handlers map[string]Handler) *Router {
+	m := make(map[string]Handler, len(handlers))
+	for name, h := range handlers {
+		if h != nil {
+			m[name] = h
+		}
+	}
+	return &Router{handlers: m}
+}
+
+// For returns the provider's Handler, or false when the provider has no
+// destination: its records are then handled by writing the outcome only
+// (DESIGN §5). Cost: one map lookup.
+func (r *Router) For(provider string) (Handler, bool) {
+	if r == nil {
+		return nil, false
+	}
+	h, ok := r.handlers[provider]
+	return h, ok
+}

@@ -1,0 +1,186 @@
+// Command processor consumes webhooks.raw exactly once in effect (DESIGN
+// §6): dedup against a Badger store rebuilt from the compacted changelog, the
+// destination handler, and the routing of failures to retry tiers or the DLQ,
+// all inside one Kafka transaction per batch.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/processor/internal/consume"
+	"github.com/hookline/hookline/processor/internal/deliver"
+	"github.com/hookline/hookline/processor/internal/state"
+)
+
+func main() {
+	providersFlag := flag.String("providers", "", "providers file (overrides HOOKLINE_PROVIDERS)")
+	flag.Parse()
+	lookup := os.LookupEnv
+	if *providersFlag != "" {
+		lookup = func(k string) (string, bool) {
+			if k == "HOOKLINE_PROVIDERS" {
+				return *providersFlag, true
+			}
+			return os.LookupEnv(k)
+		}
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, lookup, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "processor:", err)
+		os.Exit(1)
+	}
+}
+
+// run processes until ctx is done. Shutdown order: stop polling and abort the
+// open transaction, leave the group, close the client, close Badger, stop the
+// metrics server.
+func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.Writer) (err error) {
+	cfg, err := loadConfig(lookupEnv)
+	if err != nil {
+		return err
+	}
+	log, err := obs.NewLogger(logOut, cfg.LogLevel, "processor")
+	if err != nil {
+		return err
+	}
+	reg, err := providers.Load(cfg.ProvidersFile, lookupEnv)
+	if err != nil {
+		return err
+	}
+	names := topics.NewNames(cfg.Topics.Prefix, cfg.Retry.Names())
+	promReg := obs.NewRegistry()
+	kmetrics := kprom.NewMetrics("hookline_processor_kafka", kprom.Registerer(promReg), kprom.Gatherer(promReg))
+	connOpts, err := cfg.Kafka.Opts(
+		kgo.ProducerBatchMaxBytes(int32(cfg.Topics.MaxRecordBytes())),
+		kgo.ClientID("hookline-processor-"+cfg.InstanceID),
+	)
+	if err != nil {
+		return err
+	}
+	newClient := func(extra ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append(append([]kgo.Opt(nil), connOpts...), extra...)...)
+	}
+
+	adminCl, err := newClient()
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	err = topics.Ensure(startCtx, kadm.NewClient(adminCl), names.Specs(topics.Shape{
+		Partitions:         cfg.Topics.Partitions,
+		ChangelogRetention: reg.MaxDedupTTL(),
+		MaxMessageBytes:    cfg.Topics.MaxRecordBytes(),
+	}), cfg.Topics.Replication)
+	cancel()
+	adminCl.Close()
+	if err != nil {
+		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
+	}
+
+	store, reset, err := state.OpenOrReset(state.Options{Dir: cfg.StateDir, Logger: log})
+	if err != nil {
+		return fmt.Errorf("HOOKLINE_STATE_DIR=%s: %w", cfg.StateDir, err)
+	}
+	if reset {
+		log.Warn("state dir was unreadable and has been reset; partitions are rebuilt from the changelog", "dir", cfg.StateDir)
+	}
+	defer func() {
+		if cerr := store.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
+		}
+	}()
+
+	router, err := buildRouter(reg, cfg)
+	if err != nil {
+		return err
+	}
+	health := obs.NewHealth("kafka", "restore")
+	health.Set("kafka", nil) // topics ensured above
+	health.Set("restore", nil)
+
+	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	if err != nil {
+		return fmt.Errorf("HOOKLINE_METRICS_ADDR=%s: %w", cfg.MetricsAddr, err)
+	}
+	hs := &http.Server{Handler: obs.Mux(health, promReg), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(sctx)
+	}()
+
+	proc, err := consume.New(consume.Config{
+		Names:           names,
+		Schedule:        cfg.Retry,
+		Jitter:          cfg.Jitter,
+		Providers:       reg,
+		Router:          router,
+		Store:           store,
+		MaxInflight:     cfg.MaxInflight,
+		MaxBatch:        cfg.MaxBatch,
+		BatchTimeout:    cfg.BatchTimeout,
+		SessionOpts:     append(append([]kgo.Opt(nil), connOpts...), kgo.WithHooks(kmetrics)),
+		NewClient:       newClient,
+		TransactionalID: cfg.Topics.Prefix + "hookline-processor-" + cfg.InstanceID,
+		Logger:          log,
+		Registry:        promReg,
+		Health:          health,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("processor starting", "kafka", cfg.Kafka.String(), "topic", names.Raw, "instance", cfg.InstanceID,
+		"state_dir", cfg.StateDir, "metrics", ln.Addr().String(), "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight)
+	if err := proc.Run(ctx); err != nil {
+		return err
+	}
+	health.Drain()
+	log.Info("processor stopped cleanly")
+	return nil
+}
+
+// buildRouter gives every provider with a destination its HTTP handler.
+func buildRouter(reg *providers.Registry, cfg config) (*deliver.Router, error) {
+	handlers := map[string]deliver.Handler{}
+	for _, name := range reg.Names() {
+		p, _ := reg.Get(name)
+		if p.Destination == nil {
+			continue
+		}
+		o := deliver.HTTPOptions{
+			URL:             p.Destination.URL,
+			Timeout:         p.Destination.Timeout,
+			BreakerFailures: cfg.BreakerFailures,
+			BreakerCooldown: cfg.BreakerCooldown,
+		}
+		if rl := p.Destination.RateLimit; rl != nil {
+			o.RatePerSecond, o.Burst = rl.PerSecond, rl.Burst
+		}
+		h, err := deliver.NewHTTP(o)
+		if err != nil {
+			return nil, fmt.Errorf("provider %s destination: %w", name, err)
+		}
+		handlers[name] = h
+	}
+	return deliver.NewRouter(handlers), nil
+}
+

@@ -183,4 +183,3 @@ func buildRouter(reg *providers.Registry, cfg config) (*deliver.Router, error) {
 	}
 	return deliver.NewRouter(handlers), nil
 }
-

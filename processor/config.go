@@ -64,7 +64,9 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		return d
 	}
 	c.MaxInflight = num("HOOKLINE_MAX_INFLIGHT", 64, 1, 4096)
-	c.MaxBatch = num("HOOKLINE_BATCH_MAX_RECORDS", 1000, 1, 100000)
+	// A crash repeats at most one batch of destination calls: by default no
+	// more than can be in flight at once.
+	c.MaxBatch = num("HOOKLINE_BATCH_MAX_RECORDS", c.MaxInflight, 1, 100000)
 	c.BatchTimeout = dur("HOOKLINE_BATCH_TIMEOUT", 20*time.Second)
 	c.BreakerFailures = num("HOOKLINE_BREAKER_FAILURES", 5, -1, 1000000)
 	c.BreakerCooldown = dur("HOOKLINE_BREAKER_COOLDOWN", 30*time.Second)

@@ -161,9 +161,14 @@ func TierName(d time.Duration) string {
 //     none is that long (the wait is then capped at the last tier's delay).
 //
 // A Retry-After lengthens one wait without using up attempts: attempt n+1
-// failing again goes to tier n+1, so a key always gets Len()+1 attempts.
+// failing again goes to tier n+1, so a key always gets Len()+1 attempts. A
+// NotAttempted failure goes to tier 1 (or the Retry-After's tier) whatever
+// the attempt, and never to the DLQ.
 func (s Schedule) Route(attempt int, d Decision) (tier int, ok bool) {
 	attempt = max(attempt, 1)
+	if d.NotAttempted && d.Retryable {
+		attempt = 1 // nothing was tried: the first tier, however far along the key is
+	}
 	if !d.Retryable || attempt > len(s.tiers) {
 		return 0, false
 	}

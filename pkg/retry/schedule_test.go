@@ -184,6 +184,9 @@ func TestRoute(t *testing.T) {
 		{"retry-after longer than every tier", 1, after(48 * time.Hour), 5, true},
 		{"retry-after does not save an exhausted key", 6, after(time.Hour), 0, false},
 		{"retry-after below tier n keeps n", 4, after(2 * time.Minute), 4, true},
+		{"not attempted goes to tier 1", 4, Decision{Retryable: true, NotAttempted: true}, 1, true},
+		{"not attempted is never exhausted", 6, Decision{Retryable: true, NotAttempted: true}, 1, true},
+		{"not attempted honours retry-after", 3, Decision{Retryable: true, NotAttempted: true, After: 3 * time.Minute}, 2, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

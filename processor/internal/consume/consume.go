@@ -379,7 +379,7 @@ func (p *Processor) handle(ctx context.Context, r *kgo.Record, a decide.Arrival)
 	if !ok {
 		return nil // outcomes only
 	}
-	return h.Handle(ctx, deliver.Delivery{
+	err := h.Handle(ctx, deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
 		EventType:   headers.Value(r, headers.EventType),
@@ -388,6 +388,12 @@ func (p *Processor) handle(ctx context.Context, r *kgo.Record, a decide.Arrival)
 		ContentType: headers.Value(r, headers.ContentType),
 		Headers:     headers.HTTP(r),
 	})
+	if errors.Is(err, deliver.ErrCircuitOpen) {
+		// The destination was not called: straight to the first tier, the
+		// attempt not used up.
+		return retry.NotAttempted(err)
+	}
+	return err
 }
 
 // providerLabel bounds metric label values to configured providers.

@@ -112,7 +112,9 @@ func (p *Processor) failedRecord(topic string, r *kgo.Record, a decide.Arrival, 
 	if herr != nil {
 		history = nil // a garbled history is replaced, not propagated
 	}
-	history = append(history, headers.ErrorEntry{Attempt: max(a.Attempt, 1), At: a.Now, Error: err.Error(), Retryable: retryable})
+	if !retry.Classify(err).NotAttempted { // a call never made is no attempt: the history stays bounded by the tiers
+		history = append(history, headers.ErrorEntry{Attempt: max(a.Attempt, 1), At: a.Now, Error: err.Error(), Retryable: retryable})
+	}
 	headers.SetErrors(out, history)
 	headers.SetAttempt(out, attempt)
 	if !st.FirstSeenAt.IsZero() {

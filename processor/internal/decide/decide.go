@@ -218,9 +218,13 @@ func Apply(st *State, a Arrival, result error, sched retry.Schedule, ttl time.Du
 	}
 	d := retry.Classify(result)
 	if tier, ok := sched.Route(attempt, d); ok {
-		next.Status, next.NextAttempt = StatusRetrying, attempt+1
+		nextAttempt := attempt + 1
+		if d.NotAttempted {
+			nextAttempt = attempt // the destination was never called: the same attempt again
+		}
+		next.Status, next.NextAttempt = StatusRetrying, nextAttempt
 		next.ExpiresAt = now.Add(max(ttl, 2*sched.Tier(tier)))
-		return next, Route{Kind: Retry, Tier: tier, Attempt: attempt + 1}
+		return next, Route{Kind: Retry, Tier: tier, Attempt: nextAttempt}
 	}
 	next.Status = StatusDead
 	reason := headers.DeadPermanent

@@ -151,6 +151,12 @@ func TestApply(t *testing.T) {
 			route: Route{Kind: Retry, Tier: 5, Attempt: 6},
 		},
 		{
+			name: "not attempted keeps the attempt and goes to tier 1", st: &State{Status: StatusRetrying, NextAttempt: 4, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later},
+			a: retryAt(4), result: retry.NotAttempted(boom), ttl: ttl,
+			want:  State{Status: StatusRetrying, NextAttempt: 4, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			route: Route{Kind: Retry, Tier: 1, Attempt: 4},
+		},
+		{
 			name: "exhausted", a: withSeen(retryAt(6), firstSeen), result: boom, ttl: ttl,
 			want:  State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
 			route: Route{Kind: Dead, DeadReason: headers.DeadExhausted, Attempt: 6},

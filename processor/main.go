@@ -61,7 +61,9 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
-	reg, err := providers.Load(cfg.ProvidersFile, lookupEnv)
+	// The processor verifies no signature: it needs TTLs and destinations,
+	// not the signing secrets.
+	reg, err := providers.LoadWithoutSecrets(cfg.ProvidersFile)
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,26 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Registry, error)
 // found, one line each naming its provider, providers in name order. Cost:
 // one YAML parse, plus a second one of the node tree to place an error.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Registry, error) {
+	return parse(data, lookupEnv, true)
+}
+
+// LoadWithoutSecrets reads the providers file like Load but leaves the
+// secrets unread: for services that never verify a signature (the processor
+// reads dedup TTLs and destinations), so they need no signing secret in their
+// environment. Verify on its providers always fails.
+func LoadWithoutSecrets(path string) (*Registry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("providers file: %w", err)
+	}
+	r, err := parse(data, nil, false)
+	if err != nil {
+		return nil, fmt.Errorf("providers file %s: %w", path, err)
+	}
+	return r, nil
+}
+
+func parse(data []byte, lookupEnv func(string) (string, bool), withSecrets bool) (*Registry, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
@@ -83,7 +103,7 @@ func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Registry, error
 	slices.Sort(r.names)
 	var errs []error
 	for _, name := range r.names {
-		p, perrs := file.Providers[name].build(name, lookupEnv)
+		p, perrs := file.Providers[name].build(name, lookupEnv, withSecrets)
 		for _, err := range perrs {
 			errs = append(errs, fmt.Errorf("provider %q: %w", name, err))
 		}
@@ -170,7 +190,7 @@ func validName(name string) bool {
 
 // build checks one block and turns it into a Provider, or returns every
 // problem found. Errors name the field and never contain a secret value.
-func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool)) (*Provider, []error) {
+func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool), withSecrets bool) (*Provider, []error) {
 	one := func(format string, args ...any) []error { return []error{fmt.Errorf(format, args...)} }
 	if !validName(name) {
 		return nil, one("name must match ^[a-z0-9][a-z0-9_-]{0,62}$ (it is a URL path segment)")
@@ -218,6 +238,9 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 		fail(fmt.Errorf("secret_env: required: the environment variables holding the signing secrets"))
 	}
 	for _, env := range c.SecretEnv {
+		if !withSecrets {
+			break
+		}
 		s, err := readSecret(pre, env, lookupEnv)
 		if err != nil {
 			fail(fmt.Errorf("secret_env: %w", err))

@@ -350,3 +350,29 @@ func TestForwardHeaders(t *testing.T) {
 		t.Fatalf("ForwardHeaders(empty) = %v", got)
 	}
 }
+
+func TestLoadWithoutSecrets(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "providers.yaml")
+	if err := os.WriteFile(path, []byte("providers:\n  s: {preset: stripe, secret_env: [UNSET_IN_THIS_TEST], dedup_ttl: 48h, destination: {url: \"http://x/\"}}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(path, func(string) (string, bool) { return "", false }); err == nil {
+		t.Fatal("Load with an unset secret variable did not fail")
+	}
+	r, err := LoadWithoutSecrets(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustGet(t, r, "s")
+	if p.DedupTTL != 48*time.Hour || p.Destination == nil {
+		t.Fatalf("provider read without secrets: %+v", p)
+	}
+	body := []byte(`{"id":"evt_1"}`)
+	h := http.Header{}
+	if err := Sign(PresetStripe, []byte("any"), body, time.Now(), h); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Verify(h, body, time.Now()); err == nil {
+		t.Fatal("a provider loaded without secrets verified a signature")
+	}
+}

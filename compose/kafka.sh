@@ -1,0 +1,495 @@
+#!/usr/bin/env bash
+# compose/kafka.sh - a real single-node Apache Kafka broker (KRaft, combined
+# broker+controller) without Docker, run from the official jars on Maven Central.
+#
+#   compose/kafka.sh up          fetch jars (once), format storage (once), start, wait until ready
+#   compose/kafka.sh down        stop (SIGTERM, then SIGKILL after KAFKA_STOP_TIMEOUT s)
+#   compose/kafka.sh status      exit 0 when running, 1 when not
+#   compose/kafka.sh wipe        down, then delete data and logs (jars stay)
+#   compose/kafka.sh logs [N|-f] path of the broker log and its last N (40) lines, or follow it
+#   compose/kafka.sh classpath   classpath for Kafka's tools:
+#                                  java -cp "$(compose/kafka.sh classpath)" org.apache.kafka.tools.TopicCommand ...
+#   compose/kafka.sh bootstrap   prints the bootstrap address, e.g. KAFKA_BROKERS=$(compose/kafka.sh bootstrap)
+#   compose/kafka.sh perf ARGS   org.apache.kafka.tools.ProducerPerformance ARGS against this broker
+#   compose/kafka.sh topics ARGS org.apache.kafka.tools.TopicCommand ARGS against this broker
+#   compose/kafka.sh tool CLASS ARGS   any main class with the Kafka classpath (no address added)
+#
+# Settings (environment, with defaults):
+#   KAFKA_PORT=9092  KAFKA_CONTROLLER_PORT=9093  HOOKLINE_KAFKA_DIR=<repo>/.kafka
+#   KAFKA_HEAP_OPTS="-Xms512m -Xmx512m"  KAFKA_JVM_PERFORMANCE_OPTS  KAFKA_OPTS
+#   KAFKA_START_TIMEOUT=90  KAFKA_STOP_TIMEOUT=30  KAFKA_READY_CHECK=auto|kcat|java
+#   KAFKA_JARS_DIR=$HOOKLINE_KAFKA_DIR/jars (instances may share one)
+#   KAFKA_PERF_HEAP_OPTS="-Xms256m -Xmx512m" (perf, topics, tool)
+# For a second instance or a multi-node cluster (not polished yet):
+#   KAFKA_NODE_ID=1  KAFKA_QUORUM_VOTERS=<id>@127.0.0.1:<controller port>
+#   KAFKA_CLUSTER_ID (used when formatting; must match an existing data dir)
+#   KAFKA_REPLICATION_FACTOR=1  KAFKA_MIN_ISR=1
+#   KAFKA_OFFSETS_PARTITIONS=4  KAFKA_TXN_PARTITIONS=4
+#   KAFKA_EXTRA_CONFIG=<file>   properties appended to the generated server.properties
+#
+# The instance directory holds jars/, data/ (log.dirs and KRaft metadata),
+# logs/ (server.log, server.out, gc.log), server.properties, log4j2.properties, kafka.pid.
+set -euo pipefail
+
+readonly KAFKA_HOST=127.0.0.1
+
+COMPOSE_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(dirname "$COMPOSE_DIR")"
+SRC_DIR="$COMPOSE_DIR/kafka"
+
+KAFKA_PORT="${KAFKA_PORT:-9092}"
+KAFKA_CONTROLLER_PORT="${KAFKA_CONTROLLER_PORT:-9093}"
+KAFKA_NODE_ID="${KAFKA_NODE_ID:-1}"
+KAFKA_QUORUM_VOTERS="${KAFKA_QUORUM_VOTERS:-$KAFKA_NODE_ID@$KAFKA_HOST:$KAFKA_CONTROLLER_PORT}"
+KAFKA_REPLICATION_FACTOR="${KAFKA_REPLICATION_FACTOR:-1}"
+KAFKA_MIN_ISR="${KAFKA_MIN_ISR:-1}"
+KAFKA_OFFSETS_PARTITIONS="${KAFKA_OFFSETS_PARTITIONS:-4}"
+KAFKA_TXN_PARTITIONS="${KAFKA_TXN_PARTITIONS:-4}"
+KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-90}"
+KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-30}"
+KAFKA_READY_CHECK="${KAFKA_READY_CHECK:-auto}"
+KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms512m -Xmx512m}"
+KAFKA_JVM_PERFORMANCE_OPTS="${KAFKA_JVM_PERFORMANCE_OPTS:--server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true}"
+KAFKA_OPTS="${KAFKA_OPTS:-}"
+KAFKA_PERF_HEAP_OPTS="${KAFKA_PERF_HEAP_OPTS:--Xms256m -Xmx512m}"
+
+KAFKA_DIR="${HOOKLINE_KAFKA_DIR:-$REPO_ROOT/.kafka}"
+[[ "$KAFKA_DIR" == /* ]] || KAFKA_DIR="$PWD/$KAFKA_DIR"
+JARS_DIR="${KAFKA_JARS_DIR:-$KAFKA_DIR/jars}"
+[[ "$JARS_DIR" == /* ]] || JARS_DIR="$PWD/$JARS_DIR"
+DATA_DIR="$KAFKA_DIR/data"
+LOG_DIR="$KAFKA_DIR/logs"
+PID_FILE="$KAFKA_DIR/kafka.pid"
+CONFIG="$KAFKA_DIR/server.properties"
+LOG4J_CONFIG="$KAFKA_DIR/log4j2.properties"
+SERVER_LOG="$LOG_DIR/server.log"
+SERVER_OUT="$LOG_DIR/server.out"
+
+JAVA="${JAVA:-${JAVA_HOME:+$JAVA_HOME/bin/}java}"
+MVN="${MVN:-mvn}"
+BOOTSTRAP="$KAFKA_HOST:$KAFKA_PORT"
+
+say() { printf 'kafka.sh: %s\n' "$*"; }
+err() { printf 'kafka.sh: %s\n' "$*" >&2; }
+die() { err "$@"; exit 1; }
+
+now_ms() {
+	local t
+	t="$(date +%s%3N)"
+	[[ "$t" =~ ^[0-9]+$ ]] || t="$(($(date +%s) * 1000))"
+	printf '%s\n' "$t"
+}
+elapsed() { local ms=$(( $(now_ms) - $1 )); printf '%d.%01ds' $((ms / 1000)) $((ms % 1000 / 100)); }
+
+sha256() {
+	if command -v sha256sum >/dev/null 2>&1; then sha256sum "$1" | cut -d' ' -f1
+	else shasum -a 256 "$1" | cut -d' ' -f1; fi
+}
+
+# lock FD FILE: serialise this script's mutating commands (no-op without
+# flock). Fixed fds (8: instance, 9: jars) so that the broker and tools are
+# started with them closed: an inherited fd would hold the lock for the JVM's
+# life. A lock is held until the script exits; taking it twice is a no-op.
+LOCKS_HELD=" "
+lock() {
+	command -v flock >/dev/null 2>&1 || return 0
+	[[ "$LOCKS_HELD" != *" $1 "* ]] || return 0
+	case "$1" in
+	8) exec 8>"$2" ;;
+	9) exec 9>"$2" ;;
+	*) die "lock: bad fd $1" ;;
+	esac
+	flock -w 600 "$1" || die "could not lock $2 within 600 s"
+	LOCKS_HELD+="$1 "
+}
+
+check_settings() {
+	local name
+	for name in KAFKA_PORT KAFKA_CONTROLLER_PORT KAFKA_NODE_ID KAFKA_START_TIMEOUT KAFKA_STOP_TIMEOUT \
+		KAFKA_REPLICATION_FACTOR KAFKA_MIN_ISR KAFKA_OFFSETS_PARTITIONS KAFKA_TXN_PARTITIONS; do
+		[[ "${!name}" =~ ^[0-9]+$ ]] || die "$name must be a number, got '${!name}'"
+	done
+	[[ "$KAFKA_PORT" != "$KAFKA_CONTROLLER_PORT" ]] || die "KAFKA_PORT and KAFKA_CONTROLLER_PORT must differ"
+	case "$KAFKA_READY_CHECK" in auto | kcat | java) ;; *) die "KAFKA_READY_CHECK must be auto, kcat or java" ;; esac
+	command -v "$JAVA" >/dev/null 2>&1 || die "java not found (set JAVA_HOME or JAVA); Kafka 4.x needs Java 17+"
+}
+
+# ---------------------------------------------------------------- jars
+
+jars_complete() {
+	local stamp="$JARS_DIR/.complete" want f
+	[[ -f "$stamp" ]] || return 1
+	want="$(sha256 "$SRC_DIR/pom.xml")"
+	{
+		IFS= read -r f || return 1
+		[[ "$f" == "pom-sha256 $want" ]] || return 1
+		while IFS= read -r f; do [[ -f "$JARS_DIR/$f" ]] || return 1; done
+	} <"$stamp"
+}
+
+# ensure_jars: copy the jars listed by compose/kafka/pom.xml into $JARS_DIR,
+# unless it already holds them for this exact pom. Progress goes to stderr.
+ensure_jars() {
+	jars_complete && return 0
+	mkdir -p "$(dirname "$JARS_DIR")"
+	lock 9 "$JARS_DIR.lock"
+	jars_complete && return 0
+	command -v "$MVN" >/dev/null 2>&1 || die "mvn not found: Maven is needed once to fetch the Kafka jars"
+	local tmp="$JARS_DIR.tmp.$$" mvnlog="$JARS_DIR.mvn.log" t0
+	t0="$(now_ms)"
+	err "fetching Kafka jars with Maven into $JARS_DIR (once per pom change; Maven caches in ~/.m2)"
+	rm -rf "$tmp"
+	if ! "$MVN" -B -ntp -f "$SRC_DIR/pom.xml" dependency:copy-dependencies \
+		-DincludeScope=runtime -DoutputDirectory="$tmp" >"$mvnlog" 2>&1; then
+		rm -rf "$tmp"
+		tail -n 40 "$mvnlog" >&2
+		die "Maven failed to fetch the Kafka jars (full output: $mvnlog)"
+	fi
+	{
+		echo "pom-sha256 $(sha256 "$SRC_DIR/pom.xml")"
+		(cd "$tmp" && ls -1 -- *.jar)
+	} >"$tmp/.complete"
+	rm -rf "$JARS_DIR"
+	mv "$tmp" "$JARS_DIR"
+	rm -f "$mvnlog"
+	err "jars ready: $(($(wc -l <"$JARS_DIR/.complete") - 1)) jars in $(elapsed "$t0")"
+}
+
+tools_classpath() { printf '%s\n' "$SRC_DIR/tools-conf:$JARS_DIR/*"; }
+
+# ---------------------------------------------------------------- process
+
+# is_alive PID: the process exists and is not a zombie.
+is_alive() {
+	kill -0 "$1" 2>/dev/null || return 1
+	if [[ -r "/proc/$1/stat" ]]; then
+		local stat
+		stat="$(cat "/proc/$1/stat" 2>/dev/null)" || return 1
+		stat="${stat##*) }"
+		[[ "${stat:0:1}" != Z ]] || return 1
+	fi
+	return 0
+}
+
+cmdline_of() {
+	if [[ -r "/proc/$1/cmdline" ]]; then tr '\0' ' ' <"/proc/$1/cmdline"
+	else ps -p "$1" -o command= 2>/dev/null; fi
+}
+
+# running_pid: prints the broker's pid when the pid file names a live broker
+# of this instance (guards against pid reuse); fails otherwise.
+running_pid() {
+	local pid
+	[[ -f "$PID_FILE" ]] || return 1
+	pid="$(<"$PID_FILE")"
+	[[ "$pid" =~ ^[0-9]+$ ]] || return 1
+	is_alive "$pid" || return 1
+	[[ "$(cmdline_of "$pid")" == *"kafka.Kafka $CONFIG"* ]] || return 1
+	printf '%s\n' "$pid"
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/$KAFKA_HOST/$1") 2>/dev/null; }
+
+render_config() {
+	local tmpl
+	tmpl="$(<"$SRC_DIR/server.properties.tmpl")"
+	# Quoted replacements: taken literally (no & expansion in bash 5.2).
+	tmpl="${tmpl//@NODE_ID@/"$KAFKA_NODE_ID"}"
+	tmpl="${tmpl//@QUORUM_VOTERS@/"$KAFKA_QUORUM_VOTERS"}"
+	tmpl="${tmpl//@PORT@/"$KAFKA_PORT"}"
+	tmpl="${tmpl//@CONTROLLER_PORT@/"$KAFKA_CONTROLLER_PORT"}"
+	tmpl="${tmpl//@DATA_DIR@/"$DATA_DIR"}"
+	tmpl="${tmpl//@REPLICATION_FACTOR@/"$KAFKA_REPLICATION_FACTOR"}"
+	tmpl="${tmpl//@MIN_ISR@/"$KAFKA_MIN_ISR"}"
+	tmpl="${tmpl//@OFFSETS_PARTITIONS@/"$KAFKA_OFFSETS_PARTITIONS"}"
+	tmpl="${tmpl//@TXN_PARTITIONS@/"$KAFKA_TXN_PARTITIONS"}"
+	! grep -v '^#' <<<"$tmpl" | grep -qE '@[A-Z_]+@' || die "unfilled placeholder in $SRC_DIR/server.properties.tmpl"
+	{
+		printf '# Generated by compose/kafka.sh from compose/kafka/server.properties.tmpl; edits are overwritten on up.\n'
+		printf '%s\n' "$tmpl"
+		if [[ -n "${KAFKA_EXTRA_CONFIG:-}" ]]; then
+			[[ -f "$KAFKA_EXTRA_CONFIG" ]] || die "KAFKA_EXTRA_CONFIG=$KAFKA_EXTRA_CONFIG is not a file"
+			printf '\n# --- from KAFKA_EXTRA_CONFIG=%s (later keys win)\n' "$KAFKA_EXTRA_CONFIG"
+			cat "$KAFKA_EXTRA_CONFIG"
+		fi
+	} >"$CONFIG.tmp"
+	mv "$CONFIG.tmp" "$CONFIG"
+	cp "$SRC_DIR/log4j2.properties" "$LOG4J_CONFIG"
+}
+
+# new_cluster_id: what `kafka-storage random-uuid` prints (16 random bytes,
+# URL-safe base64 without padding, never starting with '-'), minus a 1.5 s JVM start.
+new_cluster_id() {
+	local id
+	while :; do
+		id="$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')"
+		[[ "$id" == -* ]] || break
+	done
+	printf '%s\n' "$id"
+}
+
+prop_of() { sed -n "s/^$1=//p" "$2" | tail -n 1; }
+
+# ensure_formatted: format the storage once; later runs keep the cluster id
+# stored in data/meta.properties. (Formatting an already formatted dir with a
+# new id fails: "Invalid cluster.id in .../meta.properties"; nodes of one
+# cluster must share the id, hence KAFKA_CLUSTER_ID.)
+ensure_formatted() {
+	local meta="$DATA_DIR/meta.properties" id out
+	if [[ -f "$meta" ]]; then
+		id="$(prop_of cluster.id "$meta")"
+		[[ -z "${KAFKA_CLUSTER_ID:-}" || "$KAFKA_CLUSTER_ID" == "$id" ]] ||
+			die "$DATA_DIR belongs to cluster $id, not KAFKA_CLUSTER_ID=$KAFKA_CLUSTER_ID (unset it, or: compose/kafka.sh wipe)"
+		[[ "$(prop_of node.id "$meta")" == "$KAFKA_NODE_ID" ]] ||
+			die "$DATA_DIR was formatted for node.id $(prop_of node.id "$meta"), not $KAFKA_NODE_ID (or: compose/kafka.sh wipe)"
+		return 0
+	fi
+	id="${KAFKA_CLUSTER_ID:-$(new_cluster_id)}"
+	mkdir -p "$DATA_DIR"
+	if ! out="$("$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$SRC_DIR/tools-conf/log4j2.properties" \
+		-cp "$JARS_DIR/*" kafka.tools.StorageTool format -t "$id" -c "$CONFIG" --ignore-formatted 2>&1)"; then
+		printf '%s\n' "$out" >&2
+		die "formatting $DATA_DIR failed"
+	fi
+	say "formatted $DATA_DIR (cluster id $id)"
+}
+
+# ready: one metadata request that lists this broker.
+ready() {
+	local mode="$KAFKA_READY_CHECK"
+	if [[ "$mode" == auto ]]; then
+		if command -v kcat >/dev/null 2>&1; then mode=kcat; else mode=java; fi
+	fi
+	port_in_use "$KAFKA_PORT" || return 1
+	if [[ "$mode" == kcat ]]; then
+		kcat -b "$BOOTSTRAP" -L -J -m 3 2>/dev/null | grep -q "\"id\":$KAFKA_NODE_ID,\"name\":\"$BOOTSTRAP\""
+	else
+		# BrokerApiVersionsCommand bootstraps with a Metadata request, then asks
+		# every listed broker for its API versions: success means this broker is
+		# registered, unfenced and serving requests.
+		local limit=()
+		if command -v timeout >/dev/null 2>&1; then limit=(timeout 20); fi
+		"${limit[@]}" "$JAVA" -Xmx128m -XX:TieredStopAtLevel=1 -cp "$(tools_classpath)" \
+			org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$BOOTSTRAP" 2>/dev/null |
+			grep -q "^$BOOTSTRAP (id: $KAFKA_NODE_ID "
+	fi
+}
+
+file_size() { if [[ -f "$1" ]]; then wc -c <"$1" | tr -d ' '; else echo 0; fi; }
+
+# show_log_tail LOG_OFFSET OUT_OFFSET: the broker log's last 40 lines written
+# since the given offsets (this start), for a failed `up`.
+show_log_tail() {
+	local log_off="$1" out_off="$2" lines out
+	out="$(tail -c +"$((out_off + 1))" "$SERVER_OUT" 2>/dev/null | grep -v '^=====' | grep -v '^$' | tail -n 20 || true)"
+	err "broker log: $SERVER_LOG"
+	if [[ ! -f "$SERVER_LOG" ]]; then
+		err "(no broker log)"
+	else
+		# A log that shrank has rolled over: show its tail.
+		(($(file_size "$SERVER_LOG") >= log_off)) || log_off=0
+		lines="$(tail -c +"$((log_off + 1))" "$SERVER_LOG" | tail -n 40)"
+		if [[ -n "$lines" ]]; then
+			err "last 40 lines of this start:"
+			printf '%s\n' "$lines" >&2
+		elif [[ -n "$out" ]]; then
+			err "(nothing logged by this start)"
+		else
+			err "(nothing logged by this start; the last 40 lines, from an earlier run:)"
+			tail -n 40 "$SERVER_LOG" >&2
+		fi
+	fi
+	if [[ -n "$out" ]]; then
+		err "JVM stdout/stderr: $SERVER_OUT (last 20 lines of this start):"
+		printf '%s\n' "$out" >&2
+	fi
+}
+
+# stop_pid PID: SIGTERM, wait up to KAFKA_STOP_TIMEOUT s, then SIGKILL.
+stop_pid() {
+	local pid="$1" deadline
+	kill -TERM "$pid" 2>/dev/null || true
+	deadline=$((SECONDS + KAFKA_STOP_TIMEOUT))
+	while is_alive "$pid" && ((SECONDS < deadline)); do sleep 0.2; done
+	if is_alive "$pid"; then
+		err "broker (pid $pid) did not exit within ${KAFKA_STOP_TIMEOUT} s of SIGTERM; sending SIGKILL"
+		kill -KILL "$pid" 2>/dev/null || true
+		while is_alive "$pid"; do sleep 0.1; done
+	fi
+}
+
+# ---------------------------------------------------------------- commands
+
+cmd_up() {
+	local pid t0 port launcher=() heap=() jvm=() opts=()
+	t0="$(now_ms)"
+	mkdir -p "$KAFKA_DIR"
+	lock 8 "$KAFKA_DIR/.lock"
+	if pid="$(running_pid)"; then
+		say "already running (pid $pid) on $BOOTSTRAP; nothing to do"
+		return 0
+	fi
+	if [[ -f "$PID_FILE" ]]; then
+		say "removing stale pid file $PID_FILE (pid $(<"$PID_FILE") is not running)"
+		rm -f "$PID_FILE"
+	fi
+	for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
+		! port_in_use "$port" ||
+			die "port $KAFKA_HOST:$port is already in use by another process (another broker? set KAFKA_PORT / KAFKA_CONTROLLER_PORT)"
+	done
+	ensure_jars
+	mkdir -p "$LOG_DIR"
+	render_config
+	ensure_formatted
+
+	read -r -a heap <<<"$KAFKA_HEAP_OPTS"
+	read -r -a jvm <<<"$KAFKA_JVM_PERFORMANCE_OPTS"
+	read -r -a opts <<<"$KAFKA_OPTS"
+	if command -v setsid >/dev/null 2>&1; then launcher=(setsid); fi
+	launcher+=(nohup)
+	local log_off out_off
+	log_off="$(file_size "$SERVER_LOG")"
+	out_off="$(file_size "$SERVER_OUT")"
+	printf '===== %s compose/kafka.sh up: starting broker\n' "$(date -u +%FT%TZ)" >>"$SERVER_OUT"
+	rm -f "$PID_FILE.new"
+	# The inner shell writes its own pid, then execs java: that pid is the JVM's
+	# whether or not setsid had to fork. setsid: the broker is not in the
+	# caller's process group, so it outlives the job that ran `up`.
+	# shellcheck disable=SC2016 # $$ and $0 are for the inner shell
+	"${launcher[@]}" bash -c 'echo $$ >"$0" && exec "$@"' "$PID_FILE.new" \
+		"$JAVA" "${heap[@]}" "${jvm[@]}" \
+		"-Xlog:gc*:file=$LOG_DIR/gc.log:time,tags:filecount=2,filesize=20M" \
+		"-Dkafka.logs.dir=$LOG_DIR" "-Dlog4j2.configurationFile=$LOG4J_CONFIG" \
+		"${opts[@]}" -cp "$JARS_DIR/*" kafka.Kafka "$CONFIG" \
+		>>"$SERVER_OUT" 2>&1 </dev/null 8>&- 9>&- &
+	local i
+	for ((i = 0; i < 100; i++)); do
+		[[ -s "$PID_FILE.new" ]] && break
+		sleep 0.05
+	done
+	[[ -s "$PID_FILE.new" ]] || die "broker process did not start (see $SERVER_OUT)"
+	mv "$PID_FILE.new" "$PID_FILE"
+	pid="$(<"$PID_FILE")"
+
+	local deadline=$((SECONDS + KAFKA_START_TIMEOUT))
+	while :; do
+		if ! is_alive "$pid"; then
+			rm -f "$PID_FILE"
+			show_log_tail "$log_off" "$out_off"
+			die "broker (pid $pid) exited during start-up"
+		fi
+		if ready; then break; fi
+		if ((SECONDS >= deadline)); then
+			err "broker (pid $pid) not ready on $BOOTSTRAP after ${KAFKA_START_TIMEOUT} s; stopping it"
+			stop_pid "$pid"
+			rm -f "$PID_FILE"
+			show_log_tail "$log_off" "$out_off"
+			exit 1
+		fi
+		sleep 0.25
+	done
+	say "Kafka ready on $BOOTSTRAP (pid $pid, node $KAFKA_NODE_ID, $(elapsed "$t0")); dir $KAFKA_DIR; log $SERVER_LOG"
+}
+
+cmd_down() {
+	local pid
+	mkdir -p "$KAFKA_DIR"
+	lock 8 "$KAFKA_DIR/.lock"
+	if ! pid="$(running_pid)"; then
+		rm -f "$PID_FILE"
+		say "not running ($BOOTSTRAP, dir $KAFKA_DIR); nothing to do"
+		return 0
+	fi
+	local t0
+	t0="$(now_ms)"
+	stop_pid "$pid"
+	rm -f "$PID_FILE"
+	say "stopped (pid $pid) in $(elapsed "$t0")"
+}
+
+cmd_status() {
+	local pid
+	if pid="$(running_pid)"; then
+		say "running (pid $pid) on $BOOTSTRAP, controller $KAFKA_HOST:$KAFKA_CONTROLLER_PORT, dir $KAFKA_DIR"
+		return 0
+	fi
+	say "not running ($BOOTSTRAP, dir $KAFKA_DIR)"
+	return 1
+}
+
+cmd_wipe() {
+	cmd_down
+	lock 8 "$KAFKA_DIR/.lock"
+	rm -rf "$DATA_DIR" "$LOG_DIR" "$CONFIG" "$LOG4J_CONFIG" "$PID_FILE"
+	say "wiped data and logs in $KAFKA_DIR (jars kept in $JARS_DIR)"
+}
+
+cmd_logs() {
+	printf '%s\n' "$SERVER_LOG"
+	[[ -f "$SERVER_LOG" ]] || die "no broker log yet ($SERVER_LOG)"
+	case "${1:-40}" in
+	-f) exec tail -n 40 -F "$SERVER_LOG" ;;
+	*[!0-9]*) die "usage: compose/kafka.sh logs [N|-f]" ;;
+	*) tail -n "${1:-40}" "$SERVER_LOG" ;;
+	esac
+}
+
+# run_tool CLASS ARGS...: a Kafka main class with the tools classpath.
+run_tool() {
+	local heap=()
+	ensure_jars >&2
+	read -r -a heap <<<"$KAFKA_PERF_HEAP_OPTS"
+	exec "$JAVA" "${heap[@]}" -cp "$(tools_classpath)" "$@" 8>&- 9>&-
+}
+
+has_bootstrap_arg() {
+	local a
+	for a in "$@"; do [[ "$a" == --bootstrap-server* ]] && return 0; done
+	return 1
+}
+
+require_running() {
+	running_pid >/dev/null || die "broker not running on $BOOTSTRAP (dir $KAFKA_DIR): run compose/kafka.sh up"
+}
+
+usage() {
+	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
+}
+
+main() {
+	local cmd="${1:-}"
+	[[ $# -eq 0 ]] || shift
+	case "$cmd" in
+	up) check_settings && cmd_up ;;
+	down) check_settings && cmd_down ;;
+	status) cmd_status ;;
+	wipe) check_settings && cmd_wipe ;;
+	logs) cmd_logs "$@" ;;
+	classpath) ensure_jars >&2 && tools_classpath ;;
+	bootstrap) printf '%s\n' "$BOOTSTRAP" ;;
+	perf)
+		check_settings
+		require_running
+		if has_bootstrap_arg "$@"; then run_tool org.apache.kafka.tools.ProducerPerformance "$@"; fi
+		run_tool org.apache.kafka.tools.ProducerPerformance --bootstrap-server "$BOOTSTRAP" "$@"
+		;;
+	topics)
+		check_settings
+		require_running
+		if has_bootstrap_arg "$@"; then run_tool org.apache.kafka.tools.TopicCommand "$@"; fi
+		run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" "$@"
+		;;
+	tool)
+		[[ $# -ge 1 ]] || die "usage: compose/kafka.sh tool MAIN_CLASS [ARGS...]"
+		check_settings
+		run_tool "$@"
+		;;
+	help | -h | --help) usage ;;
+	*)
+		usage >&2
+		exit 2
+		;;
+	esac
+}
+
+main "$@"

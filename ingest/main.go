@@ -97,7 +97,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	adm := kadm.NewClient(cl)
 
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = topics.Ensure(startCtx, adm, names.Specs(topics.Shape{
+	err = topics.Ensure(startCtx, cl, names.Specs(topics.Shape{
 		Partitions:         cfg.Topics.Partitions,
 		ChangelogRetention: reg.MaxDedupTTL(),
 		MaxMessageBytes:    cfg.Topics.MaxRecordBytes(),

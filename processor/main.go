@@ -17,7 +17,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kprom"
 
@@ -86,7 +85,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = topics.Ensure(startCtx, kadm.NewClient(adminCl), names.Specs(topics.Shape{
+	err = topics.Ensure(startCtx, adminCl, names.Specs(topics.Shape{
 		Partitions:         cfg.Topics.Partitions,
 		ChangelogRetention: reg.MaxDedupTTL(),
 		MaxMessageBytes:    cfg.Topics.MaxRecordBytes(),

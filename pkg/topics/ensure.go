@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // MismatchError reports topics that exist with the wrong shape. Services
@@ -28,11 +29,18 @@ func (e *MismatchError) Error() string {
 // count and cleanup policy must match the spec. It costs one metadata and one
 // describe-configs request, plus one create request when topics are missing.
 // Several services may race to create the same topic: losing the race is fine.
-func Ensure(ctx context.Context, adm *kadm.Client, specs []Spec, replicationFactor int16) error {
+//
+// kadm answers from the client's metadata cache (up to MetadataMinAge old),
+// which may still say "unknown topic" for a topic created a moment ago; the
+// cache is purged for these topics before and after creating, so the check
+// sees the broker's view.
+func Ensure(ctx context.Context, cl *kgo.Client, specs []Spec, replicationFactor int16) error {
+	adm := kadm.NewClient(cl)
 	names := make([]string, len(specs))
 	for i, s := range specs {
 		names[i] = s.Name
 	}
+	cl.PurgeTopicsFromClient(names...)
 	details, err := adm.ListTopics(ctx, names...)
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
@@ -63,15 +71,16 @@ func Ensure(ctx context.Context, adm *kadm.Client, specs []Spec, replicationFact
 	if len(existing) == 0 {
 		return nil
 	}
-	return check(ctx, adm, specs, existing)
+	return check(ctx, cl, adm, specs, existing)
 }
 
-func check(ctx context.Context, adm *kadm.Client, specs []Spec, existing []string) error {
+func check(ctx context.Context, cl *kgo.Client, adm *kadm.Client, specs []Spec, existing []string) error {
 	// A topic created a moment ago by another service may not be in every
 	// broker's metadata yet: retry briefly before judging it.
 	var details kadm.TopicDetails
 	var err error
 	for try := 0; ; try++ {
+		cl.PurgeTopicsFromClient(existing...)
 		details, err = adm.ListTopics(ctx, existing...)
 		if err == nil && details.Error() == nil || try == 10 {
 			break

@@ -68,15 +68,16 @@ func shape() Shape {
 // checks that Ensure refuses, naming each topic and its difference.
 func TestEnsureOnRealBroker(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	adm := kadm.NewClient(kafkatest.Client(t, brokers))
+	cl := kafkatest.Client(t, brokers)
+	adm := kadm.NewClient(cl)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 
 	n := NewNames(kafkatest.Prefix(t), []string{"1s"})
-	if err := Ensure(ctx, adm, n.Specs(shape()), -1); err != nil {
+	if err := Ensure(ctx, cl, n.Specs(shape()), -1); err != nil {
 		t.Fatalf("first Ensure: %v", err)
 	}
-	if err := Ensure(ctx, adm, n.Specs(shape()), -1); err != nil {
+	if err := Ensure(ctx, cl, n.Specs(shape()), -1); err != nil {
 		t.Fatalf("second Ensure must be a no-op: %v", err)
 	}
 	cfgs, err := adm.DescribeTopicConfigs(ctx, n.Changelog, n.DLQ, n.DLQStatus)
@@ -104,7 +105,7 @@ func TestEnsureOnRealBroker(t *testing.T) {
 	if _, err := adm.CreateTopic(ctx, 3, -1, map[string]*string{"cleanup.policy": kadm.StringPtr("delete")}, bad.Changelog); err != nil {
 		t.Fatal(err)
 	}
-	err = Ensure(ctx, adm, bad.Specs(shape()), -1)
+	err = Ensure(ctx, cl, bad.Specs(shape()), -1)
 	var me *MismatchError
 	if !errors.As(err, &me) {
 		t.Fatalf("Ensure over spoiled topics: %v, want *MismatchError", err)

@@ -1,0 +1,553 @@
+package restore
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/kafkaconf"
+	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/processor/internal/state"
+)
+
+// The tests' state records: "exp=<RFC 3339 time>" or "exp=never"; anything
+// else does not decode. never is the state that never expires, nv() its bytes.
+const never = "exp=never"
+
+func nv() []byte { return []byte(never) }
+
+func val(exp time.Time) []byte {
+	if exp.IsZero() {
+		return nv()
+	}
+	return []byte("exp=" + exp.UTC().Format(time.RFC3339Nano))
+}
+
+func decode(v []byte) (time.Time, error) {
+	s, ok := strings.CutPrefix(string(v), "exp=")
+	if !ok {
+		return time.Time{}, fmt.Errorf("not a test state: %q", v)
+	}
+	if s == "never" {
+		return time.Time{}, nil
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+// env is one test's changelog topic on the real broker.
+type env struct {
+	brokers []string
+	topic   string
+	adm     *kadm.Client
+}
+
+// mustEnv creates a changelog topic of 3 partitions (compact,delete) under a
+// fresh prefix, deleted at the end of the test.
+func mustEnv(tb testing.TB, partitions int32) *env {
+	tb.Helper()
+	brokers := kafkatest.Brokers(tb)
+	e := &env{
+		brokers: brokers,
+		topic:   topics.NewNames(kafkatest.Prefix(tb), nil).Changelog,
+		adm:     kadm.NewClient(kafkatest.Client(tb, brokers)),
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cleanup := "compact,delete"
+	resp, err := e.adm.CreateTopic(ctx, partitions, 1, map[string]*string{"cleanup.policy": &cleanup}, e.topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		tb.Fatalf("create %s: %v", e.topic, err)
+	}
+	tb.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_, _ = e.adm.DeleteTopics(ctx, e.topic)
+	})
+	return e
+}
+
+func (e *env) config(logger *slog.Logger) Config {
+	return Config{
+		Topic: e.topic,
+		NewClient: func(opts ...kgo.Opt) (*kgo.Client, error) {
+			all, err := kafkaconf.Config{Brokers: e.brokers}.Opts(opts...)
+			if err != nil {
+				return nil, err
+			}
+			return kgo.NewClient(all...)
+		},
+		Decode: decode,
+		Logger: logger,
+	}
+}
+
+// mustFixture is a changelog topic of 3 partitions and a producer for it.
+func mustFixture(tb testing.TB) (*env, *kgo.Client) {
+	tb.Helper()
+	e := mustEnv(tb, 3)
+	return e, e.producer(tb)
+}
+
+// producer is a transactional producer writing to chosen partitions.
+func (e *env) producer(tb testing.TB) *kgo.Client {
+	tb.Helper()
+	return kafkatest.Client(tb, e.brokers,
+		kgo.TransactionalID(fmt.Sprintf("%stx-%d", e.topic, time.Now().UnixNano())),
+		kgo.DefaultProduceTopic(e.topic),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.TransactionTimeout(60*time.Second),
+	)
+}
+
+// rec is a changelog record for partition p; a nil value is a tombstone.
+func rec(p int32, key string, value []byte) *kgo.Record {
+	return &kgo.Record{Partition: p, Key: []byte(key), Value: value}
+}
+
+// begin starts a transaction on cl and produces rs in it, left open.
+func begin(tb testing.TB, cl *kgo.Client, rs ...*kgo.Record) {
+	tb.Helper()
+	if err := cl.BeginTransaction(); err != nil {
+		tb.Fatalf("begin: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		tb.Fatalf("produce: %v", err)
+	}
+}
+
+func end(tb testing.TB, cl *kgo.Client, commit bool) {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+		tb.Fatalf("end transaction (commit=%t): %v", commit, err)
+	}
+}
+
+// txn writes rs in one transaction, committed or aborted.
+func txn(tb testing.TB, cl *kgo.Client, commit bool, rs ...*kgo.Record) {
+	tb.Helper()
+	begin(tb, cl, rs...)
+	end(tb, cl, commit)
+}
+
+// hwm is the partition's high watermark.
+func (e *env) hwm(tb testing.TB, p int32) int64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	offs, err := e.adm.ListEndOffsets(ctx, e.topic)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	o, ok := offs.Lookup(e.topic, p)
+	if !ok || o.Err != nil {
+		tb.Fatalf("end offset of %d: %v", p, o.Err)
+	}
+	return o.Offset
+}
+
+func mustStore(tb testing.TB) *state.Store {
+	tb.Helper()
+	st, err := state.Open(state.Options{InMemory: true})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+func mustRestore(tb testing.TB, cfg Config, st *state.Store, p int32) Stats {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s, err := Partition(ctx, cfg, st, p)
+	if err != nil {
+		tb.Fatalf("restore partition %d: %v", p, err)
+	}
+	tb.Logf("restore: %+v", s)
+	return s
+}
+
+// wantState checks the store's partition p: want maps key -> value, "" for absent.
+func wantState(tb testing.TB, st *state.Store, p int32, want map[string]string) {
+	tb.Helper()
+	for k, w := range want {
+		v, ok, err := st.Get(p, k)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		if w == "" && ok {
+			tb.Errorf("key %q = %q, want absent", k, v)
+		}
+		if w != "" && string(v) != w {
+			tb.Errorf("key %q = %q (ok=%t), want %q", k, v, ok, w)
+		}
+	}
+}
+
+func wantCheckpoint(tb testing.TB, st *state.Store, p int32, want int64) {
+	tb.Helper()
+	got, ok, err := st.Checkpoint(p)
+	if err != nil || !ok || got != want {
+		tb.Errorf("checkpoint of %d = %d (ok=%t, err=%v), want %d", p, got, ok, err, want)
+	}
+}
+
+// TestRestore: only committed states arrive (not an aborted transaction's,
+// not other partitions'), restoring again from the checkpoint reads nothing,
+// and records written later are read incrementally.
+func TestRestore(t *testing.T) {
+	e, cl := mustFixture(t)
+	hour := time.Now().Add(time.Hour)
+	const p = 1
+	v1, v2, v3 := val(hour), val(hour.Add(time.Minute)), val(time.Time{})
+	txn(t, cl, true, rec(p, "a", v1), rec(p, "b", v1), rec(p, "c", v1), rec(0, "other", v1), rec(2, "other", v1))
+	txn(t, cl, false, rec(p, "a", []byte("exp=aborted")), rec(p, "d", v1))
+	txn(t, cl, true, rec(p, "b", v2), rec(p, "c", nil), rec(p, "e", v3))
+
+	st := mustStore(t)
+	cfg := e.config(nil)
+	s := mustRestore(t, cfg, st, p)
+	end1 := e.hwm(t, p)
+	if s.Records != 6 || s.Applied != 6 || s.Expired != 0 || s.Skipped != 0 || s.From != 0 || s.To != end1 || s.Rebuilt {
+		t.Errorf("stats = %+v, want 6 records applied, from 0 to %d", s, end1)
+	}
+	wantState(t, st, p, map[string]string{"a": string(v1), "b": string(v2), "c": "", "d": "", "e": string(v3)})
+	wantState(t, st, 0, map[string]string{"other": ""})
+	wantCheckpoint(t, st, p, end1)
+	if n := st.Keys(); n != 3 {
+		t.Errorf("Keys() = %d, want 3", n)
+	}
+
+	s = mustRestore(t, cfg, st, p)
+	if s.Records != 0 || s.From != end1 || s.To != end1 {
+		t.Errorf("restore from the checkpoint: %+v, want no record, from = to = %d", s, end1)
+	}
+
+	txn(t, cl, true, rec(p, "a", v3), rec(p, "f", v1))
+	s = mustRestore(t, cfg, st, p)
+	end2 := e.hwm(t, p)
+	if s.Records != 2 || s.From != end1 || s.To != end2 {
+		t.Errorf("incremental restore: %+v, want 2 records from %d to %d", s, end1, end2)
+	}
+	wantState(t, st, p, map[string]string{"a": string(v3), "b": string(v2), "f": string(v1)})
+	wantCheckpoint(t, st, p, end2)
+	if n := st.Keys(); n != 4 {
+		t.Errorf("Keys() = %d, want 4", n)
+	}
+}
+
+// TestRestoreRebuild: a checkpoint ahead of the partition's end (topic
+// recreated) or below its log start (retention) wipes the partition and
+// reads it from the log start.
+func TestRestoreRebuild(t *testing.T) {
+	e, cl := mustFixture(t)
+	const p = 2
+	txn(t, cl, true, rec(p, "a", nv()), rec(p, "b", nv()))
+	st := mustStore(t)
+	var logs bytes.Buffer
+	cfg := e.config(slog.New(slog.NewTextHandler(&logs, nil)))
+	mustRestore(t, cfg, st, p)
+	hwm := e.hwm(t, p)
+
+	// Ahead: as if the topic had been recreated.
+	if err := st.Apply([]state.Change{{Partition: p, Key: "ghost", Value: nv()}}, map[int32]int64{p: hwm + 100}); err != nil {
+		t.Fatal(err)
+	}
+	s := mustRestore(t, cfg, st, p)
+	if !s.Rebuilt || s.From != 0 || s.To != hwm || s.Records != 2 {
+		t.Errorf("checkpoint ahead: %+v, want rebuilt from 0 to %d", s, hwm)
+	}
+	wantState(t, st, p, map[string]string{"a": never, "b": never, "ghost": ""})
+	wantCheckpoint(t, st, p, hwm)
+	if !strings.Contains(logs.String(), "ahead") {
+		t.Errorf("no warning about the checkpoint ahead: %s", logs.String())
+	}
+
+	// Below the log start: records before it were deleted.
+	txn(t, cl, true, rec(p, "c", nv()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	logStart := hwm // delete a and b (and the first commit marker)
+	del := kadm.Offsets{}
+	del.Add(kadm.Offset{Topic: e.topic, Partition: p, At: logStart})
+	resp, err := e.adm.DeleteRecords(ctx, del)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		t.Fatalf("delete records: %v", err)
+	}
+	if err := st.Apply(nil, map[int32]int64{p: 1}); err != nil {
+		t.Fatal(err)
+	}
+	s = mustRestore(t, cfg, st, p)
+	hwm = e.hwm(t, p)
+	if !s.Rebuilt || s.From != logStart || s.To != hwm || s.Records != 1 {
+		t.Errorf("checkpoint below the log start: %+v, want rebuilt from %d to %d, 1 record", s, logStart, hwm)
+	}
+	wantState(t, st, p, map[string]string{"a": "", "b": "", "c": never})
+}
+
+// TestRestoreSkips: an expired record deletes the older value of its key
+// and is counted Expired; an undecodable record or one without key is
+// skipped (Skipped) with a warning naming its offset, and the restore goes on.
+func TestRestoreSkips(t *testing.T) {
+	e, cl := mustFixture(t)
+	const p = 0
+	now := time.Now()
+	txn(t, cl, true, rec(p, "old", val(now.Add(time.Hour))), rec(p, "keep", val(now.Add(time.Hour))))
+	txn(t, cl, true,
+		rec(p, "old", val(now.Add(-time.Minute))),       // expired: deletes the older value
+		rec(p, "born-dead", val(now.Add(-time.Minute))), // expired: never stored
+		rec(p, "keep", []byte(`{"v":99}`)),              // undecodable: skipped
+		rec(p, "", val(now.Add(time.Hour))),             // no key: skipped
+		rec(p, "after", val(now.Add(time.Hour))))
+	st := mustStore(t)
+	var logs bytes.Buffer
+	cfg := e.config(slog.New(slog.NewTextHandler(&logs, nil)))
+	cfg.Now = func() time.Time { return now }
+	s := mustRestore(t, cfg, st, p)
+	if s.Records != 7 || s.Applied != 3 || s.Expired != 2 || s.Skipped != 2 {
+		t.Errorf("stats = %+v, want 7 records: 3 applied, 2 expired, 2 skipped", s)
+	}
+	wantState(t, st, p, map[string]string{"old": "", "born-dead": "", "keep": string(val(now.Add(time.Hour))), "after": string(val(now.Add(time.Hour)))})
+	wantCheckpoint(t, st, p, e.hwm(t, p))
+	if !strings.Contains(logs.String(), "undecodable") || !strings.Contains(logs.String(), "offset=5") {
+		t.Errorf("no warning with the undecodable record's offset: %s", logs.String())
+	}
+}
+
+// TestRestoreEmpty: an empty partition returns at once, with a checkpoint.
+func TestRestoreEmpty(t *testing.T) {
+	e := mustEnv(t, 3)
+	st := mustStore(t)
+	s := mustRestore(t, e.config(nil), st, 1)
+	if s.Records != 0 || s.From != 0 || s.To != 0 {
+		t.Errorf("stats = %+v, want nothing read", s)
+	}
+	if s.Duration > 2*time.Second {
+		t.Errorf("empty partition took %s", s.Duration)
+	}
+	wantCheckpoint(t, st, 1, 0)
+}
+
+// TestRestoreAbortedTail: the partition ends with an aborted transaction,
+// its abort marker the last offset; the restore reaches the end (no record
+// is returned there) and finishes without waiting.
+func TestRestoreAbortedTail(t *testing.T) {
+	e, cl := mustFixture(t)
+	const p = 1
+	txn(t, cl, true, rec(p, "a", nv()))
+	txn(t, cl, false, rec(p, "b", nv()), rec(p, "c", nv()))
+	st := mustStore(t)
+	s := mustRestore(t, e.config(nil), st, p)
+	hwm := e.hwm(t, p)
+	if s.Records != 1 || s.To != hwm {
+		t.Errorf("stats = %+v, want 1 record, to %d", s, hwm)
+	}
+	if s.Duration >= stallAfter {
+		t.Errorf("took %s: the end was not seen from the abort marker", s.Duration)
+	}
+	wantState(t, st, p, map[string]string{"a": never, "b": "", "c": ""})
+	wantCheckpoint(t, st, p, hwm)
+}
+
+// TestRestoreSettle: a transaction open when the restore starts is waited
+// for, and its records are restored once it commits.
+func TestRestoreSettle(t *testing.T) {
+	e, cl := mustFixture(t)
+	const p = 2
+	txn(t, cl, true, rec(p, "a", nv()))
+	begin(t, cl, rec(p, "late", nv()))
+	st := mustStore(t)
+	cfg := e.config(nil)
+	cfg.SettleTimeout = 30 * time.Second
+	done := make(chan struct{})
+	var s Stats
+	var err error
+	go func() {
+		defer close(done)
+		s, err = Partition(context.Background(), cfg, st, p)
+	}()
+	time.Sleep(700 * time.Millisecond)
+	select {
+	case <-done:
+		t.Fatalf("restore returned before the open transaction ended: %+v, %v", s, err)
+	default:
+	}
+	end(t, cl, true)
+	<-done
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Records != 2 {
+		t.Errorf("stats = %+v, want 2 records", s)
+	}
+	wantState(t, st, p, map[string]string{"a": never, "late": never})
+}
+
+// TestRestoreSettleTimeout: a transaction left open past SettleTimeout: the
+// restore warns and stops at the last stable offset; a later restore picks
+// up the transaction once it commits.
+func TestRestoreSettleTimeout(t *testing.T) {
+	e, cl := mustFixture(t)
+	const p = 0
+	txn(t, cl, true, rec(p, "a", nv()))
+	lso := e.hwm(t, p)
+	begin(t, cl, rec(p, "open", nv()))
+	st := mustStore(t)
+	var logs bytes.Buffer
+	cfg := e.config(slog.New(slog.NewTextHandler(&logs, nil)))
+	cfg.SettleTimeout = 500 * time.Millisecond
+	s := mustRestore(t, cfg, st, p)
+	if s.Records != 1 || s.To != lso {
+		t.Errorf("stats = %+v, want 1 record, to the last stable offset %d", s, lso)
+	}
+	if !strings.Contains(logs.String(), "settle timeout") {
+		t.Errorf("no warning: %s", logs.String())
+	}
+	wantState(t, st, p, map[string]string{"a": never, "open": ""})
+
+	end(t, cl, true)
+	s = mustRestore(t, cfg, st, p)
+	if s.Records != 1 || s.From != lso {
+		t.Errorf("after the commit: %+v, want 1 record from %d", s, lso)
+	}
+	wantState(t, st, p, map[string]string{"open": never})
+}
+
+// TestRestoreHiddenAbort: the range ends in aborted data whose abort marker
+// was written after another transaction began, so the marker lies past the
+// last stable offset and the consumer returns nothing for the tail: the
+// restore checks the range itself (drained) and finishes.
+func TestRestoreHiddenAbort(t *testing.T) {
+	e := mustEnv(t, 3)
+	const p = 1
+	a, c := e.producer(t), e.producer(t)
+	txn(t, a, true, rec(p, "first", nv()))
+	begin(t, a, rec(p, "aborted", nv()))
+	lso := e.hwm(t, p) // the aborted record ends here...
+	begin(t, c, rec(p, "open", nv()))
+	end(t, a, false) // ...its marker lands after "open"
+	st := mustStore(t)
+	cfg := e.config(nil)
+	cfg.SettleTimeout = 200 * time.Millisecond
+	s := mustRestore(t, cfg, st, p)
+	if s.Records != 1 || s.To != lso {
+		t.Errorf("stats = %+v, want 1 record, to %d", s, lso)
+	}
+	wantState(t, st, p, map[string]string{"first": never, "aborted": "", "open": ""})
+
+	end(t, c, true)
+	s = mustRestore(t, cfg, st, p)
+	if s.Records != 1 || s.To != e.hwm(t, p) {
+		t.Errorf("after the commit: %+v, want 1 record", s)
+	}
+	wantState(t, st, p, map[string]string{"open": never, "aborted": ""})
+}
+
+// TestRestoreCancel: a cancelled context ends the restore promptly with
+// ctx.Err(), while it waits for transactions and while it reads; what it
+// applied holds with its checkpoint.
+func TestRestoreCancel(t *testing.T) {
+	e, cl := mustFixture(t)
+	const p = 0
+	var rs []*kgo.Record
+	for i := range 3000 {
+		rs = append(rs, rec(p, fmt.Sprintf("k%04d", i), nv()))
+	}
+	txn(t, cl, true, rs...)
+
+	t.Run("reading", func(t *testing.T) {
+		st := mustStore(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		cfg := e.config(nil)
+		cfg.BatchSize = 100
+		var once sync.Once
+		n := 0
+		cfg.Decode = func(b []byte) (time.Time, error) {
+			if n++; n == 250 {
+				once.Do(cancel)
+			}
+			return decode(b)
+		}
+		s := wantCanceled(t, ctx, cfg, st, p, 5*time.Second)
+		cp, ok, _ := st.Checkpoint(p)
+		if !ok || cp != s.To || cp < 200 || cp > 300 {
+			t.Errorf("checkpoint %d (ok=%t), stats %+v: want the last batch applied before the cancel", cp, ok, s)
+		}
+		// Everything below the checkpoint is there.
+		wantState(t, st, p, map[string]string{"k0000": never, fmt.Sprintf("k%04d", cp-1): never})
+	})
+
+	t.Run("settling", func(t *testing.T) {
+		begin(t, cl, rec(p, "open", nv()))
+		defer end(t, cl, false)
+		st := mustStore(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		cfg := e.config(nil)
+		cfg.SettleTimeout = time.Minute
+		time.AfterFunc(300*time.Millisecond, cancel)
+		wantCanceled(t, ctx, cfg, st, p, 3*time.Second)
+	})
+}
+
+// wantCanceled runs a restore that ctx cancels and checks it returns
+// context.Canceled within limit.
+func wantCanceled(tb testing.TB, ctx context.Context, cfg Config, st *state.Store, p int32, limit time.Duration) Stats {
+	tb.Helper()
+	start := time.Now()
+	s, err := Partition(ctx, cfg, st, p)
+	if !errors.Is(err, context.Canceled) {
+		tb.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if d := time.Since(start); d > limit {
+		tb.Errorf("took %s to end after the cancel", d)
+	}
+	return s
+}
+
+func TestConfigErrors(t *testing.T) {
+	st := mustStore(t)
+	for _, cfg := range []Config{
+		{NewClient: func(...kgo.Opt) (*kgo.Client, error) { return nil, nil }, Decode: decode},
+		{Topic: "t", Decode: decode},
+		{Topic: "t", NewClient: func(...kgo.Opt) (*kgo.Client, error) { return nil, nil }},
+	} {
+		if _, err := Partition(context.Background(), cfg, st, 0); err == nil {
+			t.Errorf("config %+v: no error", cfg)
+		}
+	}
+}
+
+// TestRestoreMissingTopic: a changelog topic that does not exist is an
+// error after a few seconds of retries, not a hang.
+func TestRestoreMissingTopic(t *testing.T) {
+	e := &env{brokers: kafkatest.Brokers(t), topic: kafkatest.Prefix(t) + "missing"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	start := time.Now()
+	if _, err := Partition(ctx, e.config(nil), mustStore(t), 0); err == nil || ctx.Err() != nil {
+		t.Fatalf("err = %v after %s, want an error before the test's deadline", err, time.Since(start))
+	} else {
+		t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
+	}
+}

@@ -1,0 +1,356 @@
+// Package state is the processor's local dedup state: a Badger database that
+// caches the changelog topic (DESIGN.md §6). Every write carries the
+// changelog offset it reached (a per-partition checkpoint) in the same Badger
+// transaction, so after a crash the checkpoint never claims more than the
+// state holds, and restore (package restore) re-reads the changelog from it.
+// Badger is never ahead of the changelog: deleting the data directory is
+// always safe, it is rebuilt from the topic.
+//
+// Key layout: one kind byte, the partition as 4 big-endian bytes, then (for
+// state) the idempotency key. A partition's state is one key prefix, so
+// WipePartition is one DropPrefix.
+//
+// Values are opaque bytes here; the caller decodes them.
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Key kinds: the first byte of every Badger key.
+const (
+	kindState      byte = 's' // 's' | partition | idempotency key -> state value
+	kindCheckpoint byte = 'c' // 'c' | partition -> next changelog offset, 8 bytes big-endian
+)
+
+// ErrCorrupt reports a stored value the store cannot read (today: a
+// checkpoint that is not 8 bytes). The partition should be wiped and rebuilt
+// from the changelog.
+var ErrCorrupt = errors.New("state: corrupt stored value")
+
+// Options configure Open.
+type Options struct {
+	// Dir is the data directory, created if missing. Deleting it is always
+	// safe: restore rebuilds it from the changelog.
+	Dir string
+	// Logger receives Badger's own logs: its info and debug lines at Debug,
+	// its warnings at Warn, its errors at Error. Nil discards them.
+	Logger *slog.Logger
+	// InMemory keeps everything in memory and ignores Dir (tests).
+	InMemory bool
+}
+
+// Change is one state update to apply.
+type Change struct {
+	Partition int32
+	Key       string
+	// Value is the state record; nil deletes the key (a changelog tombstone).
+	Value []byte
+	// ExpiresAt is when the state stops counting (zero: never). A change
+	// that has already expired is not written, but still deletes any older
+	// value of the key.
+	ExpiresAt time.Time
+}
+
+// Store is the Badger state store. Its methods are safe for concurrent use;
+// the processor keeps one writer per partition.
+type Store struct {
+	db     *badger.DB
+	keys   *keyCounter
+	stop   chan struct{}
+	done   chan struct{}
+	closed sync.Once
+	err    error
+}
+
+// Open opens (or creates) the store, tuned for a small footprint (see
+// badgerOptions), and starts a value-log GC goroutine that Close stops. It
+// counts the live keys once to seed Keys: a key-only scan, about 1 s per
+// million keys on 2 cores. A directory Badger cannot open gives an error
+// naming it; see OpenOrReset.
+func Open(o Options) (*Store, error) {
+	if !o.InMemory && o.Dir == "" {
+		return nil, errors.New("state: no data directory (Options.Dir)")
+	}
+	return open(o, badgerOptions(o))
+}
+
+// open opens the store with Badger options bo (tests compare tunings).
+func open(o Options, bo badger.Options) (*Store, error) {
+	db, err := openBadger(bo)
+	if err != nil {
+		where := "in memory"
+		if !o.InMemory {
+			where = "in " + o.Dir
+		}
+		return nil, fmt.Errorf("state: open badger %s (the directory can be deleted: restore rebuilds it from the changelog): %w", where, err)
+	}
+	s := &Store{db: db, keys: newKeyCounter(), stop: make(chan struct{}), done: make(chan struct{})}
+	if err := s.keys.seed(db); err != nil {
+		return nil, errors.Join(fmt.Errorf("state: count keys: %w", err), db.Close())
+	}
+	go s.gcLoop(o.InMemory)
+	return s, nil
+}
+
+// openBadger turns a panic inside badger.Open into an error: Badger asserts
+// in places, and a corrupt file must not take the process down when
+// OpenOrReset can rebuild.
+func openBadger(opts badger.Options) (db *badger.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("badger panicked: %v", r)
+		}
+	}()
+	return badger.Open(opts)
+}
+
+// gcInterval is how often the value log is garbage-collected. Values below
+// Badger's value threshold (1 MiB, far above a state record) live in the LSM
+// tree, so the value log holds almost nothing and a GC round is usually a
+// cheap no-op; it runs for the rare large value.
+const gcInterval = 5 * time.Minute
+
+func (s *Store) gcLoop(inMemory bool) {
+	defer close(s.done)
+	if inMemory {
+		return // Badger refuses value-log GC in memory
+	}
+	t := time.NewTicker(gcInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		}
+		// Each successful call rewrites one file; repeat until nothing is
+		// worth rewriting (ErrNoRewrite) or Close asks us to stop.
+		for s.db.RunValueLogGC(0.5) == nil {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+		}
+	}
+}
+
+func partitionPrefix(kind byte, partition int32) []byte {
+	b := make([]byte, 5, 5+64)
+	b[0] = kind
+	binary.BigEndian.PutUint32(b[1:], uint32(partition))
+	return b
+}
+
+func stateKey(partition int32, key string) []byte {
+	return append(partitionPrefix(kindState, partition), key...)
+}
+
+func checkpointKey(partition int32) []byte { return partitionPrefix(kindCheckpoint, partition) }
+
+// badgerExpiry is Badger's expiry (unix seconds) for t, rounded up so a
+// state never disappears before its ExpiresAt; 0 means no expiry.
+func badgerExpiry(t time.Time) uint64 {
+	if t.IsZero() {
+		return 0
+	}
+	s := t.Unix()
+	if t.Nanosecond() > 0 {
+		s++
+	}
+	return uint64(max(s, 1))
+}
+
+// Get returns the value of key in partition. A missing, deleted or expired
+// key gives ok == false. Cost: one Badger read (memtables, then the levels,
+// skipped by bloom filters), one copy of the value.
+func (s *Store) Get(partition int32, key string) (value []byte, ok bool, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(stateKey(partition, key))
+		if err != nil {
+			return err
+		}
+		value, err = item.ValueCopy(nil)
+		return err
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("state: get %q in partition %d: %w", key, partition, err)
+	}
+	return value, true, nil
+}
+
+// Apply writes changes and checkpoints (partition -> next changelog offset
+// to read) in one Badger transaction, so the checkpoints never get ahead of
+// the state. When Badger says the transaction is too big (more than 15% of
+// a memtable: about 8000 changes of 300 bytes), Apply commits it in
+// chunks, the checkpoints last: a crash in between leaves the old
+// checkpoints, and restore re-applies the changes, which is idempotent.
+//
+// A change whose ExpiresAt has passed (by the wall clock) is written as a
+// delete, as is a nil Value. Cost: per change one Badger read (to keep the
+// Keys count) and one write; one commit per chunk (no fsync: the changelog
+// is the durable copy).
+func (s *Store) Apply(changes []Change, checkpoints map[int32]int64) error {
+	if len(changes) == 0 && len(checkpoints) == 0 {
+		return nil
+	}
+	now := time.Now()
+	ap := applier{s: s, txn: s.db.NewTransaction(true)}
+	defer func() { ap.txn.Discard() }()
+	for i := range changes {
+		c := &changes[i]
+		if c.Key == "" {
+			return fmt.Errorf("state: apply: change %d in partition %d has an empty key", i, c.Partition)
+		}
+		k := stateKey(c.Partition, c.Key)
+		d, err := s.keys.effect(ap.txn, c.Partition, k)
+		if err != nil {
+			return fmt.Errorf("state: apply: read %q: %w", c.Key, err)
+		}
+		var e *badger.Entry
+		if c.Value != nil && (c.ExpiresAt.IsZero() || c.ExpiresAt.After(now)) {
+			e = badger.NewEntry(k, c.Value)
+			e.ExpiresAt = badgerExpiry(c.ExpiresAt)
+			d.newExpiry, d.set = e.ExpiresAt, true
+		} else if !d.had {
+			continue // nothing to delete: spare the write
+		}
+		if err := ap.write(k, e); err != nil {
+			return fmt.Errorf("state: apply %q in partition %d: %w", c.Key, c.Partition, err)
+		}
+		ap.deltas = append(ap.deltas, d)
+	}
+	var v [8]byte
+	for p, next := range checkpoints {
+		binary.BigEndian.PutUint64(v[:], uint64(next))
+		if err := ap.write(checkpointKey(p), badger.NewEntry(checkpointKey(p), append([]byte(nil), v[:]...))); err != nil {
+			return fmt.Errorf("state: apply checkpoint of partition %d: %w", p, err)
+		}
+	}
+	return ap.commit()
+}
+
+// applier holds the open transaction of Apply and the Keys deltas of its
+// current chunk, counted once the chunk commits.
+type applier struct {
+	s      *Store
+	txn    *badger.Txn
+	deltas []keyDelta
+}
+
+// write sets e (or deletes k when e is nil), committing the current chunk
+// and retrying in a new transaction when Badger says it is too big.
+func (a *applier) write(k []byte, e *badger.Entry) error {
+	do := func() error {
+		if e == nil {
+			return a.txn.Delete(k)
+		}
+		return a.txn.SetEntry(e)
+	}
+	err := do()
+	if !errors.Is(err, badger.ErrTxnTooBig) {
+		return err
+	}
+	if err := a.commit(); err != nil {
+		return err
+	}
+	a.txn = a.s.db.NewTransaction(true)
+	return do()
+}
+
+func (a *applier) commit() error {
+	if err := a.txn.Commit(); err != nil {
+		return fmt.Errorf("state: commit: %w", err)
+	}
+	a.s.keys.apply(a.deltas)
+	a.deltas = a.deltas[:0]
+	return nil
+}
+
+// Checkpoint returns the next changelog offset to read for partition, as
+// last written by Apply; ok is false when there is none. A stored value of
+// the wrong size gives an error wrapping ErrCorrupt.
+func (s *Store) Checkpoint(partition int32) (next int64, ok bool, err error) {
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(checkpointKey(partition))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(v []byte) error {
+			if len(v) != 8 {
+				return fmt.Errorf("%w: checkpoint of partition %d has %d bytes, want 8", ErrCorrupt, partition, len(v))
+			}
+			next = int64(binary.BigEndian.Uint64(v))
+			return nil
+		})
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("state: checkpoint of partition %d: %w", partition, err)
+	}
+	return next, true, nil
+}
+
+// WipePartition deletes every key of partition and its checkpoint. When the
+// partition holds nothing it is one prefix seek; otherwise it is Badger's
+// DropPrefix, which blocks all writes while it flushes the memtables and
+// rewrites the tables holding the prefix (tens of milliseconds to seconds):
+// meant for the rare rebuild, not the hot path.
+func (s *Store) WipePartition(partition int32) error {
+	prefixes := [][]byte{partitionPrefix(kindState, partition), checkpointKey(partition)}
+	empty := true
+	err := s.db.View(func(txn *badger.Txn) error {
+		for _, p := range prefixes {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+			it.Rewind()
+			if it.Valid() {
+				empty = false
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("state: wipe partition %d: %w", partition, err)
+	}
+	if !empty {
+		if err := s.db.DropPrefix(prefixes...); err != nil {
+			return fmt.Errorf("state: wipe partition %d: %w", partition, err)
+		}
+	}
+	s.keys.wipe(partition)
+	return nil
+}
+
+// Keys returns the number of live state keys, for a metric. It is a counter
+// kept by Apply (each change reads the key's previous version inside its
+// transaction) and seeded by a scan at Open; keys leave it when they expire,
+// counted in 10-minute buckets, so it can lag an expiry by up to 10 minutes.
+// Cost: a mutex and a walk over the due buckets.
+func (s *Store) Keys() int64 { return s.keys.total(time.Now()) }
+
+// Close stops the GC goroutine and closes Badger (flushing the memtable).
+// Further calls return the first result.
+func (s *Store) Close() error {
+	s.closed.Do(func() {
+		close(s.stop)
+		<-s.done
+		if err := s.db.Close(); err != nil {
+			s.err = fmt.Errorf("state: close badger: %w", err)
+		}
+	})
+	return s.err
+}

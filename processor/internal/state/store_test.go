@@ -1,0 +1,311 @@
+package state
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+func mustOpen(tb testing.TB, o Options) *Store {
+	tb.Helper()
+	s, err := Open(o)
+	if err != nil {
+		tb.Fatalf("open: %v", err)
+	}
+	tb.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func mustApply(tb testing.TB, s *Store, changes []Change, cps map[int32]int64) {
+	tb.Helper()
+	if err := s.Apply(changes, cps); err != nil {
+		tb.Fatalf("apply: %v", err)
+	}
+}
+
+func wantValue(tb testing.TB, s *Store, p int32, key, want string) {
+	tb.Helper()
+	v, ok, err := s.Get(p, key)
+	if err != nil {
+		tb.Fatalf("get %d/%s: %v", p, key, err)
+	}
+	switch {
+	case want == "" && ok:
+		tb.Errorf("get %d/%s = %q, want absent", p, key, v)
+	case want != "" && (!ok || string(v) != want):
+		tb.Errorf("get %d/%s = %q (ok=%t), want %q", p, key, v, ok, want)
+	}
+}
+
+func wantCheckpoint(tb testing.TB, s *Store, p int32, want int64, wantOK bool) {
+	tb.Helper()
+	got, ok, err := s.Checkpoint(p)
+	if err != nil {
+		tb.Fatalf("checkpoint %d: %v", p, err)
+	}
+	if ok != wantOK || got != want {
+		tb.Errorf("checkpoint %d = %d (ok=%t), want %d (ok=%t)", p, got, ok, want, wantOK)
+	}
+}
+
+func wantKeys(tb testing.TB, s *Store, want int64) {
+	tb.Helper()
+	if got := s.Keys(); got != want {
+		tb.Errorf("Keys() = %d, want %d", got, want)
+	}
+}
+
+func TestApplyGetCheckpoint(t *testing.T) {
+	s := mustOpen(t, Options{InMemory: true})
+	wantCheckpoint(t, s, 0, 0, false)
+	wantValue(t, s, 0, "a", "")
+
+	later := time.Now().Add(time.Hour)
+	mustApply(t, s, []Change{
+		{Partition: 0, Key: "a", Value: []byte("a1"), ExpiresAt: later},
+		{Partition: 1, Key: "a", Value: []byte("a-p1")}, // same key, other partition: another entry
+		{Partition: 0, Key: "b", Value: []byte("b1"), ExpiresAt: later},
+		{Partition: 0, Key: "b", Value: []byte("b2"), ExpiresAt: later}, // later change of one batch wins
+	}, map[int32]int64{0: 4, 1: 1})
+	wantValue(t, s, 0, "a", "a1")
+	wantValue(t, s, 1, "a", "a-p1")
+	wantValue(t, s, 0, "b", "b2")
+	wantCheckpoint(t, s, 0, 4, true)
+	wantCheckpoint(t, s, 1, 1, true)
+	wantCheckpoint(t, s, 2, 0, false)
+	wantKeys(t, s, 3)
+
+	// A tombstone deletes; a checkpoint moves without changes.
+	mustApply(t, s, []Change{{Partition: 0, Key: "a"}}, map[int32]int64{0: 5})
+	wantValue(t, s, 0, "a", "")
+	wantCheckpoint(t, s, 0, 5, true)
+	mustApply(t, s, nil, map[int32]int64{0: 9})
+	wantCheckpoint(t, s, 0, 9, true)
+	wantKeys(t, s, 2)
+
+	// Changes without a checkpoint leave it alone.
+	mustApply(t, s, []Change{{Partition: 0, Key: "c", Value: []byte("c1")}}, nil)
+	wantValue(t, s, 0, "c", "c1")
+	wantCheckpoint(t, s, 0, 9, true)
+	// Get returns a copy.
+	v, _, _ := s.Get(0, "c")
+	v[0] = 'X'
+	wantValue(t, s, 0, "c", "c1")
+}
+
+// TestApplyAtomic: a failing Apply writes nothing, neither its changes nor
+// its checkpoint; an Apply too big for one Badger transaction lands whole,
+// and if it fails part-way, the checkpoint (written last) is still the old one.
+func TestApplyAtomic(t *testing.T) {
+	s := mustOpen(t, Options{InMemory: true})
+	mustApply(t, s, []Change{{Partition: 0, Key: "old", Value: []byte("v")}}, map[int32]int64{0: 1})
+
+	err := s.Apply([]Change{
+		{Partition: 0, Key: "x", Value: []byte("x")},
+		{Partition: 0, Key: "", Value: []byte("no key")},
+	}, map[int32]int64{0: 3})
+	if err == nil {
+		t.Fatal("apply with an empty key: no error")
+	}
+	wantValue(t, s, 0, "x", "")
+	wantCheckpoint(t, s, 0, 1, true)
+	wantKeys(t, s, 1)
+
+	value := bytes.Repeat([]byte("v"), 200)
+	big := func(n int, prefix string) []Change {
+		cs := make([]Change, n)
+		for i := range cs {
+			cs[i] = Change{Partition: 0, Key: fmt.Sprintf("%s-%06d", prefix, i), Value: value}
+		}
+		return cs
+	}
+	// 30000 changes of ~220 bytes: several Badger transactions.
+	mustApply(t, s, big(30000, "big"), map[int32]int64{0: 30001})
+	wantCheckpoint(t, s, 0, 30001, true)
+	wantValue(t, s, 0, "big-000000", string(value))
+	wantValue(t, s, 0, "big-029999", string(value))
+	wantKeys(t, s, 30001)
+
+	// Fails in its last chunk: earlier chunks committed, checkpoint unchanged.
+	cs := append(big(30000, "half"), Change{Partition: 0, Key: ""})
+	if err := s.Apply(cs, map[int32]int64{0: 60002}); err == nil {
+		t.Fatal("apply with an empty key: no error")
+	}
+	wantCheckpoint(t, s, 0, 30001, true)
+	wantValue(t, s, 0, "half-000000", string(value)) // a committed chunk: restore re-applies it idempotently
+	if n := s.Keys(); n <= 30001 || n > 60001 {
+		t.Errorf("Keys() = %d, want the committed chunks counted (30001 < n <= 60001)", n)
+	}
+}
+
+// TestExpiry: a change already expired is not stored and deletes the older
+// value of its key; a change expiring soon disappears by Badger's TTL.
+func TestExpiry(t *testing.T) {
+	s := mustOpen(t, Options{InMemory: true})
+	now := time.Now()
+	mustApply(t, s, []Change{
+		{Partition: 0, Key: "k", Value: []byte("v1"), ExpiresAt: now.Add(time.Hour)},
+		{Partition: 0, Key: "other", Value: []byte("o"), ExpiresAt: now.Add(time.Hour)},
+	}, nil)
+	mustApply(t, s, []Change{
+		{Partition: 0, Key: "k", Value: []byte("v2"), ExpiresAt: now.Add(-time.Second)},
+		{Partition: 0, Key: "never", Value: []byte("n"), ExpiresAt: now.Add(-time.Minute)},
+	}, map[int32]int64{0: 4})
+	wantValue(t, s, 0, "k", "")
+	wantValue(t, s, 0, "never", "")
+	wantValue(t, s, 0, "other", "o")
+	wantCheckpoint(t, s, 0, 4, true)
+	wantKeys(t, s, 1)
+
+	// Badger's TTL: expiry is rounded up to the second, so the value lives
+	// at least until ExpiresAt and is gone at most a second after it.
+	exp := time.Now().Add(1200 * time.Millisecond)
+	mustApply(t, s, []Change{{Partition: 0, Key: "soon", Value: []byte("s"), ExpiresAt: exp}}, nil)
+	wantValue(t, s, 0, "soon", "s")
+	deadline := exp.Add(3 * time.Second)
+	for {
+		_, ok, err := s.Get(0, "soon")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			if time.Now().Before(exp) {
+				t.Fatalf("gone before its ExpiresAt")
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("still there 3s after its ExpiresAt")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestWipePartition(t *testing.T) {
+	s := mustOpen(t, Options{Dir: t.TempDir()})
+	var cs []Change
+	for p := int32(0); p < 3; p++ {
+		for i := range 100 {
+			cs = append(cs, Change{Partition: p, Key: fmt.Sprintf("k%d", i), Value: []byte(fmt.Sprint(p))})
+		}
+	}
+	mustApply(t, s, cs, map[int32]int64{0: 10, 1: 11, 2: 12})
+	// Partition 256 shares no prefix byte pattern with 1 beyond the kind.
+	mustApply(t, s, []Change{{Partition: 256, Key: "k0", Value: []byte("256")}}, map[int32]int64{256: 1})
+	wantKeys(t, s, 301)
+
+	if err := s.WipePartition(1); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []struct {
+		p     int32
+		key   string
+		value string // "": absent
+	}{{1, "k0", ""}, {1, "k99", ""}, {0, "k0", "0"}, {2, "k99", "2"}, {256, "k0", "256"}} {
+		wantValue(t, s, w.p, w.key, w.value)
+	}
+	for p, cp := range map[int32]int64{0: 10, 2: 12, 256: 1} {
+		wantCheckpoint(t, s, p, cp, true)
+	}
+	wantCheckpoint(t, s, 1, 0, false)
+	wantKeys(t, s, 201)
+
+	// Wiping an empty partition is a no-op; the partition is usable after.
+	if err := s.WipePartition(7); err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, s, []Change{{Partition: 1, Key: "k0", Value: []byte("again")}}, map[int32]int64{1: 1})
+	wantValue(t, s, 1, "k0", "again")
+	wantKeys(t, s, 202)
+}
+
+// TestReopen: state, checkpoints and the Keys count survive Close and Open.
+func TestReopen(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustApply(t, s, []Change{
+		{Partition: 0, Key: "a", Value: []byte("1"), ExpiresAt: time.Now().Add(time.Hour)},
+		{Partition: 3, Key: "b", Value: []byte("2")},
+	}, map[int32]int64{0: 7, 3: 8})
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("second close: %v", err)
+	}
+	s = mustOpen(t, Options{Dir: dir})
+	wantValue(t, s, 0, "a", "1")
+	wantValue(t, s, 3, "b", "2")
+	wantCheckpoint(t, s, 0, 7, true)
+	wantCheckpoint(t, s, 3, 8, true)
+	wantKeys(t, s, 2)
+}
+
+func TestCheckpointCorrupt(t *testing.T) {
+	s := mustOpen(t, Options{InMemory: true})
+	if err := s.db.Update(func(txn *badger.Txn) error {
+		return txn.Set(checkpointKey(2), []byte("bad"))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := s.Checkpoint(2); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("checkpoint of a 3-byte value: err = %v, want ErrCorrupt", err)
+	}
+}
+
+// TestKeysCounter follows the count through overwrites, deletes, expiries
+// (folded by bucket) and a wipe.
+func TestKeysCounter(t *testing.T) {
+	s := mustOpen(t, Options{InMemory: true})
+	now := time.Now()
+	set := func(p int32, key string, ttl time.Duration) Change {
+		c := Change{Partition: p, Key: key, Value: []byte(key)}
+		if ttl != 0 {
+			c.ExpiresAt = now.Add(ttl)
+		}
+		return c
+	}
+	mustApply(t, s, []Change{
+		set(0, "a", time.Hour),
+		set(0, "a", 2*time.Hour), // overwrite in one batch
+		set(0, "b", 0),
+		set(1, "c", 3*time.Hour),
+		set(1, "gone", -time.Hour),
+		{Partition: 1, Key: "never-there"}, // delete of a missing key
+	}, nil)
+	wantKeys(t, s, 3)
+	mustApply(t, s, []Change{{Partition: 0, Key: "b"}, {Partition: 0, Key: "b"}}, nil)
+	wantKeys(t, s, 2)
+
+	// "a" now expires in 2h, "c" in 3h: the fold at +2h10m drops "a" only.
+	later := now.Add(2*time.Hour + 10*time.Minute)
+	for _, step := range []struct {
+		what string
+		do   func() error
+		want int64
+	}{
+		{"a expired", func() error { return nil }, 1},
+		{"a folded and written again", func() error { return s.Apply([]Change{set(0, "a", 0)}, nil) }, 2},
+		{"partition 1 wiped", func() error { return s.WipePartition(1) }, 1},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.what, err)
+		}
+		if n := s.keys.total(later); n != step.want {
+			t.Errorf("%s: count = %d, want %d", step.what, n, step.want)
+		}
+	}
+}
+
+func TestOpenErrors(t *testing.T) {
+	if _, err := Open(Options{}); err == nil {
+		t.Error("open without a directory: no error")
+	}
+}

@@ -409,11 +409,8 @@ func (p *Processor) restoreConfig() restore.Config {
 	return restore.Config{
 		Topic:     p.cfg.Names.Changelog,
 		NewClient: p.cfg.NewClient,
-		Decode: func(v []byte) (time.Time, error) {
-			st, err := decide.Decode(v)
-			return st.ExpiresAt, err
-		},
-		Now:    p.cfg.Now,
-		Logger: p.cfg.Logger,
+		Decode:    decide.DecodeExpiry,
+		Now:       p.cfg.Now,
+		Logger:    p.cfg.Logger,
 	}
 }

@@ -52,10 +52,7 @@ func BenchmarkRestore(b *testing.B) {
 	}
 	hwm := e.hwm(b, 0)
 	cfg := e.config(nil)
-	cfg.Decode = func(v []byte) (time.Time, error) {
-		st, err := decide.Decode(v)
-		return st.ExpiresAt, err
-	}
+	cfg.Decode = decide.DecodeExpiry // what the processor restores with
 	b.Logf("%d records of %d bytes, end offset %d", n, len(value), hwm)
 
 	// The store-bound variant: the same restore with a Decode that costs

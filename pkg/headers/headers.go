@@ -159,3 +159,36 @@ func HTTP(r *kgo.Record) []kgo.RecordHeader {
 	}
 	return out
 }
+
+// IngestMeta is what ingest knows about a request besides its events.
+type IngestMeta struct {
+	Provider    string
+	ReceivedAt  time.Time
+	RequestID   string
+	ContentType string
+	// HTTP are the provider's allowlisted request headers, lower-case names
+	// without the "http." prefix.
+	HTTP []kgo.RecordHeader
+}
+
+// IngestRecord builds the record ingest produces for one event: key = the
+// idempotency key, value = the event's exact bytes, and the headers of DESIGN
+// §3 for origin=ingest, attempt 1. Load tools and tests use it to write what
+// ingest writes.
+func IngestRecord(topic, key, eventType string, body []byte, m IngestMeta) *kgo.Record {
+	hs := make([]kgo.RecordHeader, 0, 8+len(m.HTTP))
+	hs = append(hs,
+		kgo.RecordHeader{Key: Provider, Value: []byte(m.Provider)},
+		kgo.RecordHeader{Key: EventType, Value: []byte(eventType)},
+		kgo.RecordHeader{Key: IdempotencyKey, Value: []byte(key)},
+		kgo.RecordHeader{Key: ReceivedAt, Value: []byte(FormatTime(m.ReceivedAt))},
+		kgo.RecordHeader{Key: RequestID, Value: []byte(m.RequestID)},
+		kgo.RecordHeader{Key: ContentType, Value: []byte(m.ContentType)},
+		kgo.RecordHeader{Key: Origin, Value: []byte(OriginIngest)},
+		kgo.RecordHeader{Key: Attempt, Value: []byte("1")},
+	)
+	for _, h := range m.HTTP {
+		hs = append(hs, kgo.RecordHeader{Key: HTTPName(h.Key), Value: h.Value})
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(key), Value: body, Headers: hs}
+}

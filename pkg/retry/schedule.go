@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
 )
 
 // Environment variables read by FromEnv; the processor and the retrier read

@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookline/hookline/ingest/internal/publish"
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
 )
@@ -154,12 +155,16 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		c.Data(http.StatusOK, d.ChallengeContentType, d.Challenge)
 		return nil
 	}
-	recs := publish.Records(s.cfg.Topic, publish.Meta{
+	var fwd []kgo.RecordHeader
+	for _, h := range p.ForwardHeaders(c.Request.Header) {
+		fwd = append(fwd, kgo.RecordHeader{Key: h.Name, Value: []byte(h.Value)})
+	}
+	recs := publish.Records(s.cfg.Topic, headers.IngestMeta{
 		Provider:    p.Name,
 		ReceivedAt:  receivedAt,
 		RequestID:   reqID,
 		ContentType: ct,
-		HTTP:        p.ForwardHeaders(c.Request.Header),
+		HTTP:        fwd,
 	}, d.Events)
 
 	start := time.Now()

@@ -15,38 +15,11 @@ import (
 	"github.com/hookline/hookline/pkg/providers"
 )
 
-// Meta is what ingest knows about the request besides the events.
-type Meta struct {
-	Provider    string
-	ReceivedAt  time.Time
-	RequestID   string
-	ContentType string
-	// HTTP are the provider's allowlisted request headers.
-	HTTP []providers.Header
-}
-
-// Records builds one record per event for topic: key = idempotency key,
-// value = the event's exact bytes, and the header contract of DESIGN §3 for
-// origin=ingest, attempt 1.
-func Records(topic string, m Meta, events []providers.Event) []*kgo.Record {
+// Records builds one record per event for topic (headers.IngestRecord).
+func Records(topic string, m headers.IngestMeta, events []providers.Event) []*kgo.Record {
 	recs := make([]*kgo.Record, len(events))
-	receivedAt := []byte(headers.FormatTime(m.ReceivedAt))
 	for i, e := range events {
-		hs := make([]kgo.RecordHeader, 0, 8+len(m.HTTP))
-		hs = append(hs,
-			kgo.RecordHeader{Key: headers.Provider, Value: []byte(m.Provider)},
-			kgo.RecordHeader{Key: headers.EventType, Value: []byte(e.Type)},
-			kgo.RecordHeader{Key: headers.IdempotencyKey, Value: []byte(e.Key)},
-			kgo.RecordHeader{Key: headers.ReceivedAt, Value: receivedAt},
-			kgo.RecordHeader{Key: headers.RequestID, Value: []byte(m.RequestID)},
-			kgo.RecordHeader{Key: headers.ContentType, Value: []byte(m.ContentType)},
-			kgo.RecordHeader{Key: headers.Origin, Value: []byte(headers.OriginIngest)},
-			kgo.RecordHeader{Key: headers.Attempt, Value: []byte("1")},
-		)
-		for _, h := range m.HTTP {
-			hs = append(hs, kgo.RecordHeader{Key: headers.HTTPName(h.Name), Value: []byte(h.Value)})
-		}
-		recs[i] = &kgo.Record{Topic: topic, Key: []byte(e.Key), Value: e.Body, Headers: hs}
+		recs[i] = headers.IngestRecord(topic, e.Key, e.Type, e.Body, m)
 	}
 	return recs
 }

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run test test-unit bench bench-ingest lint fuzz kafka-up kafka-down kafka-status topics clean
+.PHONY: all build run test test-unit bench bench-ingest bench-processor lint fuzz kafka-up kafka-down kafka-status topics clean
 
 all: build
 
@@ -37,12 +37,18 @@ test-unit:
 	KAFKA_BROKERS= $(GO) test -count=1 -short ./...
 
 ## bench: every benchmark target.
-bench: bench-ingest
+bench: bench-ingest bench-processor
 
 ## bench-ingest: ingest against a bare gin handler, same load, same run.
 bench-ingest: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/loadgen ./ingest/internal/loadgen
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen
+
+## bench-processor: processor throughput and CPU against ProducerPerformance, duplicates, a slow destination, restore.
+bench-processor: build $(KAFKA_DEP)
+	$(GO) build -o $(BIN)/bench-processor ./processor/internal/bench
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-processor
+	$(GO) test -run '^$$' -bench BenchmarkRestore -benchtime 2x ./processor/internal/restore/
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

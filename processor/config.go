@@ -64,9 +64,10 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		return d
 	}
 	c.MaxInflight = num("HOOKLINE_MAX_INFLIGHT", 64, 1, 4096)
-	// A crash repeats at most one batch of destination calls: by default no
-	// more than can be in flight at once.
-	c.MaxBatch = num("HOOKLINE_BATCH_MAX_RECORDS", c.MaxInflight, 1, 100000)
+	// A crash repeats at most one batch of destination calls. 500 amortises
+	// the transaction's round trips (measured: 64 gives half the throughput);
+	// set it to HOOKLINE_MAX_INFLIGHT to bound repeats by the in-flight bound.
+	c.MaxBatch = num("HOOKLINE_BATCH_MAX_RECORDS", 500, 1, 100000)
 	c.BatchTimeout = dur("HOOKLINE_BATCH_TIMEOUT", 20*time.Second)
 	c.BreakerFailures = num("HOOKLINE_BREAKER_FAILURES", 5, -1, 1000000)
 	c.BreakerCooldown = dur("HOOKLINE_BREAKER_COOLDOWN", 30*time.Second)

@@ -127,7 +127,9 @@ func TestSIGKILLDuringFlow(t *testing.T) {
 	const n, kills, inflight = 10000, 5, 64
 	sys := e2e.New(t, e2e.Options{})
 	sys.StartIngest()
-	env := map[string]string{"HOOKLINE_MAX_INFLIGHT": strconv.Itoa(inflight)}
+	// A batch as large as the in-flight bound: a kill then repeats at most
+	// that many destination calls.
+	env := map[string]string{"HOOKLINE_MAX_INFLIGHT": strconv.Itoa(inflight), "HOOKLINE_BATCH_MAX_RECORDS": strconv.Itoa(inflight)}
 	proc := sys.StartProcessor("p1", env)
 	outcomes := sys.Read(sys.Names.Outcomes)
 

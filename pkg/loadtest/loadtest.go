@@ -1,0 +1,134 @@
+// Package loadtest holds what hookline's benchmark programs share: a
+// process's CPU time and RSS read from /proc, the broker's own
+// ProducerPerformance as the baseline every ratio is taken against, and a
+// scrape of a Prometheus counter. Linux only; loopback only.
+package loadtest
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat; 100
+// on every Linux this runs on.
+const clockTicks = 100
+
+// CPU returns the user+system CPU time the process has used so far.
+func CPU(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name (field 2) may hold spaces: fields count from after ')'.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: unexpected format", pid)
+	}
+	f := strings.Fields(string(b[i+1:]))
+	if len(f) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64) // field 14
+	stime, err2 := strconv.ParseInt(f[12], 10, 64) // field 15
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("/proc/%d/stat: bad utime/stime", pid)
+	}
+	return time.Duration(utime+stime) * time.Second / clockTicks, nil
+}
+
+// RSS returns the resident set size of the process in bytes.
+func RSS(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+}
+
+var perfLine = regexp.MustCompile(`(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency`)
+
+// Perf is the summary line of ProducerPerformance.
+type Perf struct {
+	Records       int
+	RecordsPerSec float64
+	MBPerSec      float64
+	AvgLatencyMS  float64
+}
+
+// ProducerPerformance runs the broker's own perf tool (compose/kafka.sh perf)
+// against an existing topic: records of recordSize bytes, acks=all, as fast
+// as it can. It is the physical-limit baseline of every benchmark here.
+func ProducerPerformance(ctx context.Context, brokers, topic string, records, recordSize int) (Perf, error) {
+	cmd := exec.CommandContext(ctx, filepath.Join(RepoRoot(), "compose", "kafka.sh"), "perf",
+		"--bootstrap-server", brokers, "--topic", topic, "--num-records", strconv.Itoa(records),
+		"--record-size", strconv.Itoa(recordSize), "--throughput", "-1", "--producer-props", "acks=all")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return Perf{}, fmt.Errorf("ProducerPerformance: %w\n%s", err, out)
+	}
+	m := perfLine.FindAllStringSubmatch(string(out), -1)
+	if len(m) == 0 {
+		return Perf{}, fmt.Errorf("ProducerPerformance: no summary line in\n%s", out)
+	}
+	last := m[len(m)-1]
+	p := Perf{}
+	p.Records, _ = strconv.Atoi(last[1])
+	p.RecordsPerSec, _ = strconv.ParseFloat(last[2], 64)
+	p.MBPerSec, _ = strconv.ParseFloat(last[3], 64)
+	p.AvgLatencyMS, _ = strconv.ParseFloat(last[4], 64)
+	return p, nil
+}
+
+// RepoRoot is the repository's top folder.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// CounterSum scrapes url (a /metrics endpoint) and sums every sample of the
+// named counter or gauge, across labels.
+func CounterSum(ctx context.Context, url, name string) (float64, error) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var sum float64
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, name) {
+			continue
+		}
+		rest := line[len(name):]
+		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue // a longer metric name with this prefix
+		}
+		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		if err == nil {
+			sum += v
+		}
+	}
+	return sum, sc.Err()
+}

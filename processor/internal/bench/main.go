@@ -1,0 +1,229 @@
+// Command bench is the processor's benchmark (make bench-processor). In one
+// run, against one broker, it measures:
+//
+//   - events/s through the real processor binary for a provider without a
+//     destination, from a backlog in webhooks.raw, against the broker's own
+//     ProducerPerformance records/s for 1 KiB records (target >= 0.25x), and
+//     the processor's CPU per event from /proc (target <= 60 us);
+//   - CPU per duplicate (the same events again) against CPU per first-seen
+//     event (target <= 0.5x);
+//   - events/s with a destination that takes 50 ms, 64 in flight (target >=
+//     1,000/s).
+//
+// Restore speed is BenchmarkRestore in processor/internal/restore. Every load
+// is bounded and stays on loopback.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+func main() {
+	n := flag.Int("n", 100000, "events in the backlog")
+	slowN := flag.Int("slow-n", 20000, "events for the slow destination")
+	flag.Parse()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *n, *slowN); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+const partitions = 12
+
+func run(ctx context.Context, n, slowN int) error {
+	brokers := os.Getenv("KAFKA_BROKERS")
+	if brokers == "" {
+		return errors.New("KAFKA_BROKERS is not set (make bench-processor starts a broker and sets it)")
+	}
+	binDir := os.Getenv("HOOKLINE_BIN_DIR")
+	if binDir == "" {
+		binDir = "bin"
+	}
+	tmp, err := os.MkdirTemp("", "hookline-bench-processor-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+
+	// A destination that takes 50 ms.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	slow := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(50 * time.Millisecond)
+		w.WriteHeader(204)
+	})}
+	go func() { _ = slow.Serve(ln) }()
+	defer slow.Close()
+
+	prov := filepath.Join(tmp, "providers.yaml")
+	if err := os.WriteFile(prov, []byte(fmt.Sprintf(`providers:
+  fast:
+    preset: generic
+    secret_env: [BENCH_SECRET]
+    signature: {header: X-Sig}
+  slow:
+    preset: generic
+    secret_env: [BENCH_SECRET]
+    signature: {header: X-Sig}
+    destination: {url: "http://%s/hook", timeout: 5s}
+`, ln.Addr())), 0o600); err != nil {
+		return err
+	}
+	prefix := fmt.Sprintf("bench-proc-%d.", time.Now().Unix())
+	names := topics.NewNames(prefix, []string{"1m", "5m", "15m", "1h", "6h"})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ProducerBatchMaxBytes(2<<20))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	if err := topics.Ensure(ctx, cl, names.Specs(topics.Shape{Partitions: partitions, MaxMessageBytes: 2 << 20}), -1); err != nil {
+		return err
+	}
+
+	// Baseline: the broker's own producer, 1 KiB records, acks=all.
+	perfTopic := prefix + "perf"
+	if err := topics.Ensure(ctx, cl, []topics.Spec{{Name: perfTopic, Partitions: partitions, Cleanup: "delete", Configs: map[string]string{"cleanup.policy": "delete"}}}, -1); err != nil {
+		return err
+	}
+	fmt.Printf("hookline processor benchmark: %d events of 1 KiB, %d partitions, broker %s\n", n, partitions, brokers)
+	perf, err := loadtest.ProducerPerformance(ctx, brokers, perfTopic, n, 1024)
+	if err != nil {
+		return err
+	}
+
+	body := []byte(`{"type":"bench","pad":"` + strings.Repeat("x", 1024-26) + `"}`)
+	produce := func(provider string, count int, keyPrefix string) error {
+		now := time.Now()
+		for i := 0; i < count; i++ {
+			key := fmt.Sprintf("%s:%s-%d", provider, keyPrefix, i)
+			r := headers.IngestRecord(names.Raw, key, "bench", body, headers.IngestMeta{Provider: provider, ReceivedAt: now, RequestID: "bench", ContentType: "application/json"})
+			cl.Produce(ctx, r, nil)
+		}
+		return cl.Flush(ctx)
+	}
+	if err := produce("fast", n, "evt"); err != nil {
+		return err
+	}
+
+	metricsAddr := freeAddr()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "processor"))
+	cmd.Env = append(os.Environ(), "HOOKLINE_PROVIDERS="+prov, "HOOKLINE_TOPIC_PREFIX="+prefix,
+		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", partitions), "HOOKLINE_METRICS_ADDR="+metricsAddr,
+		"HOOKLINE_STATE_DIR="+filepath.Join(tmp, "state"), "HOOKLINE_INSTANCE_ID=bench", "HOOKLINE_LOG_LEVEL=warn")
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	pid := cmd.Process.Pid
+	metrics := "http://" + metricsAddr + "/metrics"
+
+	first, err := phase(ctx, pid, metrics, 0, float64(n))
+	if err != nil {
+		return fmt.Errorf("first-seen phase: %w", err)
+	}
+	if err := produce("fast", n, "evt"); err != nil {
+		return err
+	}
+	dup, err := phase(ctx, pid, metrics, float64(n), float64(2*n))
+	if err != nil {
+		return fmt.Errorf("duplicate phase: %w", err)
+	}
+	if err := produce("slow", slowN, "evt"); err != nil {
+		return err
+	}
+	slowRes, err := phase(ctx, pid, metrics, float64(2*n), float64(2*n+slowN))
+	if err != nil {
+		return fmt.Errorf("slow destination phase: %w", err)
+	}
+	rss, _ := loadtest.RSS(pid)
+
+	fmt.Printf("%-52s %12s %14s\n", "measure", "events/s", "CPU us/event")
+	fmt.Printf("%-52s %12.0f %14s\n", "broker ProducerPerformance, 1 KiB, acks=all (baseline)", perf.RecordsPerSec, "-")
+	fmt.Printf("%-52s %12.0f %14.1f\n", "processor, first-seen, no destination", first.rate(), first.cpuPerEvent())
+	fmt.Printf("%-52s %12.0f %14.1f\n", "processor, duplicates", dup.rate(), dup.cpuPerEvent())
+	fmt.Printf("%-52s %12.0f %14.1f\n", "processor, destination 50 ms, 64 in flight", slowRes.rate(), slowRes.cpuPerEvent())
+	fmt.Printf("ratio processor/ProducerPerformance: %.2f (target >= 0.25)\n", first.rate()/perf.RecordsPerSec)
+	fmt.Printf("CPU per first-seen event: %.1f us (target <= 60)\n", first.cpuPerEvent())
+	fmt.Printf("CPU per duplicate / per first-seen: %.2f (target <= 0.5)\n", dup.cpuPerEvent()/first.cpuPerEvent())
+	fmt.Printf("50 ms destination, 64 in flight: %.0f events/s (target >= 1000)\n", slowRes.rate())
+	fmt.Printf("processor RSS at the end: %.0f MB\n", float64(rss)/1e6)
+	return nil
+}
+
+type result struct {
+	events  float64
+	elapsed time.Duration
+	cpu     time.Duration
+}
+
+func (r result) rate() float64 { return r.events / r.elapsed.Seconds() }
+func (r result) cpuPerEvent() float64 {
+	return float64(r.cpu.Microseconds()) / r.events
+}
+
+// phase waits until the processor's committed record count passes from, then
+// measures wall time and CPU until it reaches to (at most 10 minutes).
+func phase(ctx context.Context, pid int, metrics string, from, to float64) (result, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	defer cancel()
+	count := func() float64 {
+		v, _ := loadtest.CounterSum(ctx, metrics, "hookline_processor_records_total")
+		return v
+	}
+	for count() <= from {
+		if ctx.Err() != nil {
+			return result{}, fmt.Errorf("no progress past %.0f records", from)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	cpu0, err := loadtest.CPU(pid)
+	if err != nil {
+		return result{}, err
+	}
+	startCount := count()
+	var c float64
+	for c = count(); c < to; c = count() {
+		if ctx.Err() != nil {
+			return result{}, fmt.Errorf("stuck at %.0f of %.0f records", c, to)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cpu1, err := loadtest.CPU(pid)
+	if err != nil {
+		return result{}, err
+	}
+	return result{events: c - startCount, elapsed: time.Since(start), cpu: cpu1 - cpu0}, nil
+}
+
+func freeAddr() string {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		panic(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}

@@ -1,0 +1,395 @@
+// Package admin is `dlq serve`: the DLQ admin API (gin) and the triage page
+// it serves.
+//
+//	GET  /dlq               entries, newest first: ?provider= &reason= &key= &since= &unresolved=true &limit= &offset=
+//	GET  /dlq/stats         counts by provider, reason and resolution; the oldest entries
+//	GET  /dlq/{ref}         one entry: headers, error history, body
+//	POST /dlq/replay        {"refs":[...]} or {"key"|"provider"|"all", "reason", "since", "include_resolved"}, "dry_run", "by", "note"
+//	POST /dlq/{ref}/resolve {"resolution":"ignored"|"manual_fix", "note", "by"}
+//	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
+//
+// Every API request needs "Authorization: Bearer <token>", compared in
+// constant time; anything else is 401. The page's three static files carry
+// no data and are served without it, since a browser cannot put a bearer
+// header on a navigation: the page asks for the token, keeps it in
+// sessionStorage (gone when the tab closes, never in a cookie, so no request
+// carries it unless the page's own script adds it, which also rules out
+// CSRF) and sends it on every API call. A URL fragment #token=... (never sent
+// to the server) is taken and then removed from the address bar.
+//
+// Errors are JSON {"error":"<code>","message":"..."}: 400 bad_request, 401
+// unauthorized, 404 not_found, 502 kafka (a Kafka request failed).
+package admin
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookline/hookline/dlq/internal/replay"
+	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/headers"
+)
+
+//go:embed web
+var web embed.FS
+
+// MaxReplay is the most entries one POST /dlq/replay sends; larger sets are
+// for `dlq replay`, which shows progress and can be interrupted.
+const MaxReplay = 1000
+
+// Config wires a Server.
+type Config struct {
+	Store    *store.Store
+	Replayer *replay.Replayer
+	// Token is the bearer token every API request must carry; required.
+	Token string
+	// BeforeWrite runs before a replay or resolution is written (creates
+	// webhooks.dlq-status when missing).
+	BeforeWrite func(context.Context) error
+	Logger      *slog.Logger
+}
+
+// Server serves the admin API and the triage page.
+type Server struct {
+	cfg   Config
+	token [sha256.Size]byte
+}
+
+// New returns a Server. It panics on an empty token: the caller decides
+// whether to generate one.
+func New(c Config) *Server {
+	if c.Token == "" {
+		panic("admin: empty token")
+	}
+	if c.BeforeWrite == nil {
+		c.BeforeWrite = func(context.Context) error { return nil }
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Server{cfg: c, token: sha256.Sum256([]byte(c.Token))}
+}
+
+// Handler returns the routes.
+func (s *Server) Handler() http.Handler {
+	r := gin.New()
+	r.Use(gin.Recovery(), s.logRequests, secureHeaders)
+	r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/ui/") })
+	r.GET("/ui/", s.static("web/index.html", "text/html; charset=utf-8"))
+	r.GET("/ui/app.js", s.static("web/app.js", "text/javascript; charset=utf-8"))
+	r.GET("/ui/style.css", s.static("web/style.css", "text/css; charset=utf-8"))
+
+	api := r.Group("/dlq", s.auth)
+	api.GET("", s.list)
+	api.GET("/stats", s.stats)
+	api.GET("/:ref", s.show)
+	api.POST("/replay", s.replay)
+	api.POST("/:ref/resolve", s.resolve)
+	r.NoRoute(s.auth, func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no such route") })
+	return r
+}
+
+// auth checks the bearer token in constant time (both sides hashed first,
+// so the token's length does not leak either).
+func (s *Server) auth(c *gin.Context) {
+	h := c.GetHeader("Authorization")
+	var got string
+	if len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
+		got = strings.TrimSpace(h[7:])
+	}
+	sum := sha256.Sum256([]byte(got))
+	if got == "" || subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 {
+		c.Header("WWW-Authenticate", `Bearer realm="hookline-dlq"`)
+		fail(c, http.StatusUnauthorized, "unauthorized", "send Authorization: Bearer <HOOKLINE_ADMIN_TOKEN>")
+		return
+	}
+	c.Next()
+}
+
+func secureHeaders(c *gin.Context) {
+	h := c.Writer.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Cache-Control", "no-store")
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'")
+	c.Next()
+}
+
+func (s *Server) logRequests(c *gin.Context) {
+	start := time.Now()
+	c.Next()
+	s.cfg.Logger.Info("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status(),
+		"ms", time.Since(start).Milliseconds(), "remote", c.ClientIP())
+}
+
+func (s *Server) static(name, contentType string) gin.HandlerFunc {
+	return func(c *gin.Context) {
+		b, err := web.ReadFile(name)
+		if err != nil {
+			fail(c, http.StatusInternalServerError, "internal", err.Error())
+			return
+		}
+		c.Data(http.StatusOK, contentType, b)
+	}
+}
+
+type errorBody struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func fail(c *gin.Context, code int, kind, msg string) {
+	c.AbortWithStatusJSON(code, errorBody{Error: kind, Message: msg})
+}
+
+// kafkaFail answers a store error: 404 for a missing entry, 502 otherwise.
+func kafkaFail(c *gin.Context, err error) {
+	if errors.Is(err, store.ErrNotFound) {
+		fail(c, http.StatusNotFound, "not_found", err.Error())
+		return
+	}
+	fail(c, http.StatusBadGateway, "kafka", err.Error())
+}
+
+// listPage is GET /dlq's answer.
+type listPage struct {
+	Entries []store.Summary `json:"entries"`
+	// Total is how many entries match, of which Entries is the page at
+	// Offset.
+	Total  int `json:"total"`
+	Offset int `json:"offset"`
+	Limit  int `json:"limit"`
+}
+
+func (s *Server) list(c *gin.Context) {
+	f, err := filterFrom(c.Query("provider"), c.Query("reason"), c.Query("key"), c.Query("since"), s.cfg.Store.Now())
+	if err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	f.Unresolved = c.Query("unresolved") == "true" || c.Query("unresolved") == "1"
+	limit, err1 := queryInt(c, "limit", 50, 1, 1000)
+	offset, err2 := queryInt(c, "offset", 0, 0, 1<<31)
+	if err := errors.Join(err1, err2); err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	es, err := s.cfg.Store.List(c.Request.Context(), f, false)
+	if err != nil {
+		kafkaFail(c, err)
+		return
+	}
+	page := listPage{Entries: []store.Summary{}, Total: len(es), Offset: offset, Limit: limit}
+	for i := offset; i < len(es) && i < offset+limit; i++ {
+		page.Entries = append(page.Entries, es[i].Summary())
+	}
+	c.JSON(http.StatusOK, page)
+}
+
+func queryInt(c *gin.Context, name string, def, lo, hi int) (int, error) {
+	v := c.Query(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, errors.New(name + "=" + strconv.Quote(v) + ": want a whole number from " + strconv.Itoa(lo) + " to " + strconv.Itoa(hi))
+	}
+	return n, nil
+}
+
+// filterFrom builds a filter from request fields; since takes what
+// store.ParseSince takes.
+func filterFrom(provider, reason, key, since string, now time.Time) (store.Filter, error) {
+	f := store.Filter{Provider: provider, Reason: reason, Key: key}
+	switch reason {
+	case "", headers.DeadPermanent, headers.DeadExhausted:
+	default:
+		return f, errors.New("reason " + strconv.Quote(reason) + ": want permanent or exhausted")
+	}
+	if since != "" {
+		t, err := store.ParseSince(since, now)
+		if err != nil {
+			return f, fmt.Errorf("since %w", err)
+		}
+		f.Since = t
+	}
+	return f, nil
+}
+
+func (s *Server) stats(c *gin.Context) {
+	es, err := s.cfg.Store.List(c.Request.Context(), store.Filter{}, false)
+	if err != nil {
+		kafkaFail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, store.Summarise(es, s.cfg.Store.Now()))
+}
+
+func (s *Server) show(c *gin.Context) {
+	ref, err := store.ParseRef(c.Param("ref"))
+	if err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	e, err := s.cfg.Store.Get(c.Request.Context(), ref)
+	if err != nil {
+		kafkaFail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, e.Detail())
+}
+
+// replayRequest is POST /dlq/replay's body.
+type replayRequest struct {
+	Refs            []string `json:"refs"`
+	Key             string   `json:"key"`
+	Provider        string   `json:"provider"`
+	All             bool     `json:"all"`
+	Reason          string   `json:"reason"`
+	Since           string   `json:"since"`
+	IncludeResolved bool     `json:"include_resolved"`
+	DryRun          bool     `json:"dry_run"`
+	By              string   `json:"by"`
+	Note            string   `json:"note"`
+}
+
+// replayAnswer is POST /dlq/replay's answer: one result per entry.
+type replayAnswer struct {
+	Results []replay.Result `json:"results"`
+	Sent    int             `json:"sent"`
+	Failed  int             `json:"failed"`
+}
+
+func (s *Server) replay(c *gin.Context) {
+	var req replayRequest
+	if !readJSON(c, &req) {
+		return
+	}
+	sel := store.Selection{IncludeResolved: req.IncludeResolved}
+	for _, r := range req.Refs {
+		ref, err := store.ParseRef(r)
+		if err != nil {
+			fail(c, http.StatusBadRequest, "bad_request", err.Error())
+			return
+		}
+		sel.Refs = append(sel.Refs, ref)
+	}
+	selecting := req.Key != "" || req.Provider != "" || req.All
+	switch {
+	case len(sel.Refs) > 0 && (selecting || req.Reason != "" || req.Since != "" || req.IncludeResolved):
+		fail(c, http.StatusBadRequest, "bad_request", "send either refs or a selection (key, provider, all with reason, since, include_resolved), not both")
+		return
+	case len(sel.Refs) == 0 && !selecting:
+		fail(c, http.StatusBadRequest, "bad_request", "send refs, key, provider or all")
+		return
+	case req.All && (req.Key != "" || req.Provider != ""):
+		fail(c, http.StatusBadRequest, "bad_request", "all replays every entry: drop it, or drop key and provider")
+		return
+	case strings.TrimSpace(req.By) == "" && !req.DryRun:
+		fail(c, http.StatusBadRequest, "bad_request", "by is required: who replays")
+		return
+	}
+	f, err := filterFrom(req.Provider, req.Reason, req.Key, req.Since, s.cfg.Store.Now())
+	if err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	sel.Filter = f
+	ctx := c.Request.Context()
+	entries, err := s.cfg.Store.Select(ctx, sel)
+	if err != nil {
+		kafkaFail(c, err)
+		return
+	}
+	if len(entries) > MaxReplay {
+		fail(c, http.StatusBadRequest, "bad_request", strconv.Itoa(len(entries))+" entries match; the API replays at most "+strconv.Itoa(MaxReplay)+" at once (use dlq replay)")
+		return
+	}
+	if !req.DryRun && len(entries) > 0 {
+		if err := s.cfg.BeforeWrite(ctx); err != nil {
+			kafkaFail(c, err)
+			return
+		}
+	}
+	names := s.cfg.Store.Names()
+	ans := replayAnswer{Results: []replay.Result{}}
+	sum := s.cfg.Replayer.Run(ctx, entries, replay.Options{
+		Raw: names.Raw, Status: names.DLQStatus, DryRun: req.DryRun, By: strings.TrimSpace(req.By), Note: req.Note,
+	}, func(r replay.Result) { ans.Results = append(ans.Results, r) })
+	ans.Sent, ans.Failed = sum.Sent, sum.Failed
+	s.cfg.Logger.Info("replay", "by", req.By, "entries", len(entries), "sent", sum.Sent, "failed", sum.Failed, "dry_run", req.DryRun)
+	c.JSON(http.StatusOK, ans)
+}
+
+// resolveRequest is POST /dlq/{ref}/resolve's body.
+type resolveRequest struct {
+	Resolution string `json:"resolution"`
+	Note       string `json:"note"`
+	By         string `json:"by"`
+}
+
+func (s *Server) resolve(c *gin.Context) {
+	ref, err := store.ParseRef(c.Param("ref"))
+	if err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	var req resolveRequest
+	if !readJSON(c, &req) {
+		return
+	}
+	if req.Resolution != store.Ignored && req.Resolution != store.ManualFix {
+		fail(c, http.StatusBadRequest, "bad_request", "resolution "+strconv.Quote(req.Resolution)+": want ignored or manual_fix (replayed is written by a replay)")
+		return
+	}
+	if strings.TrimSpace(req.Note) == "" {
+		fail(c, http.StatusBadRequest, "bad_request", "note is required: say why")
+		return
+	}
+	rs, err := store.NewResolution(ref, req.Resolution, req.Note, req.By, s.cfg.Store.Now())
+	if err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	ctx := c.Request.Context()
+	if _, err := s.cfg.Store.Get(ctx, ref); err != nil {
+		kafkaFail(c, err)
+		return
+	}
+	if err := s.cfg.BeforeWrite(ctx); err != nil {
+		kafkaFail(c, err)
+		return
+	}
+	if err := s.cfg.Store.Resolve(ctx, rs); err != nil {
+		kafkaFail(c, err)
+		return
+	}
+	s.cfg.Logger.Info("resolve", "ref", rs.Ref, "resolution", rs.Resolution, "by", rs.By)
+	c.JSON(http.StatusOK, rs)
+}
+
+// maxBody bounds a request body.
+const maxBody = 64 << 10
+
+func readJSON(c *gin.Context, v any) bool {
+	c.Request.Body = http.MaxBytesReader(c.Writer, c.Request.Body, maxBody)
+	if err := c.ShouldBindJSON(v); err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", "body: "+err.Error())
+		return false
+	}
+	return true
+}

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/gin-gonic/gin"
+
+	"github.com/hookline/hookline/dlq/internal/admin"
+	"github.com/hookline/hookline/dlq/internal/replay"
+	"github.com/hookline/hookline/pkg/obs"
+)
+
+const serveHelp = `usage: dlq serve [--addr HOST:PORT]
+
+Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
+127.0.0.1:8081; --addr overrides it):
+
+  GET  /dlq               entries, newest first (?provider= &reason= &key= &since= &unresolved=true &limit= &offset=)
+  GET  /dlq/stats         counts by provider, reason and resolution; the oldest entries
+  GET  /dlq/{ref}         one entry: headers, error history, body
+  POST /dlq/replay        {"refs":["3:17"], "by":"alice"} or {"provider":"stripe", "since":"24h", "by":"alice"}
+  POST /dlq/{ref}/resolve {"resolution":"ignored", "note":"test event", "by":"alice"}
+  GET  /ui/               the triage page
+
+Every API request needs "Authorization: Bearer $HOOKLINE_ADMIN_TOKEN" (at
+least 16 characters); anything else is answered 401. Without a token the
+server refuses to start unless it listens on loopback only; it then makes a
+token for this run and prints the page's address with it on stderr. The page
+keeps the token in the tab's sessionStorage and sends it as the bearer
+header. Logs are JSON on stderr. SIGTERM or SIGINT stops it.
+`
+
+// minTokenLen is the shortest HOOKLINE_ADMIN_TOKEN accepted.
+const minTokenLen = 16
+
+func runServe(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("serve")
+	addrFlag := fs.String("addr", "", "listen on `HOST:PORT` (overrides HOOKLINE_ADMIN_ADDR)")
+	pos, err := parse(fs, env, "serve", args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("serve takes no arguments, got %q", pos[0])
+	}
+	cfg, err := loadConfig(env.Lookup)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	addr := cfg.AdminAddr
+	if *addrFlag != "" {
+		addr = *addrFlag
+	}
+	loopback, err := isLoopback(addr)
+	if err != nil {
+		return usagef("HOOKLINE_ADMIN_ADDR=%s: %v", addr, err)
+	}
+	token, generated := cfg.AdminToken, false
+	switch {
+	case token == "" && !loopback:
+		return usagef("HOOKLINE_ADMIN_TOKEN is not set: refusing to serve on %s, which is not loopback only (set a token of %d or more characters, or listen on 127.0.0.1)", addr, minTokenLen)
+	case token == "":
+		token, generated = newToken(), true
+	case len(token) < minTokenLen:
+		return usagef("HOOKLINE_ADMIN_TOKEN is %d characters: want %d or more", len(token), minTokenLen)
+	}
+	log, err := obs.NewLogger(env.Stderr, cfg.LogLevel, "dlq")
+	if err != nil {
+		return usagef("%v", err)
+	}
+
+	a, err := connect(env)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if err := a.ensureStatusTopic(ctx); err != nil {
+		return err
+	}
+	gin.SetMode(gin.ReleaseMode)
+	srv := admin.New(admin.Config{
+		Store:       a.store,
+		Replayer:    replay.New(a.cl),
+		Token:       token,
+		BeforeWrite: a.ensureStatusTopic,
+		Logger:      log,
+	})
+	hs := &http.Server{
+		Handler:           srv.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		WriteTimeout:      10 * time.Minute, // a replay of MaxReplay entries answers when every one is acknowledged
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    32 << 10,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("HOOKLINE_ADMIN_ADDR=%s: %w", addr, err)
+	}
+	page := "http://" + ln.Addr().String() + "/ui/"
+	log.Info("dlq admin listening", "addr", ln.Addr().String(), "page", page, "kafka", a.cfg.Kafka.String(), "topic", a.names.DLQ)
+	if generated {
+		fmt.Fprintf(env.Stderr, "dlq: HOOKLINE_ADMIN_TOKEN is not set; this run's token is in the page address:\n  %s#token=%s\n", page, token)
+	}
+	if env.Ready != nil {
+		env.Ready <- ln.Addr().String()
+	}
+	serveErr := make(chan error, 1)
+	go func() { serveErr <- hs.Serve(ln) }()
+	select {
+	case err := <-serveErr:
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("shutdown: %w", err)
+	}
+	log.Info("dlq admin stopped")
+	return nil
+}
+
+// isLoopback reports whether addr listens on loopback only: 127.0.0.0/8,
+// ::1 or localhost. An empty host (every interface) is not.
+func isLoopback(addr string) (bool, error) {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false, err
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true, nil
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback(), nil
+}
+
+func newToken() string {
+	b := make([]byte, 24)
+	_, _ = rand.Read(b) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,36 @@
+// Command dlq is the operator's view of hookline's dead letters and the
+// lever that replays them (DESIGN §8): list, show, replay, stats, resolve,
+// and serve (the admin API and triage page). `dlq help` says how.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hookline/hookline/dlq/internal/cli"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	err := cli.Run(ctx, cli.Env{
+		Args:      os.Args[1:],
+		Lookup:    os.LookupEnv,
+		Stdout:    os.Stdout,
+		Stderr:    os.Stderr,
+		StderrTTY: isTerminal(os.Stderr),
+	})
+	stop()
+	if msg := cli.Message(err); msg != "" {
+		fmt.Fprintln(os.Stderr, msg)
+	}
+	os.Exit(cli.ExitCode(err))
+}
+
+// isTerminal reports whether f is a character device (a terminal).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

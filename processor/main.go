@@ -10,8 +10,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -117,17 +115,11 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	health.Set("kafka", nil) // topics ensured above
 	health.Set("restore", nil)
 
-	ln, err := net.Listen("tcp", cfg.MetricsAddr)
+	metricsAddr, stopMetrics, err := obs.ServeSide(cfg.MetricsAddr, health, promReg)
 	if err != nil {
-		return fmt.Errorf("HOOKLINE_METRICS_ADDR=%s: %w", cfg.MetricsAddr, err)
+		return err
 	}
-	hs := &http.Server{Handler: obs.Mux(health, promReg), ReadHeaderTimeout: 5 * time.Second}
-	go func() { _ = hs.Serve(ln) }()
-	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = hs.Shutdown(sctx)
-	}()
+	defer stopMetrics()
 
 	proc, err := consume.New(consume.Config{
 		Names:           names,
@@ -150,7 +142,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return err
 	}
 	log.Info("processor starting", "kafka", cfg.Kafka.String(), "topic", names.Raw, "instance", cfg.InstanceID,
-		"state_dir", cfg.StateDir, "metrics", ln.Addr().String(), "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight)
+		"state_dir", cfg.StateDir, "metrics", metricsAddr, "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight)
 	if err := proc.Run(ctx); err != nil {
 		return err
 	}

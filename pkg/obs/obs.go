@@ -4,18 +4,23 @@
 package obs
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // NewLogger returns a JSON logger at the level named by level ("debug",
@@ -131,4 +136,52 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// ServeSide serves Mux(h, reg) on addr (HOOKLINE_METRICS_ADDR) in the
+// background and returns the address it listens on and a function that stops
+// it (waiting up to 5 s for scrapes in flight).
+func ServeSide(addr string, h *Health, reg *prometheus.Registry) (string, func(), error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", nil, fmt.Errorf("HOOKLINE_METRICS_ADDR=%s: %w", addr, err)
+	}
+	hs := &http.Server{Handler: Mux(h, reg), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = hs.Serve(ln) }()
+	return ln.Addr().String(), func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = hs.Shutdown(ctx)
+	}, nil
+}
+
+// WatchLag calls set with the lag of every partition the consumer group
+// has committed, every interval, until ctx is done (kadm.Lag: one describe,
+// one offset fetch and one list-offsets request per call). Errors are logged
+// at debug: lag is a metric, not a reason to stop.
+func WatchLag(ctx context.Context, cl *kgo.Client, group string, interval time.Duration, log *slog.Logger, set func(topic string, partition int32, lag int64)) {
+	adm := kadm.NewClient(cl)
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		lags, err := adm.Lag(cctx, group)
+		cancel()
+		if err != nil {
+			log.Debug("consumer group lag", "group", group, "err", err)
+			continue
+		}
+		lags.Each(func(l kadm.DescribedGroupLag) {
+			for topic, ps := range l.Lag {
+				for p, gl := range ps {
+					set(topic, p, gl.Lag)
+				}
+			}
+		})
+	}
 }

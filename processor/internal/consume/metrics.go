@@ -7,9 +7,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
@@ -80,28 +80,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 
 // watchLag refreshes the lag gauge from the group's committed offsets.
 func (m *metrics) watchLag(ctx context.Context, cl *kgo.Client, group string, log *slog.Logger) {
-	adm := kadm.NewClient(cl)
-	t := time.NewTicker(15 * time.Second)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		lags, err := adm.Lag(cctx, group)
-		cancel()
-		if err != nil {
-			log.Debug("consumer lag", "err", err)
-			continue
-		}
-		lags.Each(func(l kadm.DescribedGroupLag) {
-			for _, ps := range l.Lag {
-				for p, gl := range ps {
-					m.lag.WithLabelValues(strconv.Itoa(int(p))).Set(float64(gl.Lag))
-				}
-			}
-		})
-	}
+	obs.WatchLag(ctx, cl, group, 15*time.Second, log, func(_ string, p int32, lag int64) {
+		m.lag.WithLabelValues(strconv.Itoa(int(p))).Set(float64(lag))
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 //
 //	HOOKLINE_RSS=1 go test -run '^TestRSS$' -v ./processor/internal/state/
 //	GOMEMLIMIT=200MiB HOOKLINE_RSS=1 go test -run '^TestRSS$' -v ./processor/internal/state/
+//	HOOKLINE_RSS_KEYS=10000000 HOOKLINE_RSS=1 go test -run '^TestRSS$' -v -timeout 30m ./processor/internal/state/
 func TestRSS(t *testing.T) {
 	if os.Getenv("HOOKLINE_RSS") == "" {
 		t.Skip("set HOOKLINE_RSS=1 to measure the RSS of 1M keys (about a minute)")
@@ -59,7 +61,10 @@ func TestRSSChild(t *testing.T) {
 	if tuning == "default" {
 		bo = badger.DefaultOptions(dir).WithLogger(nil)
 	}
-	const n, parts = 1_000_000, 12
+	n, parts := 1_000_000, 12
+	if v, err := strconv.Atoi(os.Getenv("HOOKLINE_RSS_KEYS")); err == nil && v > 0 {
+		n = v
+	}
 	key := func(i int) string { return fmt.Sprintf("%08x-4b1d-4c2a-9e7f-%012x", i, i*7919) }
 	start := time.Now()
 	s, err := open(o, bo)

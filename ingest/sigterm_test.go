@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,35 +12,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/e2e"
 	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/proctest"
 )
-
-func freeAddr(tb testing.TB) string {
-	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitHTTP(tb testing.TB, url string, timeout time.Duration) {
-	tb.Helper()
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
-		resp, err := http.Get(url)
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	tb.Fatalf("%s did not answer 200 within %s", url, timeout)
-}
 
 // TestSIGTERMDuringBurst runs the built binary, sends SIGTERM while eight
 // clients post as fast as they can, and checks that the process exits 0 and
@@ -51,7 +25,7 @@ func TestSIGTERMDuringBurst(t *testing.T) {
 		t.Skip("builds and runs the ingest binary")
 	}
 	e := newEnv(t)
-	addr := freeAddr(t)
+	addr := e2e.FreeAddr(t)
 	e.vars["HOOKLINE_INGEST_ADDR"] = addr
 	var env []string
 	for k, v := range e.vars {
@@ -59,7 +33,7 @@ func TestSIGTERMDuringBurst(t *testing.T) {
 	}
 	p := proctest.Start(t, proctest.Binary(t, "ingest"), env)
 	base := "http://" + addr
-	waitHTTP(t, base+"/readyz", 60*time.Second)
+	e2e.WaitHTTP(t, base+"/readyz", 60*time.Second)
 
 	var (
 		mu       sync.Mutex

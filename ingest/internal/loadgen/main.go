@@ -16,7 +16,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -31,6 +30,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookline/hookline/pkg/loadtest"
 	"github.com/hookline/hookline/pkg/providers"
 )
 
@@ -93,7 +93,14 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) error 
 		return err
 	}
 
-	ingestAddr, bareAddr := freeAddr(), freeAddr()
+	ingestAddr, err := loadtest.FreeAddr()
+	if err != nil {
+		return err
+	}
+	bareAddr, err := loadtest.FreeAddr()
+	if err != nil {
+		return err
+	}
 	self, _ := os.Executable()
 	bareCmd := exec.CommandContext(ctx, self, "-serve-bare", bareAddr)
 	bareCmd.Stderr = os.Stderr
@@ -109,7 +116,7 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) error 
 		defer func(c *exec.Cmd) { _ = c.Process.Signal(syscall.SIGTERM); _ = c.Wait() }(c)
 	}
 	for _, a := range []string{bareAddr, ingestAddr} {
-		if err := waitReady(ctx, "http://"+a+"/readyz", 60*time.Second); err != nil {
+		if err := loadtest.WaitReady(ctx, "http://"+a+"/readyz", 60*time.Second); err != nil {
 			return err
 		}
 	}
@@ -281,27 +288,4 @@ func openLoop(ctx context.Context, c *http.Client, base string, reqs []request, 
 	wg.Wait()
 	res.elapsed = time.Since(start)
 	return res
-}
-
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-func waitReady(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not ready within %s", url, timeout)
 }

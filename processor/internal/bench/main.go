@@ -127,7 +127,10 @@ func run(ctx context.Context, n, slowN int) error {
 		return err
 	}
 
-	metricsAddr := freeAddr()
+	metricsAddr, err := loadtest.FreeAddr()
+	if err != nil {
+		return err
+	}
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "processor"))
 	cmd.Env = append(os.Environ(), "HOOKLINE_PROVIDERS="+prov, "HOOKLINE_TOPIC_PREFIX="+prefix,
 		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", partitions), "HOOKLINE_METRICS_ADDR="+metricsAddr,
@@ -217,13 +220,4 @@ func phase(ctx context.Context, pid int, metrics string, from, to float64) (resu
 		return result{}, err
 	}
 	return result{events: c - startCount, elapsed: time.Since(start), cpu: cpu1 - cpu0}, nil
-}
-
-func freeAddr() string {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		panic(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
 }

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run test test-unit bench bench-ingest bench-processor lint fuzz kafka-up kafka-down kafka-status topics clean
+.PHONY: all build run test test-unit bench bench-ingest bench-processor bench-retrier lint fuzz kafka-up kafka-down kafka-status topics clean
 
 all: build
 
@@ -37,7 +37,7 @@ test-unit:
 	KAFKA_BROKERS= $(GO) test -count=1 -short ./...
 
 ## bench: every benchmark target.
-bench: bench-ingest bench-processor
+bench: bench-ingest bench-processor bench-retrier
 
 ## bench-ingest: ingest against a bare gin handler, same load, same run.
 bench-ingest: build $(KAFKA_DEP)
@@ -49,6 +49,11 @@ bench-processor: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-processor ./processor/internal/bench
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-processor
 	$(GO) test -run '^$$' -bench BenchmarkRestore -benchtime 2x ./processor/internal/restore/
+
+## bench-retrier: retrier idle with 100k parked (CPU, RSS) and 100k due at once (moved/s vs ProducerPerformance).
+bench-retrier: build $(KAFKA_DEP)
+	$(GO) build -o $(BIN)/retrier-bench ./retrier/internal/bench
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/retrier-bench
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -357,3 +357,45 @@ func TestRestoreBeforeFirstRecord(t *testing.T) {
 		t.Fatalf("p2 processed no partition: the rebalance did not happen\n%s", p2.Output())
 	}
 }
+
+// TestOpenCircuitDefersWithoutAnAttempt: a destination that keeps failing
+// opens its circuit; records arriving then go straight to tier 1 carrying the
+// attempt they had (the call was never made), and the processor keeps going.
+// (The cool-down is under the first tier: an open circuit passes its
+// remaining cool-down as a Retry-After, which may pick a later tier.)
+func TestOpenCircuitDefersWithoutAnAttempt(t *testing.T) {
+	skipShort(t)
+	sys := e2e.New(t, e2e.Options{Tiers: "1s,2s,3s", Partitions: 1})
+	sys.Dest.Behave(func(string, int) int { return 503 })
+	sys.StartIngest()
+	sys.StartProcessor("p1", map[string]string{"HOOKLINE_BREAKER_FAILURES": "2", "HOOKLINE_BREAKER_COOLDOWN": "900ms", "HOOKLINE_BATCH_MAX_RECORDS": "1"})
+	const n = 6
+	for i := 0; i < n; i++ {
+		if code, err := sys.Post("stripe", e2e.StripeEvent(fmt.Sprintf("evt_circuit_%d", i))); err != nil || code != 202 {
+			t.Fatalf("post: %d %v", code, err)
+		}
+	}
+	recs := sys.Read(sys.Names.Retry[0]).Until(60*time.Second, "every record in tier 1", func(rs []*kgo.Record) bool { return len(rs) >= n })
+	deferred := 0
+	for _, r := range recs {
+		attempt, err := headers.GetAttempt(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		es, _ := headers.GetErrors(r)
+		switch {
+		case attempt == 1 && len(es) == 0:
+			deferred++ // never called: no attempt used, no error in the history
+		case attempt == 2 && len(es) == 1:
+		default:
+			t.Fatalf("%s: tier 1 record for attempt %d with %d errors", r.Key, attempt, len(es))
+		}
+	}
+	calls := 0
+	for _, c := range sys.Dest.AllCalls() {
+		calls += c
+	}
+	if deferred == 0 || calls != n-deferred {
+		t.Fatalf("%d records deferred by the open circuit, %d destination calls; want some deferred and one call per other record", deferred, calls)
+	}
+}

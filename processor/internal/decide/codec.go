@@ -91,8 +91,10 @@ func (s State) check() error {
 	if s.Provider == "" {
 		return errors.New("provider is empty")
 	}
-	if s.Status == StatusRetrying && s.NextAttempt < 2 || s.Status != StatusRetrying && s.NextAttempt != 0 {
-		return fmt.Errorf("status %s with next_attempt %d (retrying expects attempt 2 or later, other statuses none)", s.Status, s.NextAttempt)
+	// Retrying usually expects attempt 2 or later; attempt 1 when the first
+	// call was never made (the destination's circuit was open).
+	if s.Status == StatusRetrying && s.NextAttempt < 1 || s.Status != StatusRetrying && s.NextAttempt != 0 {
+		return fmt.Errorf("status %s with next_attempt %d (retrying expects attempt 1 or later, other statuses none)", s.Status, s.NextAttempt)
 	}
 	if len(s.ReplayIDs) > MaxReplayIDs {
 		return fmt.Errorf("%d replay ids, at most %d", len(s.ReplayIDs), MaxReplayIDs)

@@ -134,7 +134,7 @@ func TestDecodeRejects(t *testing.T) {
 func TestEncodeRejects(t *testing.T) {
 	for _, st := range []State{
 		{Status: "zombie", Provider: "p"},
-		{Status: StatusRetrying, NextAttempt: 1, Provider: "p"},
+		{Status: StatusRetrying, NextAttempt: 0, Provider: "p"},
 		{Status: StatusDone, Provider: ""},
 		{Status: StatusDead, Provider: "p", ReplayIDs: make([]string, MaxReplayIDs+1)},
 	} {

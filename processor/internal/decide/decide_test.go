@@ -157,6 +157,11 @@ func TestApply(t *testing.T) {
 			route: Route{Kind: Retry, Tier: 1, Attempt: 4},
 		},
 		{
+			name: "open circuit on the first attempt expects attempt 1 again", a: withSeen(ingest, firstSeen), result: retry.NotAttempted(boom), ttl: ttl,
+			want:  State{Status: StatusRetrying, NextAttempt: 1, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			route: Route{Kind: Retry, Tier: 1, Attempt: 1},
+		},
+		{
 			name: "exhausted", a: withSeen(retryAt(6), firstSeen), result: boom, ttl: ttl,
 			want:  State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
 			route: Route{Kind: Dead, DeadReason: headers.DeadExhausted, Attempt: 6},
@@ -211,6 +216,11 @@ func TestApply(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, route := Apply(tt.st, tt.a, tt.result, sched, tt.ttl)
+			if b, err := Encode(got); err != nil {
+				t.Errorf("Apply made a state the changelog refuses: %v", err)
+			} else if back, err := Decode(b); err != nil || !reflect.DeepEqual(back, got) {
+				t.Errorf("state does not survive Encode/Decode: %+v, %v", back, err)
+			}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("state\n got %+v\nwant %+v", got, tt.want)
 			}

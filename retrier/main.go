@@ -1,0 +1,118 @@
+// Command retrier is hookline's delay line (DESIGN §7): it holds the records
+// of every webhooks.retry.<tier> topic until their hookline.due-at and then
+// re-produces them to webhooks.raw with hookline.origin=retry, never early,
+// committing only what it moved. Metrics, /healthz and /readyz are served on
+// HOOKLINE_METRICS_ADDR (default :9102). SIGTERM or SIGINT finishes the move
+// in progress, commits it, leaves the group and exits 0.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/retrier/internal/tier"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
+	defer stop()
+	if err := run(ctx, os.LookupEnv, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "retrier:", err)
+		os.Exit(1)
+	}
+}
+
+// run moves records until ctx is done. Shutdown order: finish and commit the
+// move in progress, stop the timers, leave the group and close the client,
+// then stop the metrics server.
+func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.Writer) error {
+	cfg, err := loadConfig(lookupEnv)
+	if err != nil {
+		return err
+	}
+	log, err := obs.NewLogger(logOut, cfg.LogLevel, "retrier")
+	if err != nil {
+		return err
+	}
+	names := topics.NewNames(cfg.Topics.Prefix, cfg.Retry.Names())
+	promReg := obs.NewRegistry()
+	kmetrics := kprom.NewMetrics("hookline_retrier_kafka", kprom.Registerer(promReg), kprom.Gatherer(promReg))
+	connOpts, err := cfg.Kafka.Opts(
+		kgo.ProducerBatchMaxBytes(int32(cfg.Topics.MaxRecordBytes())),
+		kgo.ClientID("hookline-retrier"),
+	)
+	if err != nil {
+		return err
+	}
+
+	if err := ensureTopics(ctx, connOpts, names, cfg); err != nil {
+		return err
+	}
+	health := obs.NewHealth("kafka")
+	health.Set("kafka", nil) // topics ensured
+
+	metricsAddr, stopMetrics, err := obs.ServeSide(cfg.MetricsAddr, health, promReg)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+
+	mover, err := tier.New(tier.Config{
+		Names:      names,
+		Schedule:   cfg.Retry,
+		ClientOpts: append(slices.Clone(connOpts), kgo.WithHooks(kmetrics)),
+		Logger:     log,
+		Registry:   promReg,
+		Health:     health,
+	})
+	if err != nil {
+		return err
+	}
+	log.Info("retrier starting", "kafka", cfg.Kafka.String(), "tiers", cfg.Retry.String(), "topics", names.Retry,
+		"group", names.Group(topics.GroupRetrier), "metrics", metricsAddr)
+	if err := mover.Run(ctx); err != nil {
+		return err
+	}
+	health.Drain()
+	log.Info("retrier stopped cleanly")
+	return nil
+}
+
+// ensureTopics creates the topics the retrier reads and writes (the tier
+// topics and webhooks.raw) when they are missing, and refuses to start when
+// one has the wrong partition count or cleanup policy. It leaves the others
+// to the services that own them: in particular the dedup changelog, whose
+// retention follows the providers' dedup TTLs, which only the processor and
+// ingest read; Ensure does not check retention on an existing topic, so a
+// retrier creating it with a default would go unnoticed.
+func ensureTopics(ctx context.Context, connOpts []kgo.Opt, names topics.Names, cfg config) error {
+	cl, err := kgo.NewClient(connOpts...)
+	if err != nil {
+		return fmt.Errorf("kafka client: %w", err)
+	}
+	defer cl.Close()
+	mine := append([]string{names.Raw}, names.Retry...)
+	var specs []topics.Spec
+	for _, s := range names.Specs(topics.Shape{Partitions: cfg.Topics.Partitions, MaxMessageBytes: cfg.Topics.MaxRecordBytes()}) {
+		if slices.Contains(mine, s.Name) {
+			specs = append(specs, s)
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := topics.Ensure(sctx, cl, specs, cfg.Topics.Replication); err != nil {
+		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
+	}
+	return nil
+}

@@ -36,7 +36,7 @@ import (
 
 func main() {
 	serveBare := flag.String("serve-bare", "", "internal: serve the bare gin handler on this address")
-	conns := flag.Int("c", 32, "concurrent connections in the closed-loop phases")
+	conns := flag.Int("c", 256, "concurrent connections in the closed-loop phases")
 	dur := flag.Duration("d", 10*time.Second, "length of each measured phase")
 	bodySize := flag.Int("body", 1024, "request body size in bytes")
 	flag.Bool("compare", true, "compare ingest with the bare handler (the only mode)")

@@ -60,6 +60,17 @@ func newHolds(cl pauser, now func() time.Time) *holds {
 	return &holds{cl: cl, now: now, owned: map[tp]*hold{}}
 }
 
+// attach gives holds the client to pause and resume with, unless it has one.
+// The rebalance callbacks call it with the client they are handed: the first
+// assignment can arrive before Run has stored the client it just created.
+func (h *holds) attach(cl pauser) {
+	h.mu.Lock()
+	if h.cl == nil {
+		h.cl = cl
+	}
+	h.mu.Unlock()
+}
+
 // assign takes ownership of parts: each starts unpaused, with no timer, so
 // that its head is fetched and judged again.
 func (h *holds) assign(parts map[string][]int32) { h.reset(parts, true) }

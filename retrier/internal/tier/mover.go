@@ -176,9 +176,7 @@ func (mv *Mover) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	mv.holds.mu.Lock()
-	mv.holds.cl = cl
-	mv.holds.mu.Unlock()
+	mv.holds.attach(cl)
 	defer func() {
 		mv.holds.stopAll()
 		cl.CloseAllowingRebalance() // leaves the group
@@ -411,21 +409,30 @@ func (mv *Mover) setHealth(err error) {
 
 // The rebalance callbacks run only between moves (BlockRebalanceOnPoll).
 
-func (mv *Mover) assigned(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+func (mv *Mover) assigned(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
+	if cl != nil {
+		mv.holds.attach(cl)
+	}
 	mv.holds.assign(parts)
 	n := count(parts)
 	mv.m.rebalances.WithLabelValues("assigned").Add(float64(n))
 	mv.cfg.Logger.Info("partitions assigned", "partitions", parts, "count", n)
 }
 
-func (mv *Mover) revoked(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+func (mv *Mover) revoked(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
+	if cl != nil {
+		mv.holds.attach(cl)
+	}
 	mv.holds.release(parts)
 	n := count(parts)
 	mv.m.rebalances.WithLabelValues("revoked").Add(float64(n))
 	mv.cfg.Logger.Info("partitions revoked: their timers stopped and pauses cleared", "partitions", parts, "count", n)
 }
 
-func (mv *Mover) lost(_ context.Context, _ *kgo.Client, parts map[string][]int32) {
+func (mv *Mover) lost(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
+	if cl != nil {
+		mv.holds.attach(cl)
+	}
 	mv.holds.release(parts)
 	n := count(parts)
 	mv.m.rebalances.WithLabelValues("lost").Add(float64(n))

@@ -349,12 +349,18 @@ func TestKcatReadsIngestRecord(t *testing.T) {
 	if resp, b := e.post(t, base, "stripe", "application/json", []byte(body), nil); resp.StatusCode != 202 {
 		t.Fatalf("status %d: %s", resp.StatusCode, b)
 	}
-	out, err := exec.Command(kcat, "-b", strings.Join(e.brokers, ","), "-C", "-t", e.raw(), "-o", "beginning",
-		"-c", "1", "-e", "-q", "-f", "key=%k value=%s headers=%h\n").CombinedOutput()
-	if err != nil {
-		t.Fatalf("kcat: %v\n%s", err, out)
+	// kcat -e stops at the end it sees; a topic created a moment ago may not
+	// be in its first metadata yet, so ask again for a few seconds.
+	var got string
+	for try := 0; try < 20 && !strings.Contains(got, "key=stripe:evt_kcat"); try++ {
+		out, err := exec.Command(kcat, "-b", strings.Join(e.brokers, ","), "-C", "-t", e.raw(), "-o", "beginning",
+			"-c", "1", "-e", "-q", "-f", "key=%k value=%s headers=%h\n").CombinedOutput()
+		got = string(out)
+		if err != nil || !strings.Contains(got, "key=stripe:evt_kcat") {
+			t.Logf("kcat try %d: %v: %s", try+1, err, got)
+			time.Sleep(500 * time.Millisecond)
+		}
 	}
-	got := string(out)
 	for _, want := range []string{"key=stripe:evt_kcat", "value=" + body, "hookline.provider=stripe", "hookline.origin=ingest", "hookline.attempt=1", "http.stripe-signature=t="} {
 		if !strings.Contains(got, want) {
 			t.Errorf("kcat output lacks %q:\n%s", want, got)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"unicode"
+	"unicode/utf8"
 )
 
 // MaxKeyLen is the longest idempotency key accepted, in bytes.
@@ -23,6 +24,8 @@ func checkKey(key string) error {
 		return malformed("idempotency key is empty")
 	case len(key) > MaxKeyLen:
 		return malformed("idempotency key is %d bytes, more than %d", len(key), MaxKeyLen)
+	case !utf8.ValidString(key):
+		return malformed("idempotency key is not valid UTF-8")
 	}
 	for _, r := range key {
 		if unicode.IsControl(r) {

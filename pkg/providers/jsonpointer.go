@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // pointer is an RFC 6901 JSON pointer as its unescaped reference tokens; the
@@ -38,6 +39,9 @@ func parsePointer(s string) (pointer, error) {
 // exists. The error is for a doc that is not valid JSON. Cost: one parse of
 // the document, then one of each nested value on the way down.
 func (p pointer) lookup(doc []byte) (json.RawMessage, bool, error) {
+	if !utf8.Valid(doc) {
+		return nil, false, fmt.Errorf("body is not valid UTF-8 (JSON must be)")
+	}
 	cur := json.RawMessage(bytes.TrimSpace(doc))
 	if len(p) == 0 || len(cur) == 0 || (cur[0] != '{' && cur[0] != '[') {
 		// The first Unmarshal below validates an object or array; anything
@@ -118,6 +122,9 @@ type object map[string]json.RawMessage
 // parseObject parses body as a JSON object. Cost: one pass over the body and
 // a copy of each top-level member.
 func parseObject(body []byte) (object, error) {
+	if !utf8.Valid(body) {
+		return nil, fmt.Errorf("body is not valid UTF-8 (JSON must be)")
+	}
 	var o object
 	if err := json.Unmarshal(body, &o); err != nil || o == nil {
 		return nil, fmt.Errorf("body is not a JSON object")

@@ -410,33 +410,32 @@ func (mv *Mover) setHealth(err error) {
 // The rebalance callbacks run only between moves (BlockRebalanceOnPoll).
 
 func (mv *Mover) assigned(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
-	if cl != nil {
-		mv.holds.attach(cl)
-	}
-	mv.holds.assign(parts)
-	n := count(parts)
-	mv.m.rebalances.WithLabelValues("assigned").Add(float64(n))
-	mv.cfg.Logger.Info("partitions assigned", "partitions", parts, "count", n)
+	mv.rebalanced(cl, parts, "assigned", mv.holds.assign)
 }
 
 func (mv *Mover) revoked(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
-	if cl != nil {
-		mv.holds.attach(cl)
-	}
-	mv.holds.release(parts)
-	n := count(parts)
-	mv.m.rebalances.WithLabelValues("revoked").Add(float64(n))
-	mv.cfg.Logger.Info("partitions revoked: their timers stopped and pauses cleared", "partitions", parts, "count", n)
+	mv.rebalanced(cl, parts, "revoked", mv.holds.release)
 }
 
 func (mv *Mover) lost(_ context.Context, cl *kgo.Client, parts map[string][]int32) {
+	mv.rebalanced(cl, parts, "lost", mv.holds.release)
+}
+
+// rebalanced applies one rebalance callback: assign starts partitions
+// unpaused with no timer; revoke and loss stop their timers and clear their
+// pauses, so a partition never stays paused across owners.
+func (mv *Mover) rebalanced(cl *kgo.Client, parts map[string][]int32, kind string, apply func(map[string][]int32)) {
 	if cl != nil {
 		mv.holds.attach(cl)
 	}
-	mv.holds.release(parts)
+	apply(parts)
 	n := count(parts)
-	mv.m.rebalances.WithLabelValues("lost").Add(float64(n))
-	mv.cfg.Logger.Warn("partitions lost: their timers stopped and pauses cleared", "partitions", parts, "count", n)
+	mv.m.rebalances.WithLabelValues(kind).Add(float64(n))
+	level := slog.LevelInfo
+	if kind == "lost" {
+		level = slog.LevelWarn
+	}
+	mv.cfg.Logger.Log(context.Background(), level, "partitions "+kind, "partitions", parts, "count", n)
 }
 
 func count(parts map[string][]int32) int {

@@ -33,7 +33,7 @@ const ContainerImage = "confluentinc/confluent-local:7.5.0"
 // SkipMessage says how to run a skipped integration test.
 const SkipMessage = "no Kafka: set KAFKA_BROKERS=host:port, run `make test` (starts a local broker without Docker), or start a Docker engine for testcontainers"
 
-// Fake starts an in-process kfake cluster with numBrokers brokers, closed at
+// Fake starts an in-process kfake cluster (one broker unless opts say otherwise), closed at
 // the end of the test, and returns its addresses.
 func Fake(tb testing.TB, opts ...kfake.Opt) []string {
 	tb.Helper()

@@ -76,7 +76,7 @@ kafka-status:
 
 ## topics: create missing topics and check existing ones, as every service does at start.
 topics: build $(KAFKA_DEP)
-	$(BIN)/ingest -ensure-topics
+	HOOKLINE_PROVIDERS=$${HOOKLINE_PROVIDERS:-compose/providers.dev.yaml} $(BIN)/ingest -ensure-topics
 
 clean:
 	rm -rf $(BIN)

@@ -70,7 +70,16 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
-	reg, err := providers.Load(cfg.ProvidersFile, lookupEnv)
+	ensureOnly := false
+	if v, _ := lookupEnv("HOOKLINE_ENSURE_TOPICS_ONLY"); v == "true" {
+		ensureOnly = true
+	}
+	var reg *providers.Registry
+	if ensureOnly { // only the dedup TTLs matter: no signing secret needed
+		reg, err = providers.LoadWithoutSecrets(cfg.ProvidersFile)
+	} else {
+		reg, err = providers.Load(cfg.ProvidersFile, lookupEnv)
+	}
 	if err != nil {
 		return err
 	}
@@ -106,7 +115,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
 	}
-	if v, _ := lookupEnv("HOOKLINE_ENSURE_TOPICS_ONLY"); v == "true" {
+	if ensureOnly {
 		log.Info("topics are in place", "topics", names.All())
 		return nil
 	}

@@ -91,8 +91,7 @@ func TestDryRunAndRate(t *testing.T) {
 		}
 		entries = append(entries, d)
 	}
-	sys, _ := withEntries(t, entries...)
-	now := time.Now() // just after the entries' own now: the --since below cuts between two of them
+	sys, recs := withEntries(t, entries...)
 	raw0 := kafkatest.EndOffsets(t, sys.Brokers, sys.Names.Raw)
 	status0 := kafkatest.EndOffsets(t, sys.Brokers, sys.Names.DLQStatus)
 
@@ -108,7 +107,8 @@ func TestDryRunAndRate(t *testing.T) {
 	if got := sys.DLQ(asTester, "replay", "--provider", "outcomes", "--reason", "exhausted", "--dry-run", "--json").Want(t, 0).JSONLines(t); len(got) != 250 {
 		t.Fatalf("dry run of one provider printed %d lines, want 250", len(got))
 	}
-	since := now.Add(-100500 * time.Millisecond).UTC().Format(time.RFC3339Nano) // the newest 100
+	// Entry i is (500-i) s old: half a second before entry 400 cuts off the newest 100.
+	since := recs[400].Timestamp.Add(-500 * time.Millisecond).UTC().Format(time.RFC3339Nano)
 	if got := sys.DLQ(nil, "replay", "--all", "--since", since, "--dry-run").Want(t, 0); strings.Count(got.Stdout, "would send") != 100 {
 		t.Fatalf("dry run --since %s: %d entries, want 100", since, strings.Count(got.Stdout, "would send"))
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/e2e"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/providers"
@@ -88,6 +89,9 @@ func (e *testEnv) start(tb testing.TB) string {
 				tb.Errorf("ingest stopped with: %v", err)
 			}
 		})
+		// Ready means Kafka has the raw topic with a leader for every
+		// partition: a topic created a moment ago may not be there yet.
+		e2e.WaitHTTP(tb, "http://"+addr+"/readyz", 60*time.Second)
 		return "http://" + addr
 	case err := <-done:
 		cancel()

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sasl"
@@ -107,7 +108,15 @@ func (c Config) validate() error {
 // Opts returns the franz-go options for this configuration followed by
 // extra, so a caller can override anything (later options win).
 func (c Config) Opts(extra ...kgo.Opt) ([]kgo.Opt, error) {
-	opts := []kgo.Opt{kgo.SeedBrokers(c.Brokers...)}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(c.Brokers...),
+		// How soon metadata may be refreshed again when a request finds it
+		// stale (an unknown topic just created, a moved leader). franz-go's
+		// 5 s default held the first produce to a new topic past ingest's
+		// produce deadline; refreshes stay on demand, so this costs nothing
+		// in steady state.
+		kgo.MetadataMinAge(500 * time.Millisecond),
+	}
 	if c.TLS {
 		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: c.TLSInsecure} //nolint:gosec // opt-in for test clusters
 		if c.TLSCAFile != "" {

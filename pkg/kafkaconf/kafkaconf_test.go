@@ -16,15 +16,15 @@ func TestFromEnv(t *testing.T) {
 		name    string
 		env     map[string]string
 		wantErr string // substring; "" means valid
-		opts    int    // options Opts returns, for valid configs
+		opts    int    // options Opts returns (seed brokers and metadata age, then TLS, SASL), for valid configs
 	}{
-		{"defaults", nil, "", 1},
-		{"brokers list", map[string]string{"KAFKA_BROKERS": "a:9092, b:9093,"}, "", 1},
+		{"defaults", nil, "", 2},
+		{"brokers list", map[string]string{"KAFKA_BROKERS": "a:9092, b:9093,"}, "", 2},
 		{"no port", map[string]string{"KAFKA_BROKERS": "kafka"}, "has no port", 0},
 		{"bad tls", map[string]string{"KAFKA_TLS": "yes please"}, "KAFKA_TLS", 0},
-		{"tls", map[string]string{"KAFKA_TLS": "true"}, "", 2},
-		{"plain", map[string]string{"KAFKA_SASL_MECHANISM": "plain", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p w"}, "", 2},
-		{"scram tls", map[string]string{"KAFKA_TLS": "1", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p"}, "", 3},
+		{"tls", map[string]string{"KAFKA_TLS": "true"}, "", 3},
+		{"plain", map[string]string{"KAFKA_SASL_MECHANISM": "plain", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p w"}, "", 3},
+		{"scram tls", map[string]string{"KAFKA_TLS": "1", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p"}, "", 4},
 		{"scram without password", map[string]string{"KAFKA_SASL_MECHANISM": "SCRAM-SHA-256", "KAFKA_SASL_USER": "u"}, "KAFKA_SASL_PASSWORD", 0},
 		{"unknown mechanism", map[string]string{"KAFKA_SASL_MECHANISM": "GSSAPI", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p"}, "GSSAPI", 0},
 		{"user without mechanism", map[string]string{"KAFKA_SASL_USER": "u"}, "KAFKA_SASL_MECHANISM", 0},

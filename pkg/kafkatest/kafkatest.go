@@ -124,10 +124,21 @@ func Client(tb testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 // prove nothing was produced.
 func EndOffsets(tb testing.TB, brokers []string, topic string) int64 {
 	tb.Helper()
-	adm := kadm.NewClient(Client(tb, brokers))
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	cl := Client(tb, brokers)
+	adm := kadm.NewClient(cl)
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	offs, err := adm.ListEndOffsets(ctx, topic)
+	var offs kadm.ListedOffsets
+	var err error
+	// A topic created a moment ago may not be in the broker's metadata yet.
+	for {
+		cl.PurgeTopicsFromClient(topic)
+		offs, err = adm.ListEndOffsets(ctx, topic)
+		if err == nil && offs.Error() == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err != nil {
 		tb.Fatalf("end offsets of %s: %v", topic, err)
 	}

@@ -68,10 +68,48 @@ func Ensure(ctx context.Context, cl *kgo.Client, specs []Spec, replicationFactor
 			return fmt.Errorf("create topic %s: %w", s.Name, err)
 		}
 	}
-	if len(existing) == 0 {
-		return nil
+	if len(existing) > 0 {
+		if err := check(ctx, cl, adm, specs, existing); err != nil {
+			return err
+		}
 	}
-	return check(ctx, cl, adm, specs, existing)
+	return waitLeaders(ctx, cl, adm, names)
+}
+
+// waitLeaders returns once the broker's metadata shows every topic with a
+// leader for each partition: a topic created a moment ago is not usable
+// before (a produce to it fails as unknown), which a freshly started broker
+// takes seconds to reach. Bounded by ctx.
+func waitLeaders(ctx context.Context, cl *kgo.Client, adm *kadm.Client, names []string) error {
+	for {
+		cl.PurgeTopicsFromClient(names...)
+		details, err := adm.ListTopics(ctx, names...)
+		missing := ""
+		if err == nil {
+		outer:
+			for _, n := range names {
+				d, ok := details[n]
+				if !ok || d.Err != nil || len(d.Partitions) == 0 {
+					missing = n
+					break
+				}
+				for _, p := range d.Partitions {
+					if p.Err != nil || p.Leader < 0 {
+						missing = fmt.Sprintf("%s[%d]", n, p.Partition)
+						break outer
+					}
+				}
+			}
+			if missing == "" {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("topics not usable yet (%s): %w", errors.Join(err, errors.New("waiting for "+missing)), ctx.Err())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func check(ctx context.Context, cl *kgo.Client, adm *kadm.Client, specs []Spec, existing []string) error {

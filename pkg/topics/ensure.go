@@ -117,15 +117,17 @@ func check(ctx context.Context, cl *kgo.Client, adm *kadm.Client, specs []Spec, 
 	// broker's metadata yet: retry briefly before judging it.
 	var details kadm.TopicDetails
 	var err error
-	for try := 0; ; try++ {
+	// On a broker that has just started this takes seconds: wait as long as
+	// the caller's ctx allows (every service starts with a bounded one).
+	for {
 		cl.PurgeTopicsFromClient(existing...)
 		details, err = adm.ListTopics(ctx, existing...)
-		if err == nil && details.Error() == nil || try == 10 {
+		if err == nil && details.Error() == nil {
 			break
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return fmt.Errorf("topics created by another service are not visible yet: %w", errors.Join(err, details.Error(), ctx.Err()))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}

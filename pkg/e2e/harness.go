@@ -40,6 +40,9 @@ type Options struct {
 	Partitions int
 	// Env is added to every service's environment.
 	Env map[string]string
+	// Brokers, when set, is the cluster to run against instead of the
+	// shared one (kafkatest.Brokers): a private broker a test may stop.
+	Brokers []string
 }
 
 // System is one hookline under test.
@@ -68,7 +71,10 @@ func New(tb testing.TB, o Options) *System {
 	if o.Partitions == 0 {
 		o.Partitions = 4
 	}
-	s := &System{tb: tb, Brokers: kafkatest.Brokers(tb), Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb)}
+	if len(o.Brokers) == 0 {
+		o.Brokers = kafkatest.Brokers(tb)
+	}
+	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb)}
 	tiers := strings.Split(o.Tiers, ",")
 	s.Names = topics.NewNames(s.Prefix, tiers)
 	prov := fmt.Sprintf(`providers:

@@ -34,9 +34,9 @@ type Tally struct {
 //
 // Each record is read once, so a scrape never costs a scan. It keeps the
 // dead-letter time of every entry and the ref of every resolution in memory
-// (about 100 bytes each), drops those below the log start (retention) every
-// interval, and counts the maps every interval (linear in the entries, no
-// Kafka request).
+// (about 110 bytes for an entry and its resolution, measured with a
+// million), drops those below the log start (retention) every interval, and
+// counts the maps every interval (linear in the entries, no Kafka request).
 func (s *Store) Track(ctx context.Context, interval time.Duration, publish func(Tally)) error {
 	if interval <= 0 {
 		return fmt.Errorf("track: interval %s must be positive", interval)

@@ -16,7 +16,7 @@ type composeFile struct {
 	Services map[string]struct {
 		Image   string   `yaml:"image"`
 		Command []string `yaml:"command"`
-		Build struct {
+		Build   struct {
 			Context    string            `yaml:"context"`
 			Dockerfile string            `yaml:"dockerfile"`
 			Args       map[string]string `yaml:"args"`

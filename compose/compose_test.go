@@ -50,14 +50,7 @@ func readSources(t *testing.T, dirs ...string) string {
 var defaultRef = regexp.MustCompile(`^\$\{[A-Z_]+:-(.*)\}$`)
 
 func TestDockerComposeMatchesCode(t *testing.T) {
-	raw, err := os.ReadFile("docker-compose.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cf composeFile
-	if err := yaml.Unmarshal(raw, &cf); err != nil {
-		t.Fatalf("docker-compose.yml: %v", err)
-	}
+	cf := loadCompose(t)
 	pom, err := os.ReadFile("kafka/pom.xml")
 	if err != nil {
 		t.Fatal(err)

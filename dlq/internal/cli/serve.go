@@ -31,7 +31,7 @@ Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
   POST /dlq/{ref}/resolve {"resolution":"ignored", "note":"test event", "by":"alice"}
   GET  /ui/               the triage page
   GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
-                          hookline_dlq_oldest_unresolved_age_seconds (no token: counts only)
+                          hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds
 
 Every API request needs "Authorization: Bearer $HOOKLINE_ADMIN_TOKEN" (at
 least 16 characters); anything else is answered 401. Without a token the

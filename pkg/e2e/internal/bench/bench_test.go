@@ -72,9 +72,9 @@ func TestVerify(t *testing.T) {
 		t.Fatalf("clean run: verify = %d, %v; seen %d; want 2, nil, 2", n, err, ph.seen)
 	}
 	for _, c := range []struct {
-		name string
+		name  string
 		spoil func(tr *tracker, ph *phase)
-		want string
+		want  string
 	}{
 		{"no outcome", func(tr *tracker, ph *phase) { tr.accept(tr.posting(ph, "c", now), now) }, "c: 0 outcomes"},
 		{"two outcomes", func(tr *tracker, ph *phase) { tr.outcome("a", "done", now, now) }, "a: 2 outcomes"},

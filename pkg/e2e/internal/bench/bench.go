@@ -30,7 +30,7 @@ const secret = "bench-e2e-secret"
 
 // report is what run measured.
 type report struct {
-	Perf           loadtest.Perf
+	Perf           [2]loadtest.Perf // before and after the phases
 	Closed, Opened phaseReport
 	Verified       int // keys with exactly one done outcome
 	Redelivered    int // keys the destination saw more than once
@@ -111,7 +111,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 	fmt.Fprintf(out, "%d-byte signed Stripe events, %d partitions, broker %s, topic prefix %s\n", cfg.BodySize, cfg.Partitions, strings.Join(b.brokers, ","), b.names.Prefix)
 	fmt.Fprintf(out, "service settings from the environment: %s\n\n", settings())
 
-	// Baseline first, on an idle machine: the broker's own producer.
+	// Baseline: the broker's own producer, before the services start and
+	// again after the phases, so the ratio sees the machine's noise.
 	perfTopic := b.names.Prefix + "perf"
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	_, err = adm.CreateTopic(cctx, int32(cfg.Partitions), -1, nil, perfTopic)
@@ -119,14 +120,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 	if err != nil {
 		return rep, fmt.Errorf("create %s: %w", perfTopic, err)
 	}
-	pctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	rep.Perf, err = loadtest.ProducerPerformance(pctx, strings.Join(b.brokers, ","), perfTopic, cfg.PerfRecords, 1024)
-	cancel()
-	if err != nil {
+	if err := b.baseline(ctx, &rep.Perf[0], perfTopic, "before"); err != nil {
 		return rep, err
 	}
-	fmt.Fprintf(out, "baseline: ProducerPerformance, %d records of 1024 bytes, acks=all, %d partitions: %.0f records/s (%.1f ms average latency)\n",
-		rep.Perf.Records, cfg.Partitions, rep.Perf.RecordsPerSec, rep.Perf.AvgLatencyMS)
 
 	if err := b.start(ctx, bins); err != nil {
 		return rep, err
@@ -169,7 +165,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 	}
 
 	// Anything late (a second outcome for a key) shows within this.
-	time.Sleep(time.Second)
+	if err := b.baseline(ctx, &rep.Perf[1], perfTopic, "after"); err != nil {
+		return rep, err
+	}
 	if rep.Verified, err = b.track.verify(); err != nil {
 		return rep, err
 	}
@@ -189,6 +187,22 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 	}
 	return rep, stopErr
 }
+
+// baseline runs ProducerPerformance into p.
+func (b *bench) baseline(ctx context.Context, p *loadtest.Perf, topic, when string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	var err error
+	if *p, err = loadtest.ProducerPerformance(ctx, strings.Join(b.brokers, ","), topic, b.cfg.PerfRecords, 1024); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.out, "baseline %s: ProducerPerformance, %d records of 1024 bytes, acks=all, %d partitions: %.0f records/s (%.1f ms average latency)\n",
+		when, p.Records, b.cfg.Partitions, p.RecordsPerSec, p.AvgLatencyMS)
+	return nil
+}
+
+// PerfRate is the mean of the two baseline runs, in records/s.
+func (r report) PerfRate() float64 { return (r.Perf[0].RecordsPerSec + r.Perf[1].RecordsPerSec) / 2 }
 
 // settings lists the HOOKLINE_* variables this run inherits (they change
 // the services' configuration), or says the defaults apply.
@@ -418,8 +432,8 @@ func (b *bench) print(rep report) {
 		}
 		fmt.Fprintln(out)
 	}
-	fmt.Fprintf(out, "\nratio e2e events/s / ProducerPerformance records/s: %.3f (closed loop %.0f / %.0f)\n",
-		rep.Closed.E2ERate/rep.Perf.RecordsPerSec, rep.Closed.E2ERate, rep.Perf.RecordsPerSec)
+	fmt.Fprintf(out, "\nratio e2e events/s / ProducerPerformance records/s: %.3f (closed loop %.0f / mean baseline %.0f; %.3f against the run before, %.3f after)\n",
+		rep.Closed.E2ERate/rep.PerfRate(), rep.Closed.E2ERate, rep.PerfRate(), rep.Closed.E2ERate/rep.Perf[0].RecordsPerSec, rep.Closed.E2ERate/rep.Perf[1].RecordsPerSec)
 	fmt.Fprintf(out, "ratio e2e events/s / ingest POST 202/s, closed loop: %.3f\n", rep.Closed.E2ERate/rep.Closed.PostRate)
 	fmt.Fprintf(out, "verified: each of the %d keys accepted (warm-up included) has exactly one outcome, `done`; the destination saw %d of them more than once\n",
 		rep.Verified, rep.Redelivered)

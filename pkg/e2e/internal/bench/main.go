@@ -15,8 +15,10 @@
 // max), split at the outcome's own `time` field (when the processor took the
 // record up). The baseline, in the same run on the same broker, is the
 // broker's own ProducerPerformance: 1 KiB records, acks=all, a topic of the
-// same partition count. Every posted key must end with exactly one `done`
-// outcome, or the run fails.
+// same partition count, run before the services start and again after the
+// phases (the ratio is taken against their mean, and each is printed).
+// Every posted key must end with exactly one `done` outcome, or the run
+// fails.
 //
 // Loopback only (it refuses a KAFKA_BROKERS elsewhere), bounded in time;
 // its processes, topics and groups are removed at the end.

@@ -22,13 +22,7 @@ func DeletePrefix(ctx context.Context, adm *kadm.Client, prefix string) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list groups: %w", err))
 	}
-	var gs []string
-	for _, g := range groups.Groups() {
-		if strings.HasPrefix(g, prefix) {
-			gs = append(gs, g)
-		}
-	}
-	if len(gs) > 0 {
+	if gs := withPrefix(groups.Groups(), prefix); len(gs) > 0 {
 		res, err := adm.DeleteGroups(ctx, gs...)
 		if err == nil {
 			for _, r := range res {
@@ -43,13 +37,7 @@ func DeletePrefix(ctx context.Context, adm *kadm.Client, prefix string) error {
 	if err != nil {
 		errs = append(errs, fmt.Errorf("list topics: %w", err))
 	}
-	var ts []string
-	for _, t := range tds.Names() {
-		if strings.HasPrefix(t, prefix) {
-			ts = append(ts, t)
-		}
-	}
-	if len(ts) > 0 {
+	if ts := withPrefix(tds.Names(), prefix); len(ts) > 0 {
 		res, err := adm.DeleteTopics(ctx, ts...)
 		if err == nil {
 			err = res.Error()
@@ -59,4 +47,14 @@ func DeletePrefix(ctx context.Context, adm *kadm.Client, prefix string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+func withPrefix(names []string, prefix string) []string {
+	var out []string
+	for _, n := range names {
+		if strings.HasPrefix(n, prefix) {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run test test-unit bench bench-ingest bench-processor bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status topics clean
+.PHONY: all build run test test-e2e test-unit bench bench-ingest bench-processor bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status topics clean
 
 all: build
 
@@ -28,9 +28,15 @@ build:
 run: build $(KAFKA_DEP)
 	compose/run.sh
 
-## test: every test, against a real broker.
+## test: every test, against a real broker: the packages first, then the
+## whole-system scenarios alone (they kill services and load both cores).
 test: build $(KAFKA_DEP)
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) ./...
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/pkg/e2e$$')
+	$(MAKE) --no-print-directory test-e2e KAFKA_BROKERS=$(KAFKA_BROKERS)
+
+## test-e2e: the whole-system scenarios (pkg/e2e), each ending with the ledger's line.
+test-e2e: build $(KAFKA_DEP)
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -count=1 -timeout $(TEST_TIMEOUT) -v ./pkg/e2e/
 
 ## test-unit: the tests that need no broker (integration tests skip).
 test-unit:

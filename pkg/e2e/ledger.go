@@ -51,7 +51,7 @@ type Ledger struct {
 type account struct {
 	done, dead, retrying, duplicate int
 	// ends counts terminal outcomes (done, dead) of deliveries from ingest
-	// or the retry tiers; replayEnds those of each replay id.
+	// and their retries; replayEnds those of each replay id and its retries.
 	ends       int
 	replayEnds map[string]int
 	last       string // status of the latest terminal outcome
@@ -147,7 +147,10 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 		a.dead++
 	}
 	a.last = o.Status
-	if o.Origin == headers.OriginReplay {
+	// A replayed delivery keeps its replay id through the retry tiers (its
+	// origin is then retry), so the id, not the origin, says which
+	// delivery ended.
+	if o.ReplayID != "" {
 		if a.replayEnds == nil {
 			a.replayEnds = map[string]int{}
 		}

@@ -114,3 +114,131 @@ func TestSIGKILLEveryService(t *testing.T) {
 	flow.Wait()
 	sys.Ledger().Settle(t, e2e.SettleOptions{Timeout: 5 * time.Minute, ExtraCalls: kills * batch})
 }
+
+// TestMembersJoinAndLeaveUnderFlow runs one, two, then three processors
+// while deliveries flow, then stops one, kills another and brings both back:
+// partitions move at every step, and the ledger still balances.
+func TestMembersJoinAndLeaveUnderFlow(t *testing.T) {
+	skipShort(t)
+	const batch = 64
+	sys := e2e.New(t, e2e.Options{Partitions: 6})
+	sys.StartIngest()
+	sys.StartRetrier(nil)
+	env := map[string]string{"HOOKLINE_MAX_INFLIGHT": fmt.Sprint(batch), "HOOKLINE_BATCH_MAX_RECORDS": fmt.Sprint(batch)}
+	procs := map[string]*e2e.Service{"p1": sys.StartProcessor("p1", env)}
+	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: envInt(t, "HOOKLINE_E2E_MEMBER_DELIVERIES", 20000), Rate: 500, Duplicates: 0.2})
+	steps := []struct {
+		what string
+		do   func()
+	}{
+		{"p2 joins", func() { procs["p2"] = sys.StartProcessor("p2", env) }},
+		{"p3 joins", func() { procs["p3"] = sys.StartProcessor("p3", env) }},
+		{"p1 stops (SIGTERM)", func() { procs["p1"].Stop(t) }},
+		{"p2 is killed", func() { procs["p2"].Kill(t) }},
+		{"p1 rejoins", func() { procs["p1"] = sys.Restart(procs["p1"]) }},
+		{"p2 rejoins", func() { procs["p2"] = sys.Restart(procs["p2"]) }},
+		{"p3 is killed", func() { procs["p3"].Kill(t) }},
+	}
+	start := time.Now()
+	for i, st := range steps {
+		select {
+		case <-time.After(time.Until(start.Add(time.Duration(i+1) * 4 * time.Second))):
+		case <-flow.Done():
+			t.Fatalf("the flow ended before step %q", st.what)
+		}
+		st.do()
+		t.Logf("%5.1fs: %s (%d accepted)", time.Since(start).Seconds(), st.what, flow.Accepted())
+	}
+	flow.Wait()
+	// Every rebalance ends each member's open transaction unfinished (an
+	// abort: its records are read again by the partition's next owner), so
+	// each step may repeat one batch of calls per member there were.
+	sys.Ledger().Settle(t, e2e.SettleOptions{AllDone: true, ExtraCalls: len(steps) * len(procs) * batch})
+}
+
+// TestRetriesDeadLettersAndReplay runs retry tiers of seconds against a
+// destination that fails a share of keys: some recover on their third
+// attempt, some fail through every tier, some are refused for good. Each
+// class ends as it must, with exactly its calls; then the destination is
+// fixed, the DLQ is replayed, and every key ends done. Replaying again
+// calls nobody.
+func TestRetriesDeadLettersAndReplay(t *testing.T) {
+	skipShort(t)
+	sys := e2e.New(t, e2e.Options{Tiers: "1s,2s,3s", Partitions: 4})
+	// A breaker that trips on the failing share would only slow the test.
+	env := map[string]string{"HOOKLINE_BREAKER_COOLDOWN": "1s"}
+	class := func(key string) string {
+		switch f := e2e.KeyFraction(key); {
+		case f < 0.15:
+			return "recovers"
+		case f < 0.20:
+			return "exhausted"
+		case f < 0.25:
+			return "permanent"
+		}
+		return "ok"
+	}
+	sys.Dest.Behave(func(key string, call int) int {
+		switch class(key) {
+		case "recovers":
+			if call <= 2 {
+				return http.StatusServiceUnavailable
+			}
+		case "exhausted":
+			return http.StatusBadGateway
+		case "permanent":
+			return http.StatusUnprocessableEntity
+		}
+		return http.StatusOK
+	})
+	sys.StartIngest()
+	sys.StartProcessor("p1", env)
+	sys.StartRetrier(nil)
+	sys.StartFlow(e2e.FlowOptions{Deliveries: 2000, Rate: 400, Duplicates: 0.1}).Wait()
+	tally := sys.Ledger().Settle(t, e2e.SettleOptions{})
+
+	// Every class ends as it must, with exactly its calls: 1 for ok, 3 for
+	// recovers, 4 (one per tier and the first) for exhausted, 1 for
+	// permanent.
+	wantCalls := map[string]int{"ok": 1, "recovers": 3, "exhausted": 4, "permanent": 1}
+	calls := sys.Dest.AllCalls()
+	dead, perClass := 0, map[string]int{}
+	for key, n := range calls {
+		c := class(key)
+		perClass[c]++
+		if n != wantCalls[c] {
+			t.Errorf("%s (%s): %d calls, want %d", key, c, n, wantCalls[c])
+		}
+		if c == "exhausted" || c == "permanent" {
+			dead++
+		}
+	}
+	t.Logf("keys per class: %v", perClass)
+	if tally.Dead != dead || tally.Done != tally.Accepted-dead || perClass["recovers"] == 0 || dead == 0 {
+		t.Fatalf("%d dead and %d done of %d keys; want %d dead and the rest done (classes %v)", tally.Dead, tally.Done, tally.Accepted, dead, perClass)
+	}
+	stats := sys.DLQ(nil, "stats", "--json").Want(t, 0).JSONLines(t)
+	t.Logf("dlq stats: %v", stats)
+
+	// The destination is fixed: replay every dead letter and wait for it.
+	sys.Dest.Behave(func(string, int) int { return http.StatusOK })
+	rep := sys.DLQ(nil, "replay", "--all", "--by", "e2e", "--rate", "500/s", "--wait", "2m", "--json").Want(t, 0)
+	if got := len(rep.JSONLines(t)); got != dead {
+		t.Fatalf("replay printed %d entries, want %d\n%s", got, dead, rep.Stdout)
+	}
+	sys.Ledger().Settle(t, e2e.SettleOptions{AllDone: true})
+	afterReplay := sys.Dest.AllCalls()
+
+	// The same replay again, resolved entries included: every one is a
+	// duplicate, and nobody is called.
+	sys.DLQ(nil, "replay", "--all", "--by", "e2e", "--include-resolved", "--wait", "2m", "--json").Want(t, 0)
+	final := sys.Ledger().Settle(t, e2e.SettleOptions{AllDone: true})
+	if final.Duplicates < tally.Duplicates+dead {
+		t.Errorf("second replay: %d duplicate outcomes, want at least %d more than the %d before", final.Duplicates, dead, tally.Duplicates)
+	}
+	for k, n := range sys.Dest.AllCalls() {
+		if n != afterReplay[k] {
+			t.Errorf("%s called again by the second replay (%d calls, %d before)", k, n, afterReplay[k])
+		}
+	}
+}

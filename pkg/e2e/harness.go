@@ -5,8 +5,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,12 +57,13 @@ type System struct {
 	env     map[string]string
 
 	mu     sync.Mutex
-	ingest string // base URL of the running ingest
+	ingest string  // base URL of the running ingest
+	ledger *Ledger // started by the first Ledger call
 }
 
 // New prepares a system: topics of its own, a destination server, a
-// providers file with a "stripe" provider delivering to the destination and
-// an "outcomes" provider without destination.
+// providers file with one provider of each name in MixedProviders delivering
+// to the destination, and an "outcomes" provider without destination.
 func New(tb testing.TB, o Options) *System {
 	tb.Helper()
 	if o.Tiers == "" {
@@ -77,17 +78,20 @@ func New(tb testing.TB, o Options) *System {
 	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb)}
 	tiers := strings.Split(o.Tiers, ",")
 	s.Names = topics.NewNames(s.Prefix, tiers)
-	prov := fmt.Sprintf(`providers:
-  stripe:
-    preset: stripe
-    secret_env: [E2E_SECRET]
-    destination: {url: %q, timeout: 5s}
+	dest := fmt.Sprintf("{url: %q, timeout: 5s}", s.Dest.URL())
+	prov := `providers:
+  stripe:     {preset: stripe,     secret_env: [E2E_SECRET], destination: ` + dest + `}
+  github:     {preset: github,     secret_env: [E2E_SECRET], destination: ` + dest + `}
+  shopify:    {preset: shopify,    secret_env: [E2E_SECRET], destination: ` + dest + `}
+  standard:   {preset: standard,   secret_env: [E2E_STD_SECRET], destination: ` + dest + `}
+  gocardless: {preset: gocardless, secret_env: [E2E_SECRET], destination: ` + dest + `}
+  calcom:     {preset: calcom,     secret_env: [E2E_SECRET], destination: ` + dest + `}
   outcomes:
     preset: generic
     secret_env: [E2E_SECRET]
     signature: {header: X-Sig, algorithm: hmac-sha256, encoding: hex}
     idempotency_key: {json: /id}
-`, s.Dest.URL())
+`
 	pf := filepath.Join(s.Dir, "providers.yaml")
 	if err := os.WriteFile(pf, []byte(prov), 0o600); err != nil {
 		tb.Fatal(err)
@@ -99,6 +103,7 @@ func New(tb testing.TB, o Options) *System {
 		"HOOKLINE_RETRY_TIERS":  o.Tiers,
 		"HOOKLINE_PROVIDERS":    pf,
 		"E2E_SECRET":            Secret,
+		"E2E_STD_SECRET":        "whsec_" + base64.StdEncoding.EncodeToString([]byte(Secret)),
 		"HOOKLINE_LOG_LEVEL":    "info",
 	}
 	for k, v := range o.Env {
@@ -200,30 +205,11 @@ func (svc *Service) Stop(tb testing.TB) {
 	}
 }
 
-// Post signs body as provider (stripe or outcomes) and posts it to ingest.
+// Post signs body as provider (a provider whose key comes from the body,
+// such as stripe or outcomes) and posts it to ingest as JSON.
 func (s *System) Post(provider string, body []byte) (int, error) {
-	s.mu.Lock()
-	base := s.ingest
-	s.mu.Unlock()
-	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/"+provider, bytes.NewReader(body))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	p, ok := s.reg.Get(provider)
-	if !ok {
-		return 0, fmt.Errorf("no provider %s", provider)
-	}
-	if err := p.Sign(body, time.Now(), req.Header); err != nil {
-		return 0, err
-	}
-	resp, err := httpClient.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
+	a, err := s.Send(Event{Provider: provider, Body: body, Header: http.Header{"Content-Type": {"application/json"}}})
+	return a.Status, err
 }
 
 var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
@@ -240,6 +226,7 @@ type Outcome struct {
 	Attempt    int    `json:"attempt"`
 	Origin     string `json:"origin"`
 	DeadReason string `json:"dead_reason"`
+	ReplayID   string `json:"replay_id"`
 	Tier       string `json:"tier"`
 	Error      string `json:"error"`
 	Partition  int32  `json:"partition"`

@@ -1,0 +1,122 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// MixedProviders are the providers of the harness's providers file that
+// deliver to the destination, one per signing scheme and key rule: HMAC over
+// a timestamp (stripe, standard), over the body in hex (github, gocardless,
+// calcom) and in base64 (shopify); keys from the body, from a header, from a
+// batch (gocardless sends two events per request) and composed (calcom).
+var MixedProviders = []string{"stripe", "github", "shopify", "standard", "gocardless", "calcom"}
+
+// Event is one delivery as a provider would send it: the body, the headers
+// that carry its identity (the signature is added when it is sent, so a
+// re-sent event is signed afresh, as providers do), and the idempotency keys
+// ingest must answer with.
+type Event struct {
+	Provider string
+	Body     []byte
+	Header   http.Header
+	Keys     []string
+}
+
+// NewEvent builds a delivery of provider whose identity derives from id: the
+// same id gives the same keys, so sending it again is a duplicate.
+func NewEvent(provider, id string) Event {
+	h := http.Header{}
+	h.Set("Content-Type", "application/json")
+	ev := Event{Provider: provider, Header: h}
+	switch provider {
+	case "stripe":
+		ev.Body = StripeEvent(id)
+		ev.Keys = []string{"stripe:" + id}
+	case "github":
+		ev.Body = []byte(fmt.Sprintf(`{"action":"opened","issue":{"number":1,"title":%q}}`, id))
+		h.Set("X-GitHub-Event", "issues")
+		h.Set("X-GitHub-Delivery", id)
+		ev.Keys = []string{"github:" + id}
+	case "shopify":
+		ev.Body = []byte(fmt.Sprintf(`{"id":%q,"total_price":"10.00"}`, id))
+		h.Set("X-Shopify-Topic", "orders/create")
+		h.Set("X-Shopify-Webhook-Id", id)
+		h.Set("X-Shopify-Shop-Domain", "e2e.myshopify.com")
+		ev.Keys = []string{"shopify:" + id}
+	case "standard":
+		ev.Body = []byte(fmt.Sprintf(`{"type":"invoice.paid","data":{"id":%q}}`, id))
+		h.Set("Webhook-Id", id)
+		ev.Keys = []string{"standard:" + id}
+	case "gocardless":
+		ev.Body = []byte(fmt.Sprintf(`{"events":[{"id":"%s_a","resource_type":"payments","action":"confirmed"},`+
+			`{"id":"%s_b","resource_type":"payments","action":"paid_out"}]}`, id, id))
+		ev.Keys = []string{"gocardless:" + id + "_a", "gocardless:" + id + "_b"}
+	case "calcom":
+		ev.Body = []byte(fmt.Sprintf(`{"triggerEvent":"BOOKING_CREATED","payload":{"uid":%q}}`, id))
+		ev.Keys = []string{"calcom:BOOKING_CREATED:" + id}
+	case "outcomes":
+		ev.Body = []byte(fmt.Sprintf(`{"id":%q,"type":"audit"}`, id))
+		ev.Keys = []string{"outcomes:" + id}
+	default:
+		panic("e2e: no event shape for provider " + provider)
+	}
+	return ev
+}
+
+// Answer is what ingest said to one request.
+type Answer struct {
+	Status int
+	// Keys are the idempotency keys of a 202 (idempotency_key, or
+	// idempotency_keys for a batch).
+	Keys []string
+	// Error is the error code of a refusal.
+	Error string
+}
+
+// Send signs ev now and posts it to the running ingest once.
+func (s *System) Send(ev Event) (Answer, error) {
+	s.mu.Lock()
+	base := s.ingest
+	s.mu.Unlock()
+	p, ok := s.reg.Get(ev.Provider)
+	if !ok {
+		return Answer{}, fmt.Errorf("no provider %s in the harness", ev.Provider)
+	}
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/"+ev.Provider, bytes.NewReader(ev.Body))
+	if err != nil {
+		return Answer{}, err
+	}
+	req.Header = ev.Header.Clone()
+	if err := p.Sign(ev.Body, time.Now(), req.Header); err != nil {
+		return Answer{}, err
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return Answer{}, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return Answer{Status: resp.StatusCode}, err
+	}
+	a := Answer{Status: resp.StatusCode}
+	var body struct {
+		Key   string   `json:"idempotency_key"`
+		Keys  []string `json:"idempotency_keys"`
+		Error string   `json:"error"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil && resp.StatusCode == http.StatusAccepted {
+		return a, fmt.Errorf("answer %d is not JSON: %q", resp.StatusCode, b)
+	}
+	a.Error = body.Error
+	if body.Key != "" {
+		a.Keys = []string{body.Key}
+	}
+	a.Keys = append(a.Keys, body.Keys...)
+	return a, nil
+}

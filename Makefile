@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run test test-unit bench bench-ingest bench-processor bench-retrier lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status topics clean
+.PHONY: all build run test test-unit bench bench-ingest bench-processor bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status topics clean
 
 all: build
 
@@ -37,7 +37,7 @@ test-unit:
 	KAFKA_BROKERS= $(GO) test -count=1 -short ./...
 
 ## bench: every benchmark target.
-bench: bench-ingest bench-processor bench-retrier
+bench: bench-ingest bench-processor bench-retrier bench-e2e
 
 ## bench-ingest: ingest against a bare gin handler, same load, same run.
 bench-ingest: build $(KAFKA_DEP)
@@ -54,6 +54,11 @@ bench-processor: build $(KAFKA_DEP)
 bench-retrier: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/retrier-bench ./retrier/internal/bench
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/retrier-bench
+
+## bench-e2e: POST to `done` outcome through ingest, processor and retrier: events/s and 202-to-outcome latency against ProducerPerformance.
+bench-e2e: build $(KAFKA_DEP)
+	$(GO) build -o $(BIN)/bench-e2e ./pkg/e2e/internal/bench
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

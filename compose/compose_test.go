@@ -14,8 +14,9 @@ import (
 
 type composeFile struct {
 	Services map[string]struct {
-		Image string `yaml:"image"`
-		Build struct {
+		Image   string   `yaml:"image"`
+		Command []string `yaml:"command"`
+		Build   struct {
 			Context    string            `yaml:"context"`
 			Dockerfile string            `yaml:"dockerfile"`
 			Args       map[string]string `yaml:"args"`
@@ -49,14 +50,7 @@ func readSources(t *testing.T, dirs ...string) string {
 var defaultRef = regexp.MustCompile(`^\$\{[A-Z_]+:-(.*)\}$`)
 
 func TestDockerComposeMatchesCode(t *testing.T) {
-	raw, err := os.ReadFile("docker-compose.yml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var cf composeFile
-	if err := yaml.Unmarshal(raw, &cf); err != nil {
-		t.Fatalf("docker-compose.yml: %v", err)
-	}
+	cf := loadCompose(t)
 	pom, err := os.ReadFile("kafka/pom.xml")
 	if err != nil {
 		t.Fatal(err)
@@ -140,4 +134,263 @@ func TestDockerComposeMatchesCode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// loadCompose parses docker-compose.yml.
+func loadCompose(t *testing.T) composeFile {
+	t.Helper()
+	raw, err := os.ReadFile("docker-compose.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cf composeFile
+	if err := yaml.Unmarshal(raw, &cf); err != nil {
+		t.Fatalf("docker-compose.yml: %v", err)
+	}
+	return cf
+}
+
+// mounts maps the container path of each of a service's bind mounts to its
+// host path (relative to compose/); named volumes are left out.
+func mounts(t *testing.T, svc string, volumes []string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, v := range volumes {
+		parts := strings.Split(v, ":")
+		if len(parts) < 2 {
+			t.Errorf("%s: volume %q: want host:container[:ro]", svc, v)
+			continue
+		}
+		if strings.HasPrefix(parts[0], ".") || strings.HasPrefix(parts[0], "/") {
+			out[parts[1]] = parts[0]
+		}
+	}
+	return out
+}
+
+// TestComposeMountsExist: every file or folder a service mounts from the
+// repository exists, so `docker compose up` never mounts an empty folder in
+// place of a missing file.
+func TestComposeMountsExist(t *testing.T) {
+	cf := loadCompose(t)
+	for name, s := range cf.Services {
+		for container, host := range mounts(t, name, s.Volumes) {
+			if _, err := os.Stat(host); err != nil {
+				t.Errorf("%s mounts %s at %s, which does not exist: %v", name, host, container, err)
+			}
+		}
+	}
+}
+
+// listenPort is the port a hookline service listens on in compose, from the
+// variable the code reads.
+var listenPort = map[string]string{
+	"ingest":    "HOOKLINE_INGEST_ADDR",
+	"processor": "HOOKLINE_METRICS_ADDR",
+	"retrier":   "HOOKLINE_METRICS_ADDR",
+	"dlq":       "HOOKLINE_ADMIN_ADDR",
+}
+
+func portOf(t *testing.T, cf composeFile, svc string) string {
+	t.Helper()
+	addr := cf.Services[svc].Environment[listenPort[svc]]
+	i := strings.LastIndex(addr, ":")
+	if i < 0 {
+		t.Fatalf("%s: %s=%q has no port", svc, listenPort[svc], addr)
+	}
+	return addr[i+1:]
+}
+
+// TestComposeObservability: dlq serve, Prometheus and Grafana are wired as
+// their configuration files say: pinned images, ports on loopback only, the
+// config and rules mounted where the flags and rule_files point, every
+// hookline service scraped on the port it listens on, Grafana's data source
+// at the prometheus service and its dashboards folder where the provider
+// looks.
+func TestComposeObservability(t *testing.T) {
+	cf := loadCompose(t)
+
+	dlq, ok := cf.Services["dlq"]
+	if !ok {
+		t.Fatal("no dlq service (dlq serve exports the DLQ gauges)")
+	}
+	if dlq.Build.Args["SERVICE"] != "dlq" || strings.Join(dlq.Command, " ") != "serve" {
+		t.Errorf("dlq: build %+v command %v, want SERVICE=dlq running serve", dlq.Build, dlq.Command)
+	}
+	code := readSources(t, "dlq", "pkg/kafkaconf", "pkg/topics", "pkg/obs")
+	for k := range dlq.Environment {
+		if !strings.Contains(code, `"`+k+`"`) {
+			t.Errorf("compose sets %s for dlq, but the code never reads it", k)
+		}
+	}
+	if tok := defaultRef.ReplaceAllString(dlq.Environment["HOOKLINE_ADMIN_TOKEN"], "$1"); len(tok) < 16 {
+		t.Errorf("dlq listens beyond loopback in its container and needs a token of 16+ characters; its default is %q", tok)
+	}
+	if p := portOf(t, cf, "dlq"); len(dlq.Ports) != 1 || dlq.Ports[0] != "127.0.0.1:"+p+":"+p {
+		t.Errorf("dlq publishes %v, want 127.0.0.1:%s:%s", dlq.Ports, p, p)
+	}
+
+	for _, name := range []string{"prometheus", "grafana"} {
+		s, ok := cf.Services[name]
+		if !ok {
+			t.Fatalf("no %s service", name)
+		}
+		img, tag, _ := strings.Cut(s.Image, ":")
+		if want := map[string]string{"prometheus": "prom/prometheus", "grafana": "grafana/grafana"}[name]; img != want ||
+			!regexp.MustCompile(`^v?\d+\.\d+\.\d+$`).MatchString(tag) {
+			t.Errorf("%s image %q: want %s at a pinned version", name, s.Image, want)
+		}
+		if len(s.Ports) == 0 {
+			t.Errorf("%s publishes no port", name)
+		}
+		for _, p := range s.Ports {
+			if !strings.HasPrefix(p, "127.0.0.1:") {
+				t.Errorf("%s publishes %q: bind it to 127.0.0.1", name, p)
+			}
+		}
+	}
+
+	// Prometheus: its config where --config.file says, the rules beside it.
+	prom := cf.Services["prometheus"]
+	pm := mounts(t, "prometheus", prom.Volumes)
+	configPath := ""
+	for _, a := range prom.Command {
+		if v, ok := strings.CutPrefix(a, "--config.file="); ok {
+			configPath = v
+		}
+	}
+	if pm[configPath] != "./prometheus/prometheus.yml" {
+		t.Fatalf("prometheus --config.file=%s is mounted from %q, want ./prometheus/prometheus.yml", configPath, pm[configPath])
+	}
+	var pc struct {
+		RuleFiles     []string `yaml:"rule_files"`
+		ScrapeConfigs []struct {
+			JobName       string `yaml:"job_name"`
+			StaticConfigs []struct {
+				Targets []string `yaml:"targets"`
+			} `yaml:"static_configs"`
+		} `yaml:"scrape_configs"`
+	}
+	raw, err := os.ReadFile("prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &pc); err != nil {
+		t.Fatalf("prometheus.yml: %v", err)
+	}
+	if len(pc.RuleFiles) == 0 {
+		t.Error("prometheus.yml loads no rules")
+	}
+	for _, rf := range pc.RuleFiles {
+		in := filepath.Join(filepath.Dir(configPath), rf)
+		if filepath.IsAbs(rf) {
+			in = rf
+		}
+		host, ok := pm[in]
+		if !ok {
+			t.Errorf("rule file %s (%s in the container) is not mounted", rf, in)
+			continue
+		}
+		if filepath.Clean(host) != filepath.Join("prometheus", rf) {
+			t.Errorf("rule file %s is mounted from %s, not compose/prometheus/%s (the file promtool checks)", rf, host, rf)
+		}
+	}
+	scraped := map[string]string{} // service -> job
+	for _, sc := range pc.ScrapeConfigs {
+		for _, st := range sc.StaticConfigs {
+			for _, target := range st.Targets {
+				host, port, _ := strings.Cut(target, ":")
+				if host == "localhost" {
+					continue
+				}
+				if _, ok := listenPort[host]; !ok {
+					t.Errorf("job %s scrapes %s: no hookline service of that name", sc.JobName, target)
+					continue
+				}
+				if want := portOf(t, cf, host); port != want {
+					t.Errorf("job %s scrapes %s, but %s listens on %s", sc.JobName, target, host, want)
+				}
+				if !strings.HasPrefix(sc.JobName, "hookline-") {
+					t.Errorf("job %s: the alert HooklineTargetDown watches jobs named hookline-*", sc.JobName)
+				}
+				scraped[host] = sc.JobName
+			}
+		}
+	}
+	for svc := range listenPort {
+		if _, ok := scraped[svc]; !ok {
+			t.Errorf("prometheus.yml does not scrape %s", svc)
+		}
+	}
+
+	// Grafana: provisioning where Grafana reads it, the data source at the
+	// prometheus service, the dashboards folder where the provider looks.
+	gm := mounts(t, "grafana", cf.Services["grafana"].Volumes)
+	for _, dir := range []string{"datasources", "dashboards"} {
+		if gm["/etc/grafana/provisioning/"+dir] != "./grafana/provisioning/"+dir {
+			t.Errorf("grafana: /etc/grafana/provisioning/%s is mounted from %q", dir, gm["/etc/grafana/provisioning/"+dir])
+		}
+	}
+	ds := grafanaDatasource(t)
+	if ds.URL != "http://prometheus:"+promPort(t, prom.Ports) {
+		t.Errorf("grafana data source url %s, want http://prometheus:<its port>", ds.URL)
+	}
+	var dp struct {
+		Providers []struct {
+			Options struct {
+				Path string `yaml:"path"`
+			} `yaml:"options"`
+		} `yaml:"providers"`
+	}
+	raw, err = os.ReadFile("grafana/provisioning/dashboards/hookline.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(raw, &dp); err != nil || len(dp.Providers) != 1 {
+		t.Fatalf("dashboards provisioning: %v, %d providers", err, len(dp.Providers))
+	}
+	if p := dp.Providers[0].Options.Path; gm[p] != "./grafana/dashboards" {
+		t.Errorf("the dashboard provider reads %s, which is mounted from %q, not ./grafana/dashboards", p, gm[p])
+	}
+	home := cf.Services["grafana"].Environment["GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH"]
+	if rel, ok := strings.CutPrefix(home, dp.Providers[0].Options.Path+"/"); !ok {
+		t.Errorf("home dashboard %s is outside the provisioned folder", home)
+	} else if _, err := os.Stat(filepath.Join("grafana", "dashboards", rel)); err != nil {
+		t.Errorf("home dashboard: %v", err)
+	}
+}
+
+// promPort is the container port Prometheus publishes.
+func promPort(t *testing.T, ports []string) string {
+	t.Helper()
+	if len(ports) != 1 {
+		t.Fatalf("prometheus publishes %v, want one port", ports)
+	}
+	return ports[0][strings.LastIndex(ports[0], ":")+1:]
+}
+
+type datasource struct {
+	Name string `yaml:"name"`
+	UID  string `yaml:"uid"`
+	Type string `yaml:"type"`
+	URL  string `yaml:"url"`
+}
+
+// grafanaDatasource is the one data source Grafana is provisioned with.
+func grafanaDatasource(t *testing.T) datasource {
+	t.Helper()
+	raw, err := os.ReadFile("grafana/provisioning/datasources/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f struct {
+		Datasources []datasource `yaml:"datasources"`
+	}
+	if err := yaml.Unmarshal(raw, &f); err != nil || len(f.Datasources) != 1 {
+		t.Fatalf("datasources provisioning: %v, %d data sources", err, len(f.Datasources))
+	}
+	if d := f.Datasources[0]; d.Type != "prometheus" || d.UID == "" {
+		t.Fatalf("data source %+v: want type prometheus with a uid", d)
+	}
+	return f.Datasources[0]
 }

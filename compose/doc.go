@@ -1,5 +1,8 @@
 // Package compose holds no Go code of its own: it is the folder of the
 // no-Docker Kafka launcher (kafka.sh), the docker-compose stack and their
-// configuration. Its test checks that docker-compose.yml names the services,
-// ports and environment variables the code really has.
+// configuration, and the Prometheus rules and Grafana dashboard. Its tests
+// check that docker-compose.yml names the services, ports, environment
+// variables and files the code and the repository really have, run promtool
+// on the rules (check and unit tests), and check that every metric the rules
+// and the dashboard use is one the Go code registers.
 package compose

@@ -709,12 +709,14 @@ main() {
 	bootstrap) printf '%s\n' "$BOOTSTRAP" ;;
 	perf)
 		check_settings
+		# A named broker need not be this instance (a worktree, another host).
 		if has_bootstrap_arg "$@"; then run_tool org.apache.kafka.tools.ProducerPerformance "$@"; fi
 		require_running
 		run_tool org.apache.kafka.tools.ProducerPerformance --bootstrap-server "$BOOTSTRAP" "$@"
 		;;
 	topics)
 		check_settings
+		# A named broker need not be this instance (a worktree, another host).
 		if has_bootstrap_arg "$@"; then run_tool org.apache.kafka.tools.TopicCommand "$@"; fi
 		require_running
 		run_tool org.apache.kafka.tools.TopicCommand --bootstrap-server "$BOOTSTRAP" "$@"

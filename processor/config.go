@@ -23,6 +23,7 @@ type config struct {
 	BatchTimeout    time.Duration // HOOKLINE_BATCH_TIMEOUT
 	BreakerFailures int           // HOOKLINE_BREAKER_FAILURES
 	BreakerCooldown time.Duration // HOOKLINE_BREAKER_COOLDOWN
+	SessionTimeout  time.Duration // HOOKLINE_SESSION_TIMEOUT
 	LogLevel        string        // HOOKLINE_LOG_LEVEL
 	Kafka           kafkaconf.Config
 	Topics          topics.Env
@@ -71,6 +72,15 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	c.BatchTimeout = dur("HOOKLINE_BATCH_TIMEOUT", 20*time.Second)
 	c.BreakerFailures = num("HOOKLINE_BREAKER_FAILURES", 5, -1, 1000000)
 	c.BreakerCooldown = dur("HOOKLINE_BREAKER_COOLDOWN", 30*time.Second)
+	// How long the group waits for a processor that died (kill -9, lost
+	// host) before its partitions go to another member or to its restart:
+	// processing of those partitions stops for this long. franz-go's 45s
+	// default stalled the kill test 40s per kill; 10s heartbeating every 1s
+	// keeps a stall short without expiring a busy member.
+	c.SessionTimeout = dur("HOOKLINE_SESSION_TIMEOUT", 10*time.Second)
+	if c.SessionTimeout < 6*time.Second || c.SessionTimeout > 5*time.Minute {
+		errs = append(errs, fmt.Sprintf("HOOKLINE_SESSION_TIMEOUT=%s: want 6s to 5m (the broker's group.min/max.session.timeout.ms defaults)", c.SessionTimeout))
+	}
 	if c.BatchTimeout > 45*time.Second {
 		errs = append(errs, fmt.Sprintf("HOOKLINE_BATCH_TIMEOUT=%s: at most 45s, so a transaction ends inside its 60s timeout", c.BatchTimeout))
 	}

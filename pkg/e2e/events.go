@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -119,4 +121,14 @@ func (s *System) Send(ev Event) (Answer, error) {
 	}
 	a.Keys = append(a.Keys, body.Keys...)
 	return a, nil
+}
+
+// KeyFraction maps key to a number in [0, 1), the same for the same key in
+// every run: tests use it to give a share of keys a behaviour. (SHA-256, not
+// FNV: FNV's high bits barely change between keys that differ in their last
+// digit, so "a random tenth" of evt_1, evt_2, ... came out as runs of
+// neighbours.)
+func KeyFraction(key string) float64 {
+	h := sha256.Sum256([]byte(key))
+	return float64(binary.BigEndian.Uint64(h[:8])>>11) / (1 << 53)
 }

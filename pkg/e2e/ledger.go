@@ -202,11 +202,18 @@ func (l *Ledger) Settle(tb testing.TB, o SettleOptions) Tally {
 	if o.Timeout == 0 {
 		o.Timeout = 3 * time.Minute
 	}
-	deadline := time.Now().Add(o.Timeout)
+	start := time.Now()
+	deadline, report := start.Add(o.Timeout), start.Add(10*time.Second)
 	settled := false
 	for !settled && time.Now().Before(deadline) {
 		l.poll(tb, time.Second)
-		settled = l.ended(o.AllDone) && l.rawLag(tb) == 0
+		pending := l.pending(o.AllDone)
+		settled = pending == 0 && l.rawLag(tb) == 0
+		if !settled && time.Now().After(report) {
+			tb.Logf("ledger: %s: %d of %d accepted keys not ended yet, raw lag %d, %d outcomes read",
+				time.Since(start).Round(time.Second), pending, l.Accepted(), l.rawLag(tb), l.outcomeCount())
+			report = time.Now().Add(10 * time.Second)
+		}
 	}
 	if settled {
 		// The processor commits its offsets in the transaction that writes
@@ -227,18 +234,25 @@ func (l *Ledger) Settle(tb testing.TB, o SettleOptions) Tally {
 	return t
 }
 
-// ended reports whether every accepted key has a terminal outcome (done,
-// when allDone).
-func (l *Ledger) ended(allDone bool) bool {
+// pending counts the accepted keys without a terminal outcome (without
+// done, when allDone).
+func (l *Ledger) pending(allDone bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	n := 0
 	for k := range l.accepted {
 		a := l.keys[k]
 		if a == nil || a.last == "" || (allDone && a.last != "done") {
-			return false
+			n++
 		}
 	}
-	return true
+	return n
+}
+
+func (l *Ledger) outcomeCount() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.outcomes
 }
 
 // rawLag is what the processor group has yet to commit on webhooks.raw

@@ -1,7 +1,9 @@
 // Package loadtest holds what hookline's benchmark programs share: a
 // process's CPU time and RSS read from /proc, the broker's own
-// ProducerPerformance as the baseline every ratio is taken against, and a
-// scrape of a Prometheus counter. Linux only; loopback only.
+// ProducerPerformance as the baseline every ratio is taken against, a
+// scrape of a Prometheus counter, closed- and open-loop load phases, the
+// service binaries run as processes, and the clean-up of a run's topics.
+// Linux only; loopback only.
 package loadtest
 
 import (
@@ -157,4 +159,26 @@ func WaitReady(ctx context.Context, url string, timeout time.Duration) error {
 		time.Sleep(100 * time.Millisecond)
 	}
 	return fmt.Errorf("%s not ready within %s", url, timeout)
+}
+
+// LoopbackBrokers reads KAFKA_BROKERS (default 127.0.0.1:9092) and refuses
+// anything that is not a loopback address: benchmarks load only this
+// machine.
+func LoopbackBrokers() ([]string, error) {
+	v := strings.TrimSpace(os.Getenv("KAFKA_BROKERS"))
+	if v == "" {
+		v = "127.0.0.1:9092"
+	}
+	var out []string
+	for _, b := range strings.Split(v, ",") {
+		host, _, err := net.SplitHostPort(strings.TrimSpace(b))
+		if err != nil {
+			return nil, fmt.Errorf("KAFKA_BROKERS=%q: %w", v, err)
+		}
+		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return nil, fmt.Errorf("KAFKA_BROKERS=%q: the benchmark runs against a loopback broker only", v)
+		}
+		out = append(out, strings.TrimSpace(b))
+	}
+	return out, nil
 }

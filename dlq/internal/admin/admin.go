@@ -7,6 +7,7 @@
 //	POST /dlq/replay        {"refs":[...]} or {"key"|"provider"|"all", "reason", "since", "include_resolved"}, "dry_run", "by", "note"
 //	POST /dlq/{ref}/resolve {"resolution":"ignored"|"manual_fix", "note", "by"}
 //	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
+//	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
 // Every API request needs "Authorization: Bearer <token>", compared in
 // constant time; anything else is 401. The page's three static files carry
@@ -15,7 +16,9 @@
 // sessionStorage (gone when the tab closes, never in a cookie, so no request
 // carries it unless the page's own script adds it, which also rules out
 // CSRF) and sends it on every API call. A URL fragment #token=... (never sent
-// to the server) is taken and then removed from the address bar.
+// to the server) is taken and then removed from the address bar. /metrics
+// carries counts and ages only, never a key, a header or a body, and is
+// served without the token so Prometheus can scrape it.
 //
 // Errors are JSON {"error":"<code>","message":"..."}: 400 bad_request, 401
 // unauthorized, 404 not_found, 502 kafka (a Kafka request failed).
@@ -58,7 +61,10 @@ type Config struct {
 	// BeforeWrite runs before a replay or resolution is written (creates
 	// webhooks.dlq-status when missing).
 	BeforeWrite func(context.Context) error
-	Logger      *slog.Logger
+	// Metrics, when set, is served on GET /metrics without the token (see
+	// NewMetrics: it holds no payload data).
+	Metrics http.Handler
+	Logger  *slog.Logger
 }
 
 // Server serves the admin API and the triage page.
@@ -90,6 +96,9 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/ui/", s.static("web/index.html", "text/html; charset=utf-8"))
 	r.GET("/ui/app.js", s.static("web/app.js", "text/javascript; charset=utf-8"))
 	r.GET("/ui/style.css", s.static("web/style.css", "text/css; charset=utf-8"))
+	if s.cfg.Metrics != nil {
+		r.GET("/metrics", gin.WrapH(s.cfg.Metrics))
+	}
 
 	api := r.Group("/dlq", s.auth)
 	api.GET("", s.list)
@@ -131,7 +140,11 @@ func secureHeaders(c *gin.Context) {
 func (s *Server) logRequests(c *gin.Context) {
 	start := time.Now()
 	c.Next()
-	s.cfg.Logger.Info("request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status(),
+	level := slog.LevelInfo
+	if c.Request.URL.Path == "/metrics" {
+		level = slog.LevelDebug // a scrape every few seconds
+	}
+	s.cfg.Logger.Log(c.Request.Context(), level, "request", "method", c.Request.Method, "path", c.Request.URL.Path, "status", c.Writer.Status(),
 		"ms", time.Since(start).Milliseconds(), "remote", c.ClientIP())
 }
 

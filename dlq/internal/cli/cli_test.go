@@ -66,6 +66,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"serve"}, map[string]string{"HOOKLINE_ADMIN_ADDR": "10.1.2.3:8081"}, "HOOKLINE_ADMIN_TOKEN"},
 		{[]string{"serve"}, map[string]string{"HOOKLINE_ADMIN_TOKEN": "short"}, "16 or more"},
 		{[]string{"serve", "--addr", "nonsense"}, nil, "HOOKLINE_ADMIN_ADDR"},
+		{[]string{"serve"}, map[string]string{"HOOKLINE_DLQ_METRICS_INTERVAL": "often"}, "HOOKLINE_DLQ_METRICS_INTERVAL"},
+		{[]string{"serve"}, map[string]string{"HOOKLINE_DLQ_METRICS_INTERVAL": "1ms"}, "100ms or more"},
 	} {
 		code, _, stderr := run(tc.env, tc.args...)
 		if code != 2 || !strings.Contains(stderr, tc.says) {

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/topics"
@@ -11,6 +13,10 @@ import (
 // or --addr says otherwise: loopback only.
 const DefaultAdminAddr = "127.0.0.1:8081"
 
+// DefaultMetricsInterval is how often `dlq serve` tallies the DLQ for
+// /metrics unless HOOKLINE_DLQ_METRICS_INTERVAL says otherwise.
+const DefaultMetricsInterval = 30 * time.Second
+
 // config is everything dlq reads from its environment.
 type config struct {
 	Kafka      kafkaconf.Config
@@ -19,6 +25,9 @@ type config struct {
 	AdminToken string // HOOKLINE_ADMIN_TOKEN
 	User       string // USER: the default of --by
 	LogLevel   string // HOOKLINE_LOG_LEVEL (serve)
+	// MetricsInterval is HOOKLINE_DLQ_METRICS_INTERVAL (serve; read by
+	// metricsInterval, so other commands ignore it).
+	MetricsInterval string
 }
 
 func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
@@ -32,6 +41,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	if c.AdminAddr == "" {
 		c.AdminAddr = DefaultAdminAddr
 	}
+	c.MetricsInterval = get("HOOKLINE_DLQ_METRICS_INTERVAL")
 	var err error
 	if c.Kafka, err = kafkaconf.FromEnv(lookupEnv); err != nil {
 		return config{}, err
@@ -40,4 +50,16 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		return config{}, err
 	}
 	return c, nil
+}
+
+// metricsInterval is how often serve tallies the DLQ for /metrics.
+func (c config) metricsInterval() (time.Duration, error) {
+	if c.MetricsInterval == "" {
+		return DefaultMetricsInterval, nil
+	}
+	d, err := time.ParseDuration(c.MetricsInterval)
+	if err != nil || d < 100*time.Millisecond {
+		return 0, fmt.Errorf("HOOKLINE_DLQ_METRICS_INTERVAL=%q: want a duration of 100ms or more, such as 30s", c.MetricsInterval)
+	}
+	return d, nil
 }

@@ -30,6 +30,8 @@ Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
   POST /dlq/replay        {"refs":["3:17"], "by":"alice"} or {"provider":"stripe", "since":"24h", "by":"alice"}
   POST /dlq/{ref}/resolve {"resolution":"ignored", "note":"test event", "by":"alice"}
   GET  /ui/               the triage page
+  GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
+                          hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds
 
 Every API request needs "Authorization: Bearer $HOOKLINE_ADMIN_TOKEN" (at
 least 16 characters); anything else is answered 401. Without a token the
@@ -37,6 +39,12 @@ server refuses to start unless it listens on loopback only; it then makes a
 token for this run and prints the page's address with it on stderr. The page
 keeps the token in the tab's sessionStorage and sends it as the bearer
 header. Logs are JSON on stderr. SIGTERM or SIGINT stops it.
+
+/metrics is served without the token: it carries counts and ages, never a
+key, header or body. One consumer follows webhooks.dlq and
+webhooks.dlq-status (each record is read once, kept as a time and a ref in
+memory) and the counts are refreshed every HOOKLINE_DLQ_METRICS_INTERVAL
+(default 30s), so a scrape costs no Kafka request.
 `
 
 // minTokenLen is the shortest HOOKLINE_ADMIN_TOKEN accepted.
@@ -53,6 +61,10 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		return usagef("serve takes no arguments, got %q", pos[0])
 	}
 	cfg, err := loadConfig(env.Lookup)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	interval, err := cfg.metricsInterval()
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -86,12 +98,16 @@ func runServe(ctx context.Context, env Env, args []string) error {
 	if err := a.ensureStatusTopic(ctx); err != nil {
 		return err
 	}
+	reg := obs.NewRegistry()
+	metrics := admin.NewMetrics(reg)
+	go track(ctx, a, interval, metrics, log)
 	gin.SetMode(gin.ReleaseMode)
 	srv := admin.New(admin.Config{
 		Store:       a.store,
 		Replayer:    replay.New(a.cl),
 		Token:       token,
 		BeforeWrite: a.ensureStatusTopic,
+		Metrics:     obs.Metrics(reg),
 		Logger:      log,
 	})
 	hs := &http.Server{
@@ -129,6 +145,23 @@ func runServe(ctx context.Context, env Env, args []string) error {
 	}
 	log.Info("dlq admin stopped")
 	return nil
+}
+
+// track keeps the DLQ metrics current until ctx is done; when the tracker
+// cannot start (Kafka unreachable), it tries again after interval.
+func track(ctx context.Context, a *app, interval time.Duration, m *admin.Metrics, log *slog.Logger) {
+	for {
+		err := a.store.Track(ctx, interval, m.Set)
+		if ctx.Err() != nil {
+			return
+		}
+		log.Warn("dlq metrics: cannot follow the DLQ topics; trying again", "err", err, "in", interval.String())
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(interval):
+		}
+	}
 }
 
 // isLoopback reports whether addr listens on loopback only: 127.0.0.0/8,

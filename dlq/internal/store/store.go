@@ -228,21 +228,15 @@ func (s *Store) Resolutions(ctx context.Context) (map[Ref]Resolution, error) {
 		return nil, err
 	}
 	err = s.scan(ctx, s.names.DLQStatus, spans, func(r *kgo.Record) {
-		ref, err := ParseRef(string(r.Key))
-		if err != nil {
-			s.warn(fmt.Sprintf("%s %d:%d: key %q is not a ref, skipped", s.names.DLQStatus, r.Partition, r.Offset, r.Key))
-			return
-		}
-		if r.Value == nil { // tombstone: the resolution was withdrawn
+		ref, rs, err := parseResolution(r)
+		switch {
+		case err != nil:
+			s.warn(fmt.Sprintf("%s %d:%d: %v, skipped", s.names.DLQStatus, r.Partition, r.Offset, err))
+		case rs == nil: // tombstone: the resolution was withdrawn
 			delete(out, ref)
-			return
+		default:
+			out[ref] = *rs
 		}
-		var rs Resolution
-		if err := json.Unmarshal(r.Value, &rs); err != nil || rs.Ref != ref.String() {
-			s.warn(fmt.Sprintf("%s %d:%d: value for %s is not a resolution of it, skipped", s.names.DLQStatus, r.Partition, r.Offset, ref))
-			return
-		}
-		out[ref] = rs
 	})
 	if err != nil {
 		return nil, err

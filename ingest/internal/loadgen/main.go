@@ -21,10 +21,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -134,26 +131,26 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) error 
 
 	bareMax := closedLoop(ctx, client, "http://"+bareAddr, reqs, conns, dur)
 	ingMax := closedLoop(ctx, client, "http://"+ingestAddr, reqs, conns, dur)
-	half := ingMax.rate() / 2
+	half := ingMax.Rate() / 2
 	ingHalf := openLoop(ctx, client, "http://"+ingestAddr, reqs, half, dur)
 	bareHalf := openLoop(ctx, client, "http://"+bareAddr, reqs, half, dur)
 
 	fmt.Printf("%-34s %10s %9s %9s %8s\n", "phase", "req/s", "p50 ms", "p99 ms", "errors")
 	for _, r := range []struct {
 		name string
-		res  result
+		res  loadtest.Result
 	}{
 		{"bare gin 202, max", bareMax},
 		{"ingest (acks=all), max", ingMax},
 		{fmt.Sprintf("bare gin 202, %.0f req/s", half), bareHalf},
 		{fmt.Sprintf("ingest, %.0f req/s (half of max)", half), ingHalf},
 	} {
-		fmt.Printf("%-34s %10.0f %9.2f %9.2f %8d\n", r.name, r.res.rate(), ms(r.res.pct(50)), ms(r.res.pct(99)), r.res.errors)
+		fmt.Printf("%-34s %10.0f %9.2f %9.2f %8d\n", r.name, r.res.Rate(), ms(r.res.Pct(50)), ms(r.res.Pct(99)), r.res.Errors)
 	}
-	fmt.Printf("ratio ingest/bare max throughput: %.2f (target >= 0.50)\n", ingMax.rate()/bareMax.rate())
-	fmt.Printf("ingest p99 at half of max: %.2f ms (target <= 10 ms)\n", ms(ingHalf.pct(99)))
-	if ingMax.errors > 0 || ingHalf.errors > 0 {
-		return fmt.Errorf("ingest answered %d requests with something other than 202", ingMax.errors+ingHalf.errors)
+	fmt.Printf("ratio ingest/bare max throughput: %.2f (target >= 0.50)\n", ingMax.Rate()/bareMax.Rate())
+	fmt.Printf("ingest p99 at half of max: %.2f ms (target <= 10 ms)\n", ms(ingHalf.Pct(99)))
+	if ingMax.Errors > 0 || ingHalf.Errors > 0 {
+		return fmt.Errorf("ingest answered %d requests with something other than 202", ingMax.Errors+ingHalf.Errors)
 	}
 	return nil
 }
@@ -181,23 +178,6 @@ func signedBodies(n, size int) ([]request, error) {
 	return out, nil
 }
 
-type result struct {
-	lat     []time.Duration
-	errors  int
-	elapsed time.Duration
-}
-
-func (r result) rate() float64 { return float64(len(r.lat)) / r.elapsed.Seconds() }
-
-func (r result) pct(p float64) time.Duration {
-	if len(r.lat) == 0 {
-		return 0
-	}
-	s := slices.Clone(r.lat)
-	slices.Sort(s)
-	return s[min(len(s)-1, int(float64(len(s))*p/100))]
-}
-
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func send(ctx context.Context, c *http.Client, base string, r request) error {
@@ -217,75 +197,16 @@ func send(ctx context.Context, c *http.Client, base string, r request) error {
 }
 
 // closedLoop keeps conns requests in flight for dur.
-func closedLoop(ctx context.Context, c *http.Client, base string, reqs []request, conns int, dur time.Duration) result {
-	var (
-		mu   sync.Mutex
-		res  result
-		next atomic.Int64
-		wg   sync.WaitGroup
-	)
-	ctx, cancel := context.WithTimeout(ctx, dur)
-	defer cancel()
-	start := time.Now()
-	for w := 0; w < conns; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var lat []time.Duration
-			errs := 0
-			for ctx.Err() == nil {
-				r := reqs[int(next.Add(1))%len(reqs)]
-				t0 := time.Now()
-				if err := send(ctx, c, base, r); err != nil {
-					if ctx.Err() == nil {
-						errs++
-					}
-					continue
-				}
-				lat = append(lat, time.Since(t0))
-			}
-			mu.Lock()
-			res.lat = append(res.lat, lat...)
-			res.errors += errs
-			mu.Unlock()
-		}()
-	}
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	return res
+func closedLoop(ctx context.Context, c *http.Client, base string, reqs []request, conns int, dur time.Duration) loadtest.Result {
+	return loadtest.ClosedLoop(ctx, conns, dur, func(ctx context.Context, i int) error {
+		return send(ctx, c, base, reqs[i%len(reqs)])
+	})
 }
 
 // openLoop sends at a fixed rate for dur; latency counts from the scheduled
 // send time, so a stalled server shows in the percentiles.
-func openLoop(ctx context.Context, c *http.Client, base string, reqs []request, rate float64, dur time.Duration) result {
-	var (
-		mu  sync.Mutex
-		res result
-		wg  sync.WaitGroup
-	)
-	n := int(rate * dur.Seconds())
-	interval := time.Duration(float64(time.Second) / rate)
-	sem := make(chan struct{}, 1024)
-	start := time.Now()
-	for i := 0; i < n && ctx.Err() == nil; i++ {
-		at := start.Add(time.Duration(i) * interval)
-		time.Sleep(time.Until(at))
-		sem <- struct{}{}
-		wg.Add(1)
-		go func(r request) {
-			defer func() { <-sem; wg.Done() }()
-			err := send(ctx, c, base, r)
-			lat := time.Since(at)
-			mu.Lock()
-			if err != nil {
-				res.errors++
-			} else {
-				res.lat = append(res.lat, lat)
-			}
-			mu.Unlock()
-		}(reqs[i%len(reqs)])
-	}
-	wg.Wait()
-	res.elapsed = time.Since(start)
-	return res
+func openLoop(ctx context.Context, c *http.Client, base string, reqs []request, rate float64, dur time.Duration) loadtest.Result {
+	return loadtest.OpenLoop(ctx, rate, dur, func(ctx context.Context, i int) error {
+		return send(ctx, c, base, reqs[i%len(reqs)])
+	})
 }

@@ -114,6 +114,15 @@ func (p *Processor) Run(ctx context.Context) error {
 	}()
 	go p.m.watchLag(ctx, sess.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Logger)
 
+	// Take the transactional id now, not at the first produce: that fences
+	// a previous incarnation killed mid-transaction and aborts its open
+	// transaction. Until then the changelog's last stable offset stays
+	// behind it, and restore (which reads to the settled end) would wait
+	// for the transaction timeout: 60s per kill -9, measured.
+	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
+		return fmt.Errorf("transactional id %s: %w", p.cfg.TransactionalID, err)
+	}
+
 	for {
 		fs := sess.PollRecords(ctx, p.cfg.MaxBatch)
 		if ctx.Err() != nil {

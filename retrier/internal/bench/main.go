@@ -45,6 +45,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/loadtest"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/retrier/internal/scrape"
@@ -85,7 +86,7 @@ type bench struct {
 
 func run(ctx context.Context, n, size int, idle time.Duration, parts int32) (err error) {
 	b := &bench{parts: parts}
-	if b.brokers, err = loopbackBrokers(); err != nil {
+	if b.brokers, err = loadtest.LoopbackBrokers(); err != nil {
 		return err
 	}
 	if b.root, err = repoRoot(); err != nil {
@@ -235,27 +236,6 @@ func prefix(name string) string {
 	var r [3]byte
 	_, _ = rand.Read(r[:])
 	return name + "-" + hex.EncodeToString(r[:]) + "."
-}
-
-// loopbackBrokers reads KAFKA_BROKERS (default 127.0.0.1:9092) and refuses
-// anything that is not a loopback address.
-func loopbackBrokers() ([]string, error) {
-	v := strings.TrimSpace(os.Getenv("KAFKA_BROKERS"))
-	if v == "" {
-		v = "127.0.0.1:9092"
-	}
-	var out []string
-	for _, b := range strings.Split(v, ",") {
-		host, _, err := net.SplitHostPort(strings.TrimSpace(b))
-		if err != nil {
-			return nil, fmt.Errorf("KAFKA_BROKERS=%q: %w", v, err)
-		}
-		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return nil, fmt.Errorf("KAFKA_BROKERS=%q: the benchmark runs against a loopback broker only", v)
-		}
-		out = append(out, strings.TrimSpace(b))
-	}
-	return out, nil
 }
 
 // repoRoot is the nearest folder up from the working directory holding

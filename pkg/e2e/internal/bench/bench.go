@@ -1,0 +1,474 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/retry"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+const secret = "bench-e2e-secret"
+
+// report is what run measured.
+type report struct {
+	Perf           [2]loadtest.Perf // before and after the phases
+	Closed, Opened phaseReport
+	Verified       int // keys with exactly one done outcome
+	Redelivered    int // keys the destination saw more than once
+}
+
+// phaseReport is one load phase's figures.
+type phaseReport struct {
+	Name     string
+	Events   int
+	PostRate float64 // 202s per second while posting
+	E2ERate  float64 // outcomes / (last visible - first POST)
+	Ingest   loadtest.Result
+	Total    []time.Duration // 202 -> outcome visible
+	Pickup   []time.Duration // 202 -> outcome's time field
+	Commit   []time.Duration // outcome's time field -> visible
+	CPU      map[string]time.Duration
+	Txns     float64 // processor transactions
+	TxnSec   float64 // their total poll-to-commit seconds
+	Records  float64 // records they committed
+	Handler  float64 // mean destination call, seconds
+}
+
+// bench is one run's state.
+type bench struct {
+	cfg     config
+	out     io.Writer
+	brokers []string
+	names   topics.Names
+	tmp     string
+	track   *tracker
+	dest    *destination
+	client  *http.Client
+	ingest  string // base URL
+	metrics string // processor /metrics
+	procs   []*loadtest.Proc
+	pad     string
+}
+
+func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error) {
+	b := &bench{cfg: cfg, out: out, track: newTracker(), pad: strings.Repeat("x", cfg.BodySize)}
+	if b.brokers, err = loadtest.LoopbackBrokers(); err != nil {
+		return rep, err
+	}
+	var bins [3]string
+	for i, name := range []string{"ingest", "processor", "retrier"} {
+		if bins[i], err = loadtest.Binary(name); err != nil {
+			return rep, err
+		}
+	}
+	if b.tmp, err = os.MkdirTemp("", "hookline-bench-e2e-"); err != nil {
+		return rep, err
+	}
+	defer os.RemoveAll(b.tmp)
+	var rnd [3]byte
+	_, _ = rand.Read(rnd[:])
+	b.names = topics.NewNames("bench-e2e-"+hex.EncodeToString(rnd[:])+".", retry.DefaultSchedule().Names())
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
+	if err != nil {
+		return rep, err
+	}
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		err = errors.Join(err, loadtest.DeletePrefix(cctx, adm, b.names.Prefix))
+	}()
+
+	if b.dest, err = startDestination(); err != nil {
+		return rep, err
+	}
+	defer b.dest.close()
+	b.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
+	defer b.client.CloseIdleConnections()
+
+	fmt.Fprintf(out, "hookline end-to-end benchmark: POST -> ingest -> processor -> destination (200, in this process) -> `done` outcome read back read_committed\n")
+	fmt.Fprintf(out, "%d-byte signed Stripe events, %d partitions, broker %s, topic prefix %s\n", cfg.BodySize, cfg.Partitions, strings.Join(b.brokers, ","), b.names.Prefix)
+	fmt.Fprintf(out, "service settings from the environment: %s\n\n", settings())
+
+	// Baseline: the broker's own producer, before the services start and
+	// again after the phases, so the ratio sees the machine's noise.
+	perfTopic := b.names.Prefix + "perf"
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
+	_, err = adm.CreateTopic(cctx, int32(cfg.Partitions), -1, nil, perfTopic)
+	cancel()
+	if err != nil {
+		return rep, fmt.Errorf("create %s: %w", perfTopic, err)
+	}
+	if err := b.baseline(ctx, &rep.Perf[0], perfTopic, "before"); err != nil {
+		return rep, err
+	}
+
+	if err := b.start(ctx, bins); err != nil {
+		return rep, err
+	}
+	defer func() {
+		for _, p := range b.procs {
+			p.Kill()
+		}
+	}()
+
+	reader, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ConsumeTopics(b.names.Outcomes),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Bounds how late the reader may see an outcome when the broker
+		// does not answer its fetch at once; with data waiting it does.
+		kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		return rep, err
+	}
+	rctx, stopReader := context.WithCancel(ctx)
+	readerDone := make(chan struct{})
+	go func() { defer close(readerDone); b.track.read(rctx, reader) }()
+	defer func() { stopReader(); <-readerDone; reader.Close() }()
+
+	// Warm-up: the processor joins its group, every connection opens.
+	warm := &phase{name: "warm-up"}
+	if _, err := b.closedPhase(ctx, warm, max(1, cfg.Conns/8), cfg.Warmup); err != nil {
+		return rep, err
+	}
+
+	fmt.Fprintf(out, "phase 1: closed loop, %d posters for %s ...\n", cfg.Conns, cfg.Closed)
+	p1 := &phase{name: "closed loop"}
+	if rep.Closed, err = b.closedPhase(ctx, p1, cfg.Conns, cfg.Closed); err != nil {
+		return rep, err
+	}
+	rate := rep.Closed.E2ERate * cfg.OpenFraction
+	fmt.Fprintf(out, "phase 2: open loop, %.0f events/s for %s ...\n", rate, cfg.Open)
+	p2 := &phase{name: fmt.Sprintf("open loop, %.0f/s", rate)}
+	if rep.Opened, err = b.openPhase(ctx, p2, rate, cfg.Open); err != nil {
+		return rep, err
+	}
+
+	// Anything late (a second outcome for a key) shows within this.
+	if err := b.baseline(ctx, &rep.Perf[1], perfTopic, "after"); err != nil {
+		return rep, err
+	}
+	if rep.Verified, err = b.track.verify(); err != nil {
+		return rep, err
+	}
+	for _, k := range b.track.keys() {
+		switch c := b.dest.calls(k); {
+		case c == 0:
+			return rep, fmt.Errorf("%s: a done outcome, but the destination was never called", k)
+		case c > 1:
+			rep.Redelivered++
+		}
+	}
+	b.print(rep)
+
+	var stopErr error
+	for i := len(b.procs) - 1; i >= 0; i-- {
+		stopErr = errors.Join(stopErr, b.procs[i].Stop(30*time.Second))
+	}
+	return rep, stopErr
+}
+
+// baseline runs ProducerPerformance into p.
+func (b *bench) baseline(ctx context.Context, p *loadtest.Perf, topic, when string) error {
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	var err error
+	if *p, err = loadtest.ProducerPerformance(ctx, strings.Join(b.brokers, ","), topic, b.cfg.PerfRecords, 1024); err != nil {
+		return err
+	}
+	fmt.Fprintf(b.out, "baseline %s: ProducerPerformance, %d records of 1024 bytes, acks=all, %d partitions: %.0f records/s (%.1f ms average latency)\n",
+		when, p.Records, b.cfg.Partitions, p.RecordsPerSec, p.AvgLatencyMS)
+	return nil
+}
+
+// PerfRate is the mean of the two baseline runs, in records/s.
+func (r report) PerfRate() float64 { return (r.Perf[0].RecordsPerSec + r.Perf[1].RecordsPerSec) / 2 }
+
+// settings lists the HOOKLINE_* variables this run inherits (they change
+// the services' configuration), or says the defaults apply.
+func settings() string {
+	var s []string
+	for _, kv := range os.Environ() {
+		if strings.HasPrefix(kv, "HOOKLINE_") && !strings.HasPrefix(kv, "HOOKLINE_BIN_DIR=") {
+			s = append(s, kv)
+		}
+	}
+	if len(s) == 0 {
+		return "none, every default (processor HOOKLINE_BATCH_MAX_RECORDS=500, HOOKLINE_MAX_INFLIGHT=64)"
+	}
+	sort.Strings(s)
+	return strings.Join(s, " ")
+}
+
+// start runs ingest (which creates the topics), then processor and retrier,
+// and waits until each is ready.
+func (b *bench) start(ctx context.Context, bins [3]string) error {
+	prov := filepath.Join(b.tmp, "providers.yaml")
+	if err := os.WriteFile(prov, []byte(fmt.Sprintf(`providers:
+  stripe:
+    preset: stripe
+    secret_env: [BENCH_E2E_SECRET]
+    destination: {url: %q, timeout: 5s}
+`, b.dest.url)), 0o600); err != nil {
+		return err
+	}
+	common := []string{"KAFKA_BROKERS=" + strings.Join(b.brokers, ","), "HOOKLINE_TOPIC_PREFIX=" + b.names.Prefix,
+		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", b.cfg.Partitions), "HOOKLINE_PROVIDERS=" + prov,
+		"BENCH_E2E_SECRET=" + secret, "HOOKLINE_LOG_LEVEL=warn"}
+	addrs := make([]string, 3)
+	for i := range addrs {
+		a, err := loadtest.FreeAddr()
+		if err != nil {
+			return err
+		}
+		addrs[i] = a
+	}
+	envs := [3][]string{
+		{"HOOKLINE_INGEST_ADDR=" + addrs[0]},
+		{"HOOKLINE_METRICS_ADDR=" + addrs[1], "HOOKLINE_STATE_DIR=" + filepath.Join(b.tmp, "state"), "HOOKLINE_INSTANCE_ID=bench-e2e"},
+		{"HOOKLINE_METRICS_ADDR=" + addrs[2]},
+	}
+	for i, bin := range bins {
+		p, err := loadtest.Start(bin, append(append([]string(nil), common...), envs[i]...), filepath.Join(b.tmp, filepath.Base(bin)+".log"))
+		if err != nil {
+			return err
+		}
+		b.procs = append(b.procs, p)
+		if err := p.WaitReady(ctx, "http://"+addrs[i]+"/readyz", 90*time.Second); err != nil {
+			return err
+		}
+	}
+	b.ingest = "http://" + addrs[0]
+	b.metrics = "http://" + addrs[1] + "/metrics"
+	return nil
+}
+
+// post sends one signed Stripe event of ph and records its 202.
+func (b *bench) post(ctx context.Context, ph *phase, i int) error {
+	id := fmt.Sprintf("evt_%s_%d", strings.ReplaceAll(ph.name, " ", "-"), i)
+	head := `{"id":"` + id + `","object":"event","type":"invoice.paid","pad":"`
+	body := []byte(head + b.padding(b.cfg.BodySize-len(head)-2) + `"}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.ingest+"/webhooks/stripe", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	if err := providers.Sign(providers.PresetStripe, []byte(secret), body, time.Now(), req.Header); err != nil {
+		return err
+	}
+	e := b.track.posting(ph, "stripe:"+id, time.Now())
+	resp, err := b.client.Do(req)
+	if err != nil {
+		return err
+	}
+	msg, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("POST %s: %d %s", id, resp.StatusCode, msg)
+	}
+	b.track.accept(e, time.Now())
+	return nil
+}
+
+// padding is n bytes of filler (b.pad holds BodySize of them).
+func (b *bench) padding(n int) string { return b.pad[:max(0, min(n, len(b.pad)))] }
+
+// closedPhase runs ph as a closed loop and waits for its outcomes.
+func (b *bench) closedPhase(ctx context.Context, ph *phase, conns int, dur time.Duration) (phaseReport, error) {
+	return b.measure(ctx, ph, func(do func(context.Context, int) error) loadtest.Result {
+		return loadtest.ClosedLoop(ctx, conns, dur, do)
+	})
+}
+
+// openPhase runs ph as an open loop at rate and waits for its outcomes.
+func (b *bench) openPhase(ctx context.Context, ph *phase, rate float64, dur time.Duration) (phaseReport, error) {
+	return b.measure(ctx, ph, func(do func(context.Context, int) error) loadtest.Result {
+		return loadtest.OpenLoop(ctx, rate, dur, do)
+	})
+}
+
+func (b *bench) measure(ctx context.Context, ph *phase, load func(func(context.Context, int) error) loadtest.Result) (phaseReport, error) {
+	r := phaseReport{Name: ph.name, CPU: map[string]time.Duration{}}
+	cpu0 := b.cpu()
+	m0, err := b.processorMetrics(ctx)
+	if err != nil {
+		return r, err
+	}
+	var (
+		mu    sync.Mutex
+		first error
+	)
+	r.Ingest = load(func(ctx context.Context, i int) error {
+		err := b.post(ctx, ph, i)
+		if err != nil {
+			mu.Lock()
+			first = cmp(first, err)
+			mu.Unlock()
+		}
+		return err
+	})
+	if r.Ingest.Errors > 0 {
+		return r, fmt.Errorf("%s: %d POSTs failed; the first: %w", ph.name, r.Ingest.Errors, first)
+	}
+	if err := b.track.wait(ctx, ph, b.cfg.Drain); err != nil {
+		return r, err
+	}
+	cpu1 := b.cpu()
+	m1, err := b.processorMetrics(ctx)
+	if err != nil {
+		return r, err
+	}
+	for k, v := range cpu1 {
+		r.CPU[k] = v - cpu0[k]
+	}
+	for _, p := range b.procs {
+		if err := p.Err(); err != nil {
+			return r, err
+		}
+	}
+	b.track.mu.Lock()
+	r.Events = ph.seen
+	r.E2ERate = float64(ph.seen) / ph.lastSeen.Sub(ph.firstPost).Seconds()
+	b.track.mu.Unlock()
+	r.PostRate = r.Ingest.Rate()
+	r.Total, r.Pickup, r.Commit = b.track.latencies(ph)
+	r.Txns = m1.txns - m0.txns
+	r.TxnSec = m1.txnSec - m0.txnSec
+	r.Records = m1.records - m0.records
+	if n := m1.handlerN - m0.handlerN; n > 0 {
+		r.Handler = (m1.handlerSec - m0.handlerSec) / n
+	}
+	return r, nil
+}
+
+func cmp(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// cpu is the CPU time used so far by each service and by this process
+// (posters, destination and reader).
+func (b *bench) cpu() map[string]time.Duration {
+	out := map[string]time.Duration{}
+	for _, p := range b.procs {
+		out[p.Name], _ = loadtest.CPU(p.Pid())
+	}
+	out["bench"], _ = loadtest.CPU(os.Getpid())
+	return out
+}
+
+type procMetrics struct{ txns, txnSec, records, handlerSec, handlerN float64 }
+
+func (b *bench) processorMetrics(ctx context.Context) (procMetrics, error) {
+	var m procMetrics
+	for _, f := range []struct {
+		name string
+		v    *float64
+	}{
+		{"hookline_processor_transaction_seconds_count", &m.txns},
+		{"hookline_processor_transaction_seconds_sum", &m.txnSec},
+		{"hookline_processor_records_total", &m.records},
+		{"hookline_processor_handler_seconds_sum", &m.handlerSec},
+		{"hookline_processor_handler_seconds_count", &m.handlerN},
+	} {
+		v, err := loadtest.CounterSum(ctx, b.metrics, f.name)
+		if err != nil {
+			return m, fmt.Errorf("processor metrics: %w", err)
+		}
+		*f.v = v
+	}
+	return m, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func (b *bench) print(rep report) {
+	out := b.out
+	fmt.Fprintf(out, "\n%-28s %8s %10s %12s %9s %9s %9s\n", "phase", "events", "POST 202/s", "e2e events/s", "p50 ms", "p99 ms", "max ms")
+	for _, r := range []phaseReport{rep.Closed, rep.Opened} {
+		fmt.Fprintf(out, "%-28s %8d %10.0f %12.0f %9.1f %9.1f %9.1f\n", r.Name, r.Events, r.PostRate, r.E2ERate,
+			ms(loadtest.Percentile(r.Total, 50)), ms(loadtest.Percentile(r.Total, 99)), ms(loadtest.Percentile(r.Total, 100)))
+	}
+	fmt.Fprintf(out, "(latency: ingest's 202 read by the poster -> the `done` outcome read by a read_committed consumer)\n\n")
+	for _, r := range []phaseReport{rep.Closed, rep.Opened} {
+		fmt.Fprintf(out, "%s:\n", r.Name)
+		fmt.Fprintf(out, "  POST -> 202 (ingest, acks=all)            p50 %7.1f ms  p99 %7.1f ms\n", ms(r.Ingest.Pct(50)), ms(r.Ingest.Pct(99)))
+		fmt.Fprintf(out, "  202 -> processor took it up (its `time`)  p50 %7.1f ms  p99 %7.1f ms\n", ms(loadtest.Percentile(r.Pickup, 50)), ms(loadtest.Percentile(r.Pickup, 99)))
+		fmt.Fprintf(out, "  taken up -> outcome visible (commit)      p50 %7.1f ms  p99 %7.1f ms\n", ms(loadtest.Percentile(r.Commit, 50)), ms(loadtest.Percentile(r.Commit, 99)))
+		if r.Txns > 0 {
+			fmt.Fprintf(out, "  processor: %.0f transactions, %.1f records each, %.1f ms poll -> commit on average; destination call %.2f ms on average\n",
+				r.Txns, r.Records/r.Txns, 1000*r.TxnSec/r.Txns, 1000*r.Handler)
+		}
+		names := make([]string, 0, len(r.CPU))
+		for k := range r.CPU {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		fmt.Fprintf(out, "  CPU per event:")
+		for _, k := range names {
+			fmt.Fprintf(out, " %s %.0f µs", k, float64(r.CPU[k].Microseconds())/float64(max(r.Events, 1)))
+		}
+		fmt.Fprintln(out)
+	}
+	fmt.Fprintf(out, "\nratio e2e events/s / ProducerPerformance records/s: %.3f (closed loop %.0f / mean baseline %.0f; %.3f against the run before, %.3f after)\n",
+		rep.Closed.E2ERate/rep.PerfRate(), rep.Closed.E2ERate, rep.PerfRate(), rep.Closed.E2ERate/rep.Perf[0].RecordsPerSec, rep.Closed.E2ERate/rep.Perf[1].RecordsPerSec)
+	fmt.Fprintf(out, "ratio e2e events/s / ingest POST 202/s, closed loop: %.3f\n", rep.Closed.E2ERate/rep.Closed.PostRate)
+	fmt.Fprintf(out, "verified: each of the %d keys accepted (warm-up included) has exactly one outcome, `done`; the destination saw %d of them more than once\n",
+		rep.Verified, rep.Redelivered)
+}
+
+// destination is the HTTP server the stripe provider delivers to: 200 to
+// everything, counting calls per Idempotency-Key.
+type destination struct {
+	srv *http.Server
+	url string
+	mu  sync.Mutex
+	n   map[string]int
+}
+
+func startDestination() (*destination, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	d := &destination{url: "http://" + ln.Addr().String() + "/hooks", n: map[string]int{}}
+	d.srv = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		d.mu.Lock()
+		d.n[r.Header.Get("Idempotency-Key")]++
+		d.mu.Unlock()
+		w.WriteHeader(http.StatusOK)
+	}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = d.srv.Serve(ln) }()
+	return d, nil
+}
+
+func (d *destination) calls(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.n[key]
+}
+
+func (d *destination) close() { _ = d.srv.Close() }

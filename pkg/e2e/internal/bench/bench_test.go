@@ -1,0 +1,115 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookline/hookline/pkg/proctest"
+)
+
+// TestBenchSmall runs the whole benchmark with tiny phases, so the program
+// cannot rot: services, both phases, the baseline and the exactly-once
+// check.
+func TestBenchSmall(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs ingest, processor, retrier and ProducerPerformance against a broker: not in -short")
+	}
+	if os.Getenv("KAFKA_BROKERS") == "" {
+		t.Skip("KAFKA_BROKERS is not set (the benchmark uses the broker's ProducerPerformance; make test sets it)")
+	}
+	if os.Getenv("HOOKLINE_BIN_DIR") == "" {
+		for _, s := range []string{"ingest", "processor"} {
+			proctest.Binary(t, s)
+		}
+		t.Setenv("HOOKLINE_BIN_DIR", filepath.Dir(proctest.Binary(t, "retrier")))
+	}
+	c := defaultConfig()
+	c.Conns, c.Closed, c.Open, c.PerfRecords, c.Warmup, c.Drain = 4, time.Second, time.Second, 1000, 300*time.Millisecond, time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var out bytes.Buffer
+	rep, err := run(ctx, c, &out)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out.String())
+	}
+	t.Log("\n" + out.String())
+	for _, r := range []phaseReport{rep.Closed, rep.Opened} {
+		if r.Events == 0 || r.E2ERate <= 0 || len(r.Total) != r.Events || r.Txns == 0 {
+			t.Errorf("%s: %d events, %.0f/s, %d latencies, %.0f transactions: want some of each, one latency per event", r.Name, r.Events, r.E2ERate, len(r.Total), r.Txns)
+		}
+	}
+	if rep.Verified < rep.Closed.Events+rep.Opened.Events {
+		t.Errorf("verified %d keys, fewer than the phases' %d+%d", rep.Verified, rep.Closed.Events, rep.Opened.Events)
+	}
+	for _, p := range rep.Perf {
+		if p.Records != c.PerfRecords || p.RecordsPerSec <= 0 {
+			t.Errorf("baseline %+v, want %d records at some rate", p, c.PerfRecords)
+		}
+	}
+	if !strings.Contains(out.String(), "ratio e2e events/s / ProducerPerformance records/s") {
+		t.Errorf("no ratio line in the output")
+	}
+}
+
+// TestVerify: a key without its outcome, with two, with another status, and
+// an outcome nobody posted each fail the run.
+func TestVerify(t *testing.T) {
+	now := time.Now()
+	good := func() (*tracker, *phase) {
+		tr, ph := newTracker(), &phase{name: "p"}
+		for _, k := range []string{"a", "b"} {
+			e := tr.posting(ph, k, now)
+			tr.accept(e, now)
+			tr.outcome(k, "done", now, now.Add(time.Millisecond))
+		}
+		return tr, ph
+	}
+	tr, ph := good()
+	if n, err := tr.verify(); err != nil || n != 2 || ph.seen != 2 {
+		t.Fatalf("clean run: verify = %d, %v; seen %d; want 2, nil, 2", n, err, ph.seen)
+	}
+	for _, c := range []struct {
+		name  string
+		spoil func(tr *tracker, ph *phase)
+		want  string
+	}{
+		{"no outcome", func(tr *tracker, ph *phase) { tr.accept(tr.posting(ph, "c", now), now) }, "c: 0 outcomes"},
+		{"two outcomes", func(tr *tracker, ph *phase) { tr.outcome("a", "done", now, now) }, "a: 2 outcomes"},
+		{"not done", func(tr *tracker, ph *phase) {
+			tr.accept(tr.posting(ph, "c", now), now)
+			tr.outcome("c", "dead", now, now)
+		}, `c: outcome "dead"`},
+		{"never accepted", func(tr *tracker, ph *phase) { tr.posting(ph, "c", now) }, "c: posted, never accepted"},
+		{"stray", func(tr *tracker, ph *phase) { tr.outcome("zz", "done", now, now) }, "zz: outcome of a key this run never posted"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tr, ph := good()
+			c.spoil(tr, ph)
+			_, err := tr.verify()
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("verify = %v, want an error naming %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestOutcomeBeforeAccept: an outcome read before its poster recorded the
+// 202 still counts once.
+func TestOutcomeBeforeAccept(t *testing.T) {
+	now := time.Now()
+	tr, ph := newTracker(), &phase{name: "p"}
+	e := tr.posting(ph, "a", now)
+	tr.outcome("a", "done", now, now)
+	if ph.seen != 0 {
+		t.Fatalf("seen %d before the 202, want 0", ph.seen)
+	}
+	tr.accept(e, now)
+	if ph.seen != 1 || ph.accepted != 1 {
+		t.Fatalf("seen %d accepted %d, want 1 and 1", ph.seen, ph.accepted)
+	}
+}

@@ -1,0 +1,95 @@
+// Command bench is hookline's end-to-end benchmark (make bench-e2e). It runs
+// the real bin/ingest, bin/processor and bin/retrier against the local
+// broker, with a stripe provider whose destination is an HTTP server in this
+// process answering 200, and measures from the POST to the `done` outcome
+// becoming visible to a read_committed consumer of webhooks.outcomes:
+//
+//  1. closed loop: C posters (default 64) send signed 1 KiB Stripe events
+//     for D seconds as fast as ingest answers; end-to-end events/s = done
+//     outcomes / (last outcome visible - first POST);
+//  2. open loop: events at a fixed rate (default half of phase 1's
+//     end-to-end rate) for D seconds, where the latency is that of the
+//     pipeline, not of a queue;
+//
+// and per key, the latency from ingest's 202 to the outcome read (p50, p99,
+// max), split at the outcome's own `time` field (when the processor took the
+// record up). The baseline, in the same run on the same broker, is the
+// broker's own ProducerPerformance: 1 KiB records, acks=all, a topic of the
+// same partition count, run before the services start and again after the
+// phases (the ratio is taken against their mean, and each is printed).
+// Every posted key must end with exactly one `done` outcome, or the run
+// fails.
+//
+// Loopback only (it refuses a KAFKA_BROKERS elsewhere), bounded in time;
+// its processes, topics and groups are removed at the end.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+func main() {
+	c := defaultConfig()
+	flag.IntVar(&c.Conns, "c", c.Conns, "posters of the closed-loop phase (1..1024)")
+	flag.DurationVar(&c.Closed, "d", c.Closed, "posting time of the closed-loop phase (up to 60s)")
+	flag.DurationVar(&c.Open, "open-d", c.Open, "length of the open-loop phase (up to 60s)")
+	flag.Float64Var(&c.OpenFraction, "open-fraction", c.OpenFraction, "open-loop rate as a fraction of the closed loop's end-to-end rate (0..1]")
+	flag.IntVar(&c.PerfRecords, "perf-n", c.PerfRecords, "ProducerPerformance records (1,000..1,000,000)")
+	flag.IntVar(&c.BodySize, "body", c.BodySize, "request body size in bytes (128..65536)")
+	flag.Parse()
+	if err := c.validate(); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if _, err := run(ctx, c, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
+		os.Exit(1)
+	}
+}
+
+// config shapes one run.
+type config struct {
+	Conns        int
+	Closed       time.Duration
+	Open         time.Duration
+	OpenFraction float64
+	PerfRecords  int
+	BodySize     int
+	Partitions   int
+	// Warmup is the closed-loop posting time, with Conns/8 posters, before
+	// phase 1: it joins the processor's group and opens every connection.
+	Warmup time.Duration
+	// Drain bounds the wait for the outcomes after a phase's last POST.
+	Drain time.Duration
+}
+
+func defaultConfig() config {
+	return config{Conns: 64, Closed: 10 * time.Second, Open: 10 * time.Second, OpenFraction: 0.5,
+		PerfRecords: 100000, BodySize: 1024, Partitions: 12, Warmup: 2 * time.Second, Drain: 90 * time.Second}
+}
+
+func (c config) validate() error {
+	switch {
+	case c.Conns < 1 || c.Conns > 1024:
+		return fmt.Errorf("-c %d: want 1..1024", c.Conns)
+	case c.Closed <= 0 || c.Closed > time.Minute:
+		return fmt.Errorf("-d %s: want up to 60s", c.Closed)
+	case c.Open <= 0 || c.Open > time.Minute:
+		return fmt.Errorf("-open-d %s: want up to 60s", c.Open)
+	case c.OpenFraction <= 0 || c.OpenFraction > 1:
+		return fmt.Errorf("-open-fraction %g: want more than 0, at most 1", c.OpenFraction)
+	case c.PerfRecords < 1000 || c.PerfRecords > 1000000:
+		return fmt.Errorf("-perf-n %d: want 1,000..1,000,000", c.PerfRecords)
+	case c.BodySize < 128 || c.BodySize > 65536:
+		return fmt.Errorf("-body %d: want 128..65536", c.BodySize)
+	}
+	return nil
+}

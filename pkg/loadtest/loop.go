@@ -1,0 +1,120 @@
+package loadtest
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Result is what one load phase measured: the latency of every call that
+// succeeded, the calls that failed, and the phase's wall time.
+type Result struct {
+	Lat     []time.Duration
+	Errors  int
+	Elapsed time.Duration
+}
+
+// Rate is the successful calls per second of wall time.
+func (r Result) Rate() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(len(r.Lat)) / r.Elapsed.Seconds()
+}
+
+// Pct is the p-th percentile (0-100) of the latencies, 0 when there are
+// none. It sorts a copy: O(n log n) per call.
+func (r Result) Pct(p float64) time.Duration { return Percentile(r.Lat, p) }
+
+// Percentile is the p-th percentile (0-100) of ds (nearest rank, the
+// maximum for p=100), 0 when ds is empty. ds is not modified.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p/100))]
+}
+
+// ClosedLoop keeps conns calls of do in flight, each worker starting its
+// next call as soon as the previous one returned, until dur has passed (or
+// ctx ends). Calls running at the deadline finish and count, so no request
+// is cut off half-sent; Elapsed runs until the last of them returned. i
+// numbers the calls from 0, distinct across workers. The latency of a call
+// is its own duration.
+func ClosedLoop(ctx context.Context, conns int, dur time.Duration, do func(ctx context.Context, i int) error) Result {
+	var (
+		mu   sync.Mutex
+		res  Result
+		next atomic.Int64
+		wg   sync.WaitGroup
+	)
+	start := time.Now()
+	deadline := start.Add(dur)
+	for w := 0; w < conns; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var lat []time.Duration
+			errs := 0
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				i := int(next.Add(1) - 1)
+				t0 := time.Now()
+				if err := do(ctx, i); err != nil {
+					if ctx.Err() == nil {
+						errs++
+					}
+					continue
+				}
+				lat = append(lat, time.Since(t0))
+			}
+			mu.Lock()
+			res.Lat = append(res.Lat, lat...)
+			res.Errors += errs
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	return res
+}
+
+// OpenLoop starts calls of do at a fixed rate (per second) for dur, whether
+// or not earlier calls returned (at most 1,024 in flight), so a stalled
+// server shows in the percentiles: latency counts from each call's scheduled
+// start, not from when it got going (no coordinated omission).
+func OpenLoop(ctx context.Context, rate float64, dur time.Duration, do func(ctx context.Context, i int) error) Result {
+	var (
+		mu  sync.Mutex
+		res Result
+		wg  sync.WaitGroup
+	)
+	n := int(rate * dur.Seconds())
+	interval := time.Duration(float64(time.Second) / rate)
+	sem := make(chan struct{}, 1024)
+	start := time.Now()
+	for i := 0; i < n && ctx.Err() == nil; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		time.Sleep(time.Until(at))
+		sem <- struct{}{}
+		wg.Add(1)
+		go func(i int) {
+			defer func() { <-sem; wg.Done() }()
+			err := do(ctx, i)
+			lat := time.Since(at)
+			mu.Lock()
+			if err != nil {
+				res.Errors++
+			} else {
+				res.Lat = append(res.Lat, lat)
+			}
+			mu.Unlock()
+		}(i)
+	}
+	wg.Wait()
+	res.Elapsed = time.Since(start)
+	return res
+}

@@ -1,0 +1,66 @@
+package loadtest
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestClosedLoop(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		seen = map[int]bool{}
+	)
+	r := ClosedLoop(context.Background(), 4, 200*time.Millisecond, func(_ context.Context, i int) error {
+		time.Sleep(5 * time.Millisecond)
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[i] {
+			t.Errorf("call %d made twice", i)
+		}
+		seen[i] = true
+		if i%10 == 9 {
+			return errors.New("every tenth fails")
+		}
+		return nil
+	})
+	calls := len(r.Lat) + r.Errors
+	if calls != len(seen) || calls < 4 || calls > 4*(200/5+1) {
+		t.Fatalf("%d latencies + %d errors for %d calls: want them to add up, 4 to 164 of them", len(r.Lat), r.Errors, len(seen))
+	}
+	for i := 0; i < calls; i++ {
+		if !seen[i] {
+			t.Fatalf("call %d missing: numbers must run 0..%d", i, calls-1)
+		}
+	}
+	if r.Errors != calls/10 || r.Elapsed < 200*time.Millisecond || r.Pct(50) < 5*time.Millisecond {
+		t.Fatalf("errors %d (want %d), elapsed %s, p50 %s", r.Errors, calls/10, r.Elapsed, r.Pct(50))
+	}
+}
+
+func TestOpenLoop(t *testing.T) {
+	r := OpenLoop(context.Background(), 200, 250*time.Millisecond, func(context.Context, int) error { return nil })
+	if len(r.Lat) != 50 || r.Errors != 0 {
+		t.Fatalf("%d calls, %d errors: want 50 (200/s for 250ms), 0", len(r.Lat), r.Errors)
+	}
+}
+
+func TestPercentile(t *testing.T) {
+	ds := []time.Duration{5, 1, 4, 2, 3, 6, 7, 8, 9, 10}
+	for _, c := range []struct {
+		p    float64
+		want time.Duration
+	}{{0, 1}, {50, 6}, {99, 10}, {100, 10}} {
+		if got := Percentile(ds, c.p); got != c.want {
+			t.Errorf("p%g = %d, want %d", c.p, got, c.want)
+		}
+	}
+	if ds[0] != 5 {
+		t.Errorf("Percentile sorted its argument")
+	}
+	if Percentile(nil, 50) != 0 {
+		t.Errorf("p50 of nothing is not 0")
+	}
+}

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run test test-e2e test-unit bench bench-ingest bench-processor bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status topics clean
+.PHONY: all build run test test-e2e test-unit bench bench-ingest bench-processor bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status topics clean
 
 all: build
 
@@ -84,6 +84,16 @@ kafka-down:
 
 kafka-status:
 	$(KAFKA) status
+
+## kafka-cluster-up: a local three-broker cluster (127.0.0.1:19092-19094, replication factor 3, min.insync.replicas 2).
+kafka-cluster-up:
+	$(KAFKA) cluster-up
+
+kafka-cluster-down:
+	$(KAFKA) cluster-down
+
+kafka-cluster-status:
+	$(KAFKA) cluster-status
 
 ## topics: create missing topics and check existing ones, as every service does at start.
 topics: build $(KAFKA_DEP)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # compose/kafka.sh - a real single-node Apache Kafka broker (KRaft, combined
-# broker+controller) without Docker, run from the official jars on Maven Central.
+# broker+controller) without Docker, run from the official jars on Maven Central;
+# or a local cluster of such nodes (cluster-up, below).
 #
 #   compose/kafka.sh up          fetch jars (once), format storage (once), start, wait until ready
 #   compose/kafka.sh down        stop (SIGTERM, then SIGKILL after KAFKA_STOP_TIMEOUT s)
@@ -12,6 +13,7 @@
 #   compose/kafka.sh bootstrap   prints the bootstrap address, e.g. KAFKA_BROKERS=$(compose/kafka.sh bootstrap)
 #   compose/kafka.sh perf ARGS   org.apache.kafka.tools.ProducerPerformance ARGS against this broker
 #   compose/kafka.sh topics ARGS org.apache.kafka.tools.TopicCommand ARGS against this broker
+#                                (perf, topics: or against the --bootstrap-server given, e.g. a cluster)
 #   compose/kafka.sh tool CLASS ARGS   any main class with the Kafka classpath (no address added)
 #
 # Settings (environment, with defaults):
@@ -20,12 +22,34 @@
 #   KAFKA_START_TIMEOUT=90  KAFKA_STOP_TIMEOUT=30  KAFKA_READY_CHECK=auto|kcat|java
 #   KAFKA_JARS_DIR=$HOOKLINE_KAFKA_DIR/jars (instances may share one)
 #   KAFKA_PERF_HEAP_OPTS="-Xms256m -Xmx512m" (perf, topics, tool)
-# For a second instance or a multi-node cluster (not polished yet):
+# For a second instance (the cluster commands below set these per node):
 #   KAFKA_NODE_ID=1  KAFKA_QUORUM_VOTERS=<id>@127.0.0.1:<controller port>
 #   KAFKA_CLUSTER_ID (used when formatting; must match an existing data dir)
 #   KAFKA_REPLICATION_FACTOR=1  KAFKA_MIN_ISR=1
 #   KAFKA_OFFSETS_PARTITIONS=4  KAFKA_TXN_PARTITIONS=4
 #   KAFKA_EXTRA_CONFIG=<file>   properties appended to the generated server.properties
+#   compose/kafka.sh kill        SIGKILL the broker (a crash, for tests)
+#
+# A local cluster: N combined broker+controller nodes on loopback, all voters
+# of one KRaft quorum, one cluster id, node N in <cluster dir>/node-N:
+#   compose/kafka.sh cluster-up         start every node in parallel; ready when one metadata
+#                                       request lists all N brokers
+#   compose/kafka.sh cluster-down       stop every node (SIGTERM, in parallel)
+#   compose/kafka.sh cluster-status     one line per node; exit 0 when all N run and are registered
+#   compose/kafka.sh cluster-wipe       cluster-down, then delete the nodes' data and logs
+#   compose/kafka.sh cluster-bootstrap  prints the addresses, e.g. 127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094
+#   compose/kafka.sh node N up|down|kill|status|logs [ARGS]   one node (a lone node cannot get
+#                                       ready: the quorum needs a majority of the nodes running)
+# Cluster settings (environment, with defaults):
+#   KAFKA_CLUSTER_PORTS=19092,19093,19094  KAFKA_CLUSTER_CONTROLLER_PORTS=19192,19193,19194
+#                                (one of each per node; their count is the cluster's size)
+#   KAFKA_CLUSTER_DIR=<repo>/.kafka-cluster (node-N/, cluster.id)
+#   KAFKA_CLUSTER_HEAP_OPTS="-Xms384m -Xmx384m" (per node)
+#   KAFKA_CLUSTER_REPLICATION_FACTOR=3 (fewer nodes: their number)
+#   KAFKA_CLUSTER_MIN_ISR=2 (1 when the replication factor is below 3); both also
+#                                for the internal topics
+#   KAFKA_JARS_DIR as above (default <repo>/.kafka/jars, shared with the single broker)
+#   KAFKA_CLUSTER_ID, KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT, KAFKA_READY_CHECK as above
 #
 # The instance directory holds jars/, data/ (log.dirs and KRaft metadata),
 # logs/ (server.log, server.out, gc.log), server.properties, log4j2.properties, kafka.pid.
@@ -52,11 +76,16 @@ KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms512m -Xmx512m}"
 KAFKA_JVM_PERFORMANCE_OPTS="${KAFKA_JVM_PERFORMANCE_OPTS:--server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -XX:MaxInlineLevel=15 -Djava.awt.headless=true}"
 KAFKA_OPTS="${KAFKA_OPTS:-}"
 KAFKA_PERF_HEAP_OPTS="${KAFKA_PERF_HEAP_OPTS:--Xms256m -Xmx512m}"
+KAFKA_CLUSTER_PORTS="${KAFKA_CLUSTER_PORTS:-19092,19093,19094}"
+KAFKA_CLUSTER_CONTROLLER_PORTS="${KAFKA_CLUSTER_CONTROLLER_PORTS:-19192,19193,19194}"
+KAFKA_CLUSTER_HEAP_OPTS="${KAFKA_CLUSTER_HEAP_OPTS:--Xms384m -Xmx384m}"
 
 KAFKA_DIR="${HOOKLINE_KAFKA_DIR:-$REPO_ROOT/.kafka}"
 [[ "$KAFKA_DIR" == /* ]] || KAFKA_DIR="$PWD/$KAFKA_DIR"
 JARS_DIR="${KAFKA_JARS_DIR:-$KAFKA_DIR/jars}"
 [[ "$JARS_DIR" == /* ]] || JARS_DIR="$PWD/$JARS_DIR"
+CLUSTER_DIR="${KAFKA_CLUSTER_DIR:-$REPO_ROOT/.kafka-cluster}"
+[[ "$CLUSTER_DIR" == /* ]] || CLUSTER_DIR="$PWD/$CLUSTER_DIR"
 DATA_DIR="$KAFKA_DIR/data"
 LOG_DIR="$KAFKA_DIR/logs"
 PID_FILE="$KAFKA_DIR/kafka.pid"
@@ -254,25 +283,36 @@ ensure_formatted() {
 	say "formatted $DATA_DIR (cluster id $id)"
 }
 
-# ready: one metadata request that lists this broker.
-ready() {
-	local mode="$KAFKA_READY_CHECK"
+# metadata_brokers BOOTSTRAP: one metadata request to BOOTSTRAP (host:port,
+# comma-separated); prints "<id> <host:port>" for every broker it lists, that
+# is every broker registered and unfenced. Fails when nobody answers.
+metadata_brokers() {
+	local mode="$KAFKA_READY_CHECK" out
 	if [[ "$mode" == auto ]]; then
 		if command -v kcat >/dev/null 2>&1; then mode=kcat; else mode=java; fi
 	fi
-	port_in_use "$KAFKA_PORT" || return 1
 	if [[ "$mode" == kcat ]]; then
-		kcat -b "$BOOTSTRAP" -L -J -m 3 2>/dev/null | grep -q "\"id\":$KAFKA_NODE_ID,\"name\":\"$BOOTSTRAP\""
+		out="$(kcat -b "$1" -L -J -m 3 2>/dev/null)" || return 1
+		grep -o '"brokers":\[[^]]*\]' <<<"$out" | grep -o '"id":[0-9]*,"name":"[^"]*"' |
+			sed 's/^"id":\([0-9]*\),"name":"\([^"]*\)"$/\1 \2/'
 	else
 		# BrokerApiVersionsCommand bootstraps with a Metadata request, then asks
-		# every listed broker for its API versions: success means this broker is
+		# every listed broker for its API versions: a broker it prints is
 		# registered, unfenced and serving requests.
 		local limit=()
 		if command -v timeout >/dev/null 2>&1; then limit=(timeout 20); fi
-		"${limit[@]}" "$JAVA" -Xmx128m -XX:TieredStopAtLevel=1 -cp "$(tools_classpath)" \
-			org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$BOOTSTRAP" 2>/dev/null |
-			grep -q "^$BOOTSTRAP (id: $KAFKA_NODE_ID "
+		out="$("${limit[@]}" "$JAVA" -Xmx128m -XX:TieredStopAtLevel=1 -cp "$(tools_classpath)" \
+			org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$1" 2>/dev/null)" || return 1
+		sed -n 's/^\([^ ]*\) (id: \([0-9]*\) .*/\2 \1/p' <<<"$out"
 	fi
+}
+
+# ready: one metadata request that lists this broker.
+ready() {
+	local listed
+	port_in_use "$KAFKA_PORT" || return 1
+	listed="$(metadata_brokers "$BOOTSTRAP")" || return 1
+	grep -qx "$KAFKA_NODE_ID $BOOTSTRAP" <<<"$listed"
 }
 
 file_size() { if [[ -f "$1" ]]; then wc -c <"$1" | tr -d ' '; else echo 0; fi; }
@@ -407,6 +447,21 @@ cmd_down() {
 	say "stopped (pid $pid) in $(elapsed "$t0")"
 }
 
+cmd_kill() {
+	local pid
+	mkdir -p "$KAFKA_DIR"
+	lock 8 "$KAFKA_DIR/.lock"
+	if ! pid="$(running_pid)"; then
+		rm -f "$PID_FILE"
+		say "not running ($BOOTSTRAP, dir $KAFKA_DIR); nothing to kill"
+		return 0
+	fi
+	kill -KILL "$pid" 2>/dev/null || true
+	while is_alive "$pid"; do sleep 0.05; done
+	rm -f "$PID_FILE"
+	say "killed (SIGKILL, pid $pid) on $BOOTSTRAP"
+}
+
 cmd_status() {
 	local pid
 	if pid="$(running_pid)"; then
@@ -452,6 +507,190 @@ require_running() {
 	running_pid >/dev/null || die "broker not running on $BOOTSTRAP (dir $KAFKA_DIR): run compose/kafka.sh up"
 }
 
+# ---------------------------------------------------------------- cluster
+#
+# A cluster is N single-node instances of this script (one dir, broker port
+# and controller port each, node.id 1..N), every node a broker and a voter of
+# one static KRaft quorum, formatted with one shared cluster id. The cluster
+# commands run this script once per node with that node's settings.
+
+SELF="$COMPOSE_DIR/$(basename "${BASH_SOURCE[0]}")"
+CLUSTER_PORTS=()
+CLUSTER_CONTROLLER_PORTS=()
+CLUSTER_RF=
+CLUSTER_MIN_ISR=
+CLUSTER_VOTERS=
+CLUSTER_ID=
+
+check_cluster_settings() {
+	local p n all=" " i
+	IFS=, read -r -a CLUSTER_PORTS <<<"$KAFKA_CLUSTER_PORTS"
+	IFS=, read -r -a CLUSTER_CONTROLLER_PORTS <<<"$KAFKA_CLUSTER_CONTROLLER_PORTS"
+	n=${#CLUSTER_PORTS[@]}
+	((n >= 1)) || die "KAFKA_CLUSTER_PORTS is empty"
+	[[ ${#CLUSTER_CONTROLLER_PORTS[@]} -eq $n ]] ||
+		die "KAFKA_CLUSTER_PORTS lists $n ports but KAFKA_CLUSTER_CONTROLLER_PORTS ${#CLUSTER_CONTROLLER_PORTS[@]}: one of each per node"
+	for p in "${CLUSTER_PORTS[@]}" "${CLUSTER_CONTROLLER_PORTS[@]}"; do
+		[[ "$p" =~ ^[1-9][0-9]{0,4}$ ]] && ((p < 65536)) ||
+			die "KAFKA_CLUSTER_PORTS / KAFKA_CLUSTER_CONTROLLER_PORTS: '$p' is not a port number"
+		[[ "$all" != *" $p "* ]] || die "port $p is listed twice in KAFKA_CLUSTER_PORTS / KAFKA_CLUSTER_CONTROLLER_PORTS"
+		all+="$p "
+	done
+	CLUSTER_RF="${KAFKA_CLUSTER_REPLICATION_FACTOR:-$((n < 3 ? n : 3))}"
+	[[ "$CLUSTER_RF" =~ ^[1-9][0-9]*$ ]] && ((CLUSTER_RF <= n)) ||
+		die "KAFKA_CLUSTER_REPLICATION_FACTOR must be from 1 to the number of nodes ($n), got '$CLUSTER_RF'"
+	CLUSTER_MIN_ISR="${KAFKA_CLUSTER_MIN_ISR:-$((CLUSTER_RF >= 3 ? 2 : 1))}"
+	[[ "$CLUSTER_MIN_ISR" =~ ^[1-9][0-9]*$ ]] && ((CLUSTER_MIN_ISR <= CLUSTER_RF)) ||
+		die "KAFKA_CLUSTER_MIN_ISR must be from 1 to the replication factor ($CLUSTER_RF), got '$CLUSTER_MIN_ISR'"
+	CLUSTER_VOTERS=
+	for ((i = 1; i <= n; i++)); do
+		CLUSTER_VOTERS+="${CLUSTER_VOTERS:+,}$i@$KAFKA_HOST:${CLUSTER_CONTROLLER_PORTS[i - 1]}"
+	done
+}
+
+cluster_size() { printf '%s\n' "${#CLUSTER_PORTS[@]}"; }
+node_dir() { printf '%s\n' "$CLUSTER_DIR/node-$1"; }
+
+cluster_bootstrap() {
+	local p out=
+	for p in "${CLUSTER_PORTS[@]}"; do out+="${out:+,}$KAFKA_HOST:$p"; done
+	printf '%s\n' "$out"
+}
+
+# ensure_cluster_id: sets CLUSTER_ID to the id every node is formatted with:
+# KAFKA_CLUSTER_ID, else the one kept in $CLUSTER_DIR/cluster.id, chosen on
+# first use (link(2) makes the first writer win).
+ensure_cluster_id() {
+	local f="$CLUSTER_DIR/cluster.id" id
+	mkdir -p "$CLUSTER_DIR"
+	if [[ ! -s "$f" ]]; then
+		id="${KAFKA_CLUSTER_ID:-$(new_cluster_id)}"
+		printf '%s\n' "$id" >"$f.$$"
+		ln "$f.$$" "$f" 2>/dev/null || true
+		rm -f "$f.$$"
+	fi
+	CLUSTER_ID="$(<"$f")"
+	[[ -z "${KAFKA_CLUSTER_ID:-}" || "$KAFKA_CLUSTER_ID" == "$CLUSTER_ID" ]] ||
+		die "$CLUSTER_DIR belongs to cluster $CLUSTER_ID, not KAFKA_CLUSTER_ID=$KAFKA_CLUSTER_ID (unset it, or: compose/kafka.sh cluster-wipe)"
+}
+
+# node_run N COMMAND [ARGS...]: this script's COMMAND for node N of the cluster.
+node_run() {
+	local n="$1" id=()
+	shift
+	[[ -z "$CLUSTER_ID" ]] || id=("KAFKA_CLUSTER_ID=$CLUSTER_ID")
+	env "${id[@]}" KAFKA_NODE_ID="$n" KAFKA_PORT="${CLUSTER_PORTS[n - 1]}" \
+		KAFKA_CONTROLLER_PORT="${CLUSTER_CONTROLLER_PORTS[n - 1]}" HOOKLINE_KAFKA_DIR="$(node_dir "$n")" \
+		KAFKA_JARS_DIR="$JARS_DIR" KAFKA_QUORUM_VOTERS="$CLUSTER_VOTERS" KAFKA_REPLICATION_FACTOR="$CLUSTER_RF" \
+		KAFKA_MIN_ISR="$CLUSTER_MIN_ISR" KAFKA_HEAP_OPTS="$KAFKA_CLUSTER_HEAP_OPTS" \
+		"$SELF" "$@" 8>&- 9>&-
+}
+
+# registered_nodes: how many of the cluster's nodes one metadata request lists.
+registered_nodes() {
+	local listed i count=0
+	listed="$(metadata_brokers "$(cluster_bootstrap)" 2>/dev/null)" || listed=
+	for ((i = 1; i <= $(cluster_size); i++)); do
+		! grep -qx "$i $KAFKA_HOST:${CLUSTER_PORTS[i - 1]}" <<<"$listed" || count=$((count + 1))
+	done
+	printf '%s\n' "$count"
+}
+
+cmd_cluster_up() {
+	local t0 n i pids=() started=() failed=() out
+	t0="$(now_ms)"
+	n="$(cluster_size)"
+	check_settings
+	ensure_jars # once here, not three times in parallel
+	ensure_cluster_id
+	# The nodes start in parallel: a KRaft quorum elects a leader only once a
+	# majority of its voters run, so no node can become ready on its own.
+	for ((i = 1; i <= n; i++)); do
+		if node_run "$i" status >/dev/null 2>&1; then
+			say "node $i already running"
+			continue
+		fi
+		out="$(node_dir "$i")/up.out"
+		mkdir -p "$(node_dir "$i")"
+		node_run "$i" up >"$out" 2>&1 &
+		pids[i]=$!
+		started+=("$i")
+	done
+	for i in "${started[@]}"; do
+		if wait "${pids[i]}"; then
+			sed "s/^kafka.sh: /kafka.sh: node $i: /" "$(node_dir "$i")/up.out"
+		else
+			failed+=("$i")
+		fi
+	done
+	if ((${#failed[@]} > 0)); then
+		for i in "${failed[@]}"; do
+			err "node $i did not start:"
+			sed 's/^/    /' "$(node_dir "$i")/up.out" >&2
+		done
+		err "killing the nodes this command started (${started[*]})"
+		for i in "${started[@]}"; do node_run "$i" kill >/dev/null 2>&1 || true; done
+		exit 1
+	fi
+	local deadline=$((SECONDS + KAFKA_START_TIMEOUT)) count
+	while count="$(registered_nodes)" && ((count < n)); do
+		((SECONDS < deadline)) || die "only $count of $n brokers registered after ${KAFKA_START_TIMEOUT} s (compose/kafka.sh cluster-status)"
+		sleep 0.25
+	done
+	say "cluster ready: $n brokers on $(cluster_bootstrap) (cluster id $CLUSTER_ID, replication factor $CLUSTER_RF, min.insync.replicas $CLUSTER_MIN_ISR, $(elapsed "$t0")); dir $CLUSTER_DIR"
+}
+
+cmd_cluster_down() {
+	local t0 n i pids=() rc=0
+	t0="$(now_ms)"
+	n="$(cluster_size)"
+	# In parallel: stopped one by one, the last nodes lose their quorum and
+	# wait out KAFKA_STOP_TIMEOUT before they are killed.
+	for ((i = 1; i <= n; i++)); do
+		[[ -d "$(node_dir "$i")" ]] || continue
+		node_run "$i" down 2>&1 | sed "s/^kafka.sh: /kafka.sh: node $i: /" &
+		pids[i]=$!
+	done
+	for i in "${!pids[@]}"; do wait "${pids[i]}" || rc=1; done
+	((rc == 0)) || die "stopping the cluster failed"
+	say "cluster stopped in $(elapsed "$t0")"
+}
+
+cmd_cluster_status() {
+	local n i out running=0 count
+	n="$(cluster_size)"
+	for ((i = 1; i <= n; i++)); do
+		if out="$(node_run "$i" status 2>&1)"; then running=$((running + 1)); fi
+		printf '%s\n' "${out/#kafka.sh: /kafka.sh: node $i: }"
+	done
+	count=0
+	((running == 0)) || count="$(registered_nodes)"
+	say "$running of $n nodes running, $count of $n brokers registered ($(cluster_bootstrap))"
+	((running == n && count == n))
+}
+
+cmd_cluster_wipe() {
+	local i
+	cmd_cluster_down
+	for ((i = 1; i <= $(cluster_size); i++)); do rm -rf "$(node_dir "$i")"; done
+	rm -f "$CLUSTER_DIR/cluster.id"
+	rmdir "$CLUSTER_DIR" 2>/dev/null || true
+	say "wiped the cluster's data and logs in $CLUSTER_DIR (jars kept in $JARS_DIR)"
+}
+
+cmd_node() {
+	local n="${1:-}" cmd="${2:-}"
+	[[ "$n" =~ ^[1-9][0-9]*$ ]] && ((n <= $(cluster_size))) ||
+		die "usage: compose/kafka.sh node N up|down|kill|status|logs [ARGS] (N from 1 to $(cluster_size))"
+	shift 2
+	case "$cmd" in
+	up) ensure_cluster_id ;;
+	down | kill | status | logs) ;;
+	*) die "usage: compose/kafka.sh node N up|down|kill|status|logs [ARGS]" ;;
+	esac
+	node_run "$n" "$cmd" "$@"
+}
+
 usage() {
 	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
 }
@@ -462,6 +701,7 @@ main() {
 	case "$cmd" in
 	up) check_settings && cmd_up ;;
 	down) check_settings && cmd_down ;;
+	kill) check_settings && cmd_kill ;;
 	status) cmd_status ;;
 	wipe) check_settings && cmd_wipe ;;
 	logs) cmd_logs "$@" ;;
@@ -486,6 +726,12 @@ main() {
 		check_settings
 		run_tool "$@"
 		;;
+	cluster-up) check_cluster_settings && cmd_cluster_up ;;
+	cluster-down) check_cluster_settings && cmd_cluster_down ;;
+	cluster-status) check_cluster_settings && cmd_cluster_status ;;
+	cluster-wipe) check_cluster_settings && cmd_cluster_wipe ;;
+	cluster-bootstrap) check_cluster_settings && cluster_bootstrap ;;
+	node) check_cluster_settings && cmd_node "$@" ;;
 	help | -h | --help) usage ;;
 	*)
 		usage >&2

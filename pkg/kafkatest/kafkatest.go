@@ -5,7 +5,9 @@
 // with a message saying how to run it.
 //
 // Every integration test gets its own topic prefix (Prefix), so tests share
-// one broker without seeing each other's records.
+// one broker without seeing each other's records. A test that stops or kills
+// brokers starts a private single broker or cluster of its own instead
+// (StartCluster), from the same compose/kafka.sh as `make kafka-up`.
 package kafkatest
 
 import (

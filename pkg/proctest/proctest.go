@@ -107,6 +107,16 @@ func (p *Proc) Wait(timeout time.Duration) error {
 	}
 }
 
+// Exited reports whether the process has exited.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
 // Output is everything the process printed so far.
 func (p *Proc) Output() string { return p.out.String() }
 

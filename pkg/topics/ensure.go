@@ -134,9 +134,29 @@ func check(ctx context.Context, cl *kgo.Client, adm *kadm.Client, specs []Spec, 
 	if err != nil {
 		return fmt.Errorf("list topics: %w", err)
 	}
-	cfgs, err := adm.DescribeTopicConfigs(ctx, existing...)
-	if err != nil {
-		return fmt.Errorf("describe topic configs: %w", err)
+	// DescribeConfigs goes to any broker, which in a cluster may not have
+	// the topic in its metadata yet although the one that answered
+	// ListTopics has: retry while a broker says it does not know a topic.
+	var cfgs kadm.ResourceConfigs
+	for {
+		cfgs, err = adm.DescribeTopicConfigs(ctx, existing...)
+		if err != nil {
+			return fmt.Errorf("describe topic configs: %w", err)
+		}
+		unknown := ""
+		for _, rc := range cfgs {
+			if errors.Is(rc.Err, kerr.UnknownTopicOrPartition) {
+				unknown = rc.Name
+			}
+		}
+		if unknown == "" {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("describe topic configs %s: a broker does not know it yet: %w", unknown, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
 	want := make(map[string]Spec, len(specs))
 	for _, s := range specs {

@@ -78,7 +78,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	// default stalled the kill test 40s per kill; 10s heartbeating every 1s
 	// keeps a stall short without expiring a busy member.
 	c.SessionTimeout = dur("HOOKLINE_SESSION_TIMEOUT", 10*time.Second)
-	if c.SessionTimeout < 6*time.Second || c.SessionTimeout > 5*time.Minute {
+	if c.SessionTimeout > 0 && (c.SessionTimeout < 6*time.Second || c.SessionTimeout > 5*time.Minute) {
 		errs = append(errs, fmt.Sprintf("HOOKLINE_SESSION_TIMEOUT=%s: want 6s to 5m (the broker's group.min/max.session.timeout.ms defaults)", c.SessionTimeout))
 	}
 	if c.BatchTimeout > 45*time.Second {

@@ -244,9 +244,15 @@ type Reader struct {
 
 // Read starts reading topic.
 func (s *System) Read(topic string) *Reader {
-	return &Reader{tb: s.tb, cl: kafkatest.Client(s.tb, s.Brokers, kgo.ConsumeTopics(topic),
+	return &Reader{tb: s.tb, cl: s.committedReader(topic)}
+}
+
+// committedReader is a client reading topics from the start, read_committed,
+// as an analyst would, closed at the end of the test.
+func (s *System) committedReader(topics ...string) *kgo.Client {
+	return kafkatest.Client(s.tb, s.Brokers, kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(200*time.Millisecond))}
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.MetadataMinAge(500*time.Millisecond))
 }
 
 // Until polls until cond holds over every record read so far, or fails the

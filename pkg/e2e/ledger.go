@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/schemas"
 )
@@ -63,9 +62,7 @@ func (s *System) Ledger() *Ledger {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ledger == nil {
-		cl := kafkatest.Client(s.tb, s.Brokers, kgo.ConsumeTopics(s.Names.Outcomes, s.Names.DLQ),
-			kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-			kgo.FetchMaxWait(200*time.Millisecond), kgo.MetadataMinAge(500*time.Millisecond))
+		cl := s.committedReader(s.Names.Outcomes, s.Names.DLQ)
 		s.ledger = &Ledger{sys: s, cl: cl, adm: kadm.NewClient(cl), accepted: map[string]int{}, keys: map[string]*account{}}
 	}
 	return s.ledger
@@ -210,11 +207,11 @@ func (l *Ledger) Settle(tb testing.TB, o SettleOptions) Tally {
 	settled := false
 	for !settled && time.Now().Before(deadline) {
 		l.poll(tb, time.Second)
-		pending := l.pending(o.AllDone)
-		settled = pending == 0 && l.rawLag(tb) == 0
+		pending, lag := l.pending(o.AllDone), l.rawLag()
+		settled = pending == 0 && lag == 0
 		if !settled && time.Now().After(report) {
 			tb.Logf("ledger: %s: %d of %d accepted keys not ended yet, raw lag %d, %d outcomes read",
-				time.Since(start).Round(time.Second), pending, l.Accepted(), l.rawLag(tb), l.outcomeCount())
+				time.Since(start).Round(time.Second), pending, l.Accepted(), lag, l.outcomeCount())
 			report = time.Now().Add(10 * time.Second)
 		}
 	}
@@ -228,7 +225,7 @@ func (l *Ledger) Settle(tb testing.TB, o SettleOptions) Tally {
 	t := l.tally(o)
 	tb.Log(t.String())
 	if !settled {
-		tb.Errorf("ledger: not settled within %s (raw lag %d)", o.Timeout, l.rawLag(tb))
+		tb.Errorf("ledger: not settled within %s (raw lag %d)", o.Timeout, l.rawLag())
 	}
 	if t.Lost > 0 || t.Doubled > 0 || t.DLQWrong > 0 || t.Uncalled > 0 || t.ExtraCalls > o.ExtraCalls {
 		tb.Errorf("ledger: lost=%d doubled=%d dlq-mismatch=%d uncalled=%d extra-calls=%d (bound %d); want 0 and within the bound; e.g. %s",
@@ -260,7 +257,7 @@ func (l *Ledger) outcomeCount() int {
 
 // rawLag is what the processor group has yet to commit on webhooks.raw
 // (-1 when it cannot be read).
-func (l *Ledger) rawLag(tb testing.TB) int64 {
+func (l *Ledger) rawLag() int64 {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	raw := l.sys.Names.Raw

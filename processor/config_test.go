@@ -1,0 +1,38 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSessionTimeoutSetting(t *testing.T) {
+	for _, tc := range []struct {
+		value   string
+		want    time.Duration
+		wantErr string
+	}{
+		{"", 10 * time.Second, ""},
+		{"30s", 30 * time.Second, ""},
+		{"5s", 0, "HOOKLINE_SESSION_TIMEOUT=5s: want 6s to 5m"},
+		{"6m", 0, "HOOKLINE_SESSION_TIMEOUT=6m0s: want 6s to 5m"},
+		{"soon", 0, `HOOKLINE_SESSION_TIMEOUT="soon": want a positive duration`},
+	} {
+		t.Run(tc.value, func(t *testing.T) {
+			env := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_INSTANCE_ID": "p1", "HOOKLINE_SESSION_TIMEOUT": tc.value}
+			cfg, err := loadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Count(err.Error(), "HOOKLINE_SESSION_TIMEOUT") != 1 {
+					t.Fatalf("err = %v, want it to say %q, once", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.SessionTimeout != tc.want {
+				t.Fatalf("SessionTimeout = %s, want %s", cfg.SessionTimeout, tc.want)
+			}
+		})
+	}
+}

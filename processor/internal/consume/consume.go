@@ -112,7 +112,11 @@ func (p *Processor) Run(ctx context.Context) error {
 		p.own.stopAll()
 		sess.Close()
 	}()
-	go p.m.watchLag(ctx, sess.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Logger)
+	// The watchers end with Run, not only with ctx: after an error Run
+	// returns with the session closed.
+	wctx, stopWatchers := context.WithCancel(ctx)
+	defer stopWatchers()
+	go p.m.watchLag(wctx, sess.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Logger)
 
 	// Take the transactional id now, not at the first produce: that fences
 	// a previous incarnation killed mid-transaction and aborts its open
@@ -122,6 +126,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
 		return fmt.Errorf("transactional id %s: %w", p.cfg.TransactionalID, err)
 	}
+	go p.watchHanging(wctx, sess.Client())
 
 	for {
 		fs := sess.PollRecords(ctx, p.cfg.MaxBatch)

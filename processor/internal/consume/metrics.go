@@ -25,6 +25,7 @@ type metrics struct {
 	restoreRecords prometheus.Counter
 	batchSeconds   prometheus.Histogram
 	lag            *prometheus.GaugeVec
+	hanging        *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
@@ -68,13 +69,17 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 			Name: "hookline_processor_consumer_lag",
 			Help: "Records of webhooks.raw not yet committed by the processor group, by partition (from kadm, every 15s).",
 		}, []string{"partition"}),
+		hanging: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_processor_hanging_transactions_total",
+			Help: "Partitions found holding a transaction of this processor that its coordinator had finished (markers lost in a broker shutdown), by what was done: commit or abort (the coordinator's logged decision, written as the marker), undecided (left for an operator), failed (the marker write failed; retried).",
+		}, []string{"action"}),
 	}
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookline_processor_store_keys",
 		Help: "Keys in the local Badger state store (approximate).",
 	}, func() float64 { return float64(st.Keys()) })
 	reg.MustRegister(m.records, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
-		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, keys)
+		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, keys)
 	return m
 }
 

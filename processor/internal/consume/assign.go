@@ -25,6 +25,13 @@ type ownership struct {
 	// fresh holds partitions restored but not yet seen in a committed batch,
 	// for the "restored before its first record" log line.
 	fresh map[int32]bool
+	// doom is closed when partitions are revoked or lost, then replaced: a
+	// transaction holding the channel it took at its start knows its batch
+	// can no longer commit.
+	doom chan struct{}
+	// clean is closed once a hanging transaction check found nothing left
+	// open since the last assignment; no partition resumes before it.
+	clean chan struct{}
 }
 
 type owned struct {
@@ -34,7 +41,9 @@ type owned struct {
 }
 
 func newOwnership(p *Processor) *ownership {
-	return &ownership{p: p, parts: map[int32]*owned{}, fresh: map[int32]bool{}}
+	clean := make(chan struct{})
+	close(clean)
+	return &ownership{p: p, parts: map[int32]*owned{}, fresh: map[int32]bool{}, doom: make(chan struct{}), clean: clean}
 }
 
 // assigned runs in the group goroutine before fetching starts for the new
@@ -49,6 +58,12 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 	o.p.cfg.Logger.Info("partitions assigned: restoring before processing", "topic", o.p.cfg.Names.Raw, "partitions", parts)
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	// A broker stop that cost us these partitions may have left a hanging
+	// transaction of ours; a new one writing to its partition before it is
+	// completed would be merged with it by the broker. Check first.
+	clean := make(chan struct{})
+	o.clean = clean
+	go o.p.completeHanging(ctx, cl, clean)
 	for _, part := range parts {
 		if old, ok := o.parts[part]; ok {
 			old.cancel()
@@ -88,6 +103,14 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		}
 	}
 	o.mu.Lock()
+	clean := o.clean
+	o.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return
+	case <-clean:
+	}
+	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.parts[part] != ow || ctx.Err() != nil {
 		return // revoked meanwhile
@@ -119,6 +142,8 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	o.p.cfg.Logger.Info("partitions "+kind, "topic", o.p.cfg.Names.Raw, "partitions", parts)
 	var wait []chan struct{}
 	o.mu.Lock()
+	close(o.doom)
+	o.doom = make(chan struct{})
 	for _, part := range parts {
 		if ow, ok := o.parts[part]; ok {
 			ow.cancel()
@@ -134,7 +159,14 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	}
 }
 
-// stopAll cancels every restore (shutdown).
+// doomed returns a channel closed when partitions are next revoked or lost.
+func (o *ownership) doomed() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.doom
+}
+
+// stopAll cancels every restore (shutdown, or the session replaced).
 func (o *ownership) stopAll() {
 	o.mu.Lock()
 	var wait []chan struct{}
@@ -143,6 +175,7 @@ func (o *ownership) stopAll() {
 		wait = append(wait, ow.done)
 		delete(o.parts, part)
 	}
+	o.updateHealth()
 	o.mu.Unlock()
 	for _, d := range wait {
 		<-d

@@ -71,6 +71,11 @@ type Processor struct {
 	m    *metrics
 	sess *kgo.GroupTransactSession
 	own  *ownership
+	// hangMu serializes hanging transaction checks (after an assignment
+	// and periodic), so no marker is written twice.
+	hangMu sync.Mutex
+	// committed is set when the current session commits a transaction.
+	committed bool
 }
 
 // New validates cfg and registers the metrics.
@@ -82,14 +87,50 @@ func New(cfg Config) (*Processor, error) {
 		return nil, fmt.Errorf("consume: MaxInflight, MaxBatch and BatchTimeout must be positive")
 	}
 	p := &Processor{cfg: cfg, m: newMetrics(cfg.Registry, cfg.Store)}
-	p.own = newOwnership(p)
 	return p, nil
 }
 
+// errSessionBroken marks the errors after which the transactional session
+// cannot go on but a new one can: franz-go returns no retryable error from
+// End (its transactional state is then unknown), and a broker unreachable
+// while a transaction ends is one. A new session fences the old one's
+// producer, aborting what it left open, and is restored like a restart.
+var errSessionBroken = errors.New("transactional session broken")
+
 // Run consumes until ctx is done, then ends the open transaction (aborting
 // it: its records are read again by whoever owns the partition next), leaves
-// the group and closes the session.
+// the group and closes the session. A broken session is replaced, with
+// backoff, instead of ending the process; other errors end Run.
 func (p *Processor) Run(ctx context.Context) error {
+	const first = 500 * time.Millisecond
+	backoff := first
+	for {
+		p.committed = false
+		err := p.runSession(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if !errors.Is(err, errSessionBroken) {
+			return err
+		}
+		if p.committed { // it worked for a while: this is a new outage
+			backoff = first
+		}
+		p.m.sessions.Inc()
+		p.cfg.Logger.Warn("transactional session broken; starting a new one (its open batch is read again)", "err", err, "backoff", backoff.String())
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
+}
+
+// runSession runs one transactional session until ctx is done or an error.
+func (p *Processor) runSession(ctx context.Context) error {
+	own := newOwnership(p)
+	p.own = own
 	opts := append(append([]kgo.Opt(nil), p.cfg.SessionOpts...),
 		kgo.ConsumerGroup(p.cfg.Names.Group(topics.GroupProcessor)),
 		kgo.ConsumeTopics(p.cfg.Names.Raw),
@@ -99,9 +140,9 @@ func (p *Processor) Run(ctx context.Context) error {
 		kgo.TransactionalID(p.cfg.TransactionalID),
 		kgo.TransactionTimeout(time.Minute),
 		kgo.RebalanceTimeout(2*time.Minute),
-		kgo.OnPartitionsAssigned(p.own.assigned),
-		kgo.OnPartitionsRevoked(p.own.revoked),
-		kgo.OnPartitionsLost(p.own.lost),
+		kgo.OnPartitionsAssigned(own.assigned),
+		kgo.OnPartitionsRevoked(own.revoked),
+		kgo.OnPartitionsLost(own.lost),
 	)
 	sess, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
@@ -109,11 +150,10 @@ func (p *Processor) Run(ctx context.Context) error {
 	}
 	p.sess = sess
 	defer func() {
-		p.own.stopAll()
+		own.stopAll()
 		sess.Close()
 	}()
-	// The watchers end with Run, not only with ctx: after an error Run
-	// returns with the session closed.
+	// The watchers end with the session, not only with ctx.
 	wctx, stopWatchers := context.WithCancel(ctx)
 	defer stopWatchers()
 	go p.m.watchLag(wctx, sess.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Logger)
@@ -124,7 +164,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	// behind it, and restore (which reads to the settled end) would wait
 	// for the transaction timeout: 60s per kill -9, measured.
 	if _, _, err := sess.Client().ProducerID(ctx); err != nil {
-		return fmt.Errorf("transactional id %s: %w", p.cfg.TransactionalID, err)
+		return fmt.Errorf("%w: transactional id %s: %w", errSessionBroken, p.cfg.TransactionalID, err)
 	}
 	go p.watchHanging(wctx, sess.Client())
 
@@ -134,7 +174,7 @@ func (p *Processor) Run(ctx context.Context) error {
 			return nil
 		}
 		if err := fatalFetchError(fs, p.cfg.Logger); err != nil {
-			return err
+			return fmt.Errorf("%w: %w", errSessionBroken, err)
 		}
 		recs := fs.Records()
 		if len(recs) == 0 {
@@ -178,15 +218,19 @@ func (p *Processor) transact(ctx context.Context, recs []*kgo.Record) error {
 	if part, ok := p.own.allReady(recs); !ok {
 		p.cfg.Logger.Info("batch holds records of a partition still restoring: aborting it", "partition", part)
 		if err := p.sess.Begin(); err != nil {
-			return fmt.Errorf("begin transaction: %w", err)
+			return fmt.Errorf("%w: begin transaction: %w", errSessionBroken, err)
 		}
 		_, err := p.sess.End(ctx, kgo.TryAbort)
 		p.m.txns.WithLabelValues("aborted").Inc()
-		return err
+		if err != nil {
+			return fmt.Errorf("%w: end transaction: %w", errSessionBroken, err)
+		}
+		return nil
 	}
 	if err := p.sess.Begin(); err != nil {
-		return fmt.Errorf("begin transaction: %w", err)
+		return fmt.Errorf("%w: begin transaction: %w", errSessionBroken, err)
 	}
+	doomed := p.own.doomed()
 	b := p.process(ctx, recs)
 
 	var (
@@ -195,7 +239,11 @@ func (p *Processor) transact(ctx context.Context, recs []*kgo.Record) error {
 		checkpoint = map[int32]int64{}
 		wg         sync.WaitGroup
 	)
-	for _, out := range b.outputs {
+	outputs, lost := b.outputs, isClosed(doomed)
+	if lost {
+		outputs = nil // the session aborts this batch: produce nothing
+	}
+	for _, out := range outputs {
 		for _, r := range out {
 			wg.Add(1)
 			isChangelog := r.Topic == p.cfg.Names.Changelog
@@ -214,13 +262,28 @@ func (p *Processor) transact(ctx context.Context, recs []*kgo.Record) error {
 		}
 	}
 	try := kgo.TryCommit
-	if b.err != nil || ctx.Err() != nil {
+	if b.err != nil || ctx.Err() != nil || lost {
 		try = kgo.TryAbort
+	}
+	if try == kgo.TryCommit {
+		produced := make(chan struct{})
+		go func() { wg.Wait(); close(produced) }()
+		select {
+		case <-produced:
+		case <-doomed:
+			// Partitions lost or revoked mid-batch (a broker gone, a
+			// rebalance): the session aborts the batch anyway. Aborting
+			// now drops the records still buffered; flushing would deliver
+			// them to the broker once it is back, where they would join any
+			// transaction of ours it left hanging (package hanging) and
+			// this abort would then throw that one's records away too.
+			try = kgo.TryAbort
+		}
 	}
 	committed, err := p.sess.End(ctx, try)
 	wg.Wait()
 	if err != nil {
-		return fmt.Errorf("end transaction: %w", err)
+		return fmt.Errorf("%w: end transaction: %w", errSessionBroken, err)
 	}
 	if committed && produceErr != nil {
 		// Cannot happen: a failed produce fails the commit. Refuse to
@@ -233,6 +296,7 @@ func (p *Processor) transact(ctx context.Context, recs []*kgo.Record) error {
 		return nil
 	}
 	p.m.txns.WithLabelValues("committed").Inc()
+	p.committed = true
 	if err := p.cfg.Store.Apply(b.changes, checkpoint); err != nil {
 		// Badger is only a cache of the changelog: without this write it is
 		// behind, never ahead, and restore catches it up. Stop so the
@@ -426,5 +490,15 @@ func (p *Processor) restoreConfig() restore.Config {
 		Decode:    decide.DecodeExpiry,
 		Now:       p.cfg.Now,
 		Logger:    p.cfg.Logger,
+	}
+}
+
+// isClosed reports whether ch is closed, without waiting.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }

@@ -26,6 +26,7 @@ type metrics struct {
 	batchSeconds   prometheus.Histogram
 	lag            *prometheus.GaugeVec
 	hanging        *prometheus.CounterVec
+	sessions       prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
@@ -73,13 +74,17 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 			Name: "hookline_processor_hanging_transactions_total",
 			Help: "Partitions found holding a transaction of this processor that its coordinator had finished (markers lost in a broker shutdown), by what was done: commit or abort (the coordinator's logged decision, written as the marker), undecided (left for an operator), failed (the marker write failed; retried).",
 		}, []string{"action"}),
+		sessions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookline_processor_session_restarts_total",
+			Help: "Transactional sessions replaced after they broke (a transaction that could not be ended, e.g. the broker unreachable): the open batch is read again, like after a restart.",
+		}),
 	}
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookline_processor_store_keys",
 		Help: "Keys in the local Badger state store (approximate).",
 	}, func() float64 { return float64(st.Keys()) })
 	reg.MustRegister(m.records, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
-		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, keys)
+		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, m.sessions, keys)
 	return m
 }
 

@@ -24,6 +24,13 @@
 // __transaction_state, as kafka-transactions.sh abort would, but with
 // the right outcome: a committed transaction is committed, not thrown away.
 // When the decision can no longer be read, it reports and writes nothing.
+//
+// A later transaction of the same producer that writes to such a partition
+// first is merged with the hanging one there (the partition still has it
+// open; the later marker ends both): seen once, where an abort after the
+// broker came back threw away a committed transaction's outcome. The
+// caller must keep its transactions off the partitions until Check found
+// nothing open; package consume does.
 package hanging
 
 import (
@@ -51,14 +58,8 @@ type Config struct {
 	// Topics are the topics its transactions write to; __consumer_offsets
 	// is always checked too.
 	Topics []string
-	// MinAge is how long a partition's transaction must have been idle
-	// before it is treated as hanging, on top of the coordinator saying it
-	// is over: markers of a transaction that just ended may still be on
-	// their way.
-	MinAge time.Duration
 	// NewClient builds the client that reads __transaction_state.
 	NewClient func(opts ...kgo.Opt) (*kgo.Client, error)
-	Now       func() time.Time
 }
 
 // Repair is one hanging transaction found on one partition.
@@ -88,20 +89,25 @@ func (r Repair) String() string {
 // the ones whose outcome the coordinator logged. It returns what it found;
 // an error means the check itself could not run (it is safe to retry).
 func Check(ctx context.Context, adm *kadm.Client, cfg Config) ([]Repair, error) {
-	if cfg.Now == nil {
-		cfg.Now = time.Now
+	// The partitions first, the coordinator second: a transaction seen
+	// open that the coordinator then calls finished either hangs or had its
+	// markers written in between, which the second look below tells apart.
+	// (In the other order, a transaction begun between the two questions
+	// would look finished.)
+	open, err := openTransactions(ctx, adm, cfg, -1, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(open) == 0 {
+		return nil, nil
 	}
 	coord, ok, err := describe(ctx, adm, cfg.TransactionalID)
 	if err != nil || !ok {
 		return nil, err
 	}
-	open, err := openTransactions(ctx, adm, cfg, coord.ProducerID, nil)
-	if err != nil {
-		return nil, err
-	}
 	var found []kadm.DescribedProducer
 	for _, p := range open {
-		if finished(coord, p.ProducerEpoch) && cfg.Now().Sub(time.UnixMilli(p.LastTimestamp)) >= cfg.MinAge {
+		if p.ProducerID == coord.ProducerID && finished(coord, p.ProducerEpoch) {
 			found = append(found, p)
 		}
 	}
@@ -146,9 +152,10 @@ func describe(ctx context.Context, adm *kadm.Client, txnID string) (kadm.Describ
 	return d, true, nil
 }
 
-// openTransactions returns the partitions on which producerID has a
-// transaction open: on every partition of the topics, or (only non-nil) on
-// those of only that are still open at the same start offset.
+// openTransactions returns the partitions on which producerID (-1: any
+// producer) has a transaction open: on every partition of the topics, or
+// (only non-nil) on those of only that are still open at the same start
+// offset.
 func openTransactions(ctx context.Context, adm *kadm.Client, cfg Config, producerID int64, only []kadm.DescribedProducer) ([]kadm.DescribedProducer, error) {
 	set := kadm.TopicsSet{}
 	if only == nil {
@@ -166,7 +173,7 @@ func openTransactions(ctx context.Context, adm *kadm.Client, cfg Config, produce
 	}
 	var open []kadm.DescribedProducer
 	for _, p := range described.SortedProducers() {
-		if p.ProducerID != producerID || p.CurrentTxnStartOffset < 0 {
+		if (producerID >= 0 && p.ProducerID != producerID) || p.CurrentTxnStartOffset < 0 {
 			continue
 		}
 		if only != nil && !slices.ContainsFunc(only, func(o kadm.DescribedProducer) bool {

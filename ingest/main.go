@@ -94,6 +94,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		kgo.RecordDeliveryTimeout(cfg.ProduceDeadline),
 		kgo.WithHooks(kmetrics),
 		kgo.ClientID("hookline-ingest"),
+		kgo.WithLogger(obs.KafkaLogger(log)),
 	)
 	if err != nil {
 		return err

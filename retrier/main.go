@@ -51,6 +51,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	connOpts, err := cfg.Kafka.Opts(
 		kgo.ProducerBatchMaxBytes(int32(cfg.Topics.MaxRecordBytes())),
 		kgo.ClientID("hookline-retrier"),
+		kgo.WithLogger(obs.KafkaLogger(log)),
 	)
 	if err != nil {
 		return err

@@ -185,3 +185,33 @@ func WatchLag(ctx context.Context, cl *kgo.Client, group string, interval time.D
 		})
 	}
 }
+
+// KafkaLogger hands franz-go's own log lines to log, tagged "kafka_client":
+// its errors and warnings always (a broker unreachable, a group session
+// lost), its info lines (several per transaction, per rebalance step) only
+// when log is at debug level, and its debug lines (one per request) never.
+func KafkaLogger(log *slog.Logger) kgo.Logger {
+	return kafkaLogger{log.With("source", "kafka_client")}
+}
+
+type kafkaLogger struct{ log *slog.Logger }
+
+func (k kafkaLogger) Level() kgo.LogLevel {
+	if k.log.Enabled(context.Background(), slog.LevelDebug) {
+		return kgo.LogLevelInfo
+	}
+	return kgo.LogLevelWarn
+}
+
+func (k kafkaLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
+	l := slog.LevelDebug // franz-go's info
+	switch level {
+	case kgo.LogLevelError:
+		l = slog.LevelError
+	case kgo.LogLevelWarn:
+		l = slog.LevelWarn
+	case kgo.LogLevelDebug:
+		return
+	}
+	k.log.Log(context.Background(), l, msg, keyvals...)
+}

@@ -1,12 +1,15 @@
 package obs
 
 import (
+	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -57,5 +60,44 @@ func TestNewLogger(t *testing.T) {
 	l.Warn("shown")
 	if strings.Contains(b.String(), "hidden") || !strings.Contains(b.String(), `"service":"ingest"`) {
 		t.Fatalf("log output %q", b.String())
+	}
+}
+
+func TestKafkaLogger(t *testing.T) {
+	for _, c := range []struct {
+		level     string
+		wantLevel kgo.LogLevel
+		want      []string // lines written, as "LEVEL msg"
+	}{
+		{"info", kgo.LogLevelWarn, []string{"ERROR e", "WARN w"}},
+		{"debug", kgo.LogLevelInfo, []string{"ERROR e", "WARN w", "DEBUG i"}},
+	} {
+		var b strings.Builder
+		l, err := NewLogger(&b, c.level, "processor")
+		if err != nil {
+			t.Fatal(err)
+		}
+		kl := KafkaLogger(l)
+		if kl.Level() != c.wantLevel {
+			t.Errorf("%s: Level() = %v, want %v", c.level, kl.Level(), c.wantLevel)
+		}
+		kl.Log(kgo.LogLevelError, "e", "broker", "1")
+		kl.Log(kgo.LogLevelWarn, "w")
+		kl.Log(kgo.LogLevelInfo, "i")
+		kl.Log(kgo.LogLevelDebug, "d")
+		var got []string
+		for _, line := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+			var rec struct{ Level, Msg, Source, Service string }
+			if err := json.Unmarshal([]byte(line), &rec); err != nil {
+				t.Fatalf("%s: %q: %v", c.level, line, err)
+			}
+			if rec.Source != "kafka_client" || rec.Service != "processor" {
+				t.Errorf("%s: line %q not tagged source=kafka_client, service=processor", c.level, line)
+			}
+			got = append(got, rec.Level+" "+rec.Msg)
+		}
+		if strings.Join(got, "|") != strings.Join(c.want, "|") {
+			t.Errorf("%s: wrote %q, want %q", c.level, got, c.want)
+		}
 	}
 }

@@ -414,3 +414,42 @@ func (d *Destination) MaxInflight() int {
 	defer d.mu.Unlock()
 	return d.maxIn
 }
+
+// Metric sums the samples of one metric on the service's /metrics page
+// (every label set whose labels contain each of match, as written in the
+// exposition, e.g. `result="committed"`).
+func (svc *Service) Metric(name string, match ...string) (float64, error) {
+	resp, err := http.Get("http://" + svc.Addr + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	var sum float64
+	for _, line := range strings.Split(string(body), "\n") {
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || (!strings.HasPrefix(rest, "{") && !strings.HasPrefix(rest, " ")) {
+			continue
+		}
+		labels, value, _ := strings.Cut(rest, " ")
+		if !strings.HasPrefix(rest, "{") {
+			labels, value = "", strings.TrimSpace(rest)
+		}
+		matched := true
+		for _, m := range match {
+			matched = matched && strings.Contains(labels, m)
+		}
+		if !matched {
+			continue
+		}
+		var v float64
+		if _, err := fmt.Sscan(value, &v); err != nil {
+			return 0, fmt.Errorf("%s: %q: %w", name, line, err)
+		}
+		sum += v
+	}
+	return sum, nil
+}

@@ -14,7 +14,7 @@ import (
 	"github.com/hookline/hookline/pkg/e2e"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/kafkatest"
-	"github.com/hookline/hookline/retrier/internal/scrape"
+	"github.com/hookline/hookline/pkg/loadtest"
 	"github.com/hookline/hookline/schemas"
 )
 
@@ -550,7 +550,7 @@ func checkRoundOnTime(t *testing.T, recs []*kgo.Record, due time.Time, n int) (w
 // metric sums the samples of a metric on svc's /metrics.
 func metric(t *testing.T, svc *e2e.Service, name string) float64 {
 	t.Helper()
-	v, err := scrape.Sum("http://"+svc.Addr+"/metrics", name)
+	v, err := loadtest.CounterSum(t.Context(), "http://"+svc.Addr+"/metrics", name)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/e2e"
 	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/loadtest"
 )
 
 // batchMax is the processor's default HOOKLINE_BATCH_MAX_RECORDS: a
@@ -63,7 +64,8 @@ func (s *supervisor) waitCommitting(name string) {
 	committed := func() float64 {
 		for _, svc := range s.svcs {
 			if svc.Name == "processor" {
-				v, _ := svc.Metric("hookline_processor_transactions_total", `result="committed"`)
+				v, _ := loadtest.CounterSum(s.t.Context(), "http://"+svc.Addr+"/metrics",
+					"hookline_processor_transactions_total", `result="committed"`)
 				return v
 			}
 		}

@@ -108,30 +108,46 @@ func RepoRoot() string {
 }
 
 // CounterSum scrapes url (a /metrics endpoint) and sums every sample of the
-// named counter or gauge, across labels.
-func CounterSum(ctx context.Context, url, name string) (float64, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// named counter or gauge whose label set contains each of match, written as
+// in the exposition (`result="committed"`); with no match, across all
+// labels. 0 when there is none.
+func CounterSum(ctx context.Context, url, name string, match ...string) (float64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, err
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return 0, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
 	var sum float64
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+lines:
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.HasPrefix(line, name) {
-			continue
+		rest, ok := strings.CutPrefix(line, name)
+		if !ok || rest == "" || (rest[0] != '{' && rest[0] != ' ') {
+			continue // another metric, or a longer name with this prefix
 		}
-		rest := line[len(name):]
-		if rest == "" || (rest[0] != '{' && rest[0] != ' ') {
-			continue // a longer metric name with this prefix
+		labels := ""
+		if rest[0] == '{' {
+			labels = rest[:strings.IndexByte(rest, '}')+1]
+		}
+		for _, m := range match {
+			if !strings.Contains(labels, m) {
+				continue lines
+			}
 		}
 		v, err := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
-		if err == nil {
-			sum += v
+		if err != nil {
+			return 0, fmt.Errorf("metric line %q: %w", line, err)
 		}
+		sum += v
 	}
 	return sum, sc.Err()
 }

@@ -72,7 +72,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		}, []string{"partition"}),
 		hanging: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_hanging_transactions_total",
-			Help: "Partitions found holding a transaction of this processor that its coordinator had finished (markers lost in a broker shutdown), by what was done: commit or abort (the coordinator's logged decision, written as the marker), undecided (left for an operator), failed (the marker write failed; retried).",
+			Help: "Partitions found holding a transaction of this processor that its coordinator had finished (markers lost in a broker shutdown), by what was done: commit or abort (the coordinator's logged decision, written as the marker), undecided (left for an operator), failed (the marker write failed). An undecided or failed one is counted again at every check (every 10s and after each assignment) until it is ended.",
 		}, []string{"action"}),
 		sessions: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookline_processor_session_restarts_total",

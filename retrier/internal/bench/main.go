@@ -48,7 +48,6 @@ import (
 	"github.com/hookline/hookline/pkg/loadtest"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
-	"github.com/hookline/hookline/retrier/internal/scrape"
 )
 
 // userHZ is the unit of utime and stime in /proc/<pid>/stat (USER_HZ, 100
@@ -557,7 +556,7 @@ func (r *retrier) rss() (rss, hwm int64) {
 
 // metricValue sums the samples of a metric on the retrier's /metrics.
 func (r *retrier) metricValue(name string) (float64, error) {
-	return scrape.Sum("http://"+r.addr+"/metrics", name)
+	return loadtest.CounterSum(context.Background(), "http://"+r.addr+"/metrics", name)
 }
 
 func (r *retrier) waitMetric(ctx context.Context, name string, timeout time.Duration, ok func(float64) bool) error {

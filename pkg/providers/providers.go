@@ -30,6 +30,11 @@ import (
 const (
 	DefaultDedupTTL           = 7 * 24 * time.Hour
 	DefaultDestinationTimeout = 10 * time.Second
+	// MaxDestinationTimeout bounds destination.timeout: the longest job a
+	// destination may take to answer one call.
+	MaxDestinationTimeout = 10 * time.Minute
+	// MaxDestinationInflight bounds destination.max_inflight.
+	MaxDestinationInflight = 4096
 )
 
 // Provider is one configured webhook sender, named by the URL path
@@ -54,7 +59,11 @@ type Provider struct {
 // Destination is where the processor delivers a provider's events.
 type Destination struct {
 	URL     string
-	Timeout time.Duration // default 10s
+	Timeout time.Duration // one call; default 10s, at most MaxDestinationTimeout
+	// MaxInflight bounds the concurrent calls to this destination
+	// (destination.max_inflight); 0 means the processor's default
+	// (HOOKLINE_MAX_INFLIGHT).
+	MaxInflight int
 	// RateLimit bounds the calls the processor makes to this destination
 	// (destination.rate_limit in the file); nil: unlimited.
 	RateLimit *RateLimit

@@ -139,8 +139,9 @@ type providerConfig struct {
 }
 
 type destinationConfig struct {
-	URL       string           `yaml:"url"`
-	Timeout   string           `yaml:"timeout"`
+	URL         string           `yaml:"url"`
+	Timeout     string           `yaml:"timeout"`
+	MaxInflight int              `yaml:"max_inflight"`
 	RateLimit *rateLimitConfig `yaml:"rate_limit"`
 }
 
@@ -367,9 +368,15 @@ func (c *destinationConfig) build() (*Destination, []error) {
 		t, err := parseDuration(c.Timeout)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("destination.timeout: %w", err))
+		} else if t > MaxDestinationTimeout {
+			errs = append(errs, fmt.Errorf("destination.timeout: %s is over the %s a call may take", c.Timeout, MaxDestinationTimeout))
 		}
 		d.Timeout = t
 	}
+	if c.MaxInflight < 0 || c.MaxInflight > MaxDestinationInflight {
+		errs = append(errs, fmt.Errorf("destination.max_inflight: want 1 to %d (or leave it out for HOOKLINE_MAX_INFLIGHT), got %d", MaxDestinationInflight, c.MaxInflight))
+	}
+	d.MaxInflight = c.MaxInflight
 	if c.RateLimit != nil {
 		rl, err := c.RateLimit.build()
 		if err != nil {

@@ -86,6 +86,9 @@ providers:
 	if p.Destination.Timeout != DefaultDestinationTimeout || p.RateLimit.Burst != 3 || p.tolerance != DefaultTolerance {
 		t.Fatalf("defaults: timeout %v burst %d tolerance %v", p.Destination.Timeout, p.RateLimit.Burst, p.tolerance)
 	}
+	if p.Destination.MaxInflight != 0 {
+		t.Fatalf("default max_inflight %d, want 0 (the processor's HOOKLINE_MAX_INFLIGHT)", p.Destination.MaxInflight)
+	}
 	if r.MaxDedupTTL() != 168*time.Hour {
 		t.Fatalf("MaxDedupTTL = %v, want 168h", r.MaxDedupTTL())
 	}
@@ -116,6 +119,9 @@ func TestParseErrors(t *testing.T) {
 		{"dedup_ttl without unit", `{providers: {gh: {preset: github, secret_env: [S1], dedup_ttl: 3600}}}`, []string{`provider "gh"`, "dedup_ttl", "3600"}},
 		{"negative dedup_ttl", `{providers: {gh: {preset: github, secret_env: [S1], dedup_ttl: -1h}}}`, []string{`provider "gh"`, "dedup_ttl", "positive"}},
 		{"bad destination timeout", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "http://x/y", timeout: soon}}}}`, []string{`provider "gh"`, "destination.timeout", "soon"}},
+		{"destination timeout too long", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "http://x/y", timeout: 11m}}}}`, []string{`provider "gh"`, "destination.timeout", "11m", "10m0s"}},
+		{"destination max_inflight negative", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "http://x/y", max_inflight: -1}}}}`, []string{`provider "gh"`, "destination.max_inflight", "1 to 4096", "-1"}},
+		{"destination max_inflight too big", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "http://x/y", max_inflight: 5000}}}}`, []string{`provider "gh"`, "destination.max_inflight", "5000"}},
 		{"destination without url", `{providers: {gh: {preset: github, secret_env: [S1], destination: {timeout: 5s}}}}`, []string{`provider "gh"`, "destination.url: required"}},
 		{"destination url not a URL", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "::nope"}}}}`, []string{`provider "gh"`, "destination.url"}},
 		{"destination url relative", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "/hooks"}}}}`, []string{`provider "gh"`, "destination.url", "/hooks"}},
@@ -374,5 +380,16 @@ func TestLoadWithoutSecrets(t *testing.T) {
 	}
 	if err := p.Verify(h, body, time.Now()); err == nil {
 		t.Fatal("a provider loaded without secrets verified a signature")
+	}
+}
+
+func TestParseDestinationBudget(t *testing.T) {
+	r := mustParse(t, `
+providers:
+  crm: {preset: stripe, secret_env: [S1], destination: {url: "https://crm.example/hook", timeout: 10m, max_inflight: 200}}
+`, testEnv())
+	d := mustGet(t, r, "crm").Destination
+	if d.MaxInflight != 200 || d.Timeout != 10*time.Minute {
+		t.Fatalf("destination %+v, want max_inflight 200 and timeout 10m", d)
 	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -19,8 +18,10 @@ type config struct {
 	StateDir        string        // HOOKLINE_STATE_DIR
 	InstanceID      string        // HOOKLINE_INSTANCE_ID
 	MaxInflight     int           // HOOKLINE_MAX_INFLIGHT
+	MaxPending      int           // HOOKLINE_MAX_PENDING
+	MaxPendingBytes int64         // HOOKLINE_MAX_PENDING_BYTES
 	MaxBatch        int           // HOOKLINE_BATCH_MAX_RECORDS
-	BatchTimeout    time.Duration // HOOKLINE_BATCH_TIMEOUT
+	ShutdownGrace   time.Duration // HOOKLINE_SHUTDOWN_GRACE
 	BreakerFailures int           // HOOKLINE_BREAKER_FAILURES
 	BreakerCooldown time.Duration // HOOKLINE_BREAKER_COOLDOWN
 	SessionTimeout  time.Duration // HOOKLINE_SESSION_TIMEOUT
@@ -33,12 +34,11 @@ type config struct {
 
 func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	get := func(k string) string { v, _ := lookupEnv(k); return strings.TrimSpace(v) }
-	host, _ := os.Hostname()
 	c := config{
 		MetricsAddr:   orDefault(get("HOOKLINE_METRICS_ADDR"), ":9101"),
 		ProvidersFile: get("HOOKLINE_PROVIDERS"),
 		StateDir:      orDefault(get("HOOKLINE_STATE_DIR"), "data/processor"),
-		InstanceID:    orDefault(get("HOOKLINE_INSTANCE_ID"), host),
+		InstanceID:    get("HOOKLINE_INSTANCE_ID"), // empty: the one kept in the state dir
 		LogLevel:      get("HOOKLINE_LOG_LEVEL"),
 	}
 	var errs []string
@@ -65,11 +65,15 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		return d
 	}
 	c.MaxInflight = num("HOOKLINE_MAX_INFLIGHT", 64, 1, 4096)
-	// A crash repeats at most one batch of destination calls. 500 amortises
-	// the transaction's round trips (measured: 64 gives half the throughput);
-	// set it to HOOKLINE_MAX_INFLIGHT to bound repeats by the in-flight bound.
+	c.MaxPending = num("HOOKLINE_MAX_PENDING", 10000, 1, 1000000)
+	c.MaxPendingBytes = int64(num("HOOKLINE_MAX_PENDING_BYTES", 256<<20, 1<<20, 1<<40))
+	// A crash repeats the calls in flight and at most one transaction's
+	// finished calls. 500 bounds the records one transaction carries.
 	c.MaxBatch = num("HOOKLINE_BATCH_MAX_RECORDS", 500, 1, 100000)
-	c.BatchTimeout = dur("HOOKLINE_BATCH_TIMEOUT", 20*time.Second)
+	c.ShutdownGrace = dur("HOOKLINE_SHUTDOWN_GRACE", 5*time.Second)
+	if v := get("HOOKLINE_BATCH_TIMEOUT"); v != "" {
+		errs = append(errs, fmt.Sprintf("HOOKLINE_BATCH_TIMEOUT=%q: no longer used; a destination call is bounded by its own destination.timeout in the providers file (default 10s, at most 10m) and never by a batch", v))
+	}
 	c.BreakerFailures = num("HOOKLINE_BREAKER_FAILURES", 5, -1, 1000000)
 	c.BreakerCooldown = dur("HOOKLINE_BREAKER_COOLDOWN", 30*time.Second)
 	// How long the group waits for a processor that died (kill -9, lost
@@ -81,13 +85,10 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	if c.SessionTimeout > 0 && (c.SessionTimeout < 6*time.Second || c.SessionTimeout > 5*time.Minute) {
 		errs = append(errs, fmt.Sprintf("HOOKLINE_SESSION_TIMEOUT=%s: want 6s to 5m (the broker's group.min/max.session.timeout.ms defaults)", c.SessionTimeout))
 	}
-	if c.BatchTimeout > 45*time.Second {
-		errs = append(errs, fmt.Sprintf("HOOKLINE_BATCH_TIMEOUT=%s: at most 45s, so a transaction ends inside its 60s timeout", c.BatchTimeout))
-	}
 	if c.ProvidersFile == "" {
 		errs = append(errs, "HOOKLINE_PROVIDERS (or --providers): the providers file is required")
 	}
-	if strings.ContainsAny(c.InstanceID, " /\\") || c.InstanceID == "" {
+	if v, set := lookupEnv("HOOKLINE_INSTANCE_ID"); set && (strings.ContainsAny(c.InstanceID, " /\\") || strings.TrimSpace(v) == "") {
 		errs = append(errs, fmt.Sprintf("HOOKLINE_INSTANCE_ID=%q: want a name without spaces or slashes, unique per running processor", c.InstanceID))
 	}
 	if len(errs) > 0 {

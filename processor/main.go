@@ -1,7 +1,8 @@
 // Command processor consumes webhooks.raw exactly once in effect (DESIGN
 // §6): dedup against a Badger store rebuilt from the compacted changelog, the
 // destination handler, and the routing of failures to retry tiers or the DLQ,
-// all inside one Kafka transaction per batch.
+// committed in short Kafka transactions that never wait for a slow call
+// (docs/processor.md).
 package main
 
 import (
@@ -64,6 +65,11 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
+	if cfg.InstanceID == "" {
+		if cfg.InstanceID, err = state.InstanceID(cfg.StateDir); err != nil {
+			return fmt.Errorf("HOOKLINE_STATE_DIR=%s: %w (or set HOOKLINE_INSTANCE_ID)", cfg.StateDir, err)
+		}
+	}
 	names := topics.NewNames(cfg.Topics.Prefix, cfg.Retry.Names())
 	promReg := obs.NewRegistry()
 	kmetrics := kprom.NewMetrics("hookline_processor_kafka", kprom.Registerer(promReg), kprom.Gatherer(promReg))
@@ -123,19 +129,22 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	defer stopMetrics()
 
 	proc, err := consume.New(consume.Config{
-		Names:        names,
-		Schedule:     cfg.Retry,
-		Jitter:       cfg.Jitter,
-		Providers:    reg,
-		Router:       router,
-		Store:        store,
-		MaxInflight:  cfg.MaxInflight,
-		MaxBatch:     cfg.MaxBatch,
-		BatchTimeout: cfg.BatchTimeout,
+		Names:           names,
+		Schedule:        cfg.Retry,
+		Jitter:          cfg.Jitter,
+		Providers:       reg,
+		Router:          router,
+		Store:           store,
+		MaxInflight:     cfg.MaxInflight,
+		MaxPending:      cfg.MaxPending,
+		MaxPendingBytes: cfg.MaxPendingBytes,
+		MaxBatch:        cfg.MaxBatch,
+		ShutdownGrace:   cfg.ShutdownGrace,
 		SessionOpts: append(append([]kgo.Opt(nil), connOpts...), kgo.WithHooks(kmetrics),
 			kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10)),
 		NewClient:       newClient,
 		TransactionalID: cfg.Topics.Prefix + "hookline-processor-" + cfg.InstanceID,
+		InstanceID:      cfg.InstanceID,
 		Logger:          log,
 		Registry:        promReg,
 		Health:          health,
@@ -144,7 +153,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return err
 	}
 	log.Info("processor starting", "kafka", cfg.Kafka.String(), "topic", names.Raw, "instance", cfg.InstanceID,
-		"state_dir", cfg.StateDir, "metrics", metricsAddr, "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight)
+		"state_dir", cfg.StateDir, "metrics", metricsAddr, "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight, "max_pending", cfg.MaxPending)
 	if err := proc.Run(ctx); err != nil {
 		return err
 	}

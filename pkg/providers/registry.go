@@ -142,7 +142,7 @@ type destinationConfig struct {
 	URL         string           `yaml:"url"`
 	Timeout     string           `yaml:"timeout"`
 	MaxInflight int              `yaml:"max_inflight"`
-	RateLimit *rateLimitConfig `yaml:"rate_limit"`
+	RateLimit   *rateLimitConfig `yaml:"rate_limit"`
 }
 
 type ruleConfig struct {

@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/restore"
 )
 
@@ -19,6 +22,7 @@ import (
 // partition's restore is cancelled. Pauses are set on every assignment, so a
 // partition that comes back is restored again from its checkpoint.
 type ownership struct {
+	s     *session
 	p     *Processor
 	mu    sync.Mutex
 	parts map[int32]*owned
@@ -34,16 +38,21 @@ type ownership struct {
 	clean chan struct{}
 }
 
+// owned is one partition while this session owns it.
 type owned struct {
-	ready  bool
+	ready bool
+	// ctx ends when the partition goes away or the session stops: it
+	// cancels the restore and every call of the partition's records.
+	ctx    context.Context
 	cancel context.CancelFunc
-	done   chan struct{}
+	done   chan struct{} // the restore goroutine ended
+	win    *window       // set when ready
 }
 
-func newOwnership(p *Processor) *ownership {
+func newOwnership(s *session) *ownership {
 	clean := make(chan struct{})
 	close(clean)
-	return &ownership{p: p, parts: map[int32]*owned{}, fresh: map[int32]bool{}, doom: make(chan struct{}), clean: clean}
+	return &ownership{s: s, p: s.p, parts: map[int32]*owned{}, fresh: map[int32]bool{}, doom: make(chan struct{}), clean: clean}
 }
 
 // assigned runs in the group goroutine before fetching starts for the new
@@ -69,7 +78,7 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 			old.cancel()
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		ow := &owned{cancel: cancel, done: make(chan struct{})}
+		ow := &owned{ctx: rctx, cancel: cancel, done: make(chan struct{})}
 		o.parts[part] = ow
 		go o.restore(rctx, cl, part, ow)
 	}
@@ -81,7 +90,7 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow *owned) {
 	defer close(ow.done)
 	log := o.p.cfg.Logger.With("partition", part)
-	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+	restored := retrying(ctx, log, "restore failed", func() error {
 		stats, err := restore.Partition(ctx, o.p.restoreConfig(), o.p.cfg.Store, part)
 		if err == nil {
 			o.p.m.restoreSeconds.Observe(stats.Duration.Seconds())
@@ -89,18 +98,12 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 			log.Info("partition restored", "from", stats.From, "to", stats.To, "records", stats.Records,
 				"applied", stats.Applied, "expired", stats.Expired, "skipped", stats.Skipped, "rebuilt", stats.Rebuilt,
 				"took", stats.Duration.String())
-			break
 		}
-		if ctx.Err() != nil {
-			log.Info("restore cancelled: partition no longer ours")
-			return
-		}
-		log.Error("restore failed; retrying", "err", err, "backoff", backoff.String())
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
+		return err
+	})
+	if !restored {
+		log.Info("restore cancelled: partition no longer ours")
+		return
 	}
 	o.mu.Lock()
 	clean := o.clean
@@ -110,12 +113,23 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		return
 	case <-clean:
 	}
+	var win *window
+	if !retrying(ctx, log, "reading the committed offset failed", func() (err error) {
+		win, err = o.committedWindow(ctx, cl, part)
+		return err
+	}) {
+		return
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.parts[part] != ow || ctx.Err() != nil {
 		return // revoked meanwhile
 	}
+	ow.win = win
 	ow.ready = true
+	if win.sentMeta != "" {
+		log.Info("offsets finished above the committed offset are skipped", "committed", win.base, "metadata", win.sentMeta)
+	}
 	o.fresh[part] = true
 	cl.ResumeFetchPartitions(map[string][]int32{o.p.cfg.Names.Raw: {part}})
 	o.updateHealth()
@@ -129,10 +143,11 @@ func (o *ownership) lost(_ context.Context, _ *kgo.Client, lost map[string][]int
 	o.release("lost", lost)
 }
 
-// release forgets partitions. The transact session aborts a transaction in
-// progress, so in-flight work of these partitions is abandoned (its records
-// are read again by the next owner); a running restore is cancelled and
-// waited for, so it cannot resume a partition we no longer own.
+// release forgets partitions: their calls are cancelled and waited for,
+// their restore too (so it cannot resume a partition we no longer own), and
+// the session drops their decided states and waiting results. A
+// transaction in progress is aborted by the session; what was not committed
+// is read again by the next owner, which skips what was.
 func (o *ownership) release(kind string, m map[string][]int32) {
 	parts := m[o.p.cfg.Names.Raw]
 	if len(parts) == 0 {
@@ -141,6 +156,7 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	o.p.m.rebalances.WithLabelValues(kind).Add(float64(len(parts)))
 	o.p.cfg.Logger.Info("partitions "+kind, "topic", o.p.cfg.Names.Raw, "partitions", parts)
 	var wait []chan struct{}
+	gone := map[int32]bool{}
 	o.mu.Lock()
 	close(o.doom)
 	o.doom = make(chan struct{})
@@ -150,10 +166,12 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 			wait = append(wait, ow.done)
 			delete(o.parts, part)
 			delete(o.fresh, part)
+			gone[part] = true
 		}
 	}
 	o.updateHealth()
 	o.mu.Unlock()
+	o.s.forget(gone)
 	for _, d := range wait {
 		<-d
 	}
@@ -166,7 +184,8 @@ func (o *ownership) doomed() <-chan struct{} {
 	return o.doom
 }
 
-// stopAll cancels every restore (shutdown, or the session replaced).
+// stopAll cancels every restore and call (shutdown, or the session
+// replaced) and forgets every partition.
 func (o *ownership) stopAll() {
 	o.mu.Lock()
 	var wait []chan struct{}
@@ -182,29 +201,169 @@ func (o *ownership) stopAll() {
 	}
 }
 
-// allReady reports whether every record's partition is owned and restored.
-func (o *ownership) allReady(recs []*kgo.Record) (int32, bool) {
+// cancelWork cancels every partition's calls but keeps the partitions, so
+// what finished can still be committed (the end of a graceful stop).
+func (o *ownership) cancelWork() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, r := range recs {
-		if ow, ok := o.parts[r.Partition]; !ok || !ow.ready {
-			return r.Partition, false
-		}
+	for _, ow := range o.parts {
+		ow.cancel()
 	}
-	return 0, true
 }
 
-// firstRecords logs, once per assignment, the first committed record of a
-// restored partition: with "partition restored", this is how an operator (and
-// a test) sees that restore came first.
-func (o *ownership) firstRecords(recs []*kgo.Record) {
+// retrying runs fn until it succeeds (true) or ctx ends (false), logging
+// each failure and backing off from 1s to 30s.
+func retrying(ctx context.Context, log *slog.Logger, what string, fn func() error) bool {
+	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+		err := fn()
+		if err == nil {
+			return true
+		}
+		if ctx.Err() != nil {
+			return false
+		}
+		log.Error(what+"; retrying", "err", err, "backoff", backoff.String())
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// committedWindow reads the partition's committed offset and metadata
+// (require_stable: after any transaction still writing them) and starts its
+// window there; a partition never committed starts at its log start, as the
+// session does.
+func (o *ownership) committedWindow(ctx context.Context, cl *kgo.Client, part int32) (*window, error) {
+	adm := kadm.NewClient(cl)
+	raw := o.p.cfg.Names.Raw
+	offs, err := adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), o.p.cfg.Names.Group(topics.GroupProcessor), raw)
+	if err != nil {
+		return nil, fmt.Errorf("fetch committed offsets: %w", err)
+	}
+	if c, ok := offs.Lookup(raw, part); ok && c.Err == nil && c.At >= 0 {
+		return newWindow(c.At, c.Metadata), nil
+	} else if ok && c.Err != nil {
+		return nil, fmt.Errorf("committed offset of %s[%d]: %w", raw, part, c.Err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, raw)
+	if err != nil {
+		return nil, fmt.Errorf("list start offsets: %w", err)
+	}
+	so, ok := starts.Lookup(raw, part)
+	if !ok || so.Err != nil {
+		return nil, fmt.Errorf("start offset of %s[%d]: %v", raw, part, so.Err)
+	}
+	return newWindow(so.Offset, ""), nil
+}
+
+// accept takes a polled record into its partition's window and returns the
+// partition, or nil when the record is not to be run (read before, or
+// finished before this owner took the partition). A record of a partition
+// not owned or not restored cannot be taken, and franz-go's position is
+// then past it: the session is replaced, which reads it again.
+func (o *ownership) accept(r *kgo.Record) (*owned, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, r := range recs {
-		if o.fresh[r.Partition] {
-			delete(o.fresh, r.Partition)
-			o.p.cfg.Logger.Info("first record processed since restore", "partition", r.Partition, "offset", r.Offset)
+	ow, ok := o.parts[r.Partition]
+	if !ok || !ow.ready {
+		return nil, fmt.Errorf("%w: record at %s[%d]@%d polled while its partition is not restored", errSessionBroken, r.Topic, r.Partition, r.Offset)
+	}
+	if !ow.win.accept(r.Offset) {
+		return nil, nil
+	}
+	return ow, nil
+}
+
+// held is the offsets held above the committed offsets, all partitions.
+func (o *ownership) held() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var n int64
+	for _, ow := range o.parts {
+		if ow.win != nil {
+			n += ow.win.held()
 		}
+	}
+	return n
+}
+
+// begin keeps the results whose partition is still the one they were read
+// from, marks their offsets as in the transaction, and hands the others to
+// drop.
+func (o *ownership) begin(batch []*result, drop func(*result)) []*result {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	kept := batch[:0]
+	for _, res := range batch {
+		if o.parts[res.r.Partition] != res.ow || res.ow.win == nil {
+			drop(res)
+			continue
+		}
+		res.ow.win.mark([]int64{res.r.Offset}, slotInTxn)
+		kept = append(kept, res)
+	}
+	return kept
+}
+
+// points is what to commit for each partition whose low-water mark or
+// metadata moved since its last commit.
+func (o *ownership) points() map[int32]commitPoint {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	pts := map[int32]commitPoint{}
+	for part, ow := range o.parts {
+		if ow.win == nil {
+			continue
+		}
+		off, meta := ow.win.commitPoint()
+		if off != ow.win.sent || meta != ow.win.sentMeta {
+			pts[part] = commitPoint{off, meta}
+		}
+	}
+	return pts
+}
+
+// moved reports whether some partition has something to commit.
+func (o *ownership) moved() bool { return len(o.points()) > 0 }
+
+// aborted returns a transaction's offsets to running: their results wait
+// for the next one.
+func (o *ownership) aborted(batch []*result) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, res := range batch {
+		if o.parts[res.r.Partition] == res.ow {
+			res.ow.win.mark([]int64{res.r.Offset}, slotRunning)
+		}
+	}
+}
+
+// committed moves the windows past a committed transaction and logs, once
+// per assignment, the first record committed since a partition's restore:
+// with "partition restored", this is how an operator (and a test) sees that
+// restore came first.
+func (o *ownership) committed(batch []*result, points map[int32]commitPoint) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	byPart := map[int32][]int64{}
+	for _, res := range batch {
+		byPart[res.r.Partition] = append(byPart[res.r.Partition], res.r.Offset)
+		if o.fresh[res.r.Partition] {
+			delete(o.fresh, res.r.Partition)
+			o.p.cfg.Logger.Info("first record processed since restore", "partition", res.r.Partition, "offset", res.r.Offset)
+		}
+	}
+	for part, ow := range o.parts {
+		if ow.win == nil {
+			continue
+		}
+		pt, ok := points[part]
+		if !ok {
+			pt = commitPoint{ow.win.sent, ow.win.sentMeta}
+		}
+		ow.win.committed(byPart[part], pt.offset, pt.meta)
 	}
 }
 

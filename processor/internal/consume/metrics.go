@@ -27,6 +27,12 @@ type metrics struct {
 	lag            *prometheus.GaugeVec
 	hanging        *prometheus.CounterVec
 	sessions       prometheus.Counter
+	batchRecords   prometheus.Histogram
+	pending        prometheus.Gauge
+	laneInflight   *prometheus.GaugeVec
+	laneWaiting    *prometheus.GaugeVec
+	laneLimit      *prometheus.GaugeVec
+	reg            prometheus.Registerer
 }
 
 func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
@@ -63,7 +69,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		}),
 		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookline_processor_transaction_seconds",
-			Help:    "Time from poll to commit of one batch.",
+			Help:    "Time to end one transaction: produce the finished results' records, commit the low-water marks, end it.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
 		}),
 		lag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
@@ -79,13 +85,50 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 			Help: "Transactional sessions replaced after they broke (a transaction that could not be ended, e.g. the broker unreachable): the open batch is read again, like after a restart.",
 		}),
 	}
+	m.batchRecords = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "hookline_processor_transaction_records",
+		Help:    "Records whose effects one committed transaction carried.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+	})
+	m.pending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hookline_processor_pending_offsets",
+		Help: "Offsets of webhooks.raw read and held above their partitions' committed offsets (calls in flight, waiting for a destination slot, or finished above a slower one); polling stops at HOOKLINE_MAX_PENDING.",
+	})
+	m.laneInflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_destination_inflight",
+		Help: "Calls in flight to a provider's destination.",
+	}, []string{"provider"})
+	m.laneWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_destination_waiting",
+		Help: "Records waiting for a slot of their provider's destination (its in-flight bound is reached).",
+	}, []string{"provider"})
+	m.laneLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_destination_max_inflight",
+		Help: "A provider's destination's in-flight bound (destination.max_inflight, or HOOKLINE_MAX_INFLIGHT).",
+	}, []string{"provider"})
+	m.reg = reg
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookline_processor_store_keys",
 		Help: "Keys in the local Badger state store (approximate).",
 	}, func() float64 { return float64(st.Keys()) })
 	reg.MustRegister(m.records, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
-		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, m.sessions, keys)
+		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, m.sessions, keys,
+		m.batchRecords, m.pending, m.laneInflight, m.laneWaiting, m.laneLimit)
 	return m
+}
+
+// breakerOpen exports a destination's circuit breaker: 1 while open.
+func (m *metrics) breakerOpen(provider string, open func() bool) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "hookline_processor_breaker_open",
+		Help:        "1 while the circuit breaker of a provider's destination is open (calls refused without being made), else 0.",
+		ConstLabels: prometheus.Labels{"provider": provider},
+	}, func() float64 {
+		if open() {
+			return 1
+		}
+		return 0
+	}))
 }
 
 // watchLag refreshes the lag gauge from the group's committed offsets.

@@ -1,9 +1,7 @@
 // Package decide is the processor's dedup decision table (DESIGN §6) as pure
 // functions: Admit says whether an arriving record is processed or skipped
 // given its key's state, Apply turns the handler's result into the key's next
-// state and the record's route (done, a retry tier, or the DLQ), and Overlay
-// lets the records of one batch see the state left by earlier records of the
-// same batch. Encode and Decode are the changelog value's JSON form
+// state and the record's route (done, a retry tier, or the DLQ). Encode and Decode are the changelog value's JSON form
 // (schemas/state.schema.json).
 //
 // Nothing here does I/O or reads a clock: the caller passes the time in

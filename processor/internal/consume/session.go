@@ -1,0 +1,392 @@
+package consume
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/processor/internal/decide"
+	"github.com/hookline/hookline/processor/internal/state"
+)
+
+// idlePoll bounds one poll when nothing arrives, so offsets that moved
+// without a result (markers, records finished before a restart) are
+// committed, and the budget is looked at again.
+const idlePoll = time.Second
+
+// session is one transactional session's work: the records read and not yet
+// committed, their chains, and the state their decisions left.
+type session struct {
+	p   *Processor
+	tx  *kgo.GroupTransactSession
+	own *ownership
+
+	mu      sync.Mutex
+	chains  map[string]*chain
+	overlay map[string]overlaid // key -> state decided, not yet in the store
+	seq     uint64
+	results []*result // finished, waiting for a transaction
+	bytes   int64     // body bytes read and not yet committed or dropped
+	err     error     // a reason to stop the processor
+
+	ready chan struct{} // a result or an error arrived (capacity 1)
+	work  sync.WaitGroup
+}
+
+// chain is the queue of one chain key's records.
+type chain struct{ queue []item }
+
+// item is a record read from a partition this session owns.
+type item struct {
+	r  *kgo.Record
+	ow *owned
+}
+
+// overlaid is a key's state decided by a record whose transaction has not
+// been applied to the store yet.
+type overlaid struct {
+	part int32
+	st   decide.State
+	seq  uint64
+}
+
+// result is what one record leaves for the next transaction.
+type result struct {
+	r       *kgo.Record
+	ow      *owned
+	outputs []*kgo.Record
+	change  *state.Change // nil: a skip or a poison record
+	seq     uint64        // the overlay entry change made
+	stat    stat
+}
+
+type stat struct{ provider, status, origin string }
+
+func newSession(p *Processor) *session {
+	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1)}
+	s.own = newOwnership(s)
+	return s
+}
+
+func (s *session) signal() {
+	select {
+	case s.ready <- struct{}{}:
+	default:
+	}
+}
+
+// fail stops the processor with err (a store that cannot be read).
+func (s *session) fail(err error) {
+	s.mu.Lock()
+	s.err = errors.Join(s.err, err)
+	s.mu.Unlock()
+	s.signal()
+}
+
+// loop polls, dispatches and commits until ctx is done or an error.
+func (s *session) loop(ctx context.Context) error {
+	cfg := s.p.cfg
+	for {
+		if ctx.Err() != nil {
+			return s.stop(ctx)
+		}
+		select { // the state below is read after the signal is taken
+		case <-s.ready:
+		default:
+		}
+		s.mu.Lock()
+		err, pending, bytes := s.err, len(s.results), s.bytes
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if pending > 0 {
+			if err := s.commit(ctx); err != nil {
+				return err
+			}
+		}
+		held := s.own.held()
+		s.p.m.pending.Set(float64(held))
+		room := int64(cfg.MaxPending) - held
+		if room <= 0 || bytes >= cfg.MaxPendingBytes {
+			// Over budget: wait for something to finish.
+			select {
+			case <-ctx.Done():
+			case <-s.ready:
+			case <-time.After(idlePoll):
+			}
+			continue
+		}
+		// Poll until records arrive, a result is ready to commit, or idlePoll.
+		pctx, cancel := context.WithTimeout(ctx, idlePoll)
+		go func() {
+			select {
+			case <-s.ready:
+				s.signal() // keep the signal for the loop
+				cancel()
+			case <-pctx.Done():
+			}
+		}()
+		fs := s.tx.PollRecords(pctx, int(min(room, int64(cfg.MaxBatch))))
+		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
+		cancel()
+		if ctx.Err() != nil {
+			continue
+		}
+		if err := fatalFetchError(fs, cfg.Logger); err != nil {
+			return fmt.Errorf("%w: %w", errSessionBroken, err)
+		}
+		recs := fs.Records()
+		if err := s.dispatch(recs); err != nil {
+			return err
+		}
+		if len(recs) == 0 && timedOut && s.own.moved() {
+			if err := s.commit(ctx); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// dispatch hands each record to its chain.
+func (s *session) dispatch(recs []*kgo.Record) error {
+	for _, r := range recs {
+		ow, err := s.own.accept(r)
+		if err != nil {
+			return err
+		}
+		if ow == nil {
+			continue
+		}
+		k := s.p.cfg.ChainKey(r)
+		s.mu.Lock()
+		s.bytes += int64(len(r.Value))
+		if c, ok := s.chains[k]; ok {
+			c.queue = append(c.queue, item{r, ow})
+			s.mu.Unlock()
+			continue
+		}
+		c := &chain{queue: []item{{r, ow}}}
+		s.chains[k] = c
+		s.mu.Unlock()
+		s.work.Add(1)
+		go s.runChain(k, c)
+	}
+	return nil
+}
+
+// runChain runs a chain's records in order until its queue is empty.
+func (s *session) runChain(k string, c *chain) {
+	defer s.work.Done()
+	for {
+		s.mu.Lock()
+		if len(c.queue) == 0 {
+			delete(s.chains, k)
+			s.mu.Unlock()
+			return
+		}
+		it := c.queue[0]
+		c.queue = c.queue[1:]
+		s.mu.Unlock()
+		res, err := s.run(it)
+		switch {
+		case err != nil:
+			s.fail(err)
+			s.drop(it.r)
+		case res == nil:
+			s.drop(it.r)
+		default:
+			s.mu.Lock()
+			s.results = append(s.results, res)
+			s.mu.Unlock()
+			s.signal()
+		}
+	}
+}
+
+// drop forgets a record that leaves no result.
+func (s *session) drop(r *kgo.Record) {
+	s.mu.Lock()
+	s.bytes -= int64(len(r.Value))
+	s.mu.Unlock()
+}
+
+// run decides one record, calls its destination if the decision says so,
+// and returns its result; nil when the record was abandoned (its partition
+// went away, or the processor stops): it is then read again by the
+// partition's next owner.
+func (s *session) run(it item) (*result, error) {
+	p, r, ow := s.p, it.r, it.ow
+	if ow.ctx.Err() != nil {
+		return nil, nil
+	}
+	now := p.cfg.Now()
+	res := &result{r: r, ow: ow}
+	a, err := arrival(r, now)
+	if err != nil {
+		p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+		res.outputs = []*kgo.Record{p.poisonRecord(r, now, err)}
+		res.stat = stat{provider: "unknown", status: StatusDead, origin: "unknown"}
+		return res, nil
+	}
+	key := string(r.Key)
+	cur, err := s.stateOf(r.Partition, key)
+	if err != nil {
+		return nil, err
+	}
+	if process, why := decide.Admit(cur, a); !process {
+		res.outputs = []*kgo.Record{p.outcomeRecord(r, a, StatusDuplicate, 0, nil, decide.Route{})}
+		res.stat = stat{provider: p.providerLabel(a.Provider), status: StatusDuplicate, origin: a.Origin}
+		p.cfg.Logger.Debug("skipped", "key", key, "origin", a.Origin, "attempt", a.Attempt, "why", why)
+		return res, nil
+	}
+	start := time.Now()
+	abandoned, herr := p.call(ow.ctx, r, a)
+	if abandoned {
+		return nil, nil
+	}
+	took := time.Since(start)
+	p.m.handlerSeconds.WithLabelValues(p.providerLabel(a.Provider)).Observe(took.Seconds())
+
+	ttl := decide.DefaultTTL
+	if pr, ok := p.cfg.Providers.Get(a.Provider); ok {
+		ttl = pr.DedupTTL
+	}
+	next, route := decide.Apply(cur, a, herr, p.cfg.Schedule, ttl)
+	val, err := decide.Encode(next)
+	if err != nil {
+		return nil, fmt.Errorf("encode state of %q: %w", key, err)
+	}
+	out := []*kgo.Record{{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val}}
+	status := StatusDone
+	switch route.Kind {
+	case decide.Retry:
+		status = StatusRetrying
+		tr := p.failedRecord(p.cfg.Names.Retry[route.Tier-1], r, a, next, route.Attempt, herr, true)
+		due := p.cfg.Schedule.DueAt(now, route.Tier, p.cfg.Jitter, rand.Float64)
+		headers.SetTime(tr, headers.DueAt, due)
+		out = append(out, tr)
+	case decide.Dead:
+		status = StatusDead
+		dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, route.Attempt, herr, route.DeadReason == headers.DeadExhausted)
+		headers.Set(dr, headers.DeadReason, route.DeadReason)
+		out = append(out, dr)
+	}
+	out = append(out, p.outcomeRecord(r, a, status, took, herr, route))
+	res.outputs = out
+	res.stat = stat{provider: p.providerLabel(a.Provider), status: status, origin: a.Origin}
+	res.change = &state.Change{Partition: r.Partition, Key: key, Value: val, ExpiresAt: next.ExpiresAt}
+	seq, ok := s.remember(ow, r.Partition, key, next)
+	if !ok {
+		return nil, nil // the partition went away meanwhile
+	}
+	res.seq = seq
+	return res, nil
+}
+
+// stateOf is the key's state as the last decision left it: from the
+// overlay while that decision is not in the store, else from the store.
+func (s *session) stateOf(part int32, key string) (*decide.State, error) {
+	s.mu.Lock()
+	o, ok := s.overlay[key]
+	s.mu.Unlock()
+	if ok {
+		st := o.st
+		return &st, nil
+	}
+	v, ok, err := s.p.cfg.Store.Get(part, key)
+	if err != nil {
+		return nil, fmt.Errorf("read state of %q: %w", key, err)
+	}
+	if !ok {
+		return nil, nil
+	}
+	st, err := decide.Decode(v)
+	if err != nil {
+		// Unreadable cached state: the changelog is the truth. Stop; the
+		// partition is rebuilt on restart.
+		return nil, fmt.Errorf("decode state of %q: %w", key, err)
+	}
+	return &st, nil
+}
+
+// remember puts a decided state in the overlay, unless the partition went
+// away (checked under the same lock as the revoke's clean-up, so a revoked
+// partition leaves no entry behind).
+func (s *session) remember(ow *owned, part int32, key string, st decide.State) (uint64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ow.ctx.Err() != nil {
+		return 0, false
+	}
+	s.seq++
+	s.overlay[key] = overlaid{part: part, st: st, seq: s.seq}
+	return s.seq, true
+}
+
+// forget drops the overlay entries and waiting results of partitions that
+// went away; their work is read again by the next owner.
+func (s *session) forget(parts map[int32]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, o := range s.overlay {
+		if parts[o.part] {
+			delete(s.overlay, k)
+		}
+	}
+	kept := s.results[:0]
+	for _, res := range s.results {
+		if parts[res.r.Partition] {
+			s.bytes -= int64(len(res.r.Value))
+			continue
+		}
+		kept = append(kept, res)
+	}
+	clear(s.results[len(kept):])
+	s.results = kept
+}
+
+// stop ends the session on shutdown: no more polling; calls in flight get
+// ShutdownGrace to finish while what finishes is committed; then the rest
+// is cancelled (read again by the next owner) and the last results are
+// committed.
+func (s *session) stop(ctx context.Context) error {
+	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	grace := time.NewTimer(s.p.cfg.ShutdownGrace)
+	defer grace.Stop()
+	for graceLeft := true; ; {
+		s.mu.Lock()
+		busy, pending, err := len(s.chains) > 0, len(s.results), s.err
+		s.mu.Unlock()
+		if err != nil {
+			return err
+		}
+		if pending > 0 {
+			if err := s.commit(bg); err != nil {
+				return err
+			}
+			continue
+		}
+		if !busy {
+			return nil
+		}
+		if !graceLeft {
+			s.own.cancelWork()
+			s.work.Wait()
+			continue
+		}
+		select {
+		case <-s.ready:
+		case <-grace.C:
+			s.p.cfg.Logger.Info("stopping: cancelling destination calls still in flight (read again by the next owner)")
+			graceLeft = false
+		}
+	}
+}

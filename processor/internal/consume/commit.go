@@ -39,6 +39,7 @@ func (s *session) commit(ctx context.Context) error {
 		s.mu.Lock()
 		s.bytes -= int64(len(res.r.Value))
 		s.mu.Unlock()
+		s.release(res)
 	})
 	points := s.own.points()
 	if len(batch) == 0 && len(points) == 0 {
@@ -127,6 +128,7 @@ func (s *session) commit(ctx context.Context) error {
 	s.mu.Lock()
 	for _, res := range batch {
 		bytes += int64(len(res.r.Value))
+		s.release(res)
 		if res.change != nil {
 			if o, ok := s.overlay[res.change.Key]; ok && o.seq == res.seq {
 				delete(s.overlay, res.change.Key)

@@ -53,31 +53,38 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 }
 
 // call hands the record to its provider's destination, waiting for a slot
-// in its lane. abandoned says ctx ended (the partition went away or the
+// in its lane and then for a token of the session's pool of uncommitted
+// calls (taken in that order, so records waiting for a full lane hold no
+// token). A call that was made keeps its token until its result commits or
+// is dropped (release); one abandoned gives it back here. abandoned says ctx ended (the partition went away or the
 // processor stops) before the call was made or answered: that is no attempt
 // and leaves no trace; the record is read again by the partition's next
 // owner.
-func (p *Processor) call(ctx context.Context, r *kgo.Record, a decide.Arrival) (abandoned bool, err error) {
+func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Record, a decide.Arrival) (abandoned, token bool, err error) {
 	if _, ok := p.cfg.Providers.Get(a.Provider); !ok {
-		return false, fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
+		return false, false, fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
 	}
 	ln, ok := p.lanes[a.Provider]
 	if !ok {
-		return false, nil // outcomes only
+		return false, false, nil // outcomes only
 	}
 	ln.waiting.Inc()
 	select {
 	case ln.slots <- struct{}{}:
+	case <-ctx.Done():
+		ln.waiting.Dec()
+		return true, false, ctx.Err()
+	}
+	defer func() { <-ln.slots }()
+	select {
+	case tokens <- struct{}{}:
 		ln.waiting.Dec()
 	case <-ctx.Done():
 		ln.waiting.Dec()
-		return true, ctx.Err()
+		return true, false, ctx.Err()
 	}
 	ln.inflight.Inc()
-	defer func() {
-		ln.inflight.Dec()
-		<-ln.slots
-	}()
+	defer ln.inflight.Dec()
 	err = ln.h.Handle(ctx, deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
@@ -88,12 +95,13 @@ func (p *Processor) call(ctx context.Context, r *kgo.Record, a decide.Arrival) (
 		Headers:     headers.HTTP(r),
 	})
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return true, err
+		<-tokens
+		return true, false, err
 	}
 	if errors.Is(err, deliver.ErrCircuitOpen) {
 		// The destination was not called: straight to the first tier, the
 		// attempt not used up.
-		return false, retry.NotAttempted(err)
+		return false, true, retry.NotAttempted(err)
 	}
-	return false, err
+	return false, true, err
 }

@@ -35,8 +35,11 @@ type session struct {
 	bytes   int64     // body bytes read and not yet committed or dropped
 	err     error     // a reason to stop the processor
 
-	ready chan struct{} // a result or an error arrived (capacity 1)
-	work  sync.WaitGroup
+	// tokens bound the calls made and not yet committed (MaxBatch): what a
+	// crash can make the next owner call again, beyond nothing else.
+	tokens chan struct{}
+	ready  chan struct{} // a result or an error arrived (capacity 1)
+	work   sync.WaitGroup
 }
 
 // chain is the queue of one chain key's records.
@@ -63,13 +66,15 @@ type result struct {
 	outputs []*kgo.Record
 	change  *state.Change // nil: a skip or a poison record
 	seq     uint64        // the overlay entry change made
+	token   bool          // holds a token of session.tokens
 	stat    stat
 }
 
 type stat struct{ provider, status, origin string }
 
 func newSession(p *Processor) *session {
-	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1)}
+	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1),
+		tokens: make(chan struct{}, p.cfg.MaxBatch)}
 	s.own = newOwnership(s)
 	return s
 }
@@ -210,6 +215,14 @@ func (s *session) runChain(k string, c *chain) {
 	}
 }
 
+// release gives back a result's call token.
+func (s *session) release(res *result) {
+	if res.token {
+		res.token = false
+		<-s.tokens
+	}
+}
+
 // drop forgets a record that leaves no result.
 func (s *session) drop(r *kgo.Record) {
 	s.mu.Lock()
@@ -247,10 +260,11 @@ func (s *session) run(it item) (*result, error) {
 		return res, nil
 	}
 	start := time.Now()
-	abandoned, herr := p.call(ow.ctx, r, a)
+	abandoned, token, herr := p.call(ow.ctx, s.tokens, r, a)
 	if abandoned {
 		return nil, nil
 	}
+	res.token = token
 	took := time.Since(start)
 	p.m.handlerSeconds.WithLabelValues(p.providerLabel(a.Provider)).Observe(took.Seconds())
 
@@ -284,6 +298,7 @@ func (s *session) run(it item) (*result, error) {
 	res.change = &state.Change{Partition: r.Partition, Key: key, Value: val, ExpiresAt: next.ExpiresAt}
 	seq, ok := s.remember(ow, r.Partition, key, next)
 	if !ok {
+		s.release(res)
 		return nil, nil // the partition went away meanwhile
 	}
 	res.seq = seq
@@ -344,6 +359,7 @@ func (s *session) forget(parts map[int32]bool) {
 	for _, res := range s.results {
 		if parts[res.r.Partition] {
 			s.bytes -= int64(len(res.r.Value))
+			s.release(res)
 			continue
 		}
 		kept = append(kept, res)

@@ -1,0 +1,315 @@
+package consume
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/retry"
+	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/processor/internal/deliver"
+	"github.com/hookline/hookline/processor/internal/state"
+)
+
+// fakeKafka is a kfake cluster with hookline's topics, 2 partitions each.
+type fakeKafka struct {
+	c     *kfake.Cluster
+	names topics.Names
+}
+
+func newFakeKafka(t *testing.T) *fakeKafka {
+	t.Helper()
+	sched, err := retry.ParseSchedule("1s,2s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := topics.NewNames("", sched.Names())
+	all := append([]string{names.Raw, names.Changelog, names.Outcomes, names.DLQ}, names.Retry...)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, all...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return &fakeKafka{c: c, names: names}
+}
+
+func (f *fakeKafka) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// produce writes ingest records for provider to raw partition 0, in order.
+func (f *fakeKafka) produce(t *testing.T, provider string, keys ...string) {
+	t.Helper()
+	cl := f.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	for _, k := range keys {
+		r := &kgo.Record{Topic: f.names.Raw, Partition: 0, Key: []byte(k), Value: []byte(`{"id":"` + k + `"}`)}
+		headers.Set(r, headers.Provider, provider)
+		headers.Set(r, headers.Origin, headers.OriginIngest)
+		headers.SetAttempt(r, 1)
+		headers.SetTime(r, headers.ReceivedAt, time.Now())
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// outcomes reads the committed outcomes, by key.
+func (f *fakeKafka) outcomes(t *testing.T) map[string][]Outcome {
+	t.Helper()
+	cl := f.client(t, kgo.ConsumeTopics(f.names.Outcomes), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	out := map[string][]Outcome{}
+	for {
+		fs := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			return out
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			var o Outcome
+			if err := json.Unmarshal(r.Value, &o); err != nil {
+				t.Errorf("outcome %s: %v", r.Value, err)
+			}
+			out[o.Key] = append(out[o.Key], o)
+		})
+	}
+}
+
+// committed is the processor group's committed offset and metadata of raw
+// partition 0.
+func (f *fakeKafka) committed(t *testing.T) (int64, string) {
+	t.Helper()
+	offs, err := kadm.NewClient(f.client(t)).FetchOffsetsForTopics(context.Background(), f.names.Group(topics.GroupProcessor), f.names.Raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, ok := offs.Lookup(f.names.Raw, 0)
+	if !ok || o.Err != nil {
+		return -1, ""
+	}
+	return o.At, o.Metadata
+}
+
+// counter is a destination that counts its calls per key and can hold them.
+type counter struct {
+	mu    sync.Mutex
+	calls map[string]int
+	hold  chan struct{} // nil: answer at once; else wait until closed
+}
+
+func (c *counter) Handle(ctx context.Context, d deliver.Delivery) error {
+	c.mu.Lock()
+	if c.calls == nil {
+		c.calls = map[string]int{}
+	}
+	c.calls[d.Key]++
+	hold := c.hold
+	c.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+func (c *counter) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[key]
+}
+
+// runProcessor starts a processor with a fresh in-memory store (so it
+// restores from the changelog, as a new owner does) and returns its stop.
+func runProcessor(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler) (stop func() error) {
+	t.Helper()
+	dir := t.TempDir()
+	yml := "providers:\n"
+	for name := range handlers {
+		yml += fmt.Sprintf("  %s: {preset: stripe, secret_env: [S], destination: {url: \"http://%s.invalid/\", max_inflight: 4}}\n", name, name)
+	}
+	path := filepath.Join(dir, "providers.yaml")
+	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	reg, err := providers.LoadWithoutSecrets(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := state.Open(state.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sched, _ := retry.ParseSchedule("1s,2s")
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	if testing.Verbose() {
+		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	seeds := kgo.SeedBrokers(f.c.ListenAddrs()...)
+	p, err := New(Config{
+		Names: f.names, Schedule: sched, Providers: reg, Router: deliver.NewRouter(handlers), Store: store,
+		MaxInflight: 4, MaxPending: 1000, MaxPendingBytes: 1 << 20, MaxBatch: 50, ShutdownGrace: 50 * time.Millisecond,
+		SessionOpts: []kgo.Opt{seeds},
+		NewClient: func(opts ...kgo.Opt) (*kgo.Client, error) {
+			return kgo.NewClient(append([]kgo.Opt{seeds}, opts...)...)
+		},
+		TransactionalID: "hookline-processor-" + id, InstanceID: id,
+		Logger: log, Registry: prometheus.NewRegistry(), Health: obs.NewHealth("restore"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	var once sync.Once
+	var runErr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			runErr = <-done
+			runErr = errors.Join(runErr, store.Close())
+		})
+		return runErr
+	}
+	t.Cleanup(func() { _ = stop() })
+	return stop
+}
+
+// waitFor polls cond until it holds or 10s pass.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A slow call stays in flight while the records behind it in its partition
+// commit; the partition's committed offset stays at the slow record, with
+// the finished ones named in the metadata, and a new owner runs only the
+// slow one again.
+func TestSlowCallDoesNotHoldCommits(t *testing.T) {
+	f := newFakeKafka(t)
+	slow := &counter{hold: make(chan struct{})}
+	fast := &counter{}
+	stop := runProcessor(t, f, "p1", map[string]deliver.Handler{"slowcrm": slow, "fastpay": fast})
+
+	f.produce(t, "fastpay", "f0")
+	f.produce(t, "slowcrm", "s1")
+	var keys []string
+	for i := 1; i <= 20; i++ {
+		keys = append(keys, fmt.Sprintf("f%d", i))
+	}
+	f.produce(t, "fastpay", keys...)
+	waitFor(t, "the fast records' outcomes", func() bool { return len(f.outcomes(t)) == 21 })
+	if slow.count("s1") != 1 {
+		t.Fatalf("slow destination called %d times, want 1 (in flight)", slow.count("s1"))
+	}
+	out := f.outcomes(t)
+	if _, ok := out["s1"]; ok {
+		t.Fatal("the slow record has an outcome while its call is in flight")
+	}
+	off, meta := f.committed(t)
+	if off != 1 {
+		t.Fatalf("committed offset %d, want 1 (the slow record, the lowest unfinished)", off)
+	}
+	if runs := decodeDone(meta); len(runs) != 1 || runs[0] != (run{1, 21}) {
+		t.Fatalf("metadata %q = %v, want the 20 finished offsets above it", meta, runs)
+	}
+
+	// The processor stops with the slow call in flight: it is cancelled
+	// after the grace, leaving no outcome and no attempt.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	if off2, _ := f.committed(t); off2 != 1 {
+		t.Fatalf("after the stop the committed offset is %d, want 1", off2)
+	}
+	close(slow.hold)
+	runProcessor(t, f, "p2", map[string]deliver.Handler{"slowcrm": slow, "fastpay": fast})
+	waitFor(t, "the slow record's outcome", func() bool { return len(f.outcomes(t)["s1"]) == 1 })
+	out = f.outcomes(t)
+	for _, k := range append(keys, "f0") {
+		if fast.count(k) != 1 || len(out[k]) != 1 || out[k][0].Status != StatusDone {
+			t.Errorf("%s: %d calls, outcomes %+v; want one call and one done outcome", k, fast.count(k), out[k])
+		}
+	}
+	if slow.count("s1") != 2 || out["s1"][0].Status != StatusDone || out["s1"][0].Attempt != 1 {
+		t.Fatalf("slow record: %d calls, outcome %+v; want 2 calls (the first abandoned, charged no attempt) and done at attempt 1",
+			slow.count("s1"), out["s1"])
+	}
+	waitFor(t, "the committed offset to pass everything", func() bool { off, _ := f.committed(t); return off == 22 })
+}
+
+// A transaction that does not commit keeps its results for the next one:
+// nothing is read or called again.
+func TestAbortedTransactionIsNotCalledAgain(t *testing.T) {
+	f := newFakeKafka(t)
+	var refused atomic.Int32
+	f.c.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		if refused.Add(1) > 2 {
+			return nil, nil, false
+		}
+		f.c.KeepControl()
+		r := req.(*kmsg.TxnOffsetCommitRequest)
+		resp := r.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range r.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition = rp.Partition
+				sp.ErrorCode = kerr.CoordinatorLoadInProgress.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	fast := &counter{}
+	runProcessor(t, f, "p1", map[string]deliver.Handler{"fastpay": fast})
+	keys := []string{"a", "b", "c", "d", "e"}
+	f.produce(t, "fastpay", keys...)
+	waitFor(t, "every outcome", func() bool { return len(f.outcomes(t)) == len(keys) })
+	if refused.Load() < 2 {
+		t.Fatalf("the fault hook refused %d commits, want 2", refused.Load())
+	}
+	out := f.outcomes(t)
+	for _, k := range keys {
+		if fast.count(k) != 1 || len(out[k]) != 1 {
+			t.Errorf("%s: %d calls, %d outcomes; want 1 and 1", k, fast.count(k), len(out[k]))
+		}
+	}
+}

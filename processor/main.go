@@ -90,11 +90,18 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = topics.Ensure(startCtx, adminCl, names.Specs(topics.Shape{
+	shape := topics.Shape{
 		Partitions:         cfg.Topics.Partitions,
 		ChangelogRetention: reg.MaxDedupTTL(),
 		MaxMessageBytes:    cfg.Topics.MaxRecordBytes(),
-	}), cfg.Topics.Replication)
+	}
+	var withDestination []string
+	for _, name := range reg.Names() {
+		if p, _ := reg.Get(name); p.Destination != nil {
+			withDestination = append(withDestination, name)
+		}
+	}
+	err = topics.Ensure(startCtx, adminCl, append(names.Specs(shape), names.LaneSpecs(withDestination, shape)...), cfg.Topics.Replication)
 	cancel()
 	adminCl.Close()
 	if err != nil {

@@ -47,6 +47,18 @@ func doneCount(t *testing.T, recs []*kgo.Record) (map[string]int, map[string]int
 	return done, dup
 }
 
+// doneKeys counts the keys with a done outcome (records parked on the way
+// have a parked outcome first).
+func doneKeys(t *testing.T, recs []*kgo.Record) int {
+	keys := map[string]bool{}
+	for _, o := range e2e.Outcomes(t, recs) {
+		if o.Status == "done" {
+			keys[o.Key] = true
+		}
+	}
+	return len(keys)
+}
+
 func TestConcurrentDuplicatesThroughIngest(t *testing.T) {
 	skipShort(t)
 	sys := e2e.New(t, e2e.Options{})
@@ -141,7 +153,7 @@ func TestSIGKILLDuringFlow(t *testing.T) {
 		proc = sys.Restart(proc)
 	}
 	keys := <-posted
-	recs := outcomes.Until(4*time.Minute, "a done outcome for every key", func(rs []*kgo.Record) bool { return len(rs) >= n })
+	recs := outcomes.Until(4*time.Minute, "a done outcome for every key", func(rs []*kgo.Record) bool { return doneKeys(t, rs) >= n })
 	done, _ := doneCount(t, recs)
 	var missing, twice int
 	for _, k := range keys {
@@ -358,17 +370,17 @@ func TestRestoreBeforeFirstRecord(t *testing.T) {
 	}
 }
 
-// TestOpenCircuitDefersWithoutAnAttempt: a destination that keeps failing
-// opens its circuit; records arriving then go straight to tier 1 carrying the
-// attempt they had (the call was never made), and the processor keeps going.
-// (The cool-down is under the first tier: an open circuit passes its
-// remaining cool-down as a Retry-After, which may pick a later tier.)
-func TestOpenCircuitDefersWithoutAnAttempt(t *testing.T) {
+// TestOpenCircuitParksWithoutAnAttempt: while the destination's breaker is
+// open its records wait in the destination's lane (parked) instead of
+// cycling through a retry tier; each reaches tier 1 only after a real call
+// failed (attempt 2, one error), one probe per cool-down.
+func TestOpenCircuitParksWithoutAnAttempt(t *testing.T) {
 	skipShort(t)
 	sys := e2e.New(t, e2e.Options{Tiers: "1s,2s,3s", Partitions: 1})
 	sys.Dest.Behave(func(string, int) int { return 503 })
 	sys.StartIngest()
 	sys.StartProcessor("p1", map[string]string{"HOOKLINE_BREAKER_FAILURES": "2", "HOOKLINE_BREAKER_COOLDOWN": "900ms", "HOOKLINE_BATCH_MAX_RECORDS": "1"})
+	outcomes := sys.Read(sys.Names.Outcomes)
 	const n = 6
 	for i := 0; i < n; i++ {
 		if code, err := sys.Post("stripe", e2e.StripeEvent(fmt.Sprintf("evt_circuit_%d", i))); err != nil || code != 202 {
@@ -376,26 +388,27 @@ func TestOpenCircuitDefersWithoutAnAttempt(t *testing.T) {
 		}
 	}
 	recs := sys.Read(sys.Names.Retry[0]).Until(60*time.Second, "every record in tier 1", func(rs []*kgo.Record) bool { return len(rs) >= n })
-	deferred := 0
 	for _, r := range recs {
 		attempt, err := headers.GetAttempt(r)
 		if err != nil {
 			t.Fatal(err)
 		}
-		es, _ := headers.GetErrors(r)
-		switch {
-		case attempt == 1 && len(es) == 0:
-			deferred++ // never called: no attempt used, no error in the history
-		case attempt == 2 && len(es) == 1:
-		default:
-			t.Fatalf("%s: tier 1 record for attempt %d with %d errors", r.Key, attempt, len(es))
+		if es, _ := headers.GetErrors(r); attempt != 2 || len(es) != 1 {
+			t.Fatalf("%s: tier 1 record for attempt %d with %d errors; want attempt 2 after one real call", r.Key, attempt, len(es))
 		}
 	}
 	calls := 0
 	for _, c := range sys.Dest.AllCalls() {
 		calls += c
 	}
-	if deferred == 0 || calls != n-deferred {
-		t.Fatalf("%d records deferred by the open circuit, %d destination calls; want some deferred and one call per other record", deferred, calls)
+	parked := 0
+	for _, o := range e2e.Outcomes(t, outcomes.Until(10*time.Second, "the outcomes", func(rs []*kgo.Record) bool { return len(rs) >= n })) {
+		if o.Status == "parked" {
+			parked++
+		}
 	}
+	if calls != n || parked == 0 {
+		t.Fatalf("%d destination calls, %d parked outcomes; want one call per record and some parked while the circuit was open", calls, parked)
+	}
+	t.Logf("%d records, %d calls, %d parked while the circuit was open, none in a tier without a call", n, calls, parked)
 }

@@ -17,6 +17,10 @@ const (
 	BaseRetryPrefix = "webhooks.retry."
 	BaseDLQ         = "webhooks.dlq"
 	BaseDLQStatus   = "webhooks.dlq-status"
+	// BaseLanePrefix names a destination's lane topic, "webhooks.lane.<provider>":
+	// the processor parks there the records its destination has no room
+	// for, co-partitioned with webhooks.raw.
+	BaseLanePrefix = "webhooks.lane."
 
 	GroupProcessor = "hookline-processor"
 	GroupRetrier   = "hookline-retrier"
@@ -49,6 +53,24 @@ func NewNames(prefix string, tierNames []string) Names {
 		n.Retry = append(n.Retry, prefix+BaseRetryPrefix+t)
 	}
 	return n
+}
+
+// Lane returns the prefixed lane topic of a provider's destination.
+func (n Names) Lane(provider string) string { return n.Prefix + BaseLanePrefix + provider }
+
+// LaneSpecs returns the wanted shape of the lane topics of providers: like
+// raw (its partition count, so lane partition p holds keys of raw partition
+// p; 7 days' retention, so parked records outlive a long outage).
+func (n Names) LaneSpecs(providers []string, s Shape) []Spec {
+	var specs []Spec
+	for _, p := range providers {
+		specs = append(specs, Spec{Name: n.Lane(p), Partitions: s.Partitions, Cleanup: "delete", Configs: map[string]string{
+			"cleanup.policy":    "delete",
+			"retention.ms":      ms(7 * day),
+			"max.message.bytes": itoa(s.MaxMessageBytes),
+		}})
+	}
+	return specs
 }
 
 // Group returns the prefixed name of a consumer group.

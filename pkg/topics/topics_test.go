@@ -23,6 +23,10 @@ func TestNames(t *testing.T) {
 	if g := n.Group(GroupProcessor); g != "staging.hookline-processor" {
 		t.Fatalf("group %q", g)
 	}
+	specs := n.LaneSpecs([]string{"slowcrm"}, Shape{Partitions: 12, MaxMessageBytes: 1 << 20})
+	if len(specs) != 1 || specs[0].Name != "staging.webhooks.lane.slowcrm" || specs[0].Partitions != 12 || specs[0].Cleanup != "delete" {
+		t.Fatalf("LaneSpecs = %+v, want staging.webhooks.lane.slowcrm with raw's 12 partitions", specs)
+	}
 }
 
 func TestRetryTopicNames(t *testing.T) {

@@ -46,7 +46,9 @@ type owned struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	done   chan struct{} // the restore goroutine ended
-	win    *window       // set when ready
+	// wins are the partition's windows, of webhooks.raw and of each lane
+	// topic (its partition of the same number), set when ready.
+	wins map[string]*window
 }
 
 func newOwnership(s *session) *ownership {
@@ -113,9 +115,9 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		return
 	case <-clean:
 	}
-	var win *window
-	if !retrying(ctx, log, "reading the committed offset failed", func() (err error) {
-		win, err = o.committedWindow(ctx, cl, part)
+	var wins map[string]*window
+	if !retrying(ctx, log, "reading the committed offsets failed", func() (err error) {
+		wins, err = o.committedWindows(ctx, cl, part)
 		return err
 	}) {
 		return
@@ -125,11 +127,14 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 	if o.parts[part] != ow || ctx.Err() != nil {
 		return // revoked meanwhile
 	}
-	ow.win = win
+	ow.wins = wins
 	ow.ready = true
-	if win.sentMeta != "" {
-		log.Info("offsets finished above the committed offset are skipped", "committed", win.base, "metadata", win.sentMeta)
+	for topic, win := range wins {
+		if win.sentMeta != "" {
+			log.Info("offsets finished above the committed offset are skipped", "topic", topic, "committed", win.base, "metadata", win.sentMeta)
+		}
 	}
+	o.s.lanes.add(part, wins)
 	o.fresh[part] = true
 	cl.ResumeFetchPartitions(map[string][]int32{o.p.cfg.Names.Raw: {part}})
 	o.updateHealth()
@@ -171,6 +176,7 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	}
 	o.updateHealth()
 	o.mu.Unlock()
+	o.s.lanes.remove(gone)
 	o.s.forget(gone)
 	for _, d := range wait {
 		<-d
@@ -231,31 +237,40 @@ func retrying(ctx context.Context, log *slog.Logger, what string, fn func() erro
 	}
 }
 
-// committedWindow reads the partition's committed offset and metadata
-// (require_stable: after any transaction still writing them) and starts its
-// window there; a partition never committed starts at its log start, as the
-// session does.
-func (o *ownership) committedWindow(ctx context.Context, cl *kgo.Client, part int32) (*window, error) {
+// committedWindows reads the committed offsets and metadata of the
+// partition in webhooks.raw and in every lane topic (require_stable: after
+// any transaction still writing them) and starts a window at each; a
+// partition never committed starts at its log start, as the session does.
+func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part int32) (map[string]*window, error) {
 	adm := kadm.NewClient(cl)
-	raw := o.p.cfg.Names.Raw
-	offs, err := adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), o.p.cfg.Names.Group(topics.GroupProcessor), raw)
+	all := append([]string{o.p.cfg.Names.Raw}, o.p.laneTopics()...)
+	offs, err := adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), o.p.cfg.Names.Group(topics.GroupProcessor), all...)
 	if err != nil {
 		return nil, fmt.Errorf("fetch committed offsets: %w", err)
 	}
-	if c, ok := offs.Lookup(raw, part); ok && c.Err == nil && c.At >= 0 {
-		return newWindow(c.At, c.Metadata), nil
-	} else if ok && c.Err != nil {
-		return nil, fmt.Errorf("committed offset of %s[%d]: %w", raw, part, c.Err)
+	wins := map[string]*window{}
+	var starts kadm.ListedOffsets
+	for _, t := range all {
+		c, ok := offs.Lookup(t, part)
+		switch {
+		case ok && c.Err != nil:
+			return nil, fmt.Errorf("committed offset of %s[%d]: %w", t, part, c.Err)
+		case ok && c.At >= 0:
+			wins[t] = newWindow(c.At, c.Metadata)
+			continue
+		}
+		if starts == nil {
+			if starts, err = adm.ListStartOffsets(ctx, all...); err != nil {
+				return nil, fmt.Errorf("list start offsets: %w", err)
+			}
+		}
+		so, ok := starts.Lookup(t, part)
+		if !ok || so.Err != nil {
+			return nil, fmt.Errorf("start offset of %s[%d]: %v", t, part, so.Err)
+		}
+		wins[t] = newWindow(so.Offset, "")
 	}
-	starts, err := adm.ListStartOffsets(ctx, raw)
-	if err != nil {
-		return nil, fmt.Errorf("list start offsets: %w", err)
-	}
-	so, ok := starts.Lookup(raw, part)
-	if !ok || so.Err != nil {
-		return nil, fmt.Errorf("start offset of %s[%d]: %v", raw, part, so.Err)
-	}
-	return newWindow(so.Offset, ""), nil
+	return wins, nil
 }
 
 // accept takes a polled record into its partition's window and returns the
@@ -267,10 +282,18 @@ func (o *ownership) accept(r *kgo.Record) (*owned, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ow, ok := o.parts[r.Partition]
+	if r.Topic != o.p.cfg.Names.Raw {
+		// A lane record: its partition is consumed only while owned and
+		// ready; one buffered before a revoke is simply not ours.
+		if !ok || !ow.ready || ow.wins[r.Topic] == nil || !ow.wins[r.Topic].accept(r.Offset) {
+			return nil, nil
+		}
+		return ow, nil
+	}
 	if !ok || !ow.ready {
 		return nil, fmt.Errorf("%w: record at %s[%d]@%d polled while its partition is not restored", errSessionBroken, r.Topic, r.Partition, r.Offset)
 	}
-	if !ow.win.accept(r.Offset) {
+	if !ow.wins[r.Topic].accept(r.Offset) {
 		return nil, nil
 	}
 	return ow, nil
@@ -282,8 +305,8 @@ func (o *ownership) held() int64 {
 	defer o.mu.Unlock()
 	var n int64
 	for _, ow := range o.parts {
-		if ow.win != nil {
-			n += ow.win.held()
+		for _, w := range ow.wins {
+			n += w.held()
 		}
 	}
 	return n
@@ -297,11 +320,12 @@ func (o *ownership) begin(batch []*result, drop func(*result)) []*result {
 	defer o.mu.Unlock()
 	kept := batch[:0]
 	for _, res := range batch {
-		if o.parts[res.r.Partition] != res.ow || res.ow.win == nil {
+		w := res.ow.wins[res.r.Topic]
+		if o.parts[res.r.Partition] != res.ow || w == nil {
 			drop(res)
 			continue
 		}
-		res.ow.win.mark([]int64{res.r.Offset}, slotInTxn)
+		w.mark([]int64{res.r.Offset}, slotInTxn)
 		kept = append(kept, res)
 	}
 	return kept
@@ -309,17 +333,16 @@ func (o *ownership) begin(batch []*result, drop func(*result)) []*result {
 
 // points is what to commit for each partition whose low-water mark or
 // metadata moved since its last commit.
-func (o *ownership) points() map[int32]commitPoint {
+func (o *ownership) points() map[topicPart]commitPoint {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	pts := map[int32]commitPoint{}
+	pts := map[topicPart]commitPoint{}
 	for part, ow := range o.parts {
-		if ow.win == nil {
-			continue
-		}
-		off, meta := ow.win.commitPoint()
-		if off != ow.win.sent || meta != ow.win.sentMeta {
-			pts[part] = commitPoint{off, meta}
+		for topic, w := range ow.wins {
+			off, meta := w.commitPoint()
+			if off != w.sent || meta != w.sentMeta {
+				pts[topicPart{topic, part}] = commitPoint{off, meta}
+			}
 		}
 	}
 	return pts
@@ -334,8 +357,8 @@ func (o *ownership) aborted(batch []*result) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, res := range batch {
-		if o.parts[res.r.Partition] == res.ow {
-			res.ow.win.mark([]int64{res.r.Offset}, slotRunning)
+		if w := res.ow.wins[res.r.Topic]; o.parts[res.r.Partition] == res.ow && w != nil {
+			w.mark([]int64{res.r.Offset}, slotRunning)
 		}
 	}
 }
@@ -344,26 +367,27 @@ func (o *ownership) aborted(batch []*result) {
 // per assignment, the first record committed since a partition's restore:
 // with "partition restored", this is how an operator (and a test) sees that
 // restore came first.
-func (o *ownership) committed(batch []*result, points map[int32]commitPoint) {
+func (o *ownership) committed(batch []*result, points map[topicPart]commitPoint) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	byPart := map[int32][]int64{}
+	byPart := map[topicPart][]int64{}
 	for _, res := range batch {
-		byPart[res.r.Partition] = append(byPart[res.r.Partition], res.r.Offset)
+		tp := topicPart{res.r.Topic, res.r.Partition}
+		byPart[tp] = append(byPart[tp], res.r.Offset)
 		if o.fresh[res.r.Partition] {
 			delete(o.fresh, res.r.Partition)
 			o.p.cfg.Logger.Info("first record processed since restore", "partition", res.r.Partition, "offset", res.r.Offset)
 		}
 	}
 	for part, ow := range o.parts {
-		if ow.win == nil {
-			continue
+		for topic, w := range ow.wins {
+			tp := topicPart{topic, part}
+			pt, ok := points[tp]
+			if !ok {
+				pt = commitPoint{w.sent, w.sentMeta}
+			}
+			w.committed(byPart[tp], pt.offset, pt.meta)
 		}
-		pt, ok := points[part]
-		if !ok {
-			pt = commitPoint{ow.win.sent, ow.win.sentMeta}
-		}
-		ow.win.committed(byPart[part], pt.offset, pt.meta)
 	}
 }
 

@@ -13,7 +13,13 @@ import (
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
-// commitPoint is what a transaction commits for one raw partition.
+// topicPart names a partition of webhooks.raw or of a lane topic.
+type topicPart struct {
+	topic string
+	part  int32
+}
+
+// commitPoint is what a transaction commits for one partition.
 type commitPoint struct {
 	offset int64
 	meta   string
@@ -148,34 +154,47 @@ func (s *session) commit(ctx context.Context) error {
 	return nil
 }
 
-// rewriteOffsets makes the transaction commit, for webhooks.raw, exactly
-// points: each partition's low-water mark with the finished offsets above
-// it in the metadata. franz-go would commit every record polled, finished
-// or not; partitions not in points keep their last commit.
-func (s *session) rewriteOffsets(points map[int32]commitPoint) func(*kmsg.TxnOffsetCommitRequest) error {
-	raw := s.p.cfg.Names.Raw
+// rewriteOffsets makes the transaction commit exactly points, for
+// webhooks.raw and the lane topics: each partition's low-water mark with the
+// finished offsets above it in the metadata. franz-go would commit every
+// raw record polled, finished or not; partitions not in points keep their
+// last commit. The lane topics are read by a plain client of this session
+// (lane partition p with raw partition p), and their offsets are committed
+// in the group's transactions like raw's.
+func (s *session) rewriteOffsets(points map[topicPart]commitPoint) func(*kmsg.TxnOffsetCommitRequest) error {
+	ours := map[string]bool{s.p.cfg.Names.Raw: true}
+	for _, t := range s.p.laneTopics() {
+		ours[t] = true
+	}
 	return func(req *kmsg.TxnOffsetCommitRequest) error {
-		t := kmsg.NewTxnOffsetCommitRequestTopic()
-		t.Topic = raw
+		ids := map[string][16]byte{}
 		kept := req.Topics[:0]
 		for _, rt := range req.Topics {
-			if rt.Topic == raw {
-				t.TopicID = rt.TopicID
+			if ours[rt.Topic] {
+				ids[rt.Topic] = rt.TopicID
 				continue
 			}
 			kept = append(kept, rt)
 		}
-		for part, pt := range points {
+		byTopic := map[string]*kmsg.TxnOffsetCommitRequestTopic{}
+		for tp, pt := range points {
+			t := byTopic[tp.topic]
+			if t == nil {
+				nt := kmsg.NewTxnOffsetCommitRequestTopic()
+				nt.Topic, nt.TopicID = tp.topic, ids[tp.topic]
+				t = &nt
+				byTopic[tp.topic] = t
+			}
 			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-			rp.Partition = part
+			rp.Partition = tp.part
 			rp.Offset = pt.offset
 			rp.LeaderEpoch = -1
 			meta := pt.meta
 			rp.Metadata = &meta
 			t.Partitions = append(t.Partitions, rp)
 		}
-		if len(t.Partitions) > 0 {
-			kept = append(kept, t)
+		for _, t := range byTopic {
+			kept = append(kept, *t)
 		}
 		req.Topics = kept
 		return nil

@@ -193,13 +193,19 @@ func (p *Processor) fencedAgain(err error) error {
 
 // runSession runs one transactional session until ctx is done or an error.
 func (p *Processor) runSession(ctx context.Context) error {
-	s := newSession(p)
+	s, err := newSession(p)
+	if err != nil {
+		return err
+	}
 	opts := append(append([]kgo.Opt(nil), p.cfg.SessionOpts...),
 		kgo.ConsumerGroup(p.cfg.Names.Group(topics.GroupProcessor)),
 		kgo.ConsumeTopics(p.cfg.Names.Raw),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.RequireStableFetchOffsets(),
+		// A partition resumed after its restore is fetched once the fetch
+		// in flight returns: 5s by default when nothing arrives.
+		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.TransactionalID(p.cfg.TransactionalID),
 		kgo.TransactionTimeout(time.Minute),
 		kgo.RebalanceTimeout(2*time.Minute),
@@ -209,10 +215,15 @@ func (p *Processor) runSession(ctx context.Context) error {
 	)
 	tx, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
+		s.lanes.closeUnstarted()
 		return fmt.Errorf("transactional session: %w", err)
 	}
 	s.tx = tx
+	lctx, stopLanes := context.WithCancel(ctx)
+	go s.lanes.run(lctx)
 	defer func() {
+		stopLanes()
+		s.lanes.close()
 		s.own.stopAll()
 		s.work.Wait()
 		tx.Close()
@@ -220,7 +231,11 @@ func (p *Processor) runSession(ctx context.Context) error {
 	// The watchers end with the session, not only with ctx.
 	wctx, stopWatchers := context.WithCancel(ctx)
 	defer stopWatchers()
-	go p.m.watchLag(wctx, tx.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Logger)
+	providerOf := map[string]string{}
+	for name, ln := range p.lanes {
+		providerOf[ln.topic] = name
+	}
+	go p.m.watchLag(wctx, tx.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Names.Raw, providerOf, p.cfg.Logger)
 
 	// Take the transactional id now, not at the first produce: that fences
 	// a previous incarnation killed mid-transaction and aborts its open

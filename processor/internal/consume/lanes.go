@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
@@ -19,10 +19,22 @@ import (
 // lane holds back only its own destination's records.
 type lane struct {
 	name     string
+	topic    string // where its records are parked: webhooks.lane.<provider>
 	h        deliver.Handler
 	slots    chan struct{}
+	waitN    atomic.Int64 // records waiting for a slot
+	refusing func() bool  // the breaker refuses calls now; nil: no breaker
 	inflight prometheus.Gauge
 	waiting  prometheus.Gauge
+	parked   prometheus.Counter
+}
+
+// full reports whether the destination has no room for one more record:
+// as many records wait for a slot as it has slots (its queue is full), or
+// its breaker refuses calls. A record admitted then is parked in the lane
+// topic instead of waiting in memory or cycling through a retry tier.
+func (ln *lane) full() bool {
+	return ln.waitN.Load() >= int64(cap(ln.slots)) || ln.refusing != nil && ln.refusing()
 }
 
 // newLanes builds a lane for every provider with a destination.
@@ -39,7 +51,9 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 		}
 		lanes[name] = &lane{
 			name:     name,
+			topic:    cfg.Names.Lane(name),
 			h:        h,
+			parked:   m.parked.WithLabelValues(name),
 			slots:    make(chan struct{}, n),
 			inflight: m.laneInflight.WithLabelValues(name),
 			waiting:  m.laneWaiting.WithLabelValues(name),
@@ -47,6 +61,9 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 		m.laneLimit.WithLabelValues(name).Set(float64(n))
 		if b, ok := h.(interface{ BreakerOpen() bool }); ok {
 			m.breakerOpen(name, b.BreakerOpen)
+		}
+		if b, ok := h.(interface{ Refusing() bool }); ok {
+			lanes[name].refusing = b.Refusing
 		}
 	}
 	return lanes
@@ -69,18 +86,23 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 		return false, false, nil // outcomes only
 	}
 	ln.waiting.Inc()
+	ln.waitN.Add(1)
+	waited := func() {
+		ln.waiting.Dec()
+		ln.waitN.Add(-1)
+	}
 	select {
 	case ln.slots <- struct{}{}:
 	case <-ctx.Done():
-		ln.waiting.Dec()
+		waited()
 		return true, false, ctx.Err()
 	}
 	defer func() { <-ln.slots }()
 	select {
 	case tokens <- struct{}{}:
-		ln.waiting.Dec()
+		waited()
 	case <-ctx.Done():
-		ln.waiting.Dec()
+		waited()
 		return true, false, ctx.Err()
 	}
 	ln.inflight.Inc()
@@ -99,9 +121,8 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 		return true, false, err
 	}
 	if errors.Is(err, deliver.ErrCircuitOpen) {
-		// The destination was not called: straight to the first tier, the
-		// attempt not used up.
-		return false, true, retry.NotAttempted(err)
+		<-tokens // the destination was not called: the caller parks the record
+		return false, false, err
 	}
 	return false, true, err
 }

@@ -32,6 +32,8 @@ type metrics struct {
 	laneInflight   *prometheus.GaugeVec
 	laneWaiting    *prometheus.GaugeVec
 	laneLimit      *prometheus.GaugeVec
+	parked         *prometheus.CounterVec
+	laneLag        *prometheus.GaugeVec
 	reg            prometheus.Registerer
 }
 
@@ -106,6 +108,14 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		Name: "hookline_processor_destination_max_inflight",
 		Help: "A provider's destination's in-flight bound (destination.max_inflight, or HOOKLINE_MAX_INFLIGHT).",
 	}, []string{"provider"})
+	m.parked = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookline_processor_parked_total",
+		Help: "Records parked in their destination's lane topic (webhooks.lane.<provider>) because it had no room or its breaker refused calls; counted when decided, so an aborted transaction's may count twice.",
+	}, []string{"provider"})
+	m.laneLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_lane_lag",
+		Help: "Records waiting in a destination's lane topic, by provider and partition (from kadm, every 15s).",
+	}, []string{"provider", "partition"})
 	m.reg = reg
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookline_processor_store_keys",
@@ -113,7 +123,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	}, func() float64 { return float64(st.Keys()) })
 	reg.MustRegister(m.records, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
 		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, m.sessions, keys,
-		m.batchRecords, m.pending, m.laneInflight, m.laneWaiting, m.laneLimit)
+		m.batchRecords, m.pending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag)
 	return m
 }
 
@@ -131,9 +141,16 @@ func (m *metrics) breakerOpen(provider string, open func() bool) {
 	}))
 }
 
-// watchLag refreshes the lag gauge from the group's committed offsets.
-func (m *metrics) watchLag(ctx context.Context, cl *kgo.Client, group string, log *slog.Logger) {
-	obs.WatchLag(ctx, cl, group, 15*time.Second, log, func(_ string, p int32, lag int64) {
-		m.lag.WithLabelValues(strconv.Itoa(int(p))).Set(float64(lag))
+// watchLag refreshes the lag gauges from the group's committed offsets:
+// webhooks.raw's, and each lane topic's (providerOf maps a lane topic to its
+// provider).
+func (m *metrics) watchLag(ctx context.Context, cl *kgo.Client, group, raw string, providerOf map[string]string, log *slog.Logger) {
+	obs.WatchLag(ctx, cl, group, 15*time.Second, log, func(t string, p int32, lag int64) {
+		part := strconv.Itoa(int(p))
+		if t == raw {
+			m.lag.WithLabelValues(part).Set(float64(lag))
+		} else if prov, ok := providerOf[t]; ok {
+			m.laneLag.WithLabelValues(prov, part).Set(float64(lag))
+		}
 	})
 }

@@ -29,6 +29,7 @@ type Outcome struct {
 	Tier       string `json:"tier,omitempty"`
 	DeadReason string `json:"dead_reason,omitempty"`
 	ReplayID   string `json:"replay_id,omitempty"`
+	Lane       string `json:"lane,omitempty"`
 	Partition  int32  `json:"partition"`
 	Offset     int64  `json:"offset"`
 }
@@ -38,6 +39,7 @@ const (
 	StatusDone      = "done"
 	StatusDuplicate = "duplicate"
 	StatusRetrying  = "retrying"
+	StatusParked    = "parked"
 	StatusDead      = "dead"
 )
 
@@ -94,7 +96,14 @@ func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string
 	if err != nil {
 		o.Error = headers.CutError(err.Error())
 	}
+	if r.Topic != p.cfg.Names.Raw {
+		o.Lane = r.Topic // read from its lane
+	}
 	switch status {
+	case StatusParked:
+		if ln := p.lanes[a.Provider]; ln != nil {
+			o.Lane = ln.topic
+		}
 	case StatusRetrying:
 		o.Tier = retry.TierName(p.cfg.Schedule.Tier(route.Tier))
 	case StatusDead:

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/processor/internal/decide"
+	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
@@ -23,9 +24,10 @@ const idlePoll = time.Second
 // session is one transactional session's work: the records read and not yet
 // committed, their chains, and the state their decisions left.
 type session struct {
-	p   *Processor
-	tx  *kgo.GroupTransactSession
-	own *ownership
+	p     *Processor
+	tx    *kgo.GroupTransactSession
+	own   *ownership
+	lanes *laneReader // nil: no provider has a destination
 
 	mu      sync.Mutex
 	chains  map[string]*chain
@@ -72,11 +74,15 @@ type result struct {
 
 type stat struct{ provider, status, origin string }
 
-func newSession(p *Processor) *session {
+func newSession(p *Processor) (*session, error) {
 	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1),
 		tokens: make(chan struct{}, p.cfg.MaxBatch)}
 	s.own = newOwnership(s)
-	return s
+	var err error
+	if s.lanes, err = newLaneReader(s); err != nil {
+		return nil, err
+	}
+	return s, nil
 }
 
 func (s *session) signal() {
@@ -242,6 +248,7 @@ func (s *session) run(it item) (*result, error) {
 	now := p.cfg.Now()
 	res := &result{r: r, ow: ow}
 	a, err := arrival(r, now)
+	a.FromLane = r.Topic != p.cfg.Names.Raw
 	if err != nil {
 		p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 		res.outputs = []*kgo.Record{p.poisonRecord(r, now, err)}
@@ -259,19 +266,26 @@ func (s *session) run(it item) (*result, error) {
 		p.cfg.Logger.Debug("skipped", "key", key, "origin", a.Origin, "attempt", a.Attempt, "why", why)
 		return res, nil
 	}
+	ttl := decide.DefaultTTL
+	if pr, ok := p.cfg.Providers.Get(a.Provider); ok {
+		ttl = pr.DedupTTL
+	}
+	ln := p.lanes[a.Provider]
+	if ln != nil && !a.FromLane && ln.full() {
+		return s.park(res, ln, cur, a, ttl)
+	}
 	start := time.Now()
 	abandoned, token, herr := p.call(ow.ctx, s.tokens, r, a)
 	if abandoned {
 		return nil, nil
 	}
+	if ln != nil && errors.Is(herr, deliver.ErrCircuitOpen) {
+		return s.park(res, ln, cur, a, ttl) // not called: wait in the lane, no attempt used, no tier
+	}
 	res.token = token
 	took := time.Since(start)
 	p.m.handlerSeconds.WithLabelValues(p.providerLabel(a.Provider)).Observe(took.Seconds())
 
-	ttl := decide.DefaultTTL
-	if pr, ok := p.cfg.Providers.Get(a.Provider); ok {
-		ttl = pr.DedupTTL
-	}
 	next, route := decide.Apply(cur, a, herr, p.cfg.Schedule, ttl)
 	val, err := decide.Encode(next)
 	if err != nil {
@@ -293,16 +307,45 @@ func (s *session) run(it item) (*result, error) {
 		out = append(out, dr)
 	}
 	out = append(out, p.outcomeRecord(r, a, status, took, herr, route))
+	return s.decided(res, next, val, out, status, a)
+}
+
+// decided completes a result with the key's next state (encoded as val) and
+// the records to produce, and puts the state in the overlay; nil when the
+// partition went away meanwhile.
+func (s *session) decided(res *result, next decide.State, val []byte, out []*kgo.Record, status string, a decide.Arrival) (*result, error) {
+	r, key := res.r, string(res.r.Key)
 	res.outputs = out
-	res.stat = stat{provider: p.providerLabel(a.Provider), status: status, origin: a.Origin}
+	res.stat = stat{provider: s.p.providerLabel(a.Provider), status: status, origin: a.Origin}
 	res.change = &state.Change{Partition: r.Partition, Key: key, Value: val, ExpiresAt: next.ExpiresAt}
-	seq, ok := s.remember(ow, r.Partition, key, next)
+	seq, ok := s.remember(res.ow, r.Partition, key, next)
 	if !ok {
 		s.release(res)
-		return nil, nil // the partition went away meanwhile
+		return nil, nil
 	}
 	res.seq = seq
 	return res, nil
+}
+
+// park sends a record its destination has no room for to the
+// destination's lane topic: the exact record (key, body, headers) to lane
+// partition r.Partition (same key, same partition count), the key's state
+// parked, and an outcome saying where it waits. No call was made, so no
+// attempt is used. The lane copy comes back through the lane reader when
+// the destination has room, and a record read from a lane that meets an
+// open breaker is parked again at the lane's end.
+func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arrival, ttl time.Duration) (*result, error) {
+	p, r := s.p, res.r
+	next := decide.Park(cur, a, ttl)
+	val, err := decide.Encode(next)
+	if err != nil {
+		return nil, fmt.Errorf("encode state of %q: %w", r.Key, err)
+	}
+	lr := &kgo.Record{Topic: ln.topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
+	o := p.outcomeRecord(r, a, StatusParked, 0, nil, decide.Route{})
+	out := []*kgo.Record{{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val}, lr, o}
+	ln.parked.Inc()
+	return s.decided(res, next, val, out, StatusParked, a)
 }
 
 // stateOf is the key's state as the last decision left it: from the

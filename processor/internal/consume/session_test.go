@@ -30,7 +30,7 @@ import (
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
-// fakeKafka is a kfake cluster with hookline's topics, 2 partitions each.
+// fakeKafka is a kfake cluster with hookline's topics, one partition each (so every key, raw and lane and changelog, is in partition 0).
 type fakeKafka struct {
 	c     *kfake.Cluster
 	names topics.Names
@@ -43,8 +43,8 @@ func newFakeKafka(t *testing.T) *fakeKafka {
 		t.Fatal(err)
 	}
 	names := topics.NewNames("", sched.Names())
-	all := append([]string{names.Raw, names.Changelog, names.Outcomes, names.DLQ}, names.Retry...)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, all...))
+	all := append([]string{names.Raw, names.Changelog, names.Outcomes, names.DLQ, names.Lane("slowcrm"), names.Lane("fastpay")}, names.Retry...)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, all...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,4 +312,143 @@ func TestAbortedTransactionIsNotCalledAgain(t *testing.T) {
 			t.Errorf("%s: %d calls, %d outcomes; want 1 and 1", k, fast.count(k), len(out[k]))
 		}
 	}
+}
+
+// A destination with no room parks its records in its lane topic: their raw
+// offsets finish (the partition's committed offset passes them), nothing
+// else waits, and each is called once when the destination has room again,
+// even across a restart.
+func TestFullDestinationParksInItsLane(t *testing.T) {
+	f := newFakeKafka(t)
+	slow := &counter{hold: make(chan struct{})}
+	fast := &counter{}
+	handlers := map[string]deliver.Handler{"slowcrm": slow, "fastpay": fast}
+	stop := runProcessor(t, f, "p1", handlers)
+
+	var slowKeys []string
+	for i := range 12 {
+		slowKeys = append(slowKeys, fmt.Sprintf("s%d", i))
+	}
+	f.produce(t, "slowcrm", slowKeys...) // 4 in flight, 4 waiting for a slot, 4 parked
+	f.produce(t, "fastpay", "f1", "f2", "f3")
+	waitFor(t, "4 parked outcomes and the fast ones", func() bool {
+		out := f.outcomes(t)
+		parked := 0
+		for _, k := range slowKeys {
+			for _, o := range out[k] {
+				if o.Status == StatusParked && o.Lane == f.names.Lane("slowcrm") {
+					parked++
+				}
+			}
+		}
+		return parked == 4 && len(out["f3"]) == 1
+	})
+	if off, _ := f.committed(t); off != 0 {
+		t.Fatalf("committed offset %d, want 0 (s0 is in flight)", off)
+	}
+	// Restart while four calls are in flight and four records are parked.
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	close(slow.hold)
+	runProcessor(t, f, "p2", handlers)
+	waitFor(t, "every slow record done", func() bool {
+		out := f.outcomes(t)
+		for _, k := range slowKeys {
+			done := 0
+			for _, o := range out[k] {
+				if o.Status == StatusDone {
+					done++
+				}
+			}
+			if done != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	out := f.outcomes(t)
+	for _, k := range slowKeys {
+		calls, parked := slow.count(k), 0
+		for _, o := range out[k] {
+			if o.Status == StatusParked {
+				parked++
+			}
+		}
+		// The 4 in flight at the stop were cancelled (no attempt) and are
+		// called again; the others are called once.
+		if calls < 1 || calls > 2 || parked > 1 {
+			t.Errorf("%s: %d calls, outcomes %+v", k, calls, out[k])
+		}
+		for _, o := range out[k] {
+			if o.Status == StatusDone && o.Attempt != 1 {
+				t.Errorf("%s done at attempt %d, want 1: parking and waiting use no attempt", k, o.Attempt)
+			}
+		}
+	}
+	for _, k := range []string{"f1", "f2", "f3"} {
+		if fast.count(k) != 1 || len(out[k]) != 1 {
+			t.Errorf("%s: %d calls, %d outcomes; want 1 and 1", k, fast.count(k), len(out[k]))
+		}
+	}
+}
+
+// sleeper is a destination that takes d per call and counts calls per key.
+type sleeper struct {
+	counter
+	d time.Duration
+}
+
+func (s *sleeper) Handle(ctx context.Context, d deliver.Delivery) error {
+	if err := s.counter.Handle(ctx, d); err != nil {
+		return err
+	}
+	select {
+	case <-time.After(s.d):
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Many records for a destination with four slots: most are parked, and
+// every one is called once and done once.
+func TestParkedBacklogDrains(t *testing.T) {
+	f := newFakeKafka(t)
+	slow := &sleeper{d: 5 * time.Millisecond}
+	runProcessor(t, f, "p1", map[string]deliver.Handler{"slowcrm": slow})
+	var keys []string
+	for i := range 300 {
+		keys = append(keys, fmt.Sprintf("k%03d", i))
+	}
+	f.produce(t, "slowcrm", keys...)
+	waitFor(t, "every key done", func() bool {
+		out := f.outcomes(t)
+		for _, k := range keys {
+			done := false
+			for _, o := range out[k] {
+				done = done || o.Status == StatusDone
+			}
+			if !done {
+				return false
+			}
+		}
+		return true
+	})
+	out := f.outcomes(t)
+	parked := 0
+	for _, k := range keys {
+		statuses := map[string]int{}
+		for _, o := range out[k] {
+			statuses[o.Status]++
+		}
+		parked += statuses[StatusParked]
+		if slow.count(k) != 1 || statuses[StatusDone] != 1 || statuses[StatusDuplicate] != 0 {
+			t.Errorf("%s: %d calls, outcomes %v", k, slow.count(k), statuses)
+		}
+	}
+	if parked == 0 {
+		t.Fatal("nothing was parked: the test did not fill the destination")
+	}
+	t.Logf("%d of %d records parked", parked, len(keys))
 }

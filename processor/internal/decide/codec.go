@@ -84,17 +84,18 @@ func Decode(b []byte) (State, error) {
 // check is what Encode and Decode both require of a state.
 func (s State) check() error {
 	switch s.Status {
-	case StatusDone, StatusDead, StatusRetrying:
+	case StatusDone, StatusDead, StatusRetrying, StatusParked:
 	default:
-		return fmt.Errorf("unknown status %q (want done, retrying or dead)", s.Status)
+		return fmt.Errorf("unknown status %q (want done, retrying, parked or dead)", s.Status)
 	}
 	if s.Provider == "" {
 		return errors.New("provider is empty")
 	}
 	// Retrying usually expects attempt 2 or later; attempt 1 when the first
 	// call was never made (the destination's circuit was open).
-	if s.Status == StatusRetrying && s.NextAttempt < 1 || s.Status != StatusRetrying && s.NextAttempt != 0 {
-		return fmt.Errorf("status %s with next_attempt %d (retrying expects attempt 1 or later, other statuses none)", s.Status, s.NextAttempt)
+	waits := s.Status == StatusRetrying || s.Status == StatusParked
+	if waits && s.NextAttempt < 1 || !waits && s.NextAttempt != 0 {
+		return fmt.Errorf("status %s with next_attempt %d (retrying and parked expect attempt 1 or later, other statuses none)", s.Status, s.NextAttempt)
 	}
 	if len(s.ReplayIDs) > MaxReplayIDs {
 		return fmt.Errorf("%d replay ids, at most %d", len(s.ReplayIDs), MaxReplayIDs)

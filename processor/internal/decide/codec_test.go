@@ -108,7 +108,7 @@ func TestDecodeRejects(t *testing.T) {
 	tests := []struct {
 		name, doc, want string
 	}{
-		{"unknown status", `{"v":1,"status":"zombie","provider":"p",` + times + `}`, `unknown status "zombie" (want done, retrying or dead)`},
+		{"unknown status", `{"v":1,"status":"zombie","provider":"p",` + times + `}`, `unknown status "zombie" (want done, retrying, parked or dead)`},
 		{"missing status", `{"v":1,"provider":"p",` + times + `}`, `unknown status ""`},
 		{"other version", `{"v":2,"status":"done","provider":"p",` + times + `}`, "version 2, want 1"},
 		{"no version", `{"status":"done","provider":"p",` + times + `}`, "version 0, want 1"},

@@ -25,6 +25,10 @@ const (
 	StatusDone     Status = "done"
 	StatusRetrying Status = "retrying"
 	StatusDead     Status = "dead"
+	// StatusParked: the key's record waits in its destination's lane topic
+	// (the destination had no room, its breaker was open, or it is paused);
+	// NextAttempt is that record's attempt.
+	StatusParked Status = "parked"
 )
 
 // MaxReplayIDs bounds State.ReplayIDs: the oldest ids are dropped beyond it.
@@ -78,6 +82,9 @@ type Arrival struct {
 	FirstSeenAt time.Time
 	// Now is the decision time.
 	Now time.Time
+	// FromLane is set for a record read from a destination's lane topic: the
+	// parked copy of a record Admit let through before.
+	FromLane bool
 }
 
 // Reasons Admit gives, for logs and metric labels.
@@ -87,6 +94,7 @@ const (
 	WhyExpired     = "expired"      // the state outlived its TTL
 	WhyNextAttempt = "next_attempt" // retry carrying the attempt the state expects
 	WhyReplay      = "replay"       // first replay of this id on a dead key
+	WhyUnparked    = "unparked"     // the parked copy of the key's record, read from its lane
 
 	// Skipped; the outcome record says "duplicate".
 	WhyDuplicate       = "duplicate"         // ingest of a key already known
@@ -97,7 +105,8 @@ const (
 	WhyReplaySeen      = "replay_seen"       // replay id already processed for this key
 	WhyReplayWithoutID = "replay_without_id" // replay of a dead key with no replay id: it could not be deduplicated
 	WhyUnknownOrigin   = "unknown_origin"    // origin is none of ingest, retry, replay
-	WhyUnknownStatus   = "unknown_status"    // the state's status is none of done, retrying, dead
+	WhyParkedPending   = "parked_pending"    // any record of a key whose record waits in a lane, but that parked copy
+	WhyUnknownStatus   = "unknown_status"    // the state's status is none of done, retrying, parked, dead
 )
 
 // Admit applies the decision table of DESIGN §6 to a record arriving for a
@@ -109,8 +118,13 @@ const (
 //	retrying, expects n skip        process if n matches       skip
 //	done                skip        skip                       skip
 //	dead                skip        skip                       process once per replay id
+//	parked              skip        skip                       skip
 //
-// A record whose origin is unknown is never processed, whatever the state:
+// except that the parked copy itself (Arrival.FromLane, read from the
+// destination's lane topic) is processed when the key is parked: it is the
+// record the state waits for. A lane record of a key no longer parked (read
+// again after a crash, the state already moved on) is skipped like any
+// other. A record whose origin is unknown is never processed, whatever the state:
 // the consumer should reject malformed headers before it gets here.
 func Admit(st *State, a Arrival) (process bool, why string) {
 	switch a.Origin {
@@ -119,10 +133,19 @@ func Admit(st *State, a Arrival) (process bool, why string) {
 		return false, WhyUnknownOrigin
 	}
 	switch {
+	case a.FromLane && st != nil && st.Status == StatusParked && !st.Expired(a.Now):
+		if attemptOf(a) != st.NextAttempt {
+			return false, WhyStaleAttempt
+		}
+		return true, WhyUnparked
+	case a.FromLane:
+		return false, WhyParkedPending // the state moved on: this copy was handled before
 	case st == nil:
 		return true, WhyNew
 	case st.Expired(a.Now):
 		return true, WhyExpired
+	case st.Status == StatusParked:
+		return false, WhyParkedPending
 	case a.Origin == headers.OriginIngest:
 		return false, WhyDuplicate
 	}
@@ -199,10 +222,7 @@ func Apply(st *State, a Arrival, result error, sched retry.Schedule, ttl time.Du
 		ttl = DefaultTTL
 	}
 	now := a.Now.UTC().Truncate(time.Millisecond)
-	attempt := max(a.Attempt, 1)
-	if a.Origin == headers.OriginReplay {
-		attempt = 1 // attempts start again at 1, whatever header a hand-made replay copied
-	}
+	attempt := attemptOf(a)
 	next := State{
 		Provider:    a.Provider,
 		FirstSeenAt: firstSeen(st, a),
@@ -230,6 +250,44 @@ func Apply(st *State, a Arrival, result error, sched retry.Schedule, ttl time.Du
 		reason = headers.DeadExhausted
 	}
 	return next, Route{Kind: Dead, DeadReason: reason, Attempt: attempt}
+}
+
+// Park returns the key's state while the record a (one Admit let through)
+// waits in its destination's lane: parked, expecting that record's attempt,
+// with FirstSeenAt and ReplayIDs carried forward. It expires ttl after
+// a.Now (ttl <= 0 means DefaultTTL), so a lane record is never forgotten
+// while the lane keeps it (7 days). The lane copy's decision (Apply) then
+// adds its replay id.
+func Park(st *State, a Arrival, ttl time.Duration) State {
+	if st != nil && st.Expired(a.Now) {
+		st = nil
+	}
+	if ttl <= 0 {
+		ttl = DefaultTTL
+	}
+	now := a.Now.UTC().Truncate(time.Millisecond)
+	next := State{
+		Status:      StatusParked,
+		NextAttempt: attemptOf(a),
+		Provider:    a.Provider,
+		FirstSeenAt: firstSeen(st, a),
+		UpdatedAt:   now,
+		ExpiresAt:   now.Add(max(ttl, 7*24*time.Hour)),
+	}
+	if st != nil {
+		next.ReplayIDs = slices.Clone(st.ReplayIDs)
+	}
+	return next
+}
+
+// attemptOf is the attempt a record is for: its header, at least 1, and 1
+// for a replay (attempts start again at 1, whatever header a hand-made
+// replay copied).
+func attemptOf(a Arrival) int {
+	if a.Origin == headers.OriginReplay {
+		return 1
+	}
+	return max(a.Attempt, 1)
 }
 
 // firstSeen keeps the old state's FirstSeenAt, else takes the record's, else

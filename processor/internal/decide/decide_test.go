@@ -50,8 +50,11 @@ func TestAdmit(t *testing.T) {
 		"dead-seen-replay":  {Status: StatusDead, ExpiresAt: later, ReplayIDs: []string{"dlq:0:1", "dlq:4:7"}},
 		"never-expires":     {Status: StatusDone},
 		"bad-status":        {Status: "zombie", ExpiresAt: later},
+		"parked":            {Status: StatusParked, NextAttempt: 3, ExpiresAt: later},
+		"expired-parked":    {Status: StatusParked, NextAttempt: 3, ExpiresAt: t0},
 	}
 	replay := replayOf("dlq:4:7")
+	fromLane := func(a Arrival) Arrival { a.FromLane = true; return a }
 	tests := []struct {
 		state   string
 		a       Arrival
@@ -74,6 +77,18 @@ func TestAdmit(t *testing.T) {
 		{"retrying-mismatch", ingest, false, WhyDuplicate},
 		{"retrying-mismatch", retryAt(3), false, WhyStaleAttempt},
 		{"retrying-mismatch", replay, false, WhyRetryPending},
+		// parked: everything waits behind the parked copy, which is
+		// processed when it comes back from its lane with its attempt.
+		{"parked", ingest, false, WhyParkedPending},
+		{"parked", retryAt(3), false, WhyParkedPending},
+		{"parked", replay, false, WhyParkedPending},
+		{"parked", fromLane(retryAt(3)), true, WhyUnparked},
+		{"parked", fromLane(retryAt(2)), false, WhyStaleAttempt},
+		{"expired-parked", ingest, true, WhyExpired},
+		{"expired-parked", fromLane(retryAt(3)), false, WhyParkedPending},
+		// a lane copy read again once the state moved on is a skip.
+		{"done", fromLane(ingest), false, WhyParkedPending},
+		{"none", fromLane(ingest), false, WhyParkedPending},
 		// done: skip all.
 		{"done", ingest, false, WhyDuplicate},
 		{"done", retryAt(3), false, WhyAlreadyDone},
@@ -284,6 +299,29 @@ func TestExpiry(t *testing.T) {
 		if process, _ := Admit(&st, a); process != tt.process {
 			t.Errorf("ingest at %v: process = %v, want %v", tt.at, process, tt.process)
 		}
+	}
+}
+
+func TestPark(t *testing.T) {
+	dead := &State{Status: StatusDead, Provider: "stripe", FirstSeenAt: t0.Add(-time.Hour), ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}}
+	a := replayOf("dlq:4:7")
+	a.Attempt = 5
+	st := Park(dead, a, time.Hour)
+	if st.Status != StatusParked || st.NextAttempt != 1 || !st.FirstSeenAt.Equal(dead.FirstSeenAt) ||
+		!slices.Equal(st.ReplayIDs, []string{"dlq:0:1"}) || st.ExpiresAt.Before(a.Now.Add(7*24*time.Hour)) {
+		t.Fatalf("Park = %+v: want parked expecting attempt 1 (a replay), first seen and replay ids kept, kept at least 7 days", st)
+	}
+	if _, err := Encode(st); err != nil {
+		t.Fatalf("a parked state must encode: %v", err)
+	}
+	lane := a
+	lane.FromLane = true
+	if process, why := Admit(&st, lane); !process || why != WhyUnparked {
+		t.Fatalf("its lane copy: Admit = %v %s, want processed", process, why)
+	}
+	next, route := Apply(&st, lane, nil, mustSchedule(t, "1s"), time.Hour)
+	if next.Status != StatusDone || route.Kind != Done || !slices.Equal(next.ReplayIDs, []string{"dlq:0:1", "dlq:4:7"}) {
+		t.Fatalf("after the lane copy succeeded: %+v %+v", next, route)
 	}
 }
 

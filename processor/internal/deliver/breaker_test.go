@@ -41,6 +41,9 @@ func TestBreakerHTTP(t *testing.T) {
 	if !h.BreakerOpen() {
 		t.Fatal("closed after 3 consecutive failures")
 	}
+	if !h.Refusing() {
+		t.Fatal("Refusing false while open with cool-down left")
+	}
 	before := calls.Load()
 	clock.Advance(10 * time.Second)
 	err := call()
@@ -56,6 +59,9 @@ func TestBreakerHTTP(t *testing.T) {
 
 	// After the cool-down a failing probe re-opens it for a full cool-down.
 	clock.Advance(20 * time.Second)
+	if h.Refusing() {
+		t.Fatal("Refusing true once the cool-down is over: the probe could never be made")
+	}
 	code.Store(500)
 	if err := call(); errors.Is(err, ErrCircuitOpen) || calls.Load() != before+1 {
 		t.Fatalf("probe: %v, %d new calls, want the destination called once", err, calls.Load()-before)

@@ -197,6 +197,14 @@ func newTransport() *http.Transport {
 // half-open), for a metrics gauge. Always false when the breaker is disabled.
 func (h *HTTP) BreakerOpen() bool { return h.breaker.isOpen() }
 
+// Refusing reports, changing nothing, whether a call now would be refused by
+// the breaker: open with cool-down left, or half-open with its probe in
+// flight. The processor parks a destination's records while it holds.
+func (h *HTTP) Refusing() bool {
+	_, refused := h.breaker.refuses(h.now())
+	return refused
+}
+
 // Handle POSTs d.Body to the destination and classifies the answer (DESIGN
 // §6): 2xx is success (nil); a timeout, a connection error, 408, 429 and 5xx
 // are retryable, 429 and 503 with Retry-After as a *retry.RetryAfterError; 3xx

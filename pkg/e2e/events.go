@@ -9,6 +9,8 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/hookline/hookline/pkg/e2e/isolation"
 )
 
 // MixedProviders are the providers of the harness's providers file that
@@ -61,6 +63,9 @@ func NewEvent(provider, id string) Event {
 	case "calcom":
 		ev.Body = []byte(fmt.Sprintf(`{"triggerEvent":"BOOKING_CREATED","payload":{"uid":%q}}`, id))
 		ev.Keys = []string{"calcom:BOOKING_CREATED:" + id}
+	case isolation.Fast, isolation.Slow: // generic, keyed by the body's id
+		ev.Body = StripeEvent(id)
+		ev.Keys = []string{provider + ":" + id}
 	case "outcomes":
 		ev.Body = []byte(fmt.Sprintf(`{"id":%q,"type":"audit"}`, id))
 		ev.Keys = []string{"outcomes:" + id}

@@ -34,6 +34,9 @@ type FlowOptions struct {
 	// GiveUp is how long one delivery is retried before the flow gives up on
 	// it (default 3m). A provider retries for hours; a test must stop.
 	GiveUp time.Duration
+	// OnAccept, when set, is called with the keys of every 202 and the time
+	// the answer was read.
+	OnAccept func(keys []string, at time.Time)
 }
 
 // FlowStats count what a flow sent and what ingest answered.
@@ -162,6 +165,9 @@ func (f *Flow) deliver(ev Event) {
 		f.mu.Unlock()
 		switch {
 		case err == nil && a.Status == 202:
+			if f.o.OnAccept != nil {
+				f.o.OnAccept(a.Keys, time.Now())
+			}
 			f.sys.Ledger().Accept(a.Keys...)
 			f.accepted.Add(1)
 			f.mu.Lock()

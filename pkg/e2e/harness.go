@@ -43,6 +43,10 @@ type Options struct {
 	// Brokers, when set, is the cluster to run against instead of the
 	// shared one (kafkatest.Brokers): a private broker a test may stop.
 	Brokers []string
+	// Providers, when set, returns more entries for the providers file
+	// (indented under `providers:`), given the destination's URL and the
+	// name of the environment variable holding Secret.
+	Providers func(destURL, secretEnv string) string
 }
 
 // System is one hookline under test.
@@ -92,6 +96,9 @@ func New(tb testing.TB, o Options) *System {
     signature: {header: X-Sig, algorithm: hmac-sha256, encoding: hex}
     idempotency_key: {json: /id}
 `
+	if o.Providers != nil {
+		prov += o.Providers(s.Dest.URL(), "E2E_SECRET")
+	}
 	pf := filepath.Join(s.Dir, "providers.yaml")
 	if err := os.WriteFile(pf, []byte(prov), 0o600); err != nil {
 		tb.Fatal(err)
@@ -332,6 +339,8 @@ type Destination struct {
 	headers  map[string]http.Header         // last request headers per key
 	bodies   map[string][]byte
 	delay    time.Duration
+	delayBy  func(key string) time.Duration // added to delay
+	onCall   func(key string, at time.Time)
 	inflight int
 	maxIn    int
 }
@@ -346,6 +355,7 @@ func NewDestination(tb testing.TB) *Destination {
 }
 
 func (d *Destination) serve(w http.ResponseWriter, r *http.Request) {
+	at := time.Now()
 	body, _ := io.ReadAll(r.Body)
 	key := r.Header.Get("Idempotency-Key")
 	d.mu.Lock()
@@ -353,10 +363,16 @@ func (d *Destination) serve(w http.ResponseWriter, r *http.Request) {
 	n := len(d.calls[key])
 	d.headers[key] = r.Header.Clone()
 	d.bodies[key] = body
-	behave, delay := d.behave, d.delay
+	behave, delay, onCall := d.behave, d.delay, d.onCall
+	if d.delayBy != nil {
+		delay += d.delayBy(key)
+	}
 	d.inflight++
 	d.maxIn = max(d.maxIn, d.inflight)
 	d.mu.Unlock()
+	if onCall != nil {
+		onCall(key, at)
+	}
 	if delay > 0 {
 		time.Sleep(delay)
 	}
@@ -381,6 +397,28 @@ func (d *Destination) Delay(dl time.Duration) {
 	d.mu.Lock()
 	d.delay = dl
 	d.mu.Unlock()
+}
+
+// DelayBy makes every call of key take f(key) longer (on top of Delay).
+func (d *Destination) DelayBy(f func(key string) time.Duration) {
+	d.mu.Lock()
+	d.delayBy = f
+	d.mu.Unlock()
+}
+
+// OnCall makes the destination call f with each call's key and arrival
+// time, before it answers.
+func (d *Destination) OnCall(f func(key string, at time.Time)) {
+	d.mu.Lock()
+	d.onCall = f
+	d.mu.Unlock()
+}
+
+// Inflight is how many calls are being answered now.
+func (d *Destination) Inflight() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.inflight
 }
 
 // Calls returns how many times key was called.

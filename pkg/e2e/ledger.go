@@ -157,6 +157,23 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 	}
 }
 
+// KeyOutcomes counts the outcomes read so far for one key, by status.
+type KeyOutcomes struct {
+	Done, Dead, Retrying, Duplicate int
+}
+
+// Outcomes returns what the ledger has read for key so far (call it after
+// Settle for the whole account).
+func (l *Ledger) Outcomes(key string) KeyOutcomes {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	a := l.keys[key]
+	if a == nil {
+		return KeyOutcomes{}
+	}
+	return KeyOutcomes{Done: a.done, Dead: a.dead, Retrying: a.retrying, Duplicate: a.duplicate}
+}
+
 // Tally is the ledger's verdict.
 type Tally struct {
 	Accepted   int // distinct keys answered 202

@@ -10,6 +10,13 @@
 //  2. open loop: events at a fixed rate (default half of phase 1's
 //     end-to-end rate) for D seconds, where the latency is that of the
 //     pipeline, not of a queue;
+//  3. isolation, alone: a second pair of providers on the same processor
+//     (pkg/e2e/isolation): fastpay, answered at once, at 50 events/s for
+//     15 s, measuring per key ingest's 202 -> its destination call;
+//  4. isolation, together: fastpay at 50/s and slowcrm, whose destination
+//     takes 3 s per call (timeout 10s, max_inflight 200), at 40/s for 20 s;
+//     fastpay's p99 here against its p99 in phase 3 is the isolation ratio
+//     (its baseline is phase 3, in the same run);
 //
 // and per key, the latency from ingest's 202 to the outcome read (p50, p99,
 // max), split at the outcome's own `time` field (when the processor took the
@@ -32,6 +39,8 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+
+	"github.com/hookline/hookline/pkg/e2e/isolation"
 )
 
 func main() {
@@ -42,6 +51,8 @@ func main() {
 	flag.Float64Var(&c.OpenFraction, "open-fraction", c.OpenFraction, "open-loop rate as a fraction of the closed loop's end-to-end rate (0..1]")
 	flag.IntVar(&c.PerfRecords, "perf-n", c.PerfRecords, "ProducerPerformance records (1,000..1,000,000)")
 	flag.IntVar(&c.BodySize, "body", c.BodySize, "request body size in bytes (128..65536)")
+	flag.DurationVar(&c.IsoAlone, "iso-alone", c.IsoAlone, "length of isolation phase 3, fastpay alone (up to 60s)")
+	flag.DurationVar(&c.IsoTogether, "iso-together", c.IsoTogether, "length of isolation phase 4, fastpay with slowcrm (up to 60s)")
 	flag.Parse()
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
@@ -69,11 +80,21 @@ type config struct {
 	Warmup time.Duration
 	// Drain bounds the wait for the outcomes after a phase's last POST.
 	Drain time.Duration
+	// IsoAlone and IsoTogether are the lengths of the isolation phases.
+	IsoAlone, IsoTogether time.Duration
+}
+
+// isolation is the isolation scenario with this run's phase lengths.
+func (c config) isolation() isolation.Scenario {
+	s := isolation.Default()
+	s.Alone, s.Together = c.IsoAlone, c.IsoTogether
+	return s
 }
 
 func defaultConfig() config {
 	return config{Conns: 64, Closed: 10 * time.Second, Open: 10 * time.Second, OpenFraction: 0.5,
-		PerfRecords: 100000, BodySize: 1024, Partitions: 12, Warmup: 2 * time.Second, Drain: 90 * time.Second}
+		PerfRecords: 100000, BodySize: 1024, Partitions: 12, Warmup: 2 * time.Second, Drain: 90 * time.Second,
+		IsoAlone: isolation.Default().Alone, IsoTogether: isolation.Default().Together}
 }
 
 func (c config) validate() error {
@@ -90,6 +111,10 @@ func (c config) validate() error {
 		return fmt.Errorf("-perf-n %d: want 1,000..1,000,000", c.PerfRecords)
 	case c.BodySize < 128 || c.BodySize > 65536:
 		return fmt.Errorf("-body %d: want 128..65536", c.BodySize)
+	case c.IsoAlone <= 0 || c.IsoAlone > time.Minute:
+		return fmt.Errorf("-iso-alone %s: want up to 60s", c.IsoAlone)
+	case c.IsoTogether <= 0 || c.IsoTogether > time.Minute:
+		return fmt.Errorf("-iso-together %s: want up to 60s", c.IsoTogether)
 	}
 	return nil
 }

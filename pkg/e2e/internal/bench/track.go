@@ -28,6 +28,8 @@ type event struct {
 // phase counts one load phase's keys.
 type phase struct {
 	name      string
+	provider  string // posted to; "" is stripe
+	iso       string // the isolation phase its keys count in, if any
 	posted    int
 	accepted  int
 	seen      int // accepted keys with at least one outcome

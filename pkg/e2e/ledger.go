@@ -48,7 +48,7 @@ type Ledger struct {
 
 // account is what happened to one key.
 type account struct {
-	done, dead, retrying, duplicate int
+	done, dead, retrying, duplicate, parked int
 	// ends counts terminal outcomes (done, dead) of deliveries from ingest
 	// and their retries; replayEnds those of each replay id and its retries.
 	ends       int
@@ -138,6 +138,10 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 	case "retrying":
 		a.retrying++
 		return
+	case "parked":
+		// Waiting in its destination's lane: its lane copy ends it.
+		a.parked++
+		return
 	case "done":
 		a.done++
 	case "dead":
@@ -159,7 +163,7 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 
 // KeyOutcomes counts the outcomes read so far for one key, by status.
 type KeyOutcomes struct {
-	Done, Dead, Retrying, Duplicate int
+	Done, Dead, Retrying, Duplicate, Parked int
 }
 
 // Outcomes returns what the ledger has read for key so far (call it after
@@ -171,7 +175,7 @@ func (l *Ledger) Outcomes(key string) KeyOutcomes {
 	if a == nil {
 		return KeyOutcomes{}
 	}
-	return KeyOutcomes{Done: a.done, Dead: a.dead, Retrying: a.retrying, Duplicate: a.duplicate}
+	return KeyOutcomes{Done: a.done, Dead: a.dead, Retrying: a.retrying, Duplicate: a.duplicate, Parked: a.parked}
 }
 
 // Tally is the ledger's verdict.

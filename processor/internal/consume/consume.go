@@ -61,9 +61,9 @@ type Config struct {
 	// MaxPendingBytes bounds the body bytes of records read and not yet
 	// committed (HOOKLINE_MAX_PENDING_BYTES).
 	MaxPendingBytes int64
-	// MaxBatch bounds the destination calls made and not yet committed,
-	// process-wide (what a crash can repeat), and so the records whose
-	// effects one transaction carries (HOOKLINE_BATCH_MAX_RECORDS).
+	// MaxBatch bounds the finished destination calls not yet committed,
+	// process-wide (a crash repeats at most these and the calls in flight),
+	// and the records one transaction carries (HOOKLINE_BATCH_MAX_RECORDS).
 	MaxBatch int
 	// ShutdownGrace is how long a stop lets calls in flight finish before
 	// it cancels them (cancelled ones are read again by the next owner).

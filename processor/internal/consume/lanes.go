@@ -70,13 +70,17 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 }
 
 // call hands the record to its provider's destination, waiting for a slot
-// in its lane and then for a token of the session's pool of uncommitted
-// calls (taken in that order, so records waiting for a full lane hold no
-// token). A call that was made keeps its token until its result commits or
-// is dropped (release); one abandoned gives it back here. abandoned says ctx ended (the partition went away or the
-// processor stops) before the call was made or answered: that is no attempt
-// and leaves no trace; the record is read again by the partition's next
-// owner.
+// in its lane. When the call has returned, it takes a token of the
+// session's pool of finished, uncommitted calls (tokens), holding the slot
+// until it has one: when transactions fall behind, each destination stops
+// after the calls it has in flight, so a crash repeats at most the calls in
+// flight plus the pool. The token is given back when the result commits or
+// is dropped (release). A slow call holds no token, so it holds back no
+// other destination.
+//
+// abandoned says ctx ended (the partition went away or the processor
+// stops) before the call was made or answered: that is no attempt and
+// leaves no trace; the record is read again by the partition's next owner.
 func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Record, a decide.Arrival) (abandoned, token bool, err error) {
 	if _, ok := p.cfg.Providers.Get(a.Provider); !ok {
 		return false, false, fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
@@ -87,26 +91,17 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 	}
 	ln.waiting.Inc()
 	ln.waitN.Add(1)
-	waited := func() {
-		ln.waiting.Dec()
-		ln.waitN.Add(-1)
-	}
 	select {
 	case ln.slots <- struct{}{}:
+		ln.waiting.Dec()
+		ln.waitN.Add(-1)
 	case <-ctx.Done():
-		waited()
+		ln.waiting.Dec()
+		ln.waitN.Add(-1)
 		return true, false, ctx.Err()
 	}
 	defer func() { <-ln.slots }()
-	select {
-	case tokens <- struct{}{}:
-		waited()
-	case <-ctx.Done():
-		waited()
-		return true, false, ctx.Err()
-	}
 	ln.inflight.Inc()
-	defer ln.inflight.Dec()
 	err = ln.h.Handle(ctx, deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
@@ -116,13 +111,17 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 		ContentType: headers.Value(r, headers.ContentType),
 		Headers:     headers.HTTP(r),
 	})
+	ln.inflight.Dec()
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		<-tokens
 		return true, false, err
 	}
 	if errors.Is(err, deliver.ErrCircuitOpen) {
-		<-tokens // the destination was not called: the caller parks the record
-		return false, false, err
+		return false, false, err // the destination was not called: the caller parks the record
+	}
+	select {
+	case tokens <- struct{}{}:
+	case <-ctx.Done():
+		return true, false, ctx.Err() // called, but the partition went away: the next owner calls again
 	}
 	return false, true, err
 }

@@ -37,8 +37,8 @@ type session struct {
 	bytes   int64     // body bytes read and not yet committed or dropped
 	err     error     // a reason to stop the processor
 
-	// tokens bound the calls made and not yet committed (MaxBatch): what a
-	// crash can make the next owner call again, beyond nothing else.
+	// tokens bound the finished calls not yet committed (MaxBatch): a
+	// crash repeats at most these and the calls in flight.
 	tokens chan struct{}
 	ready  chan struct{} // a result or an error arrived (capacity 1)
 	work   sync.WaitGroup

@@ -61,23 +61,27 @@ func BenchmarkRestore(b *testing.B) {
 	free.Decode = func([]byte) (time.Time, error) { return now.Add(decide.DefaultTTL), nil }
 
 	var plain, restore, restoreFree time.Duration
+	var bytes int64
 	iters := 0
 	for b.Loop() {
 		iters++
 		plain += plainRead(b, e, hwm)
-		restore += timeRestore(b, cfg, n, hwm)
-		restoreFree += timeRestore(b, free, n, hwm)
+		d, s := timeRestore(b, cfg, n, hwm)
+		restore, bytes = restore+d, bytes+s.Bytes
+		d, _ = timeRestore(b, free, n, hwm)
+		restoreFree += d
 	}
 	total := float64(n * iters)
 	b.ReportMetric(total/plain.Seconds(), "plain_rec/s")
 	b.ReportMetric(total/restore.Seconds(), "restore_rec/s")
+	b.ReportMetric(float64(bytes)/1e6/restore.Seconds(), "restore_MB/s")
 	b.ReportMetric(plain.Seconds()/restore.Seconds(), "restore/plain")
 	b.ReportMetric(total/restoreFree.Seconds(), "restore_nodecode_rec/s")
 }
 
 // timeRestore restores partition 0 into a fresh on-disk store and returns
-// how long Partition took.
-func timeRestore(b *testing.B, cfg Config, n int, hwm int64) time.Duration {
+// how long Partition took, and its stats.
+func timeRestore(b *testing.B, cfg Config, n int, hwm int64) (time.Duration, Stats) {
 	b.Helper()
 	st, err := state.Open(state.Options{Dir: b.TempDir()})
 	if err != nil {
@@ -90,11 +94,12 @@ func timeRestore(b *testing.B, cfg Config, n int, hwm int64) time.Duration {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if s.Records != n || s.Applied != n || s.To != hwm {
-		b.Fatalf("restore: %+v, want %d records to %d", s, n, hwm)
+	if s.Records != n || s.Applied != n || s.To != hwm || !s.Bulk {
+		b.Fatalf("restore: %+v, want %d records to %d in bulk", s, n, hwm)
 	}
-	b.Logf("restore: %s wall, %s cpu (process)", d.Round(time.Millisecond), (cpuTime() - cpu0).Round(time.Millisecond))
-	return d
+	b.Logf("restore: %s wall, %s cpu (process), %.0f records/s, %.1f MB/s", d.Round(time.Millisecond),
+		(cpuTime() - cpu0).Round(time.Millisecond), s.RecordsPerSecond(), s.MBPerSecond())
+	return d, s
 }
 
 // plainRead reads the partition from the start to end with the restore's

@@ -4,17 +4,31 @@
 // from the stored checkpoint to the end that every transaction begun before
 // the call has reached, and applies it in batches, each with its checkpoint.
 //
+// Two write paths. A partition restored from scratch (no checkpoint: a new
+// owner, a wiped, rebuilt or corrupt store) goes through state.Loader, the
+// bulk path: a badger.WriteBatch committing in the background, no read
+// before each write, a checkpoint every 64 MiB (segmentBytes) and at the
+// end, each only once every write before it is committed. A partition with
+// a checkpoint is restored incrementally, one Store.Apply (states and
+// checkpoint in one transaction) per batch. Both store the same states;
+// a restore cut short leaves a checkpoint that the next one resumes from.
+//
 // Costs of one Partition call: one franz-go client of its own (a metadata
 // request, a connection to the partition leader, closed on return), a few
 // ListOffsets requests (more while waiting for open transactions to settle),
 // and a fetch of the range. Fetches are up to 8 MiB for the partition; the
 // client buffers at most one fetch while the previous one is decoded, so the
 // memory is about 2 x 8 MiB of records plus two batches of changes (BatchSize
-// each: one decoded while a goroutine applies the other). Badger is written
-// BatchSize changes per transaction. CPU: the Decode of every record and a
-// Badger read and write per record: BenchmarkRestore measured ~130k
-// records/s on 2 cores (~200k with a Decode that costs nothing), against
-// ~2M records/s for a consumer that does nothing.
+// each: one decoded while a goroutine writes the other) plus the bulk
+// writes committing: about 32 MiB, reserved from the store's restore budget
+// (state.Options.RestoreMemory, 128 MiB by default) before reading, so
+// about four partitions read at full speed at once and the others wait.
+// CPU: the Decode of every record and a Badger write per record (plus a
+// read in the incremental path). All partitions share Badger's one write
+// goroutine (write-ahead log and memtable insert, about 1 µs a record on
+// 2 cores) and its memtable flushes: BenchmarkRestore measured 550-650k
+// records/s for a bulk restore against 3.7-4.6M records/s for a consumer
+// that does nothing.
 //
 // Why a client of its own and not the processor's group client: a franz-go
 // client consumes either as a group member or by assigned partitions, not
@@ -96,6 +110,28 @@ type Stats struct {
 	// partition's end (topic recreated or truncated), or below its log
 	// start (retention deleted records never restored).
 	Rebuilt bool
+	// Bytes is the size of the data records read (keys and values).
+	Bytes int64
+	// Bulk reports that the partition was restored from scratch (no
+	// checkpoint, or Rebuilt) with the bulk writer, state.Loader;
+	// otherwise each batch was a Store.Apply.
+	Bulk bool
+}
+
+// RecordsPerSecond is Records over Duration (0 when Duration is 0).
+func (s Stats) RecordsPerSecond() float64 {
+	if s.Duration <= 0 {
+		return 0
+	}
+	return float64(s.Records) / s.Duration.Seconds()
+}
+
+// MBPerSecond is Bytes (in MB, 10^6 bytes) over Duration.
+func (s Stats) MBPerSecond() float64 {
+	if s.Duration <= 0 {
+		return 0
+	}
+	return float64(s.Bytes) / 1e6 / s.Duration.Seconds()
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -185,7 +221,8 @@ func Partition(ctx context.Context, cfg Config, st *state.Store, partition int32
 	}
 	r.log.Debug("restored", "from", r.stats.From, "to", r.stats.To, "records", r.stats.Records,
 		"applied", r.stats.Applied, "expired", r.stats.Expired, "skipped", r.stats.Skipped,
-		"rebuilt", r.stats.Rebuilt, "duration", r.stats.Duration)
+		"rebuilt", r.stats.Rebuilt, "bulk", r.stats.Bulk, "duration", r.stats.Duration,
+		"records_per_second", int64(r.stats.RecordsPerSecond()), "mb_per_second", fmt.Sprintf("%.1f", r.stats.MBPerSecond()))
 	return r.stats, nil
 }
 
@@ -213,8 +250,22 @@ func (r *restorer) run(ctx context.Context) error {
 		}
 		return nil
 	}
+	// Without a checkpoint the partition was just wiped (or never held
+	// anything): the bulk path needs no read before each write.
+	r.stats.Bulk = !checkpointed
 	r.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topic: {r.p: kgo.NewOffset().At(from)}})
-	return r.consume(ctx, from, end)
+	return r.consume(ctx, from, end, r.stats.Bulk)
+}
+
+// memory is what a restore of n offsets reserves from the store's restore
+// budget (state.Store.Reserve) while it reads: the fetch being decoded and
+// the one buffered, both batches (whose values point into fetched memory)
+// and the bulk writes still committing; about 32 MiB, less for a short
+// range (at about 512 bytes a record), so an incremental restore of a few
+// records does not queue behind bulk ones.
+func (r *restorer) memory(n int64) int64 {
+	full := int64(2*fetchBytes) + int64(2*r.cfg.BatchSize)*512 + 10<<20
+	return min(full, n*512+1<<20)
 }
 
 // listOffset returns the partition's offset from one of kadm's ListOffsets,
@@ -328,8 +379,13 @@ func (r *restorer) start(logStart, hwm int64) (from int64, checkpointed bool, er
 
 // consume reads [from, end) and applies it, batch by batch, in a writer
 // goroutine.
-func (r *restorer) consume(ctx context.Context, from, end int64) (err error) {
-	w, batch := startWriter(r.st, r.p, min(r.cfg.BatchSize, int(min(end-from, 1<<20))))
+func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err error) {
+	release, err := r.st.Reserve(ctx, r.memory(end-from))
+	if err != nil {
+		return err
+	}
+	defer release()
+	w, batch := startWriter(r.st, r.p, bulk, min(r.cfg.BatchSize, int(min(end-from, 1<<20))))
 	r.batch = batch
 	defer func() {
 		to, ok, werr := w.close()
@@ -400,6 +456,7 @@ func (r *restorer) consume(ctx context.Context, from, end int64) (err error) {
 // add turns a changelog record into a change of the batch.
 func (r *restorer) add(rec *kgo.Record) {
 	r.stats.Records++
+	r.stats.Bytes += int64(len(rec.Key) + len(rec.Value))
 	if len(rec.Key) == 0 {
 		r.stats.Skipped++
 		r.log.Warn("restore: skipping a changelog record without key", "offset", rec.Offset)

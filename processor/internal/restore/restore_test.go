@@ -551,3 +551,134 @@ func TestRestoreMissingTopic(t *testing.T) {
 		t.Logf("after %s: %v", time.Since(start).Round(time.Millisecond), err)
 	}
 }
+
+// changelogMix writes to partition p n records over transactions of 100,
+// with overwrites, tombstones, expired states, a record that does not
+// decode and an aborted transaction, and returns the keys it used.
+func changelogMix(tb testing.TB, cl *kgo.Client, p int32, n int) []string {
+	tb.Helper()
+	now := time.Now()
+	keys := make([]string, 0, n/3)
+	for i := range n / 3 {
+		keys = append(keys, fmt.Sprintf("key-%05d", i))
+	}
+	var rs []*kgo.Record
+	for i := range n {
+		k := keys[(i*7)%len(keys)]
+		var v []byte
+		switch {
+		case i%13 == 0:
+			v = nil // tombstone
+		case i%17 == 0:
+			v = val(now.Add(-time.Minute)) // expired
+		case i%19 == 0:
+			v = []byte("not a state")
+		case i%2 == 0:
+			v = val(now.Add(time.Duration(i) * time.Minute))
+		default:
+			v = nv()
+		}
+		rs = append(rs, rec(p, k, v))
+		if len(rs) == 100 {
+			txn(tb, cl, true, rs...)
+			rs = rs[:0]
+		}
+	}
+	if len(rs) > 0 {
+		txn(tb, cl, true, rs...)
+	}
+	txn(tb, cl, false, rec(p, keys[0], []byte("exp=aborted")))
+	return keys
+}
+
+// sameStore checks that a and b hold the same value for every key and the
+// same Keys count.
+func sameStore(tb testing.TB, a, b *state.Store, p int32, keys []string) {
+	tb.Helper()
+	for _, k := range keys {
+		va, oka, erra := a.Get(p, k)
+		vb, okb, errb := b.Get(p, k)
+		if erra != nil || errb != nil || oka != okb || string(va) != string(vb) {
+			tb.Errorf("%s: %q (ok=%t, err=%v) against %q (ok=%t, err=%v)", k, va, oka, erra, vb, okb, errb)
+		}
+	}
+	if ka, kb := a.Keys(), b.Keys(); ka != kb {
+		tb.Errorf("Keys() = %d against %d", ka, kb)
+	}
+}
+
+// TestRestoreBulkMatchesIncremental: a partition restored from scratch (the
+// bulk writer) and the same partition restored incrementally from a
+// checkpoint at offset 0 (Store.Apply per batch) hold the same states and
+// the same Keys count, with the tracking of keys in the restore budget and
+// without it.
+func TestRestoreBulkMatchesIncremental(t *testing.T) {
+	e, cl := mustFixture(t)
+	const p = 1
+	keys := changelogMix(t, cl, p, 2000)
+	hwm := e.hwm(t, p)
+	cfg := e.config(nil)
+	cfg.BatchSize = 150
+
+	incr := mustStore(t)
+	if err := incr.Apply(nil, map[int32]int64{p: 0}); err != nil {
+		t.Fatal(err)
+	}
+	si := mustRestore(t, cfg, incr, p)
+	if si.Bulk || si.To != hwm {
+		t.Fatalf("incremental restore: %+v, want not bulk, to %d", si, hwm)
+	}
+	for _, memory := range []int64{0, 1} {
+		bulk, err := state.Open(state.Options{InMemory: true, RestoreMemory: memory})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = bulk.Close() })
+		sb := mustRestore(t, cfg, bulk, p)
+		if !sb.Bulk || sb.To != hwm {
+			t.Fatalf("bulk restore (budget %d): %+v, want bulk, to %d", memory, sb, hwm)
+		}
+		if sb.Records != si.Records || sb.Applied != si.Applied || sb.Expired != si.Expired || sb.Skipped != si.Skipped {
+			t.Errorf("stats: bulk %+v, incremental %+v", sb, si)
+		}
+		sameStore(t, bulk, incr, p, keys)
+		wantCheckpoint(t, bulk, p, hwm)
+	}
+}
+
+// TestRestoreBulkResume: a bulk restore cancelled midway leaves a
+// checkpoint covering what it wrote; restoring again resumes from it
+// (incrementally) and ends with the store a restore in one go gives.
+func TestRestoreBulkResume(t *testing.T) {
+	e, cl := mustFixture(t)
+	const p = 2
+	keys := changelogMix(t, cl, p, 3000)
+	hwm := e.hwm(t, p)
+
+	whole := mustStore(t)
+	mustRestore(t, e.config(nil), whole, p)
+
+	st := mustStore(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	cfg := e.config(nil)
+	cfg.BatchSize = 100
+	n := 0
+	cfg.Decode = func(b []byte) (time.Time, error) {
+		if n++; n == 1200 {
+			cancel()
+		}
+		return decode(b)
+	}
+	s := wantCanceled(t, ctx, cfg, st, p, 5*time.Second)
+	cp, ok, err := st.Checkpoint(p)
+	if err != nil || !ok || cp != s.To || cp <= 0 || cp >= hwm || !s.Bulk {
+		t.Fatalf("after the cancel: checkpoint %d (ok=%t, err=%v), stats %+v: want a bulk checkpoint inside the range", cp, ok, err, s)
+	}
+
+	s = mustRestore(t, e.config(nil), st, p)
+	if s.From != cp || s.To != hwm || s.Bulk || s.Rebuilt {
+		t.Errorf("resume: %+v, want incremental from %d to %d", s, cp, hwm)
+	}
+	sameStore(t, st, whole, p, keys)
+}

@@ -2,22 +2,36 @@ package restore
 
 import (
 	"context"
+	"errors"
 
 	"github.com/hookline/hookline/processor/internal/state"
 )
+
+// segmentBytes is how much a bulk restore writes (keys and values) between
+// two checkpoints: what a crash in the middle of it costs to read again.
+// Each checkpoint waits for Badger's write pipeline to drain.
+const segmentBytes = 64 << 20
 
 // writer applies batches of one partition in a goroutine of its own, one at
 // a time, so that decoding the next batch overlaps Badger writing the
 // previous one. Two batch slices circulate: one being filled, one being
 // applied.
+//
+// Incrementally (the partition has a checkpoint) each batch is one
+// Store.Apply with its checkpoint. In bulk (the partition is restored from
+// scratch) batches go to a state.Loader, with a checkpoint every
+// segmentBytes and one at the end: after the last batch handed over, also
+// when the restore is cancelled or fails, so a later restore resumes from
+// there.
 type writer struct {
 	st   *state.Store
 	p    int32
+	load *state.Loader // nil: incremental
 	todo chan pending
 	free chan []state.Change
-	errc chan error // the first Apply error
+	errc chan error // the first error
 	done chan struct{}
-	to   int64 // the last checkpoint applied; read after done
+	to   int64 // the last checkpoint written; read after done
 	ok   bool  // whether to was set
 }
 
@@ -26,13 +40,17 @@ type pending struct {
 	next    int64
 }
 
-func startWriter(st *state.Store, p int32, batchCap int) (*writer, []state.Change) {
+// startWriter starts the writer of partition p; bulk selects a Loader.
+func startWriter(st *state.Store, p int32, bulk bool, batchCap int) (*writer, []state.Change) {
 	w := &writer{
 		st: st, p: p,
 		todo: make(chan pending),
 		free: make(chan []state.Change, 1),
 		errc: make(chan error, 1),
 		done: make(chan struct{}),
+	}
+	if bulk {
+		w.load = st.NewLoader(p)
 	}
 	w.free <- make([]state.Change, 0, batchCap)
 	go w.run()
@@ -41,19 +59,59 @@ func startWriter(st *state.Store, p int32, batchCap int) (*writer, []state.Chang
 
 func (w *writer) run() {
 	defer close(w.done)
-	failed := false
+	var err error
+	var since int64 // bulk: bytes added since the last checkpoint
+	last, unsaved := int64(0), false
 	for pd := range w.todo {
-		if !failed {
-			if err := w.st.Apply(pd.changes, map[int32]int64{w.p: pd.next}); err != nil {
-				failed = true
+		if err == nil {
+			switch {
+			case w.load == nil:
+				if err = w.st.Apply(pd.changes, map[int32]int64{w.p: pd.next}); err == nil {
+					w.to, w.ok = pd.next, true
+				}
+			default:
+				if err = w.load.Add(pd.changes); err != nil {
+					break
+				}
+				last, unsaved = pd.next, true
+				for i := range pd.changes {
+					since += int64(len(pd.changes[i].Key) + len(pd.changes[i].Value))
+				}
+				if since >= segmentBytes {
+					err = w.checkpoint(last)
+					since, unsaved = 0, false
+				}
+			}
+			if err != nil {
 				w.errc <- err
-			} else {
-				w.to, w.ok = pd.next, true
 			}
 		}
 		clear(pd.changes) // drop the record values
 		w.free <- pd.changes[:0]
 	}
+	if w.load == nil {
+		return
+	}
+	if err == nil && unsaved {
+		err = w.checkpoint(last)
+		if err != nil {
+			w.errc <- err
+		}
+	}
+	if cerr := w.load.Close(); cerr != nil {
+		select {
+		case w.errc <- cerr:
+		default: // an earlier error is reported
+		}
+	}
+}
+
+func (w *writer) checkpoint(next int64) error {
+	if err := w.load.Checkpoint(next); err != nil {
+		return err
+	}
+	w.to, w.ok = next, true
+	return nil
 }
 
 // submit hands changes, with the checkpoint next, to the writer and returns
@@ -80,14 +138,21 @@ func (w *writer) submit(ctx context.Context, changes []state.Change, next int64)
 	}
 }
 
-// close waits for the batch in flight and returns the checkpoint reached
-// and the first Apply error. Nothing is written to the store after it.
+// close waits for the batch in flight (in bulk: for the last checkpoint
+// too) and returns the checkpoint reached and the first error. Nothing is
+// written to the store after it.
 func (w *writer) close() (to int64, ok bool, err error) {
 	close(w.todo)
 	<-w.done
-	select {
-	case err = <-w.errc:
-	default:
+	var errs []error
+	for {
+		select {
+		case e := <-w.errc:
+			errs = append(errs, e)
+			continue
+		default:
+		}
+		break
 	}
-	return w.to, w.ok, err
+	return w.to, w.ok, errors.Join(errs...)
 }

@@ -154,3 +154,39 @@ func (c *keyCounter) total(now time.Time) int64 {
 	}
 	return sum
 }
+
+// addBuckets adds counts by expiry bucket end (0: never) to partition p.
+func (c *keyCounter) addBuckets(p int32, delta map[uint64]int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	pk := c.part(p)
+	for b, n := range delta {
+		if n != 0 {
+			c.add(pk, b, n)
+		}
+	}
+}
+
+// recount replaces partition p's count with a key-only scan of its keys.
+// Nothing else may write p meanwhile.
+func (c *keyCounter) recount(db *badger.DB, p int32) error {
+	byBucket := map[uint64]int64{}
+	err := db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: partitionPrefix(kindState, p)})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			e := it.Item().ExpiresAt()
+			if e != 0 {
+				e = bucketOf(e)
+			}
+			byBucket[e]++
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	c.wipe(p)
+	c.addBuckets(p, byBucket)
+	return nil
+}

@@ -45,6 +45,9 @@ type Options struct {
 	Logger *slog.Logger
 	// InMemory keeps everything in memory and ignores Dir (tests).
 	InMemory bool
+	// RestoreMemory bounds the memory that restores of several partitions
+	// hold at once (see Reserve); default DefaultRestoreMemory (128 MiB).
+	RestoreMemory int64
 }
 
 // Change is one state update to apply.
@@ -64,6 +67,7 @@ type Change struct {
 type Store struct {
 	db     *badger.DB
 	keys   *keyCounter
+	budget *budget
 	stop   chan struct{}
 	done   chan struct{}
 	closed sync.Once
@@ -92,7 +96,11 @@ func open(o Options, bo badger.Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("state: open badger %s (the directory can be deleted: restore rebuilds it from the changelog): %w", where, err)
 	}
-	s := &Store{db: db, keys: newKeyCounter(), stop: make(chan struct{}), done: make(chan struct{})}
+	limit := o.RestoreMemory
+	if limit <= 0 {
+		limit = DefaultRestoreMemory
+	}
+	s := &Store{db: db, keys: newKeyCounter(), budget: newBudget(limit), stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.keys.seed(db); err != nil {
 		return nil, errors.Join(fmt.Errorf("state: count keys: %w", err), db.Close())
 	}

@@ -2,6 +2,7 @@ package state
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -307,5 +308,136 @@ func TestKeysCounter(t *testing.T) {
 func TestOpenErrors(t *testing.T) {
 	if _, err := Open(Options{}); err == nil {
 		t.Error("open without a directory: no error")
+	}
+}
+
+// TestLoader: a bulk load gives the store and the Keys count that Apply
+// gives for the same changes (overwrites, deletes, expired changes, a
+// delete of a key never set), with the tracking in budget and without it
+// (a budget too small: the count comes from a scan at Close).
+func TestLoader(t *testing.T) {
+	now := time.Now()
+	const p = 3
+	var changes []Change
+	for i := range 300 {
+		k := fmt.Sprintf("k%03d", i%120) // keys written up to 3 times
+		switch {
+		case i%7 == 0:
+			changes = append(changes, Change{Partition: p, Key: k}) // tombstone
+		case i%11 == 0:
+			changes = append(changes, Change{Partition: p, Key: k, Value: []byte("old"), ExpiresAt: now.Add(-time.Minute)})
+		case i%5 == 0:
+			changes = append(changes, Change{Partition: p, Key: k, Value: fmt.Appendf(nil, "v%d", i), ExpiresAt: now.Add(time.Duration(i) * time.Hour)})
+		default:
+			changes = append(changes, Change{Partition: p, Key: k, Value: fmt.Appendf(nil, "v%d", i)})
+		}
+	}
+	changes = append(changes, Change{Partition: p, Key: "never-set"})
+
+	want := mustOpen(t, Options{InMemory: true})
+	mustApply(t, want, changes, map[int32]int64{p: 301})
+
+	for _, tc := range []struct {
+		name   string
+		memory int64
+	}{{"tracked", 0}, {"untracked", 1}} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := mustOpen(t, Options{InMemory: true, RestoreMemory: tc.memory})
+			l := s.NewLoader(p)
+			if err := l.Add(changes[:150]); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Checkpoint(150); err != nil {
+				t.Fatal(err)
+			}
+			wantCheckpoint(t, s, p, 150, true)
+			if err := l.Add(changes[150:]); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Checkpoint(301); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			wantCheckpoint(t, s, p, 301, true)
+			for i := range 120 {
+				k := fmt.Sprintf("k%03d", i)
+				w, wok, _ := want.Get(p, k)
+				got, ok, err := s.Get(p, k)
+				if err != nil || ok != wok || string(got) != string(w) {
+					t.Errorf("%s = %q (ok=%t, err=%v), want %q (ok=%t)", k, got, ok, err, w, wok)
+				}
+			}
+			wantKeys(t, s, want.Keys())
+			if err := l.Add([]Change{{Partition: p + 1, Key: "x", Value: []byte("v")}}); err == nil {
+				t.Error("a change of another partition was accepted")
+			}
+		})
+	}
+}
+
+// TestLoaderCloseWithoutCheckpoint: changes added after the last checkpoint
+// may be stored, uncovered by it; Close then recounts Keys from the store.
+func TestLoaderCloseWithoutCheckpoint(t *testing.T) {
+	s := mustOpen(t, Options{InMemory: true})
+	l := s.NewLoader(0)
+	if err := l.Add([]Change{{Partition: 0, Key: "a", Value: []byte("1")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Checkpoint(1); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Add([]Change{{Partition: 0, Key: "b", Value: []byte("2")}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	wantCheckpoint(t, s, 0, 1, true)
+	n := int64(1)
+	if _, ok, _ := s.Get(0, "b"); ok {
+		n = 2
+	}
+	wantKeys(t, s, n)
+}
+
+// TestReserve: reservations past the budget wait until memory is released
+// or their context ends; one larger than the budget takes all of it.
+func TestReserve(t *testing.T) {
+	s := mustOpen(t, Options{InMemory: true, RestoreMemory: 100})
+	ctx := context.Background()
+	r1, err := s.Reserve(ctx, 60)
+	if err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := s.Reserve(short, 50); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("reserve past the budget: err = %v, want a wait cut by the deadline", err)
+	}
+	got := make(chan func(), 1)
+	go func() {
+		r, err := s.Reserve(ctx, 1000) // more than the budget: all of it
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	time.Sleep(20 * time.Millisecond)
+	select {
+	case <-got:
+		t.Fatal("reserved while 60 of 100 were held")
+	default:
+	}
+	r1()
+	r1() // a second release gives nothing back
+	r2 := <-got
+	if s.budget.tryAcquire(1) {
+		t.Fatal("room left while the whole budget is reserved")
+	}
+	r2()
+	if !s.budget.tryAcquire(100) {
+		t.Fatal("budget not whole after the releases")
 	}
 }

@@ -88,7 +88,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	if c.ProvidersFile == "" {
 		errs = append(errs, "HOOKLINE_PROVIDERS (or --providers): the providers file is required")
 	}
-	if v, set := lookupEnv("HOOKLINE_INSTANCE_ID"); set && (strings.ContainsAny(c.InstanceID, " /\\") || strings.TrimSpace(v) == "") {
+	if strings.ContainsAny(c.InstanceID, " /\\") {
 		errs = append(errs, fmt.Sprintf("HOOKLINE_INSTANCE_ID=%q: want a name without spaces or slashes, unique per running processor", c.InstanceID))
 	}
 	if len(errs) > 0 {

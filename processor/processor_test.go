@@ -415,3 +415,49 @@ func TestOpenCircuitParksWithoutAnAttempt(t *testing.T) {
 	}
 	t.Logf("%d records, %d calls, %d parked while the circuit was open, none in a tier without a call", n, calls, parked)
 }
+
+// TestTwoDefaultProcessorsOnOneHost: two processors started with every
+// setting left alone but their state dirs take different instance ids
+// (kept in the dirs), share the partitions and never fence each other.
+func TestTwoDefaultProcessorsOnOneHost(t *testing.T) {
+	skipShort(t)
+	sys := e2e.New(t, e2e.Options{})
+	sys.StartIngest()
+	unset := map[string]string{"HOOKLINE_INSTANCE_ID": ""}
+	p1 := sys.StartProcessor("p1", unset)
+	p2 := sys.StartProcessor("p2", unset)
+	outcomes := sys.Read(sys.Names.Outcomes)
+	const n = 1500
+	keys := postAll(t, sys, "evt_twin", n, 8)
+	recs := outcomes.Until(2*time.Minute, "a done outcome for every key", func(rs []*kgo.Record) bool { return doneKeys(t, rs) >= n })
+	done, _ := doneCount(t, recs)
+	calls := sys.Dest.AllCalls()
+	total := 0
+	for _, k := range keys {
+		if done[k] != 1 {
+			t.Errorf("%s: %d done outcomes, want 1", k, done[k])
+		}
+		total += calls[k]
+	}
+	if total > n+n/50 {
+		t.Errorf("%d destination calls for %d keys: more than 2%% extra", total, n)
+	}
+	ids := map[string]bool{}
+	for _, p := range []*e2e.Service{p1, p2} {
+		out := p.Output()
+		if strings.Contains(out, "another producer took") || strings.Contains(out, "session broken") {
+			t.Errorf("%s was fenced or replaced its session:\n%s", p.Name, out)
+		}
+		var start struct{ Instance string }
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, `"processor starting"`) {
+				_ = json.Unmarshal([]byte(line), &start)
+			}
+		}
+		ids[start.Instance] = true
+	}
+	if len(ids) != 2 || ids[""] {
+		t.Fatalf("instance ids %v: want two different ones from the state dirs", ids)
+	}
+	t.Logf("two processors with default instance ids %v: %d keys done once, %d calls", ids, n, total)
+}

@@ -17,6 +17,9 @@ const (
 	BaseRetryPrefix = "webhooks.retry."
 	BaseDLQ         = "webhooks.dlq"
 	BaseDLQStatus   = "webhooks.dlq-status"
+	// BaseControl holds operators' settings per provider (pause, drain
+	// rate), compacted, one partition: every processor follows all of it.
+	BaseControl = "webhooks.control"
 	// BaseLanePrefix names a destination's lane topic, "webhooks.lane.<provider>":
 	// the processor parks there the records its destination has no room
 	// for, co-partitioned with webhooks.raw.
@@ -34,6 +37,7 @@ type Names struct {
 	Outcomes  string
 	DLQ       string
 	DLQStatus string
+	Control   string
 	// Retry holds one topic per retry tier, in tier order (tier 1 first).
 	Retry []string
 }
@@ -48,6 +52,7 @@ func NewNames(prefix string, tierNames []string) Names {
 		Outcomes:  prefix + BaseOutcomes,
 		DLQ:       prefix + BaseDLQ,
 		DLQStatus: prefix + BaseDLQStatus,
+		Control:   prefix + BaseControl,
 	}
 	for _, t := range tierNames {
 		n.Retry = append(n.Retry, prefix+BaseRetryPrefix+t)
@@ -78,7 +83,7 @@ func (n Names) Group(base string) string { return n.Prefix + base }
 
 // All lists every topic name.
 func (n Names) All() []string {
-	return append([]string{n.Raw, n.Changelog, n.Outcomes, n.DLQ, n.DLQStatus}, n.Retry...)
+	return append([]string{n.Raw, n.Changelog, n.Outcomes, n.DLQ, n.DLQStatus, n.Control}, n.Retry...)
 }
 
 // Shape settings shared by every topic of one environment.
@@ -127,6 +132,7 @@ func (n Names) Specs(s Shape) []Spec {
 		{Name: n.Outcomes, Partitions: s.Partitions, Cleanup: "delete", Configs: map[string]string{"retention.ms": ms(7 * day)}},
 		body(n.DLQ, 30*day),
 		{Name: n.DLQStatus, Partitions: s.Partitions, Cleanup: "compact", Configs: map[string]string{}},
+		{Name: n.Control, Partitions: 1, Cleanup: "compact", Configs: map[string]string{}},
 	}
 	for _, r := range n.Retry {
 		specs = append(specs, body(r, 7*day))

@@ -1,0 +1,196 @@
+// Package control is the operators' hold on a provider's deliveries: a
+// provider paused (its records wait, parked in its lane topic, and nothing is
+// refused at ingest) or drained at a rate (calls to its destination at most N
+// per second). The settings live in the compacted topic webhooks.control,
+// one record per provider keyed "provider:<name>", so they survive restarts
+// and every processor follows the same ones. Written by the dlq tool
+// (`dlq provider pause|resume|rate`, and `dlq serve`'s API); read by every
+// processor (Follow).
+package control
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// keyPrefix starts every record key of the control topic.
+const keyPrefix = "provider:"
+
+// Setting is one provider's operator setting, the value of its record.
+type Setting struct {
+	// Provider is the provider name.
+	Provider string `json:"provider"`
+	// Paused holds its deliveries: no destination call, records parked.
+	Paused bool `json:"paused"`
+	// Rate, when above 0 and not paused, caps its destination calls per
+	// second (a drain); 0 is no cap.
+	Rate float64 `json:"rate,omitempty"`
+	// By says who set it (a user name, "api", ...); At when.
+	By string    `json:"by,omitempty"`
+	At time.Time `json:"at"`
+}
+
+// String says what the setting does, for logs and the CLI.
+func (s Setting) String() string {
+	switch {
+	case s.Paused:
+		return "paused"
+	case s.Rate > 0:
+		return fmt.Sprintf("draining at %g/s", s.Rate)
+	}
+	return "running"
+}
+
+// Validate refuses a setting no processor could follow.
+func (s Setting) Validate() error {
+	var errs []error
+	if s.Provider == "" || strings.ContainsAny(s.Provider, " /:") {
+		errs = append(errs, fmt.Errorf("provider %q: want a provider name", s.Provider))
+	}
+	if s.Rate < 0 || math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0) {
+		errs = append(errs, fmt.Errorf("rate %v: want a positive number of calls per second, or 0 for none", s.Rate))
+	}
+	return errors.Join(errs...)
+}
+
+// Record is the control topic record of s.
+func Record(topic string, s Setting) (*kgo.Record, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	v, err := json.Marshal(s)
+	if err != nil {
+		return nil, err
+	}
+	return &kgo.Record{Topic: topic, Key: []byte(keyPrefix + s.Provider), Value: v}, nil
+}
+
+// Decode reads a control record; ok is false for a record of another kind
+// (a key without the provider prefix), which readers skip. A tombstone
+// (nil value) is the provider running.
+func Decode(r *kgo.Record) (s Setting, ok bool, err error) {
+	name, ok := strings.CutPrefix(string(r.Key), keyPrefix)
+	if !ok {
+		return Setting{}, false, nil
+	}
+	if r.Value == nil {
+		return Setting{Provider: name, At: r.Timestamp}, true, nil
+	}
+	if err := json.Unmarshal(r.Value, &s); err != nil {
+		return Setting{}, true, fmt.Errorf("control record %s: %w", r.Key, err)
+	}
+	if s.Provider != name {
+		return Setting{}, true, fmt.Errorf("control record %s names provider %q", r.Key, s.Provider)
+	}
+	if err := s.Validate(); err != nil {
+		return Setting{}, true, fmt.Errorf("control record %s: %w", r.Key, err)
+	}
+	return s, true, nil
+}
+
+// Write produces s to the control topic with cl and waits for the
+// acknowledgement.
+func Write(ctx context.Context, cl *kgo.Client, topic string, s Setting) error {
+	r, err := Record(topic, s)
+	if err != nil {
+		return err
+	}
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		return fmt.Errorf("write %s setting of %s: %w", s, s.Provider, err)
+	}
+	return nil
+}
+
+// Follow reads the control topic from its start with newClient's client
+// and calls apply for every setting, in order, until ctx ends: first the
+// whole topic (caught up once it reached the end it saw at start, then
+// caughtUp is called), then each new record as it comes. A record it cannot
+// read is reported to bad and skipped (the setting stays as it was).
+func Follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
+	apply func(Setting), caughtUp func(), bad func(error)) error {
+	cl, err := newClient(
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(500*time.Millisecond),
+	)
+	if err != nil {
+		return fmt.Errorf("control: %w", err)
+	}
+	defer cl.Close()
+	end, err := endOffsets(ctx, cl, topic)
+	if err != nil {
+		return err
+	}
+	seen := map[int32]int64{}
+	reached := func() bool {
+		for p, e := range end {
+			if seen[p] < e {
+				return false
+			}
+		}
+		return true
+	}
+	signalled := false
+	if reached() {
+		caughtUp()
+		signalled = true
+	}
+	for ctx.Err() == nil {
+		fs := cl.PollFetches(ctx)
+		fs.EachError(func(t string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				bad(fmt.Errorf("control: fetch %s[%d]: %w", t, p, err))
+			}
+		})
+		fs.EachRecord(func(r *kgo.Record) {
+			seen[r.Partition] = r.Offset + 1
+			s, ok, err := Decode(r)
+			switch {
+			case err != nil:
+				bad(err)
+			case ok:
+				apply(s)
+			}
+		})
+		fs.EachPartition(func(p kgo.FetchTopicPartition) {
+			if len(p.Records) == 0 && p.Err == nil { // at the end: compaction may have left a gap before it
+				seen[p.Partition] = max(seen[p.Partition], p.LastStableOffset)
+			}
+		})
+		if !signalled && reached() {
+			caughtUp()
+			signalled = true
+		}
+	}
+	return nil
+}
+
+// endOffsets lists the topic's end offsets.
+func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
+	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("control: end offsets of %s: %w", topic, err)
+	}
+	end := map[int32]int64{}
+	var errs []error
+	listed.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			errs = append(errs, o.Err)
+			return
+		}
+		end[o.Partition] = o.Offset
+	})
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("control: end offsets of %s: %w", topic, errors.Join(errs...))
+	}
+	return end, nil
+}

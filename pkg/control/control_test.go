@@ -1,0 +1,100 @@
+package control
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+func TestSettingValidate(t *testing.T) {
+	for _, tc := range []struct {
+		s    Setting
+		want string
+	}{
+		{Setting{Provider: "stripe", Paused: true}, ""},
+		{Setting{Provider: "stripe", Rate: 20}, ""},
+		{Setting{Provider: "", Rate: 1}, "want a provider name"},
+		{Setting{Provider: "a:b"}, "want a provider name"},
+		{Setting{Provider: "stripe", Rate: -1}, "rate -1"},
+	} {
+		err := tc.s.Validate()
+		if (tc.want == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%+v: Validate = %v, want %q", tc.s, err, tc.want)
+		}
+	}
+	if got := (Setting{Provider: "x", Rate: 2.5}).String(); got != "draining at 2.5/s" {
+		t.Errorf("String = %q", got)
+	}
+}
+
+func TestFollow(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "webhooks.control"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	newClient := func(opts ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
+	}
+	cl, err := newClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := Write(ctx, cl, "webhooks.control", Setting{Provider: "slowcrm", Paused: true, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "webhooks.control", Key: []byte("provider:bad"), Value: []byte("{")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu      sync.Mutex
+		got     = map[string]Setting{}
+		bads    []error
+		caught  = make(chan struct{})
+		stopped = make(chan error, 1)
+	)
+	fctx, stop := context.WithCancel(ctx)
+	go func() {
+		stopped <- Follow(fctx, newClient, "webhooks.control",
+			func(s Setting) { mu.Lock(); got[s.Provider] = s; mu.Unlock() },
+			func() { close(caught) },
+			func(err error) { mu.Lock(); bads = append(bads, err); mu.Unlock() })
+	}()
+	select {
+	case <-caught:
+	case <-ctx.Done():
+		t.Fatal("Follow never caught up")
+	}
+	mu.Lock()
+	if !got["slowcrm"].Paused || len(bads) != 1 {
+		t.Fatalf("after catching up: settings %v, bad records %v; want slowcrm paused and one bad record", got, bads)
+	}
+	mu.Unlock()
+	if err := Write(ctx, cl, "webhooks.control", Setting{Provider: "slowcrm", Rate: 5, At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		mu.Lock()
+		s := got["slowcrm"]
+		mu.Unlock()
+		if !s.Paused && s.Rate == 5 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatal("the new setting never arrived")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+}

@@ -125,7 +125,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
-	health := obs.NewHealth("kafka", "restore")
+	health := obs.NewHealth("kafka", "restore", "control")
 	health.Set("kafka", nil) // topics ensured above
 	health.Set("restore", nil)
 

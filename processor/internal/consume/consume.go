@@ -141,6 +141,15 @@ const (
 // session. A broken session is replaced, with backoff, instead of ending the
 // process; other errors end Run.
 func (p *Processor) Run(ctx context.Context) error {
+	caughtUp := make(chan struct{})
+	cctx, stopControl := context.WithCancel(ctx)
+	defer stopControl()
+	go p.followControl(cctx, caughtUp)
+	select {
+	case <-ctx.Done():
+		return nil
+	case <-caughtUp:
+	}
 	const first = 500 * time.Millisecond
 	backoff := first
 	for {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/time/rate"
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/processor/internal/decide"
@@ -24,6 +25,10 @@ type lane struct {
 	slots    chan struct{}
 	waitN    atomic.Int64 // records waiting for a slot
 	refusing func() bool  // the breaker refuses calls now; nil: no breaker
+	// paused and drain are the operator's setting (package control): a
+	// paused destination is called by no one; a drain caps its calls.
+	paused   atomic.Bool
+	drain    atomic.Pointer[rate.Limiter] // nil: no cap
 	inflight prometheus.Gauge
 	waiting  prometheus.Gauge
 	parked   prometheus.Counter
@@ -34,8 +39,12 @@ type lane struct {
 // its breaker refuses calls. A record admitted then is parked in the lane
 // topic instead of waiting in memory or cycling through a retry tier.
 func (ln *lane) full() bool {
-	return ln.waitN.Load() >= int64(cap(ln.slots)) || ln.refusing != nil && ln.refusing()
+	return ln.paused.Load() || ln.waitN.Load() >= int64(cap(ln.slots)) || ln.refusing != nil && ln.refusing()
 }
+
+// errPaused is call's answer for a destination an operator paused: no call
+// was made, and the record is parked.
+var errPaused = errors.New("destination paused by an operator")
 
 // newLanes builds a lane for every provider with a destination.
 func newLanes(cfg Config, m *metrics) map[string]*lane {
@@ -70,7 +79,7 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 }
 
 // call hands the record to its provider's destination, waiting for a slot
-// in its lane. When the call has returned, it takes a token of the
+// in its lane (and for the drain rate, if an operator set one). When the call has returned, it takes a token of the
 // session's pool of finished, uncommitted calls (tokens), holding the slot
 // until it has one: when transactions fall behind, each destination stops
 // after the calls it has in flight, so a crash repeats at most the calls in
@@ -101,6 +110,14 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 		return true, false, ctx.Err()
 	}
 	defer func() { <-ln.slots }()
+	if lim := ln.drain.Load(); lim != nil {
+		if err := lim.Wait(ctx); err != nil {
+			return true, false, err
+		}
+	}
+	if ln.paused.Load() {
+		return false, false, errPaused
+	}
 	ln.inflight.Inc()
 	err = ln.h.Handle(ctx, deliver.Delivery{
 		Key:         string(r.Key),

@@ -34,6 +34,8 @@ type metrics struct {
 	laneLimit      *prometheus.GaugeVec
 	parked         *prometheus.CounterVec
 	laneLag        *prometheus.GaugeVec
+	lanePaused     *prometheus.GaugeVec
+	laneRate       *prometheus.GaugeVec
 	reg            prometheus.Registerer
 }
 
@@ -116,6 +118,14 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		Name: "hookline_processor_lane_lag",
 		Help: "Records waiting in a destination's lane topic, by provider and partition (from kadm, every 15s).",
 	}, []string{"provider", "partition"})
+	m.lanePaused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_destination_paused",
+		Help: "1 while an operator has paused a provider's deliveries (dlq provider pause): its records wait in its lane topic.",
+	}, []string{"provider"})
+	m.laneRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_destination_rate",
+		Help: "The calls per second an operator capped a provider's destination at (dlq provider rate); 0: no cap.",
+	}, []string{"provider"})
 	m.reg = reg
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookline_processor_store_keys",
@@ -123,7 +133,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	}, func() float64 { return float64(st.Keys()) })
 	reg.MustRegister(m.records, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
 		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, m.sessions, keys,
-		m.batchRecords, m.pending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag)
+		m.batchRecords, m.pending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag, m.lanePaused, m.laneRate)
 	return m
 }
 

@@ -279,7 +279,7 @@ func (s *session) run(it item) (*result, error) {
 	if abandoned {
 		return nil, nil
 	}
-	if ln != nil && errors.Is(herr, deliver.ErrCircuitOpen) {
+	if ln != nil && (errors.Is(herr, deliver.ErrCircuitOpen) || errors.Is(herr, errPaused)) {
 		return s.park(res, ln, cur, a, ttl) // not called: wait in the lane, no attempt used, no tier
 	}
 	res.token = token

@@ -21,6 +21,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
@@ -43,7 +44,7 @@ func newFakeKafka(t *testing.T) *fakeKafka {
 		t.Fatal(err)
 	}
 	names := topics.NewNames("", sched.Names())
-	all := append([]string{names.Raw, names.Changelog, names.Outcomes, names.DLQ, names.Lane("slowcrm"), names.Lane("fastpay")}, names.Retry...)
+	all := append([]string{names.Raw, names.Changelog, names.Outcomes, names.DLQ, names.Lane("slowcrm"), names.Lane("fastpay"), names.Control}, names.Retry...)
 	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, all...))
 	if err != nil {
 		t.Fatal(err)
@@ -182,7 +183,7 @@ func runProcessor(t *testing.T, f *fakeKafka, id string, handlers map[string]del
 			return kgo.NewClient(append([]kgo.Opt{seeds}, opts...)...)
 		},
 		TransactionalID: "hookline-processor-" + id, InstanceID: id,
-		Logger: log, Registry: prometheus.NewRegistry(), Health: obs.NewHealth("restore"),
+		Logger: log, Registry: prometheus.NewRegistry(), Health: obs.NewHealth("restore", "control"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -451,4 +452,56 @@ func TestParkedBacklogDrains(t *testing.T) {
 		t.Fatal("nothing was parked: the test did not fill the destination")
 	}
 	t.Logf("%d of %d records parked", parked, len(keys))
+}
+
+// An operator's pause holds a provider's calls (its records are parked) and
+// leaves the others running; resume calls each parked record once; a drain
+// rate caps the calls.
+func TestPauseResumeDrain(t *testing.T) {
+	f := newFakeKafka(t)
+	slow, fast := &counter{}, &counter{}
+	cl := f.client(t)
+	set := func(s control.Setting) {
+		t.Helper()
+		if err := control.Write(context.Background(), cl, f.names.Control, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set(control.Setting{Provider: "slowcrm", Paused: true, At: time.Now()})
+	runProcessor(t, f, "p1", map[string]deliver.Handler{"slowcrm": slow, "fastpay": fast})
+	var keys []string
+	for i := range 10 {
+		keys = append(keys, fmt.Sprintf("s%d", i))
+	}
+	f.produce(t, "slowcrm", keys...)
+	f.produce(t, "fastpay", "f1")
+	waitFor(t, "fastpay done and slowcrm parked", func() bool {
+		out := f.outcomes(t)
+		parked := 0
+		for _, k := range keys {
+			if len(out[k]) == 1 && out[k][0].Status == StatusParked {
+				parked++
+			}
+		}
+		return parked == len(keys) && len(out["f1"]) == 1
+	})
+	for _, k := range keys {
+		if slow.count(k) != 0 {
+			t.Fatalf("%s called %d times while its provider was paused", k, slow.count(k))
+		}
+	}
+	start := time.Now()
+	set(control.Setting{Provider: "slowcrm", Rate: 20, At: time.Now()})
+	waitFor(t, "every parked record done", func() bool {
+		for _, k := range keys {
+			if slow.count(k) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	// 10 calls at 20/s with a burst of 1 take at least 9 × 50 ms.
+	if took := time.Since(start); took < 400*time.Millisecond {
+		t.Fatalf("10 calls drained in %s: the 20/s rate was not applied", took)
+	}
 }

@@ -249,9 +249,9 @@ type Reader struct {
 	recs []*kgo.Record
 }
 
-// Read starts reading topic.
-func (s *System) Read(topic string) *Reader {
-	return &Reader{tb: s.tb, cl: s.committedReader(topic)}
+// Read starts reading topics.
+func (s *System) Read(topics ...string) *Reader {
+	return &Reader{tb: s.tb, cl: s.committedReader(topics...)}
 }
 
 // committedReader is a client reading topics from the start, read_committed,

@@ -166,6 +166,17 @@ type KeyOutcomes struct {
 	Done, Dead, Retrying, Duplicate, Parked int
 }
 
+// Parked counts the parked outcomes read so far, every key.
+func (l *Ledger) Parked() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, a := range l.keys {
+		n += a.parked
+	}
+	return n
+}
+
 // Outcomes returns what the ledger has read for key so far (call it after
 // Settle for the whole account).
 func (l *Ledger) Outcomes(key string) KeyOutcomes {

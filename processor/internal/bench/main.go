@@ -3,12 +3,14 @@
 //
 //   - events/s through the real processor binary for a provider without a
 //     destination, from a backlog in webhooks.raw, against the broker's own
-//     ProducerPerformance records/s for 1 KiB records (target >= 0.25x), and
+//     ProducerPerformance records/s for 1 KiB records (target >= 0.45x), and
 //     the processor's CPU per event from /proc (target <= 60 us);
 //   - CPU per duplicate (the same events again) against CPU per first-seen
 //     event (target <= 0.5x);
-//   - events/s with a destination that takes 50 ms, 64 in flight (target >=
-//     1,000/s).
+//   - events/s with a destination that takes 50 ms, 64 in flight, from a
+//     backlog (most of it parked in the destination's lane and drained from
+//     there), against the in-flight bound 64/50 ms = 1,280/s (target >=
+//     0.9x).
 //
 // Restore speed is BenchmarkRestore in processor/internal/restore. Every load
 // is bounded and stays on loopback.
@@ -168,10 +170,10 @@ func run(ctx context.Context, n, slowN int) error {
 	fmt.Printf("%-52s %12.0f %14.1f\n", "processor, first-seen, no destination", first.rate(), first.cpuPerEvent())
 	fmt.Printf("%-52s %12.0f %14.1f\n", "processor, duplicates", dup.rate(), dup.cpuPerEvent())
 	fmt.Printf("%-52s %12.0f %14.1f\n", "processor, destination 50 ms, 64 in flight", slowRes.rate(), slowRes.cpuPerEvent())
-	fmt.Printf("ratio processor/ProducerPerformance: %.2f (target >= 0.25)\n", first.rate()/perf.RecordsPerSec)
+	fmt.Printf("ratio processor/ProducerPerformance: %.2f (target >= 0.45)\n", first.rate()/perf.RecordsPerSec)
 	fmt.Printf("CPU per first-seen event: %.1f us (target <= 60)\n", first.cpuPerEvent())
 	fmt.Printf("CPU per duplicate / per first-seen: %.2f (target <= 0.5)\n", dup.cpuPerEvent()/first.cpuPerEvent())
-	fmt.Printf("50 ms destination, 64 in flight: %.0f events/s (target >= 1000)\n", slowRes.rate())
+	fmt.Printf("50 ms destination, 64 in flight: %.0f events/s = %.2f of the in-flight bound 64/50ms (target >= 0.9)\n", slowRes.rate(), slowRes.rate()/1280)
 	fmt.Printf("processor RSS at the end: %.0f MB\n", float64(rss)/1e6)
 	return nil
 }
@@ -192,9 +194,11 @@ func (r result) cpuPerEvent() float64 {
 func phase(ctx context.Context, pid int, metrics string, from, to float64) (result, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
+	// Records ended: a parked record counts once its lane copy ends.
 	count := func() float64 {
 		v, _ := loadtest.CounterSum(ctx, metrics, "hookline_processor_records_total")
-		return v
+		parked, _ := loadtest.CounterSum(ctx, metrics, "hookline_processor_records_total", `status="parked"`)
+		return v - parked
 	}
 	for count() <= from {
 		if ctx.Err() != nil {

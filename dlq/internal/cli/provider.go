@@ -85,10 +85,7 @@ func runProvider(ctx context.Context, env Env, args []string) error {
 	if err := a.checkProvider(s.Provider); err != nil {
 		return err
 	}
-	if err := a.checkTopic(ctx, a.names.Control); err != nil {
-		return err
-	}
-	if err := control.Write(ctx, a.cl, a.names.Control, s); err != nil {
+	if err := a.writeSetting(ctx, s); err != nil {
 		return err
 	}
 	if *asJSON {
@@ -96,6 +93,15 @@ func runProvider(ctx context.Context, env Env, args []string) error {
 	}
 	fmt.Fprintf(env.Stdout, "%s %s by %s\n", s.Provider, s, who)
 	return nil
+}
+
+// writeSetting writes s to webhooks.control, which must exist: a producer
+// must not leave it to the broker to create (it would not be compacted).
+func (a *app) writeSetting(ctx context.Context, s control.Setting) error {
+	if err := a.checkTopic(ctx, a.names.Control); err != nil {
+		return err
+	}
+	return control.Write(ctx, a.cl, a.names.Control, s)
 }
 
 // checkProvider refuses a name the providers file lacks (usage error), and

@@ -6,6 +6,8 @@
 //	GET  /dlq/{ref}         one entry: headers, error history, body
 //	POST /dlq/replay        {"refs":[...]} or {"key"|"provider"|"all", "reason", "since", "include_resolved"}, "dry_run", "by", "note"
 //	POST /dlq/{ref}/resolve {"resolution":"ignored"|"manual_fix", "note", "by"}
+//	GET  /providers         every provider's setting (running, paused, draining at N/s), when Config.Settings is set
+//	POST /providers/{name}/pause, /resume, /rate  {"rate": N} or ?rate=N for /rate; "by" or ?by= (default "api")
 //	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
 //	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
@@ -41,7 +43,9 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookline/hookline/dlq/internal/replay"
+	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 )
 
@@ -64,7 +68,12 @@ type Config struct {
 	// Metrics, when set, is served on GET /metrics without the token (see
 	// NewMetrics: it holds no payload data).
 	Metrics http.Handler
-	Logger  *slog.Logger
+	// Settings, when set, serves /providers: the providers' settings as
+	// followed from webhooks.control (and the providers a name is checked
+	// against); SetProvider writes one there and is required with it.
+	Settings    *settings.Live
+	SetProvider func(context.Context, control.Setting) error
+	Logger      *slog.Logger
 }
 
 // Server serves the admin API and the triage page.
@@ -81,6 +90,9 @@ func New(c Config) *Server {
 	}
 	if c.BeforeWrite == nil {
 		c.BeforeWrite = func(context.Context) error { return nil }
+	}
+	if c.Settings != nil && c.SetProvider == nil {
+		panic("admin: Settings without SetProvider")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
@@ -106,6 +118,13 @@ func (s *Server) Handler() http.Handler {
 	api.GET("/:ref", s.show)
 	api.POST("/replay", s.replay)
 	api.POST("/:ref/resolve", s.resolve)
+	if s.cfg.Settings != nil {
+		pr := r.Group("/providers", s.auth)
+		pr.GET("", s.providers)
+		for _, verb := range []string{"pause", "resume", "rate"} {
+			pr.POST("/:name/"+verb, s.setProvider(verb))
+		}
+	}
 	r.NoRoute(s.auth, func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no such route") })
 	return r
 }

@@ -96,6 +96,18 @@ func TestPageAndHeaders(t *testing.T) {
 	}
 	// The page puts data in the DOM as text only.
 	js := do(h, "GET", "/ui/app.js", "", "").Body.String()
+	// It shows each provider's setting, with Pause and Resume buttons.
+	page := do(h, "GET", "/ui/", "", "").Body.String()
+	for _, want := range []string{`id="providers"`, `id="provider-table"`} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the page lacks %s", want)
+		}
+	}
+	for _, want := range []string{"api('GET', '/providers')", "'/providers/' + encodeURIComponent(name) + '/' + verb", "['pause', 'Pause'", "['resume', 'Resume'"} {
+		if !strings.Contains(js, want) {
+			t.Errorf("app.js lacks %s", want)
+		}
+	}
 	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
 		if strings.Contains(js, bad) {
 			t.Errorf("app.js uses %s", bad)

@@ -1,5 +1,5 @@
 // Package cli is the dlq command (DESIGN §8): list, show, replay, stats,
-// resolve and serve, each a function over parsed flags, printing tables for
+// resolve, provider and serve, each a function over parsed flags, printing tables for
 // people or, with --json, one JSON object per line for programs.
 //
 // Exit codes: 0 ok, 1 failure (Kafka, a replay that was not sent), 2 usage
@@ -39,7 +39,8 @@ type Env struct {
 }
 
 // Help is the text of `dlq help`.
-const Help = `dlq — look at, replay and resolve hookline's dead letters (webhooks.dlq)
+const Help = `dlq — look at, replay and resolve hookline's dead letters (webhooks.dlq);
+pause, resume and drain a provider's deliveries (webhooks.control)
 
 Usage:
   dlq list    [--provider P] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]
@@ -49,6 +50,9 @@ Usage:
               [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]
   dlq stats   [--json]
   dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]
+  dlq provider pause|resume NAME [--by NAME] [--json]
+  dlq provider rate NAME --rate N/s [--by NAME] [--json]
+  dlq provider list [--json]
   dlq serve   [--addr HOST:PORT]
   dlq help    [command]
 
@@ -73,6 +77,9 @@ replay   re-produces to webhooks.raw with hookline.origin=replay,
 stats    counts by provider, by reason and by resolution; the oldest entries.
 resolve  records that an entry needs no replay: ignored or manual_fix, with
          a note and who (--by, default $USER).
+provider pauses a provider's deliveries (they wait, parked in its lane
+         topic), resumes them, or drains them at a rate; lists the settings
+         (webhooks.control; see dlq help provider).
 serve    the admin API and triage page (see dlq help serve).
 
 --json prints one JSON object per line on stdout. --since takes a duration
@@ -83,7 +90,8 @@ not exist.
 
 Environment: KAFKA_BROKERS (default 127.0.0.1:9092), KAFKA_TLS,
 KAFKA_TLS_CA_FILE, KAFKA_SASL_MECHANISM, KAFKA_SASL_USER, KAFKA_SASL_PASSWORD,
-HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for serve HOOKLINE_ADMIN_ADDR
+HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider and serve
+HOOKLINE_PROVIDERS (the provider names a setting may name); for serve HOOKLINE_ADMIN_ADDR
 (default 127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN; USER.
 `
 
@@ -148,20 +156,23 @@ func Run(ctx context.Context, env Env) error {
 		return runStats(ctx, env, args)
 	case "resolve":
 		return runResolve(ctx, env, args)
+	case "provider":
+		return runProvider(ctx, env, args)
 	case "serve":
 		return runServe(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, provider, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
 var commandHelp = map[string]string{
-	"list":    "usage: dlq list [--provider P] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]\n",
-	"show":    "usage: dlq show <partition>:<offset> [--json | --body]\n",
-	"replay":  "usage: dlq replay (<partition>:<offset>... | --key K | --provider P | --all) [--reason R] [--since DUR|TIME] [--include-resolved] [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]\n",
-	"stats":   "usage: dlq stats [--json]\n",
-	"resolve": "usage: dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]\n",
-	"serve":   serveHelp,
+	"list":     "usage: dlq list [--provider P] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]\n",
+	"show":     "usage: dlq show <partition>:<offset> [--json | --body]\n",
+	"replay":   "usage: dlq replay (<partition>:<offset>... | --key K | --provider P | --all) [--reason R] [--since DUR|TIME] [--include-resolved] [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]\n",
+	"stats":    "usage: dlq stats [--json]\n",
+	"resolve":  "usage: dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]\n",
+	"provider": providerHelp,
+	"serve":    serveHelp,
 }
 
 // app is a connected command: one client for admin requests and writes,

@@ -25,6 +25,9 @@ type config struct {
 	AdminToken string // HOOKLINE_ADMIN_TOKEN
 	User       string // USER: the default of --by
 	LogLevel   string // HOOKLINE_LOG_LEVEL (serve)
+	// ProvidersFile is HOOKLINE_PROVIDERS (provider, serve): the provider
+	// names a setting may name; "" accepts any name.
+	ProvidersFile string
 	// MetricsInterval is HOOKLINE_DLQ_METRICS_INTERVAL (serve; read by
 	// metricsInterval, so other commands ignore it).
 	MetricsInterval string
@@ -36,6 +39,8 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		AdminAddr: get("HOOKLINE_ADMIN_ADDR"),
 		User:      get("USER"),
 		LogLevel:  get("HOOKLINE_LOG_LEVEL"),
+
+		ProvidersFile: get("HOOKLINE_PROVIDERS"),
 	}
 	c.AdminToken, _ = lookupEnv("HOOKLINE_ADMIN_TOKEN") // a token is taken as is
 	if c.AdminAddr == "" {

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/dlq/internal/store"
 )
 
@@ -84,8 +85,14 @@ func (s *sinceFlag) Set(v string) error {
 	return nil
 }
 
-// rateFlag is --rate: records per second, as N, N/s or N/m.
-type rateFlag struct{ perSecond float64 }
+// rateFlag is --rate: N per second, as N, N/s, N/m or N/h
+// (settings.ParseRate). 0 is refused unless zeroOK (a drain rate of 0 clears
+// the cap; a replay at 0/s would never end).
+type rateFlag struct {
+	perSecond float64
+	zeroOK    bool
+	set       bool
+}
 
 func (r *rateFlag) String() string {
 	if r.perSecond == 0 {
@@ -95,20 +102,13 @@ func (r *rateFlag) String() string {
 }
 
 func (r *rateFlag) Set(v string) error {
-	num, unit, _ := strings.Cut(v, "/")
-	n, err := strconv.ParseFloat(num, 64)
-	if err != nil || n <= 0 || n > 1e6 {
-		return fmt.Errorf("%q: want a positive number of records per second, such as 50 or 50/s or 600/m", v)
+	n, err := settings.ParseRate(v)
+	if err != nil {
+		return err
 	}
-	switch unit {
-	case "", "s":
-	case "m":
-		n /= 60
-	case "h":
-		n /= 3600
-	default:
-		return fmt.Errorf("%q: the unit after / is s, m or h", v)
+	if n == 0 && !r.zeroOK {
+		return fmt.Errorf("%q: want a positive number per second, such as 50 or 50/s or 600/m", v)
 	}
-	r.perSecond = n
+	r.perSecond, r.set = n, true
 	return nil
 }

@@ -16,6 +16,8 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/admin"
 	"github.com/hookline/hookline/dlq/internal/replay"
+	"github.com/hookline/hookline/dlq/internal/settings"
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/obs"
 )
 
@@ -29,9 +31,15 @@ Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
   GET  /dlq/{ref}         one entry: headers, error history, body
   POST /dlq/replay        {"refs":["3:17"], "by":"alice"} or {"provider":"stripe", "since":"24h", "by":"alice"}
   POST /dlq/{ref}/resolve {"resolution":"ignored", "note":"test event", "by":"alice"}
+  GET  /providers         every provider's setting: {"providers":[{"provider","state","paused","rate","text","by","at"}],
+                          "caught_up"} (state running, paused or draining)
+  POST /providers/{name}/pause    {"by":"alice"} (optional body; ?by= too; default "api")
+  POST /providers/{name}/resume   running again, no cap
+  POST /providers/{name}/rate     {"rate":5} or ?rate=5 (or 5/s, 300/m): drain at N calls/s; 0 clears the cap
   GET  /ui/               the triage page
   GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
-                          hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds
+                          hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds,
+                          hookline_dlq_provider_paused{provider}, hookline_dlq_provider_rate{provider}
 
 Every API request needs "Authorization: Bearer $HOOKLINE_ADMIN_TOKEN" (at
 least 16 characters); anything else is answered 401. Without a token the
@@ -44,8 +52,17 @@ header. Logs are JSON on stderr. SIGTERM or SIGINT stops it.
 key, header or body. One consumer follows webhooks.dlq and
 webhooks.dlq-status (each record is read once, kept as a time and a ref in
 memory) and the counts are refreshed every HOOKLINE_DLQ_METRICS_INTERVAL
-(default 30s), so a scrape costs no Kafka request.
+(default 30s), so a scrape costs no Kafka request. Another follows
+webhooks.control (dlq help provider) for the provider settings and their
+gauges; a POST writes the setting there (every in-sync replica
+acknowledging) and answers once it has read it back (at most 5s). With
+HOOKLINE_PROVIDERS set, a provider not in that file is 404; without it any
+name is taken.
 `
+
+// controlRetry is how long serve waits before following webhooks.control
+// again after it could not (the topic missing, Kafka unreachable).
+const controlRetry = 5 * time.Second
 
 // minTokenLen is the shortest HOOKLINE_ADMIN_TOKEN accepted.
 const minTokenLen = 16
@@ -95,12 +112,24 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer a.close()
+	known, err := a.known()
+	if err != nil {
+		return err
+	}
 	if err := a.ensureStatusTopic(ctx); err != nil {
 		return err
 	}
 	reg := obs.NewRegistry()
 	metrics := admin.NewMetrics(reg)
-	go track(ctx, a, interval, metrics, log)
+	go keep(ctx, log, "dlq metrics", interval, func(ctx context.Context) error {
+		return a.store.Track(ctx, interval, metrics.Set)
+	})
+	live := settings.NewLive(known, reg)
+	go keep(ctx, log, "provider settings", controlRetry, func(ctx context.Context) error {
+		return control.Follow(ctx, a.newClient, a.names.Control, live.Apply, live.CaughtUp, func(err error) {
+			log.Warn("provider settings", "topic", a.names.Control, "err", err)
+		})
+	})
 	gin.SetMode(gin.ReleaseMode)
 	srv := admin.New(admin.Config{
 		Store:       a.store,
@@ -108,6 +137,8 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		Token:       token,
 		BeforeWrite: a.ensureStatusTopic,
 		Metrics:     obs.Metrics(reg),
+		Settings:    live,
+		SetProvider: a.writeSetting,
 		Logger:      log,
 	})
 	hs := &http.Server{
@@ -147,19 +178,19 @@ func runServe(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
-// track keeps the DLQ metrics current until ctx is done; when the tracker
-// cannot start (Kafka unreachable), it tries again after interval.
-func track(ctx context.Context, a *app, interval time.Duration, m *admin.Metrics, log *slog.Logger) {
+// keep runs follow until ctx is done; when it stops early (Kafka
+// unreachable, a topic missing), it says so and runs it again after wait.
+func keep(ctx context.Context, log *slog.Logger, what string, wait time.Duration, follow func(context.Context) error) {
 	for {
-		err := a.store.Track(ctx, interval, m.Set)
+		err := follow(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		log.Warn("dlq metrics: cannot follow the DLQ topics; trying again", "err", err, "in", interval.String())
+		log.Warn(what+": cannot follow; trying again", "err", err, "in", wait.String())
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(interval):
+		case <-time.After(wait):
 		}
 	}
 }

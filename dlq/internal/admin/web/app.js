@@ -128,6 +128,49 @@ async function loadList() {
   $('older').disabled = last >= page.total;
 }
 
+// loadProviders shows each provider's setting (webhooks.control), with a
+// Pause button where it runs or drains and a Resume one where it is held.
+async function loadProviders() {
+  const ans = await api('GET', '/providers');
+  const body = $('provider-table').tBodies[0];
+  body.replaceChildren();
+  $('providers').hidden = ans.providers.length === 0;
+  for (const p of ans.providers) {
+    const tr = el('tr');
+    tr.dataset.provider = p.provider;
+    const state = el('td');
+    state.append(tag(p.text, p.state));
+    const act = el('td', null, 'nowrap');
+    for (const [verb, label, show] of [['pause', 'Pause', p.state !== 'paused'], ['resume', 'Resume', p.state !== 'running']]) {
+      if (!show) continue;
+      const btn = el('button', label, verb);
+      btn.type = 'button';
+      btn.addEventListener('click', () => setProvider(p.provider, verb));
+      act.append(btn);
+    }
+    tr.append(el('td', p.provider), state, el('td', p.by || '–'), el('td', p.at ? shortTime(p.at) : '–', 'nowrap'), act);
+    body.append(tr);
+  }
+}
+
+async function setProvider(name, verb) {
+  const by = sessionStorage.getItem(BY) || '';
+  if (!by) {
+    say('Enter your name above first: provider settings are recorded with it.', 'error');
+    $('by').focus();
+    return;
+  }
+  let v;
+  try {
+    v = await api('POST', '/providers/' + encodeURIComponent(name) + '/' + verb, { by });
+  } catch (err) {
+    failed(err);
+    return;
+  }
+  await refresh();
+  say(name + ': ' + v.text + ' (set by ' + v.by + ').', 'ok');
+}
+
 async function refresh() {
   if (!sessionStorage.getItem(TOKEN)) {
     say('Enter the admin token (HOOKLINE_ADMIN_TOKEN) and your name above.', '');
@@ -135,7 +178,7 @@ async function refresh() {
     return;
   }
   try {
-    await Promise.all([loadStats(), loadList()]);
+    await Promise.all([loadStats(), loadProviders(), loadList()]);
   } catch (err) {
     failed(err);
   }

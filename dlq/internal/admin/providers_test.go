@@ -1,0 +1,182 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/dlq/internal/settings"
+	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+// providerServer is the admin handler with /providers over a kfake cluster,
+// following webhooks.control as dlq serve does, its providers checked
+// against the test providers file (stripe, slowcrm) unless providersFile is
+// "". set, when not nil, stands for the write.
+func providerServer(t *testing.T, providersFile string, set func(context.Context, control.Setting) error) http.Handler {
+	t.Helper()
+	names := topics.NewNames("", nil)
+	addrs := kafkatest.Fake(t, kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.DLQ, names.DLQStatus))
+	cl := kafkatest.Client(t, addrs)
+	newClient := func(extra ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, extra...)...)
+	}
+	known, err := settings.LoadKnown(providersFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := obs.NewRegistry()
+	live := settings.NewLive(known, reg)
+	go func() {
+		_ = control.Follow(t.Context(), newClient, names.Control, live.Apply, live.CaughtUp, func(err error) { t.Errorf("follow: %v", err) })
+	}()
+	if set == nil {
+		set = func(ctx context.Context, s control.Setting) error { return control.Write(ctx, cl, names.Control, s) }
+	}
+	st := store.New(store.Config{Names: names, Client: cl, NewClient: newClient})
+	return New(Config{Store: st, Token: token, Settings: live, SetProvider: set, Metrics: obs.Metrics(reg)}).Handler()
+}
+
+// getProviders is GET /providers once the control topic was read to its end.
+func getProviders(t *testing.T, h http.Handler) map[string]settings.View {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		w := do(h, "GET", "/providers", "Bearer "+token, "")
+		var ans providersAnswer
+		if err := json.Unmarshal(w.Body.Bytes(), &ans); w.Code != 200 || err != nil {
+			t.Fatalf("GET /providers: %d %s", w.Code, w.Body)
+		}
+		if ans.CaughtUp {
+			out := map[string]settings.View{}
+			for _, v := range ans.Providers {
+				out[v.Provider] = v
+			}
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("GET /providers never caught up")
+		}
+	}
+}
+
+const testProviders = "../settings/testdata/providers.yaml"
+
+func TestProviderRoutes(t *testing.T) {
+	h := providerServer(t, testProviders, nil)
+	auth := "Bearer " + token
+	for _, r := range []struct{ method, path string }{
+		{"GET", "/providers"}, {"POST", "/providers/slowcrm/pause"}, {"POST", "/providers/slowcrm/resume"}, {"POST", "/providers/slowcrm/rate?rate=5"},
+	} {
+		for _, a := range []string{"", "Bearer nope", token} {
+			if w := do(h, r.method, r.path, a, ""); w.Code != http.StatusUnauthorized || !strings.Contains(w.Body.String(), `"error":"unauthorized"`) {
+				t.Errorf("%s %s with %q: %d %s, want 401", r.method, r.path, a, w.Code, w.Body)
+			}
+		}
+	}
+	got := getProviders(t, h)
+	if len(got) != 2 || got["slowcrm"].State != "running" || got["stripe"].State != "running" || got["stripe"].At != nil {
+		t.Fatalf("GET /providers before any setting: %+v", got)
+	}
+
+	for _, c := range []struct {
+		path, body string
+		state      string
+		rate       float64
+		by         string
+	}{
+		{"/providers/slowcrm/pause", "", "paused", 0, "api"},
+		{"/providers/slowcrm/rate", `{"rate": 5, "by": "alice"}`, "draining", 5, "alice"},
+		{"/providers/slowcrm/rate?rate=600/m&by=carol", "", "draining", 10, "carol"},
+		{"/providers/slowcrm/pause", `{"by":"bob"}`, "paused", 0, "bob"},
+		{"/providers/slowcrm/resume?by=dan", "", "running", 0, "dan"},
+		{"/providers/stripe/rate", `{"rate": 2.5}`, "draining", 2.5, "api"},
+		{"/providers/stripe/rate?rate=0", "", "running", 0, "api"},
+	} {
+		w := do(h, "POST", c.path, auth, c.body)
+		var v settings.View
+		if err := json.Unmarshal(w.Body.Bytes(), &v); w.Code != 200 || err != nil || v.State != c.state || v.Rate != c.rate || v.By != c.by || v.At == nil {
+			t.Fatalf("POST %s %s: %d %s; want %s at %v by %s", c.path, c.body, w.Code, w.Body, c.state, c.rate, c.by)
+		}
+		// The answer comes once the setting was read back: a GET shows it.
+		if g := getProviders(t, h)[v.Provider]; g.State != c.state || g.Rate != c.rate || g.By != c.by {
+			t.Fatalf("GET /providers after POST %s: %+v", c.path, g)
+		}
+	}
+	do(h, "POST", "/providers/slowcrm/pause", auth, "")
+	do(h, "POST", "/providers/stripe/rate?rate=7", auth, "")
+	metrics := do(h, "GET", "/metrics", "", "").Body.String()
+	for _, want := range []string{
+		`hookline_dlq_provider_paused{provider="slowcrm"} 1`, `hookline_dlq_provider_paused{provider="stripe"} 0`,
+		`hookline_dlq_provider_rate{provider="slowcrm"} 0`, `hookline_dlq_provider_rate{provider="stripe"} 7`,
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+
+	for _, c := range []struct {
+		path, body string
+		code       int
+		says       string
+	}{
+		{"/providers/nosuch/pause", "", 404, "slowcrm, stripe"},
+		{"/providers/nosuch/rate?rate=5", "", 404, "unknown provider"},
+		{"/providers/slowcrm/rate", "", 400, "rate is required"},
+		{"/providers/slowcrm/rate", `{"by":"x"}`, 400, "rate is required"},
+		{"/providers/slowcrm/rate", `{"rate": -1}`, 400, "from 0 to"},
+		{"/providers/slowcrm/rate", `{"rate": 2000000}`, 400, "from 0 to"},
+		{"/providers/slowcrm/rate?rate=fast", "", 400, "want a number"},
+		{"/providers/slowcrm/rate?rate=5/d", "", 400, "unit"},
+		{"/providers/slowcrm/rate?rate=5", `{"rate": 5}`, 400, "twice"},
+		{"/providers/slowcrm/rate", `{"rate": "5"}`, 400, "body"},
+		{"/providers/slowcrm/pause?rate=5", "", 400, "/rate"},
+		{"/providers/slowcrm/resume", `{"rate": 1}`, 400, "/rate"},
+		{"/providers/slowcrm/pause", `not json`, 400, "body"},
+		{"/providers/slowcrm/drain", "", 404, "no such route"},
+	} {
+		w := do(h, "POST", c.path, auth, c.body)
+		var e errorBody
+		if err := json.Unmarshal(w.Body.Bytes(), &e); w.Code != c.code || err != nil || !strings.Contains(e.Message, c.says) {
+			t.Errorf("POST %s %s: %d %s; want %d saying %q", c.path, c.body, w.Code, w.Body, c.code, c.says)
+		}
+	}
+	if g := getProviders(t, h); !g["slowcrm"].Paused || g["stripe"].Rate != 7 {
+		t.Errorf("refused requests changed a setting: %+v", g)
+	}
+}
+
+func TestProviderRoutesWithoutFile(t *testing.T) {
+	h := providerServer(t, "", nil)
+	auth := "Bearer " + token
+	if got := getProviders(t, h); len(got) != 0 {
+		t.Fatalf("GET /providers without a file or settings: %+v", got)
+	}
+	if w := do(h, "POST", "/providers/newcrm/pause", auth, ""); w.Code != 200 {
+		t.Fatalf("pause of any name without a providers file: %d %s", w.Code, w.Body)
+	}
+	if got := getProviders(t, h); !got["newcrm"].Paused {
+		t.Fatalf("GET /providers: %+v", got)
+	}
+	if w := do(h, "POST", "/providers/a:b/pause", auth, ""); w.Code != 400 || !strings.Contains(w.Body.String(), "bad_request") {
+		t.Errorf("a name no setting may carry: %d %s", w.Code, w.Body)
+	}
+}
+
+func TestProviderRouteKafkaFailure(t *testing.T) {
+	h := providerServer(t, testProviders, func(context.Context, control.Setting) error { return errors.New("webhooks.control: broker down") })
+	w := do(h, "POST", "/providers/slowcrm/pause", "Bearer "+token, "")
+	if w.Code != http.StatusBadGateway || !strings.Contains(w.Body.String(), `"error":"kafka"`) || !strings.Contains(w.Body.String(), "broker down") {
+		t.Fatalf("a failed write: %d %s, want 502 kafka", w.Code, w.Body)
+	}
+}

@@ -1,0 +1,180 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/dlq/internal/settings"
+	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+// providersFile names stripe and slowcrm.
+const providersFile = "../settings/testdata/providers.yaml"
+
+// controlEnv is a kfake cluster holding webhooks.control, the environment
+// that points dlq at it (with a providers file of stripe and slowcrm), and
+// a reader of the settings written.
+func controlEnv(t *testing.T) (map[string]string, func() map[string]control.Setting) {
+	t.Helper()
+	addrs := kafkatest.Fake(t, kfake.SeedTopics(1, topics.NewNames("", nil).Control))
+	env := map[string]string{"KAFKA_BROKERS": strings.Join(addrs, ","), "HOOKLINE_PROVIDERS": providersFile, "USER": "tester"}
+	read := func() map[string]control.Setting {
+		t.Helper()
+		got, err := settings.Read(t.Context(), func(o ...kgo.Opt) (*kgo.Client, error) {
+			return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, o...)...)
+		}, "webhooks.control", func(err error) { t.Errorf("bad control record: %v", err) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	return env, read
+}
+
+func with(env map[string]string, kv ...string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// squash puts s's words on one line, one space apart.
+func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
+
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var ls []map[string]any
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("not a JSON line: %q", l)
+		}
+		ls = append(ls, m)
+	}
+	return ls
+}
+
+func TestProviderCommands(t *testing.T) {
+	env, read := controlEnv(t)
+
+	code, out, errs := run(env, "provider", "list")
+	if code != 0 || !strings.Contains(squash(out), "slowcrm running - - stripe running - -") {
+		t.Fatalf("list before any setting: %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = run(env, "provider", "pause", "slowcrm")
+	if code != 0 || out != "slowcrm paused by tester\n" || errs != "" {
+		t.Fatalf("pause: %d %q %q", code, out, errs)
+	}
+	if s := read()["slowcrm"]; !s.Paused || s.Rate != 0 || s.By != "tester" || s.At.IsZero() {
+		t.Fatalf("setting written by pause: %+v", s)
+	}
+	code, out, _ = run(env, "provider", "list")
+	if code != 0 || !strings.Contains(squash(out), "slowcrm paused tester 20") || !strings.Contains(squash(out), "stripe running - -") {
+		t.Fatalf("list after pause: %d\n%s", code, out)
+	}
+
+	code, out, errs = run(env, "provider", "rate", "slowcrm", "--rate", "300/m", "--by", "alice", "--json")
+	if code != 0 {
+		t.Fatalf("rate: %d %s", code, errs)
+	}
+	if v := jsonLines(t, out)[0]; v["state"] != "draining" || v["rate"] != 5.0 || v["paused"] != false || v["by"] != "alice" || v["text"] != "draining at 5/s" {
+		t.Fatalf("rate --json: %v", v)
+	}
+	if s := read()["slowcrm"]; s.Paused || s.Rate != 5 || s.By != "alice" {
+		t.Fatalf("setting written by rate: %+v", s)
+	}
+	code, out, _ = run(env, "provider", "list", "--json")
+	lines := jsonLines(t, out)
+	if code != 0 || len(lines) != 2 || lines[0]["provider"] != "slowcrm" || lines[0]["state"] != "draining" ||
+		lines[1]["provider"] != "stripe" || lines[1]["state"] != "running" || lines[1]["at"] != nil {
+		t.Fatalf("list --json: %d %v", code, lines)
+	}
+
+	// --rate 0 and resume both clear the rate.
+	if code, out, _ := run(env, "provider", "rate", "slowcrm", "--rate", "0"); code != 0 || out != "slowcrm running by tester\n" {
+		t.Fatalf("rate 0: %d %q", code, out)
+	}
+	run(env, "provider", "rate", "stripe", "--rate", "20")
+	if code, out, _ := run(env, "provider", "resume", "stripe", "--by", "bob"); code != 0 || out != "stripe running by bob\n" {
+		t.Fatalf("resume: %d %q", code, out)
+	}
+	for name, s := range read() {
+		if s.Paused || s.Rate != 0 {
+			t.Errorf("%s after rate 0 / resume: %+v", name, s)
+		}
+	}
+
+	// Without the providers file any valid name goes, with a warning.
+	noFile := with(env, "HOOKLINE_PROVIDERS", "")
+	code, out, errs = run(noFile, "provider", "pause", "newcrm")
+	if code != 0 || out != "newcrm paused by tester\n" || !strings.Contains(errs, "warning: HOOKLINE_PROVIDERS is not set") {
+		t.Fatalf("pause without a providers file: %d %q %q", code, out, errs)
+	}
+	// list shows it, with the file's providers, and skips a record it cannot read.
+	cl := kafkatest.Client(t, strings.Split(env["KAFKA_BROKERS"], ","))
+	if err := cl.ProduceSync(t.Context(), &kgo.Record{Topic: "webhooks.control", Key: []byte("provider:broken"), Value: []byte("{")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = run(env, "provider", "list")
+	if code != 0 || !strings.Contains(out, "newcrm") || !strings.Contains(out, "paused") || !strings.Contains(errs, "warning: skipped: control record provider:broken") {
+		t.Fatalf("list with a record of a provider outside the file and a broken one: %d\n%s%s", code, out, errs)
+	}
+}
+
+func TestProviderErrors(t *testing.T) {
+	env, read := controlEnv(t)
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		code int
+		says string
+	}{
+		{[]string{"provider"}, env, 2, "pause, resume, rate or list"},
+		{[]string{"provider", "frob", "slowcrm"}, env, 2, `"frob"`},
+		{[]string{"provider", "pause"}, env, 2, "one provider NAME"},
+		{[]string{"provider", "pause", "slowcrm", "stripe"}, env, 2, "one provider NAME"},
+		{[]string{"provider", "pause", "nosuch"}, env, 2, "slowcrm, stripe"},
+		{[]string{"provider", "resume", "nosuch"}, env, 2, "unknown provider"},
+		{[]string{"provider", "pause", "a:b"}, with(env, "HOOKLINE_PROVIDERS", ""), 2, "want a provider name"},
+		{[]string{"provider", "pause", "slowcrm", "--rate", "5"}, env, 2, "not defined"},
+		{[]string{"provider", "rate", "slowcrm"}, env, 2, "needs --rate"},
+		{[]string{"provider", "rate", "slowcrm", "--rate", "-1"}, env, 2, "rate"},
+		{[]string{"provider", "rate", "slowcrm", "--rate", "5/d"}, env, 2, "unit"},
+		{[]string{"provider", "rate", "slowcrm", "--rate", "fast"}, env, 2, "rate"},
+		{[]string{"provider", "pause", "slowcrm"}, with(env, "USER", ""), 2, "--by"},
+		{[]string{"provider", "list", "x"}, env, 2, "no arguments"},
+		{[]string{"provider", "pause", "slowcrm"}, with(env, "HOOKLINE_PROVIDERS", "/nonexistent/providers.yaml"), 2, "HOOKLINE_PROVIDERS"},
+		{[]string{"provider", "pause", "slowcrm"}, with(env, "HOOKLINE_TOPIC_PREFIX", "other."), 1, "does not exist"},
+		{[]string{"provider", "list"}, with(env, "HOOKLINE_TOPIC_PREFIX", "other."), 1, "does not exist"},
+	} {
+		code, out, errs := run(tc.env, tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.says) {
+			t.Errorf("dlq %s: exit %d, stderr %q; want %d saying %q", strings.Join(tc.args, " "), code, errs, tc.code, tc.says)
+		}
+		if out != "" {
+			t.Errorf("dlq %s printed %q", strings.Join(tc.args, " "), out)
+		}
+	}
+	if got := read(); len(got) != 0 {
+		t.Errorf("failed commands wrote %v", got)
+	}
+	for _, args := range [][]string{{"help", "provider"}, {"provider", "--help"}, {"provider", "rate", "-h"}} {
+		code, out, _ := run(nil, args...)
+		if code != 0 || !strings.Contains(out, "usage: dlq provider pause NAME") {
+			t.Errorf("dlq %s: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	if _, out, _ := run(nil, "help"); !strings.Contains(out, "dlq provider rate NAME --rate N/s") {
+		t.Errorf("dlq help does not list provider:\n%s", out)
+	}
+}

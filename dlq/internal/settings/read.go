@@ -1,0 +1,33 @@
+package settings
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/control"
+)
+
+// Read reads the control topic from its start to the end it has when Read
+// starts (read_committed, as every dlq command reads) and returns the
+// latest setting of each provider. A record it cannot read is passed to
+// bad and skipped. It fails when ctx ends first. Cost: one consumer, the
+// whole topic (compacted: about one record per provider ever set).
+func Read(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string, bad func(error)) (map[string]control.Setting, error) {
+	ctx, stop := context.WithCancel(ctx)
+	defer stop()
+	got := map[string]control.Setting{}
+	caught := false
+	err := control.Follow(ctx, newClient, topic,
+		func(s control.Setting) { got[s.Provider] = s },
+		func() { caught = true; stop() },
+		bad)
+	switch {
+	case err != nil:
+		return nil, err
+	case !caught:
+		return nil, fmt.Errorf("read %s: %w before reaching its end", topic, context.Cause(ctx))
+	}
+	return got, nil
+}

@@ -1,0 +1,138 @@
+package settings
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/hookline/hookline/pkg/control"
+)
+
+func mustKnown(t *testing.T) Known {
+	t.Helper()
+	k, err := LoadKnown("testdata/providers.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]float64{"0": 0, "5": 5, "5/s": 5, "300/m": 5, "7200/h": 2, " 0.5 ": 0.5} {
+		if got, err := ParseRate(in); err != nil || got != want {
+			t.Errorf("ParseRate(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "-1", "x", "5/d", "2e6", "NaN", "+Inf"} {
+		if _, err := ParseRate(bad); err == nil {
+			t.Errorf("ParseRate(%q) accepted", bad)
+		}
+	}
+}
+
+func TestKnown(t *testing.T) {
+	k := mustKnown(t)
+	if !k.Checked() || strings.Join(k.Names(), ",") != "slowcrm,stripe" {
+		t.Fatalf("known %v", k.Names())
+	}
+	if err := k.Check("slowcrm"); err != nil {
+		t.Errorf("Check(slowcrm) = %v", err)
+	}
+	if err := k.Check("nosuch"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "slowcrm, stripe") {
+		t.Errorf("Check(nosuch) = %v, want ErrUnknown naming slowcrm, stripe", err)
+	}
+	if err := (Known{}).Check("anything"); err != nil {
+		t.Errorf("without a file, Check(anything) = %v", err)
+	}
+	if err := (Known{}).Check("a:b"); err == nil || errors.Is(err, ErrUnknown) {
+		t.Errorf("Check(a:b) = %v, want a bad name", err)
+	}
+	if _, err := LoadKnown(filepath.Join(t.TempDir(), "none.yaml")); err == nil || !strings.Contains(err.Error(), "HOOKLINE_PROVIDERS") {
+		t.Errorf("LoadKnown of a missing file: %v", err)
+	}
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	views := k.Views(map[string]control.Setting{
+		"slowcrm": {Provider: "slowcrm", Rate: 5, By: "alice", At: at},
+		"old":     {Provider: "old", Paused: true, By: "bob", At: at},
+	})
+	var got []string
+	for _, v := range views {
+		got = append(got, v.Provider+"="+v.State+"/"+v.Text)
+	}
+	if strings.Join(got, " ") != "old=paused/paused slowcrm=draining/draining at 5/s stripe=running/running" {
+		t.Errorf("views %v", got)
+	}
+	if views[2].At != nil || views[1].At == nil || !views[1].At.Equal(at) || views[1].Rate != 5 {
+		t.Errorf("views %+v", views)
+	}
+}
+
+func TestLive(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l := NewLive(mustKnown(t), reg)
+	if n := len(gauges(t, reg, "hookline_dlq_provider_paused")); n != 2 {
+		t.Fatalf("%d paused series before any setting, want one per provider of the file", n)
+	}
+	if _, caught := l.Views(); caught {
+		t.Fatal("caught up before CaughtUp")
+	}
+	at := time.Now()
+	paused := control.Setting{Provider: "slowcrm", Paused: true, By: "a", At: at}
+	done := make(chan bool)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		done <- l.Await(ctx, paused)
+	}()
+	l.Apply(control.Setting{Provider: "slowcrm", Rate: 3, At: at})
+	l.Apply(paused)
+	if !<-done {
+		t.Fatal("Await did not see the setting applied")
+	}
+	if v := gauges(t, reg, "hookline_dlq_provider_paused")["slowcrm"]; v != 1 {
+		t.Errorf("paused gauge %v", v)
+	}
+	l.Apply(control.Setting{Provider: "slowcrm", Rate: 2.5})
+	l.Apply(control.Setting{Provider: "other", Paused: true})
+	if p, r := gauges(t, reg, "hookline_dlq_provider_paused")["slowcrm"], gauges(t, reg, "hookline_dlq_provider_rate")["slowcrm"]; p != 0 || r != 2.5 {
+		t.Errorf("after a drain: paused %v rate %v", p, r)
+	}
+	l.CaughtUp()
+	views, caught := l.Views()
+	if !caught || len(views) != 3 || views[0].Provider != "other" || !views[0].Paused {
+		t.Errorf("views %+v caught %v", views, caught)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if l.Await(ctx, paused) {
+		t.Error("Await saw a setting replaced since")
+	}
+}
+
+// gauges reads the series of one gauge vector from reg, by provider label.
+func gauges(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "provider" {
+					out[l.GetValue()] = m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	return out
+}

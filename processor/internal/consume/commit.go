@@ -13,6 +13,10 @@ import (
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
+// maxTxnResults bounds the records of one transaction, so one stays well
+// inside the transaction timeout however much waits.
+const maxTxnResults = 5000
+
 // topicPart names a partition of webhooks.raw or of a lane topic.
 type topicPart struct {
 	topic string
@@ -25,15 +29,19 @@ type commitPoint struct {
 	meta   string
 }
 
-// commit ends one transaction with up to MaxBatch finished results and the
-// low-water marks they allow. A transaction that does not commit leaves its
+// commit ends one transaction with every finished result waiting (at most
+// maxTxnResults) and the low-water marks they allow. Results that finish
+// while it runs wait for the next one, which starts as soon as this one
+// ended: under load transactions grow, and their fixed cost (the offset
+// commit, the group heartbeat, EndTxn and its markers) is shared by more
+// records. A transaction that does not commit leaves its
 // results waiting for the next one (nothing is called again); a broken
 // session returns errSessionBroken.
 func (s *session) commit(ctx context.Context) error {
 	p := s.p
 	start := time.Now()
 	s.mu.Lock()
-	n := min(len(s.results), p.cfg.MaxBatch)
+	n := min(len(s.results), maxTxnResults)
 	batch := append([]*result(nil), s.results[:n]...)
 	clear(s.results[:n])
 	s.results = s.results[n:]

@@ -62,8 +62,8 @@ type Config struct {
 	// committed (HOOKLINE_MAX_PENDING_BYTES).
 	MaxPendingBytes int64
 	// MaxBatch bounds the finished destination calls not yet committed,
-	// process-wide (a crash repeats at most these and the calls in flight),
-	// and the records one transaction carries (HOOKLINE_BATCH_MAX_RECORDS).
+	// process-wide: a crash repeats at most these and the calls in flight
+	// (HOOKLINE_BATCH_MAX_RECORDS).
 	MaxBatch int
 	// ShutdownGrace is how long a stop lets calls in flight finish before
 	// it cancels them (cancelled ones are read again by the next owner).

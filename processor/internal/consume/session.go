@@ -144,7 +144,7 @@ func (s *session) loop(ctx context.Context) error {
 			case <-pctx.Done():
 			}
 		}()
-		fs := s.tx.PollRecords(pctx, int(min(room, int64(cfg.MaxBatch))))
+		fs := s.tx.PollRecords(pctx, int(min(room, maxTxnResults)))
 		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
 		cancel()
 		if ctx.Err() != nil {

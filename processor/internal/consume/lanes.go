@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -19,12 +20,14 @@ import (
 // A record waiting for a slot waits in its own chain's goroutine, so a full
 // lane holds back only its own destination's records.
 type lane struct {
-	name     string
-	topic    string // where its records are parked: webhooks.lane.<provider>
-	h        deliver.Handler
-	slots    chan struct{}
-	waitN    atomic.Int64 // records waiting for a slot
-	refusing func() bool  // the breaker refuses calls now; nil: no breaker
+	name  string
+	topic string // where its records are parked: webhooks.lane.<provider>
+	h     deliver.Handler
+	slots chan struct{}
+	waitN atomic.Int64 // records waiting for a slot
+	// queueLimit is how many may wait before the next is parked at once.
+	queueLimit int64
+	refusing   func() bool // the breaker refuses calls now; nil: no breaker
 	// paused and drain are the operator's setting (package control): a
 	// paused destination is called by no one; a drain caps its calls.
 	paused   atomic.Bool
@@ -34,13 +37,38 @@ type lane struct {
 	parked   prometheus.Counter
 }
 
-// full reports whether the destination has no room for one more record:
-// as many records wait for a slot as it has slots (its queue is full), or
-// its breaker refuses calls. A record admitted then is parked in the lane
-// topic instead of waiting in memory or cycling through a retry tier.
-func (ln *lane) full() bool {
-	return ln.paused.Load() || ln.waitN.Load() >= int64(cap(ln.slots)) || ln.refusing != nil && ln.refusing()
+// Parking rules. A record waits in memory for a slot of its destination
+// unless the destination is closed (paused, or its breaker refuses calls),
+// its queue is long (queueLimit records already wait), or it waited
+// parkAfter: then it is parked in the lane topic. A burst the destination
+// clears in a moment is not parked; a destination that stays slow parks
+// what it cannot take, so nothing it holds grows without bound.
+const (
+	parkAfter           = time.Second
+	minQueueLimit       = 256
+	queueShareOfPending = 4 // a destination's queue is at most MaxPending/4
+)
+
+// closed reports whether the destination takes no call now: paused by an
+// operator, or its breaker refusing calls.
+func (ln *lane) closed() bool {
+	return ln.paused.Load() || ln.refusing != nil && ln.refusing()
 }
+
+// mustPark reports whether a record admitted now is parked at once.
+func (ln *lane) mustPark() bool {
+	return ln.closed() || ln.waitN.Load() >= ln.queueLimit
+}
+
+// room reports whether the lane reader may read parked records back: the
+// destination is open and fewer records wait than it has slots.
+func (ln *lane) room() bool {
+	return !ln.closed() && ln.waitN.Load() < int64(cap(ln.slots))
+}
+
+// errNoRoom is call's answer for a record that waited parkAfter for a
+// slot: no call was made, and the record is parked.
+var errNoRoom = errors.New("destination had no room")
 
 // errPaused is call's answer for a destination an operator paused: no call
 // was made, and the record is parked.
@@ -59,13 +87,14 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 			n = p.Destination.MaxInflight
 		}
 		lanes[name] = &lane{
-			name:     name,
-			topic:    cfg.Names.Lane(name),
-			h:        h,
-			parked:   m.parked.WithLabelValues(name),
-			slots:    make(chan struct{}, n),
-			inflight: m.laneInflight.WithLabelValues(name),
-			waiting:  m.laneWaiting.WithLabelValues(name),
+			name:       name,
+			topic:      cfg.Names.Lane(name),
+			h:          h,
+			parked:     m.parked.WithLabelValues(name),
+			slots:      make(chan struct{}, n),
+			queueLimit: int64(max(4*n, minQueueLimit, cfg.MaxPending/queueShareOfPending)),
+			inflight:   m.laneInflight.WithLabelValues(name),
+			waiting:    m.laneWaiting.WithLabelValues(name),
 		}
 		m.laneLimit.WithLabelValues(name).Set(float64(n))
 		if b, ok := h.(interface{ BreakerOpen() bool }); ok {
@@ -90,35 +119,46 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 // abandoned says ctx ended (the partition went away or the processor
 // stops) before the call was made or answered: that is no attempt and
 // leaves no trace; the record is read again by the partition's next owner.
-func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Record, a decide.Arrival) (abandoned, token bool, err error) {
+func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Record, a decide.Arrival) (abandoned, token bool, took time.Duration, err error) {
 	if _, ok := p.cfg.Providers.Get(a.Provider); !ok {
-		return false, false, fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
+		return false, false, 0, fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
 	}
 	ln, ok := p.lanes[a.Provider]
 	if !ok {
-		return false, false, nil // outcomes only
+		return false, false, 0, nil // outcomes only
 	}
 	ln.waiting.Inc()
 	ln.waitN.Add(1)
+	var tooLong <-chan time.Time // a lane record waits as long as it takes: it was parked already
+	if !a.FromLane {
+		t := time.NewTimer(parkAfter)
+		defer t.Stop()
+		tooLong = t.C
+	}
 	select {
 	case ln.slots <- struct{}{}:
 		ln.waiting.Dec()
 		ln.waitN.Add(-1)
+	case <-tooLong:
+		ln.waiting.Dec()
+		ln.waitN.Add(-1)
+		return false, false, 0, errNoRoom
 	case <-ctx.Done():
 		ln.waiting.Dec()
 		ln.waitN.Add(-1)
-		return true, false, ctx.Err()
+		return true, false, 0, ctx.Err()
 	}
 	defer func() { <-ln.slots }()
 	if lim := ln.drain.Load(); lim != nil {
 		if err := lim.Wait(ctx); err != nil {
-			return true, false, err
+			return true, false, 0, err
 		}
 	}
 	if ln.paused.Load() {
-		return false, false, errPaused
+		return false, false, 0, errPaused
 	}
 	ln.inflight.Inc()
+	start := time.Now()
 	err = ln.h.Handle(ctx, deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
@@ -128,17 +168,18 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 		ContentType: headers.Value(r, headers.ContentType),
 		Headers:     headers.HTTP(r),
 	})
+	took = time.Since(start)
 	ln.inflight.Dec()
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return true, false, err
+		return true, false, took, err
 	}
 	if errors.Is(err, deliver.ErrCircuitOpen) {
-		return false, false, err // the destination was not called: the caller parks the record
+		return false, false, took, err // the destination was not called: the caller parks the record
 	}
 	select {
 	case tokens <- struct{}{}:
 	case <-ctx.Done():
-		return true, false, ctx.Err() // called, but the partition went away: the next owner calls again
+		return true, false, took, ctx.Err() // called, but the partition went away: the next owner calls again
 	}
-	return false, true, err
+	return false, true, took, err
 }

@@ -107,8 +107,9 @@ func (l *laneReader) run(ctx context.Context) {
 	}
 }
 
-// pace pauses a lane while its destination has no room (its slots and its
-// queue are full, or its breaker refuses calls) and resumes it when it has.
+// pace pauses a lane while its destination has no room (as many records
+// wait as it has slots, or it is closed: paused, or its breaker refuses
+// calls) and resumes it when it has.
 func (l *laneReader) pace(ctx context.Context) {
 	t := time.NewTicker(paceEvery)
 	defer t.Stop()
@@ -119,7 +120,7 @@ func (l *laneReader) pace(ctx context.Context) {
 		case <-t.C:
 		}
 		for _, ln := range l.s.p.lanes {
-			full := ln.full()
+			full := !ln.room()
 			l.mu.Lock()
 			changed := l.paused[ln.topic] != full
 			l.paused[ln.topic] = full

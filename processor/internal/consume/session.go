@@ -271,19 +271,17 @@ func (s *session) run(it item) (*result, error) {
 		ttl = pr.DedupTTL
 	}
 	ln := p.lanes[a.Provider]
-	if ln != nil && !a.FromLane && ln.full() {
+	if ln != nil && !a.FromLane && ln.mustPark() {
 		return s.park(res, ln, cur, a, ttl)
 	}
-	start := time.Now()
-	abandoned, token, herr := p.call(ow.ctx, s.tokens, r, a)
+	abandoned, token, took, herr := p.call(ow.ctx, s.tokens, r, a)
 	if abandoned {
 		return nil, nil
 	}
-	if ln != nil && (errors.Is(herr, deliver.ErrCircuitOpen) || errors.Is(herr, errPaused)) {
+	if ln != nil && (errors.Is(herr, deliver.ErrCircuitOpen) || errors.Is(herr, errPaused) || errors.Is(herr, errNoRoom)) {
 		return s.park(res, ln, cur, a, ttl) // not called: wait in the lane, no attempt used, no tier
 	}
 	res.token = token
-	took := time.Since(start)
 	p.m.handlerSeconds.WithLabelValues(p.providerLabel(a.Provider)).Observe(took.Seconds())
 
 	next, route := decide.Apply(cur, a, herr, p.cfg.Schedule, ttl)

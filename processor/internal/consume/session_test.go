@@ -330,9 +330,9 @@ func TestFullDestinationParksInItsLane(t *testing.T) {
 	for i := range 12 {
 		slowKeys = append(slowKeys, fmt.Sprintf("s%d", i))
 	}
-	f.produce(t, "slowcrm", slowKeys...) // 4 in flight, 4 waiting for a slot, 4 parked
+	f.produce(t, "slowcrm", slowKeys...) // 4 in flight; the 8 others wait for a slot, then are parked
 	f.produce(t, "fastpay", "f1", "f2", "f3")
-	waitFor(t, "4 parked outcomes and the fast ones", func() bool {
+	waitFor(t, "8 parked outcomes and the fast ones", func() bool {
 		out := f.outcomes(t)
 		parked := 0
 		for _, k := range slowKeys {
@@ -342,7 +342,7 @@ func TestFullDestinationParksInItsLane(t *testing.T) {
 				}
 			}
 		}
-		return parked == 4 && len(out["f3"]) == 1
+		return parked == 8 && len(out["f3"]) == 1
 	})
 	if off, _ := f.committed(t); off != 0 {
 		t.Fatalf("committed offset %d, want 0 (s0 is in flight)", off)
@@ -416,7 +416,7 @@ func (s *sleeper) Handle(ctx context.Context, d deliver.Delivery) error {
 // every one is called once and done once.
 func TestParkedBacklogDrains(t *testing.T) {
 	f := newFakeKafka(t)
-	slow := &sleeper{d: 5 * time.Millisecond}
+	slow := &sleeper{d: 20 * time.Millisecond} // 300 × 20 ms / 4 slots: most wait over a second, and are parked
 	runProcessor(t, f, "p1", map[string]deliver.Handler{"slowcrm": slow})
 	var keys []string
 	for i := range 300 {

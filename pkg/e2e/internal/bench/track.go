@@ -21,8 +21,9 @@ type event struct {
 	accepted  time.Time // 202 read by the poster
 	processed time.Time // the outcome's own time field: the processor took it up
 	visible   time.Time // the outcome read by the read_committed consumer
-	outcomes  int
-	status    string // of the first outcome
+	outcomes  int // ends: every outcome but parked
+	parked    int
+	status    string // of the first end
 }
 
 // phase counts one load phase's keys.
@@ -43,6 +44,7 @@ type tracker struct {
 	events  map[string]*event
 	strays  []string // outcomes of keys this run never posted
 	readErr error    // why the reader stopped, if it did
+	parked  int      // parked outcomes read, every key
 }
 
 func newTracker() *tracker { return &tracker{events: map[string]*event{}} }
@@ -72,13 +74,20 @@ func (t *tracker) accept(e *event, now time.Time) {
 	}
 }
 
-// outcome records one outcome record read at now.
+// outcome records one outcome record read at now. A parked outcome is not
+// an end: the record waits in its destination's lane, and its lane copy's
+// outcome ends it (the latency counts to that one).
 func (t *tracker) outcome(key, status string, processed, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	e, ok := t.events[key]
 	if !ok {
 		t.strays = append(t.strays, key)
+		return
+	}
+	if status == "parked" {
+		e.parked++
+		t.parked++
 		return
 	}
 	e.outcomes++
@@ -193,6 +202,13 @@ func (t *tracker) verify() (int, error) {
 		return 0, fmt.Errorf("%d keys break exactly-once (first %d):\n  %s", len(bad), min(len(bad), 10), strings.Join(bad[:min(len(bad), 10)], "\n  "))
 	}
 	return len(t.events), nil
+}
+
+// parkedCount is how many parked outcomes were read.
+func (t *tracker) parkedCount() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.parked
 }
 
 // keys lists every key posted.

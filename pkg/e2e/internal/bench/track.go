@@ -21,7 +21,7 @@ type event struct {
 	accepted  time.Time // 202 read by the poster
 	processed time.Time // the outcome's own time field: the processor took it up
 	visible   time.Time // the outcome read by the read_committed consumer
-	outcomes  int // ends: every outcome but parked
+	outcomes  int       // ends: every outcome but parked
 	parked    int
 	status    string // of the first end
 }

@@ -382,7 +382,7 @@ func TestOpenCircuitParksWithoutAnAttempt(t *testing.T) {
 	sys := e2e.New(t, e2e.Options{Tiers: "1s,2s,3s", Partitions: 1})
 	sys.Dest.Behave(func(string, int) int { return 503 })
 	sys.StartIngest()
-	sys.StartProcessor("p1", map[string]string{"HOOKLINE_BREAKER_FAILURES": "2", "HOOKLINE_BREAKER_COOLDOWN": "900ms", "HOOKLINE_BATCH_MAX_RECORDS": "1"})
+	sys.StartProcessor("p1", map[string]string{"HOOKLINE_BREAKER_FAILURES": "2", "HOOKLINE_BREAKER_COOLDOWN": "900ms", "HOOKLINE_MAX_INFLIGHT": "1"})
 	outcomes := sys.Read(sys.Names.Outcomes)
 	const n = 6
 	for i := 0; i < n; i++ {

@@ -17,9 +17,11 @@ import (
 )
 
 // ownership tracks the raw partitions this instance owns and whether each
-// has been restored. A newly assigned partition is paused, restored from the
-// changelog in its own goroutine, and resumed only then; a revoked or lost
-// partition's restore is cancelled. Pauses are set on every assignment, so a
+// has been restored. A newly assigned partition is paused in the
+// transactional session (which never fetches: the reader does), restored
+// from the changelog in its own goroutine, and only then handed to the
+// reader, with its lanes, at the committed offsets; a revoked or lost
+// partition's restore is cancelled and the reader stops reading it. A
 // partition that comes back is restored again from its checkpoint.
 type ownership struct {
 	s     *session
@@ -134,9 +136,8 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 			log.Info("offsets finished above the committed offset are skipped", "topic", topic, "committed", win.base, "metadata", win.sentMeta)
 		}
 	}
-	o.s.lanes.add(part, wins)
+	o.s.reader.add(part, wins)
 	o.fresh[part] = true
-	cl.ResumeFetchPartitions(map[string][]int32{o.p.cfg.Names.Raw: {part}})
 	o.updateHealth()
 }
 
@@ -176,7 +177,7 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	}
 	o.updateHealth()
 	o.mu.Unlock()
-	o.s.lanes.remove(gone)
+	o.s.reader.remove(gone)
 	o.s.forget(gone)
 	for _, d := range wait {
 		<-d
@@ -273,27 +274,16 @@ func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part i
 	return wins, nil
 }
 
-// accept takes a polled record into its partition's window and returns the
-// partition, or nil when the record is not to be run (read before, or
-// finished before this owner took the partition). A record of a partition
-// not owned or not restored cannot be taken, and franz-go's position is
-// then past it: the session is replaced, which reads it again.
+// accept takes a polled record into its window and returns the partition,
+// or nil when the record is not to be run: read before, finished before
+// this owner took the partition (committed metadata), or of a partition no
+// longer owned (fetched before the reader stopped reading it: its next
+// owner reads it from the committed offset).
 func (o *ownership) accept(r *kgo.Record) (*owned, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ow, ok := o.parts[r.Partition]
-	if r.Topic != o.p.cfg.Names.Raw {
-		// A lane record: its partition is consumed only while owned and
-		// ready; one buffered before a revoke is simply not ours.
-		if !ok || !ow.ready || ow.wins[r.Topic] == nil || !ow.wins[r.Topic].accept(r.Offset) {
-			return nil, nil
-		}
-		return ow, nil
-	}
-	if !ok || !ow.ready {
-		return nil, fmt.Errorf("%w: record at %s[%d]@%d polled while its partition is not restored", errSessionBroken, r.Topic, r.Partition, r.Offset)
-	}
-	if !ow.wins[r.Topic].accept(r.Offset) {
+	if !ok || !ow.ready || ow.wins[r.Topic] == nil || !ow.wins[r.Topic].accept(r.Offset) {
 		return nil, nil
 	}
 	return ow, nil

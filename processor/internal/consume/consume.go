@@ -224,15 +224,15 @@ func (p *Processor) runSession(ctx context.Context) error {
 	)
 	tx, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
-		s.lanes.closeUnstarted()
+		s.reader.closeUnstarted()
 		return fmt.Errorf("transactional session: %w", err)
 	}
 	s.tx = tx
 	lctx, stopLanes := context.WithCancel(ctx)
-	go s.lanes.run(lctx)
+	go s.reader.run(lctx)
 	defer func() {
 		stopLanes()
-		s.lanes.close()
+		s.reader.close()
 		s.own.stopAll()
 		s.work.Wait()
 		tx.Close()

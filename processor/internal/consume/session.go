@@ -16,18 +16,17 @@ import (
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
-// idlePoll bounds one poll when nothing arrives, so offsets that moved
-// without a result (markers, records finished before a restart) are
-// committed, and the budget is looked at again.
+// idlePoll is how often offsets that moved without a result (markers,
+// records finished before a restart) are committed when nothing else is.
 const idlePoll = time.Second
 
 // session is one transactional session's work: the records read and not yet
 // committed, their chains, and the state their decisions left.
 type session struct {
-	p     *Processor
-	tx    *kgo.GroupTransactSession
-	own   *ownership
-	lanes *laneReader // nil: no provider has a destination
+	p      *Processor
+	tx     *kgo.GroupTransactSession
+	own    *ownership
+	reader *reader
 
 	mu      sync.Mutex
 	chains  map[string]*chain
@@ -41,6 +40,7 @@ type session struct {
 	// crash repeats at most these and the calls in flight.
 	tokens chan struct{}
 	ready  chan struct{} // a result or an error arrived (capacity 1)
+	room   chan struct{} // a transaction committed (capacity 1)
 	work   sync.WaitGroup
 }
 
@@ -75,11 +75,11 @@ type result struct {
 type stat struct{ provider, status, origin string }
 
 func newSession(p *Processor) (*session, error) {
-	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1),
+	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		tokens: make(chan struct{}, p.cfg.MaxBatch)}
 	s.own = newOwnership(s)
 	var err error
-	if s.lanes, err = newLaneReader(s); err != nil {
+	if s.reader, err = newReader(s); err != nil {
 		return nil, err
 	}
 	return s, nil
@@ -100,69 +100,62 @@ func (s *session) fail(err error) {
 	s.signal()
 }
 
-// loop polls, dispatches and commits until ctx is done or an error.
+// loop ends transactions until ctx is done or an error: whenever finished
+// results wait, and every idlePoll when offsets moved without one (markers,
+// records finished before a restart). The reader fetches meanwhile, so a
+// record arriving during a transaction is decided, and often called, by the
+// time the transaction ends.
 func (s *session) loop(ctx context.Context) error {
-	cfg := s.p.cfg
+	idle := time.NewTimer(idlePoll)
+	defer idle.Stop()
 	for {
 		if ctx.Err() != nil {
 			return s.stop(ctx)
 		}
-		select { // the state below is read after the signal is taken
-		case <-s.ready:
-		default:
-		}
 		s.mu.Lock()
-		err, pending, bytes := s.err, len(s.results), s.bytes
+		err, pending := s.err, len(s.results)
 		s.mu.Unlock()
-		if err != nil {
+		switch {
+		case err != nil:
 			return err
-		}
-		if pending > 0 {
+		case pending > 0:
 			if err := s.commit(ctx); err != nil {
 				return err
 			}
-		}
-		held := s.own.held()
-		s.p.m.pending.Set(float64(held))
-		room := int64(cfg.MaxPending) - held
-		if room <= 0 || bytes >= cfg.MaxPendingBytes {
-			// Over budget: wait for something to finish.
-			select {
-			case <-ctx.Done():
-			case <-s.ready:
-			case <-time.After(idlePoll):
-			}
+			s.freed()
 			continue
 		}
-		// Poll until records arrive, a result is ready to commit, or idlePoll.
-		pctx, cancel := context.WithTimeout(ctx, idlePoll)
-		go func() {
-			select {
-			case <-s.ready:
-				s.signal() // keep the signal for the loop
-				cancel()
-			case <-pctx.Done():
-			}
-		}()
-		fs := s.tx.PollRecords(pctx, int(min(room, maxTxnResults)))
-		timedOut := errors.Is(pctx.Err(), context.DeadlineExceeded)
-		cancel()
-		if ctx.Err() != nil {
-			continue
-		}
-		if err := fatalFetchError(fs, cfg.Logger); err != nil {
-			return fmt.Errorf("%w: %w", errSessionBroken, err)
-		}
-		recs := fs.Records()
-		if err := s.dispatch(recs); err != nil {
-			return err
-		}
-		if len(recs) == 0 && timedOut && s.own.moved() {
-			if err := s.commit(ctx); err != nil {
-				return err
+		select {
+		case <-ctx.Done():
+		case <-s.ready:
+		case <-idle.C:
+			idle.Reset(idlePoll)
+			if s.own.moved() {
+				if err := s.commit(ctx); err != nil {
+					return err
+				}
 			}
 		}
 	}
+}
+
+// freed wakes a reader waiting for the budget.
+func (s *session) freed() {
+	select {
+	case s.room <- struct{}{}:
+	default:
+	}
+}
+
+// overBudget reports whether the offsets held or the bytes read and not
+// committed reached their bound (MaxPending, MaxPendingBytes).
+func (s *session) overBudget() bool {
+	held := s.own.held()
+	s.p.m.pending.Set(float64(held))
+	s.mu.Lock()
+	bytes := s.bytes
+	s.mu.Unlock()
+	return held >= int64(s.p.cfg.MaxPending) || bytes >= s.p.cfg.MaxPendingBytes
 }
 
 // dispatch hands each record to its chain.

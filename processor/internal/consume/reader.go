@@ -1,0 +1,161 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// paceEvery is how often the lane reader looks at each destination's room
+// to pause or resume reading its lane.
+const paceEvery = 20 * time.Millisecond
+
+// reader fetches every record the session runs: webhooks.raw partition p
+// and the lane topics' partition p (webhooks.lane.<provider>, where records
+// wait that their destination had no room for) for each raw partition p the
+// session owns, from the offsets committed in the group's transactions,
+// once the partition is restored. It is a plain assign-mode client beside
+// the transactional session, which joins the group and ends transactions
+// but never fetches (its partitions stay paused): franz-go forbids polling
+// the session during Begin and End, and a record must not wait for a
+// transaction to end before it is even read. The offsets of both are
+// committed by the session's transactions (rewriteOffsets), so a record's
+// effect and its offset commit together.
+//
+// A lane is read only while its destination has room: a parked record costs
+// nothing until then, and a full destination holds back only its own lane.
+// Raw is read while the process-wide budget (MaxPending, MaxPendingBytes)
+// has room.
+type reader struct {
+	s      *session
+	cl     *kgo.Client
+	mu     sync.Mutex
+	paused map[string]bool // lane topic -> reading paused
+	done   chan struct{}
+}
+
+// newReader builds the reader.
+func newReader(s *session) (*reader, error) {
+	// A direct consumer needs a topic at start; it reads no partition
+	// until one is added.
+	cl, err := s.p.cfg.NewClient(
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.p.cfg.Names.Raw: {}}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.FetchMaxWait(250*time.Millisecond),
+		kgo.FetchMaxBytes(16<<20),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("reader: %w", err)
+	}
+	return &reader{s: s, cl: cl, paused: map[string]bool{}, done: make(chan struct{})}, nil
+}
+
+// add starts reading a partition that became ready, raw and lanes, each
+// at its window's committed offset.
+func (l *reader) add(part int32, wins map[string]*window) {
+	m := map[string]map[int32]kgo.Offset{}
+	for topic, w := range wins {
+		m[topic] = map[int32]kgo.Offset{part: kgo.NewOffset().At(w.base)}
+	}
+	l.cl.AddConsumePartitions(m)
+}
+
+// remove stops reading partitions that went away, raw and lanes.
+func (l *reader) remove(parts map[int32]bool) {
+	if len(parts) == 0 {
+		return
+	}
+	var ps []int32
+	for p := range parts {
+		ps = append(ps, p)
+	}
+	m := map[string][]int32{l.s.p.cfg.Names.Raw: ps}
+	for _, t := range l.s.p.laneTopics() {
+		m[t] = ps
+	}
+	l.cl.RemoveConsumePartitions(m)
+}
+
+// run polls and hands the records to the chains, and paces the lanes,
+// until ctx ends. While the budget is spent it waits for a transaction to
+// commit (franz-go buffers at most one fetch meanwhile).
+func (l *reader) run(ctx context.Context) {
+	defer close(l.done)
+	go l.pace(ctx)
+	for ctx.Err() == nil {
+		if l.s.overBudget() {
+			select {
+			case <-ctx.Done():
+			case <-l.s.room:
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		fs := l.cl.PollRecords(ctx, maxTxnResults)
+		if ctx.Err() != nil {
+			return
+		}
+		if err := fatalFetchError(fs, l.s.p.cfg.Logger); err != nil {
+			l.s.fail(fmt.Errorf("%w: %w", errSessionBroken, err))
+			return
+		}
+		if err := l.s.dispatch(fs.Records()); err != nil {
+			l.s.fail(err)
+			return
+		}
+	}
+}
+
+// pace pauses a lane while its destination has no room (as many records
+// wait as it has slots, or it is closed: paused, or its breaker refuses
+// calls) and resumes it when it has.
+func (l *reader) pace(ctx context.Context) {
+	t := time.NewTicker(paceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for _, ln := range l.s.p.lanes {
+			full := !ln.room()
+			l.mu.Lock()
+			changed := l.paused[ln.topic] != full
+			l.paused[ln.topic] = full
+			l.mu.Unlock()
+			if !changed {
+				continue
+			}
+			if full {
+				l.cl.PauseFetchTopics(ln.topic)
+			} else {
+				l.cl.ResumeFetchTopics(ln.topic)
+			}
+		}
+	}
+}
+
+// closeUnstarted closes the client of a reader whose run never started.
+func (l *reader) closeUnstarted() { l.cl.Close() }
+
+// close waits for run to end (its ctx must be done) and closes the client.
+func (l *reader) close() {
+	<-l.done
+	l.cl.Close()
+}
+
+// laneTopics lists the lane topics of the providers with a destination,
+// sorted.
+func (p *Processor) laneTopics() []string {
+	var ts []string
+	for _, ln := range p.lanes {
+		ts = append(ts, ln.topic)
+	}
+	sort.Strings(ts)
+	return ts
+}

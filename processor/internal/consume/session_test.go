@@ -37,7 +37,11 @@ type fakeKafka struct {
 	names topics.Names
 }
 
-func newFakeKafka(t *testing.T) *fakeKafka {
+func newFakeKafka(t *testing.T) *fakeKafka { return newFakeKafkaN(t, 1) }
+
+// newFakeKafkaN has n partitions per topic; produce with produceKeyed then,
+// so every key is in the same partition of every topic.
+func newFakeKafkaN(t *testing.T, n int32) *fakeKafka {
 	t.Helper()
 	sched, err := retry.ParseSchedule("1s,2s")
 	if err != nil {
@@ -45,7 +49,7 @@ func newFakeKafka(t *testing.T) *fakeKafka {
 	}
 	names := topics.NewNames("", sched.Names())
 	all := append([]string{names.Raw, names.Changelog, names.Outcomes, names.DLQ, names.Lane("slowcrm"), names.Lane("fastpay"), names.Control}, names.Retry...)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, all...))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(n, all...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,6 +73,23 @@ func (f *fakeKafka) produce(t *testing.T, provider string, keys ...string) {
 	cl := f.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	for _, k := range keys {
 		r := &kgo.Record{Topic: f.names.Raw, Partition: 0, Key: []byte(k), Value: []byte(`{"id":"` + k + `"}`)}
+		headers.Set(r, headers.Provider, provider)
+		headers.Set(r, headers.Origin, headers.OriginIngest)
+		headers.SetAttempt(r, 1)
+		headers.SetTime(r, headers.ReceivedAt, time.Now())
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// produceKeyed writes ingest records for provider, partitioned by key as
+// ingest partitions them.
+func (f *fakeKafka) produceKeyed(t *testing.T, provider string, keys ...string) {
+	t.Helper()
+	cl := f.client(t)
+	for _, k := range keys {
+		r := &kgo.Record{Topic: f.names.Raw, Key: []byte(k), Value: []byte(`{"id":"` + k + `"}`)}
 		headers.Set(r, headers.Provider, provider)
 		headers.Set(r, headers.Origin, headers.OriginIngest)
 		headers.SetAttempt(r, 1)
@@ -503,5 +524,100 @@ func TestPauseResumeDrain(t *testing.T) {
 	// 10 calls at 20/s with a burst of 1 take at least 9 × 50 ms.
 	if took := time.Since(start); took < 400*time.Millisecond {
 		t.Fatalf("10 calls drained in %s: the 20/s rate was not applied", took)
+	}
+}
+
+// A transaction that cannot be ended (the coordinator answers EndTxn with
+// an error: the state of the session is then unknown) replaces the
+// session: the new one fences the old producer, restores, and reads from
+// the committed offset; every key ends done exactly once.
+func TestBrokenEndReplacesTheSession(t *testing.T) {
+	f := newFakeKafka(t)
+	var failed atomic.Int32
+	f.c.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		r := req.(*kmsg.EndTxnRequest)
+		if !r.Commit || failed.Add(1) > 1 {
+			return nil, nil, false
+		}
+		resp := r.ResponseKind().(*kmsg.EndTxnResponse)
+		resp.ErrorCode = kerr.InvalidTxnState.Code
+		return resp, nil, true
+	})
+	fast := &counter{}
+	runProcessor(t, f, "p1", map[string]deliver.Handler{"fastpay": fast})
+	keys := []string{"a", "b", "c", "d"}
+	f.produce(t, "fastpay", keys...)
+	waitFor(t, "every key done", func() bool {
+		out := f.outcomes(t)
+		for _, k := range keys {
+			if len(out[k]) == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	if failed.Load() < 1 {
+		t.Fatal("the fault hook never failed an EndTxn")
+	}
+	out := f.outcomes(t)
+	for _, k := range keys {
+		if len(out[k]) != 1 || out[k][0].Status != StatusDone || fast.count(k) > 2 {
+			t.Errorf("%s: outcomes %+v, %d calls; want one done (at most one repeated call)", k, out[k], fast.count(k))
+		}
+	}
+}
+
+// A partition revoked while calls of its records are in flight: the calls
+// are cancelled (no attempt, no outcome), the new owner restores and runs
+// them, and no key ends twice.
+func TestRevokeWithCallsInFlight(t *testing.T) {
+	f := newFakeKafkaN(t, 2)
+	slow := &counter{hold: make(chan struct{})}
+	runProcessor(t, f, "p1", map[string]deliver.Handler{"slowcrm": slow})
+	var keys []string
+	for i := range 8 {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	f.produceKeyed(t, "slowcrm", keys...)
+	waitFor(t, "4 calls in flight", func() bool {
+		n := 0
+		for _, k := range keys {
+			n += slow.count(k)
+		}
+		return n >= 4
+	})
+	runProcessor(t, f, "p2", map[string]deliver.Handler{"slowcrm": slow}) // the group rebalances
+	time.Sleep(500 * time.Millisecond)
+	close(slow.hold)
+	waitFor(t, "every key done", func() bool {
+		out := f.outcomes(t)
+		for _, k := range keys {
+			done := 0
+			for _, o := range out[k] {
+				if o.Status == StatusDone {
+					done++
+				}
+			}
+			if done != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	time.Sleep(300 * time.Millisecond)
+	out := f.outcomes(t)
+	for _, k := range keys {
+		done := 0
+		for _, o := range out[k] {
+			if o.Status == StatusDone {
+				done++
+				if o.Attempt != 1 {
+					t.Errorf("%s done at attempt %d: a cancelled call used an attempt", k, o.Attempt)
+				}
+			}
+		}
+		if done != 1 || slow.count(k) > 2 {
+			t.Errorf("%s: %d done outcomes, %d calls; want 1 and at most 2", k, done, slow.count(k))
+		}
 	}
 }

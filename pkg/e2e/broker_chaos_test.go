@@ -14,10 +14,12 @@ import (
 	"github.com/hookline/hookline/pkg/loadtest"
 )
 
-// batchMax is the processor's default HOOKLINE_BATCH_MAX_RECORDS: a
-// transaction aborted by a broker going away repeats at most that many
-// destination calls.
-const batchMax = 500
+// repeatBound is what a processor whose session a broker outage broke may
+// call again: the finished calls not yet committed (at most the default
+// HOOKLINE_BATCH_MAX_RECORDS, 500) and the calls in flight (at most the
+// default HOOKLINE_MAX_INFLIGHT, 64, per destination: the harness's six
+// providers).
+var repeatBound = 500 + len(e2e.MixedProviders)*64
 
 // supervisor restarts services that exit, as their supervisor does in a
 // deployment (docker-compose.yml: restart: unless-stopped), and counts the
@@ -185,7 +187,7 @@ func TestBrokerRestartsUnderFlow(t *testing.T) {
 	waitFor(t, 3*time.Minute, "the flow ends", func() bool { return flowDone(flow) }, sup.check)
 	st := flow.Wait()
 	sup.check()
-	tally := sys.Ledger().Settle(t, e2e.SettleOptions{Timeout: 2 * time.Minute, AllDone: true, ExtraCalls: restarts * batchMax})
+	tally := sys.Ledger().Settle(t, e2e.SettleOptions{Timeout: 2 * time.Minute, AllDone: true, ExtraCalls: restarts * repeatBound})
 	// A stop can leave a transaction whose markers the broker skipped
 	// (package processor/internal/hanging); the processor must complete it.
 	hung := sup.logLines("processor", `"msg":"hanging transaction`)
@@ -193,7 +195,7 @@ func TestBrokerRestartsUnderFlow(t *testing.T) {
 		t.Logf("processor: %s", l)
 	}
 	t.Logf("503 answers: %d, connection errors: %d, extra destination calls: %d (bound %d); %s; transactional sessions the processor replaced: %d; hanging transactions it found: %d",
-		st.Answers[503], st.Answers[0], tally.ExtraCalls, restarts*batchMax, sup,
+		st.Answers[503], st.Answers[0], tally.ExtraCalls, restarts*repeatBound, sup,
 		len(sup.logLines("processor", `"msg":"transactional session broken`)), len(hung))
 
 	if st.Answers[503] == 0 {
@@ -269,7 +271,7 @@ func TestBrokerKilledInCluster(t *testing.T) {
 	waitFor(t, 3*time.Minute, "the flow ends", func() bool { return flowDone(flow) }, sup.check)
 	st := flow.Wait()
 	sup.check()
-	tally := sys.Ledger().Settle(t, e2e.SettleOptions{Timeout: 2 * time.Minute, AllDone: true, ExtraCalls: batchMax})
+	tally := sys.Ledger().Settle(t, e2e.SettleOptions{Timeout: 2 * time.Minute, AllDone: true, ExtraCalls: repeatBound})
 	cluster.WaitInSync(time.Minute, sys.Names.All()...)
 	t.Logf("node %d back in every ISR at %s; 503 answers: %d, connection errors: %d, extra destination calls: %d; %s",
 		victim, since(), st.Answers[503], st.Answers[0], tally.ExtraCalls, sup)

@@ -36,3 +36,36 @@ func TestSessionTimeoutSetting(t *testing.T) {
 		})
 	}
 }
+
+// TestPipelineSettings: each bad value of the pipeline's settings is named,
+// all at once, and the removed batch timeout says what replaced it.
+func TestPipelineSettings(t *testing.T) {
+	env := map[string]string{
+		"HOOKLINE_PROVIDERS":         "p.yaml",
+		"HOOKLINE_MAX_PENDING":       "0",
+		"HOOKLINE_MAX_PENDING_BYTES": "1024",
+		"HOOKLINE_SHUTDOWN_GRACE":    "soon",
+		"HOOKLINE_BATCH_TIMEOUT":     "20s",
+	}
+	_, err := loadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err == nil {
+		t.Fatal("loadConfig accepted bad pipeline settings")
+	}
+	for _, want := range []string{
+		`HOOKLINE_MAX_PENDING="0": want a whole number from 1 to 1000000`,
+		`HOOKLINE_MAX_PENDING_BYTES="1024": want a whole number from 1048576`,
+		`HOOKLINE_SHUTDOWN_GRACE="soon": want a positive duration`,
+		`HOOKLINE_BATCH_TIMEOUT="20s": no longer used`, "destination.timeout",
+	} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	cfg, err := loadConfig(func(k string) (string, bool) { v, ok := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxPending != 10000 || cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" {
+		t.Fatalf("defaults %+v", cfg)
+	}
+}

@@ -61,7 +61,10 @@ func TestPipelineSettings(t *testing.T) {
 			t.Errorf("error %q does not say %q", err, want)
 		}
 	}
-	cfg, err := loadConfig(func(k string) (string, bool) { v, ok := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}[k]; return v, ok })
+	cfg, err := loadConfig(func(k string) (string, bool) {
+		v, ok := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}[k]
+		return v, ok
+	})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package consume
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -65,7 +64,8 @@ func (s *session) commit(ctx context.Context) error {
 	doomed := s.own.doomed()
 	var (
 		mu         sync.Mutex
-		produceErr error
+		produceErr error // the first; failed counts them all
+		failed     int
 		checkpoint = map[int32]int64{}
 		wg         sync.WaitGroup
 	)
@@ -78,7 +78,9 @@ func (s *session) commit(ctx context.Context) error {
 				mu.Lock()
 				defer mu.Unlock()
 				if err != nil {
-					produceErr = errors.Join(produceErr, fmt.Errorf("produce %s: %w", r.Topic, err))
+					if failed++; produceErr == nil {
+						produceErr = fmt.Errorf("produce %s: %w", r.Topic, err)
+					}
 					return
 				}
 				if isChangelog && r.Offset+1 > checkpoint[r.Partition] {
@@ -116,7 +118,7 @@ func (s *session) commit(ctx context.Context) error {
 	}
 	if !committed {
 		p.m.txns.WithLabelValues("aborted").Inc()
-		p.cfg.Logger.Info("transaction aborted; its results wait for the next one", "records", len(batch), "err", produceErr)
+		p.cfg.Logger.Info("transaction aborted; its results wait for the next one", "records", len(batch), "failed_produces", failed, "err", produceErr)
 		s.own.aborted(batch)
 		s.mu.Lock()
 		s.results = append(batch, s.results...)

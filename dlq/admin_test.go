@@ -235,6 +235,9 @@ func TestTriagePage(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(row)),
 		chromedp.SendKeys(chromedp.CSS("#by"), "pat"),
 		chromedp.Click(chromedp.CSS("#auth button[type=submit]")),
+		// The submit reloads the lists and replaces their rows: click one
+		// of the new rows, not one about to go.
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#entries:not([aria-busy]) tr[data-ref=%q]`, ref))),
 		chromedp.Click(chromedp.CSS(row+" td")),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#detail[data-ref=%q] #d-replay:enabled`, ref))),
 	)
@@ -272,6 +275,7 @@ func TestTriagePage(t *testing.T) {
 	// Resolve another entry as ignored, from its page.
 	other := refOf(recs[2])
 	if err := chromedp.Do(ctx,
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#entries:not([aria-busy]) tr[data-ref=%q]`, other))),
 		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#entries tr[data-ref=%q] td`, other))),
 		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#detail[data-ref=%q] #d-resolve:enabled`, other))),
 		chromedp.SendKeys(chromedp.CSS("#d-note"), "test event from the dashboard"),

@@ -177,10 +177,14 @@ async function refresh() {
     $('token').focus();
     return;
   }
+  // aria-busy while the lists reload: their rows are replaced.
+  $('entries').setAttribute('aria-busy', 'true');
   try {
     await Promise.all([loadStats(), loadProviders(), loadList()]);
   } catch (err) {
     failed(err);
+  } finally {
+    $('entries').removeAttribute('aria-busy');
   }
 }
 

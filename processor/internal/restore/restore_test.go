@@ -410,7 +410,13 @@ func TestRestoreSettleTimeout(t *testing.T) {
 	e, cl := mustFixture(t)
 	const p = 0
 	txn(t, cl, true, rec(p, "a", nv()))
+	// The commit marker is written by the coordinator after EndTxn
+	// answered: wait for it (record and marker), or a loaded broker shows
+	// the end before it.
 	lso := e.hwm(t, p)
+	for deadline := time.Now().Add(10 * time.Second); lso < 2 && time.Now().Before(deadline); lso = e.hwm(t, p) {
+		time.Sleep(10 * time.Millisecond)
+	}
 	begin(t, cl, rec(p, "open", nv()))
 	st := mustStore(t)
 	var logs bytes.Buffer

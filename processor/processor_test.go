@@ -462,3 +462,37 @@ func TestTwoDefaultProcessorsOnOneHost(t *testing.T) {
 	}
 	t.Logf("two processors with default instance ids %v: %d keys done once, %d calls", ids, n, total)
 }
+
+// TestTwinInstanceIDStops: two processors given the same HOOKLINE_INSTANCE_ID
+// fence each other's transactions; one stops with an error naming the id and
+// the setting, instead of both churning.
+func TestTwinInstanceIDStops(t *testing.T) {
+	skipShort(t)
+	sys := e2e.New(t, e2e.Options{})
+	sys.StartIngest()
+	same := map[string]string{"HOOKLINE_INSTANCE_ID": "twin"}
+	procs := []*e2e.Service{sys.StartProcessor("p1", same), sys.StartProcessor("p2", same)}
+	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: 3000, Rate: 100, Providers: []string{"stripe"}, ID: "twin"})
+	defer flow.Wait()
+	deadline := time.Now().Add(3 * time.Minute)
+	for time.Now().Before(deadline) {
+		for _, p := range procs {
+			if p.Proc.Exited() {
+				out := p.Output()
+				if !strings.Contains(out, `share instance id "twin"`) || !strings.Contains(out, "HOOKLINE_INSTANCE_ID") {
+					t.Fatalf("%s stopped without naming the shared instance id:\n%s", p.Name, lastLines(out, 5))
+				}
+				t.Logf("%s stopped: %s", p.Name, lastLines(out, 1))
+				return
+			}
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("two processors sharing an instance id both still run after 3 minutes:\n%s", lastLines(procs[0].Output(), 10))
+}
+
+// lastLines returns the last n lines of s.
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}

@@ -279,14 +279,14 @@ func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part i
 // this owner took the partition (committed metadata), or of a partition no
 // longer owned (fetched before the reader stopped reading it: its next
 // owner reads it from the committed offset).
-func (o *ownership) accept(r *kgo.Record) (*owned, error) {
+func (o *ownership) accept(r *kgo.Record) *owned {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ow, ok := o.parts[r.Partition]
 	if !ok || !ow.ready || ow.wins[r.Topic] == nil || !ow.wins[r.Topic].accept(r.Offset) {
-		return nil, nil
+		return nil
 	}
-	return ow, nil
+	return ow
 }
 
 // held is the offsets held above the committed offsets, all partitions.

@@ -26,6 +26,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sort"
 	"sync"
 	"time"
 
@@ -95,6 +96,8 @@ type Processor struct {
 	cfg   Config
 	m     *metrics
 	lanes map[string]*lane
+	// laneNames are the lanes' topics, sorted.
+	laneNames []string
 	// hangMu serializes hanging transaction checks (after an assignment
 	// and periodic), so no marker is written twice.
 	hangMu sync.Mutex
@@ -119,6 +122,10 @@ func New(cfg Config) (*Processor, error) {
 	}
 	p := &Processor{cfg: cfg, m: newMetrics(cfg.Registry, cfg.Store)}
 	p.lanes = newLanes(cfg, p.m)
+	for _, ln := range p.lanes {
+		p.laneNames = append(p.laneNames, ln.topic)
+	}
+	sort.Strings(p.laneNames)
 	return p, nil
 }
 
@@ -263,7 +270,7 @@ func (p *Processor) runSession(ctx context.Context) error {
 func fatalFetchError(fs kgo.Fetches, log *slog.Logger) error {
 	var fatal error
 	fs.EachError(func(t string, p int32, err error) {
-		if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) { // the poll's own bound
+		if errors.Is(err, context.Canceled) {
 			return
 		}
 		log.Warn("fetch error", "topic", t, "partition", p, "err", err)
@@ -294,15 +301,5 @@ func (p *Processor) restoreConfig() restore.Config {
 		Decode:    decide.DecodeExpiry,
 		Now:       p.cfg.Now,
 		Logger:    p.cfg.Logger,
-	}
-}
-
-// isClosed reports whether ch is closed, without waiting.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
 	}
 }

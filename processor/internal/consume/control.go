@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"golang.org/x/time/rate"
 
@@ -26,18 +25,10 @@ func (p *Processor) followControl(ctx context.Context, caughtUp chan<- struct{})
 			p.cfg.Health.Set("control", nil)
 		})
 	}
-	for backoff := time.Second; ctx.Err() == nil; backoff = min(2*backoff, 30*time.Second) {
-		err := control.Follow(ctx, p.cfg.NewClient, p.cfg.Names.Control, p.applyControl, once,
+	retrying(ctx, p.cfg.Logger, "following the operators' settings failed", func() error {
+		return control.Follow(ctx, p.cfg.NewClient, p.cfg.Names.Control, p.applyControl, once,
 			func(err error) { p.cfg.Logger.Warn("operator setting ignored", "err", err) })
-		if err == nil || ctx.Err() != nil {
-			return
-		}
-		p.cfg.Logger.Error("following the operators' settings failed; retrying", "err", err, "backoff", backoff.String())
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-	}
+	})
 }
 
 // applyControl sets one provider's lane as the operator asked.

@@ -3,14 +3,13 @@ package consume
 import (
 	"context"
 	"fmt"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// paceEvery is how often the lane reader looks at each destination's room
+// paceEvery is how often the reader looks at each destination's room
 // to pause or resume reading its lane.
 const paceEvery = 20 * time.Millisecond
 
@@ -103,10 +102,7 @@ func (l *reader) run(ctx context.Context) {
 			l.s.fail(fmt.Errorf("%w: %w", errSessionBroken, err))
 			return
 		}
-		if err := l.s.dispatch(fs.Records()); err != nil {
-			l.s.fail(err)
-			return
-		}
+		l.s.dispatch(fs.Records())
 	}
 }
 
@@ -151,11 +147,4 @@ func (l *reader) close() {
 
 // laneTopics lists the lane topics of the providers with a destination,
 // sorted.
-func (p *Processor) laneTopics() []string {
-	var ts []string
-	for _, ln := range p.lanes {
-		ts = append(ts, ln.topic)
-	}
-	sort.Strings(ts)
-	return ts
-}
+func (p *Processor) laneTopics() []string { return p.laneNames }

@@ -159,12 +159,9 @@ func (s *session) overBudget() bool {
 }
 
 // dispatch hands each record to its chain.
-func (s *session) dispatch(recs []*kgo.Record) error {
+func (s *session) dispatch(recs []*kgo.Record) {
 	for _, r := range recs {
-		ow, err := s.own.accept(r)
-		if err != nil {
-			return err
-		}
+		ow := s.own.accept(r)
 		if ow == nil {
 			continue
 		}
@@ -182,7 +179,6 @@ func (s *session) dispatch(recs []*kgo.Record) error {
 		s.work.Add(1)
 		go s.runChain(k, c)
 	}
-	return nil
 }
 
 // runChain runs a chain's records in order until its queue is empty.

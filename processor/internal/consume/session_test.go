@@ -138,6 +138,27 @@ func (f *fakeKafka) committed(t *testing.T) (int64, string) {
 	return o.At, o.Metadata
 }
 
+// count is how many of key's outcomes have status.
+func count(out map[string][]Outcome, key, status string) int {
+	n := 0
+	for _, o := range out[key] {
+		if o.Status == status {
+			n++
+		}
+	}
+	return n
+}
+
+// allDoneOnce reports whether every key has exactly one done outcome.
+func allDoneOnce(out map[string][]Outcome, keys []string) bool {
+	for _, k := range keys {
+		if count(out, k, StatusDone) != 1 {
+			return false
+		}
+	}
+	return true
+}
+
 // counter is a destination that counts its calls per key and can hold them.
 type counter struct {
 	mu    sync.Mutex
@@ -375,28 +396,11 @@ func TestFullDestinationParksInItsLane(t *testing.T) {
 	close(slow.hold)
 	runProcessor(t, f, "p2", handlers)
 	waitFor(t, "every slow record done", func() bool {
-		out := f.outcomes(t)
-		for _, k := range slowKeys {
-			done := 0
-			for _, o := range out[k] {
-				if o.Status == StatusDone {
-					done++
-				}
-			}
-			if done != 1 {
-				return false
-			}
-		}
-		return true
+		return allDoneOnce(f.outcomes(t), slowKeys)
 	})
 	out := f.outcomes(t)
 	for _, k := range slowKeys {
-		calls, parked := slow.count(k), 0
-		for _, o := range out[k] {
-			if o.Status == StatusParked {
-				parked++
-			}
-		}
+		calls, parked := slow.count(k), count(out, k, StatusParked)
 		// The 4 in flight at the stop were cancelled (no attempt) and are
 		// called again; the others are called once.
 		if calls < 1 || calls > 2 || parked > 1 {
@@ -445,17 +449,7 @@ func TestParkedBacklogDrains(t *testing.T) {
 	}
 	f.produce(t, "slowcrm", keys...)
 	waitFor(t, "every key done", func() bool {
-		out := f.outcomes(t)
-		for _, k := range keys {
-			done := false
-			for _, o := range out[k] {
-				done = done || o.Status == StatusDone
-			}
-			if !done {
-				return false
-			}
-		}
-		return true
+		return allDoneOnce(f.outcomes(t), keys)
 	})
 	out := f.outcomes(t)
 	parked := 0
@@ -590,19 +584,7 @@ func TestRevokeWithCallsInFlight(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	close(slow.hold)
 	waitFor(t, "every key done", func() bool {
-		out := f.outcomes(t)
-		for _, k := range keys {
-			done := 0
-			for _, o := range out[k] {
-				if o.Status == StatusDone {
-					done++
-				}
-			}
-			if done != 1 {
-				return false
-			}
-		}
-		return true
+		return allDoneOnce(f.outcomes(t), keys)
 	})
 	time.Sleep(300 * time.Millisecond)
 	out := f.outcomes(t)

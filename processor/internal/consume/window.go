@@ -1,7 +1,6 @@
 package consume
 
 import (
-	"fmt"
 	"strconv"
 	"strings"
 )
@@ -216,8 +215,4 @@ func decodeDone(meta string) []run {
 		end = r.to
 	}
 	return runs
-}
-
-func (w *window) String() string {
-	return fmt.Sprintf("window{base %d next %d held %d}", w.base, w.next, w.held())
 }

@@ -35,7 +35,8 @@ func checkKey(key string) error {
 	return nil
 }
 
-// bodyHash is "sha256:<hex of body>", the key of last resort.
+// bodyHash is "sha256:<hex of body>", the key of last resort, which callers
+// namespace with the provider's name ("<name>:sha256:<hex>").
 func bodyHash(body []byte) string {
 	sum := sha256.Sum256(body)
 	return "sha256:" + hex.EncodeToString(sum[:])
@@ -50,13 +51,13 @@ func one(key, typ string, body []byte) Delivery {
 
 // headerEvents keys a delivery on a header the provider always sends and
 // types it from another (github, shopify); the body is not parsed.
-func headerEvents(preset, keyHeader, typeHeader string) eventsFunc {
-	return func(_ *Provider, h http.Header, body []byte) (Delivery, error) {
+func headerEvents(keyHeader, typeHeader string) eventsFunc {
+	return func(p *Provider, h http.Header, body []byte) (Delivery, error) {
 		id := h.Get(keyHeader)
 		if id == "" {
 			return Delivery{}, malformed("missing %s header", keyHeader)
 		}
-		return one(preset+":"+id, h.Get(typeHeader), body), nil
+		return one(p.Name+":"+id, h.Get(typeHeader), body), nil
 	}
 }
 
@@ -74,18 +75,18 @@ func objectWith(b []byte, where, field string) (object, string, error) {
 	return o, v, nil
 }
 
-// stripeEvents: key stripe:<id>, type from "type".
-func stripeEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
+// stripeEvents: key <name>:<id>, type from "type".
+func stripeEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	o, id, err := objectWith(body, "body", "id")
 	if err != nil {
 		return Delivery{}, err
 	}
-	return one(PresetStripe+":"+id, o.str("type"), body), nil
+	return one(p.Name+":"+id, o.str("type"), body), nil
 }
 
-// standardEvents: key standard:<webhook-id>; type from a JSON body's "type"
+// standardEvents: key <name>:<webhook-id>; type from a JSON body's "type"
 // when there is one.
-func standardEvents(_ *Provider, h http.Header, body []byte) (Delivery, error) {
+func standardEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 	idName, _, _ := standardHeaders(h)
 	id := h.Get(idName)
 	if id == "" {
@@ -95,16 +96,16 @@ func standardEvents(_ *Provider, h http.Header, body []byte) (Delivery, error) {
 	if o, err := parseObject(body); err == nil {
 		typ = o.str("type")
 	}
-	return one(PresetStandard+":"+id, typ, body), nil
+	return one(p.Name+":"+id, typ, body), nil
 }
 
 // slackEvents answers a url_verification with its challenge and keys other
 // deliveries on event_id, or on the body's hash when there is none (slash
-// commands and interactivity arrive form-encoded).
-func slackEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
+// commands and interactivity arrive form-encoded); keys are <name>:<...>.
+func slackEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	o, err := parseObject(body)
 	if err != nil {
-		return one(PresetSlack+":"+bodyHash(body), "", body), nil
+		return one(p.Name+":"+bodyHash(body), "", body), nil
 	}
 	if o.str("type") == "url_verification" {
 		challenge := o.str("challenge")
@@ -123,18 +124,18 @@ func slackEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
 	if typ == "" {
 		typ = o.str("type")
 	}
-	key := PresetSlack + ":" + bodyHash(body)
+	key := p.Name + ":" + bodyHash(body)
 	if id := o.str("event_id"); id != "" {
-		key = PresetSlack + ":" + id
+		key = p.Name + ":" + id
 	}
 	return one(key, typ, body), nil
 }
 
-// calcomEvents: key calcom:<triggerEvent>:<payload.uid>[:<payload.rescheduleUid>].
+// calcomEvents: key <name>:<triggerEvent>:<payload.uid>[:<payload.rescheduleUid>].
 // Triggers without a booking uid fall back to payload.bookingUid (no-show
 // updates), payload.oooEntry.uuid (out of office) and then the body's hash
 // (PING and forms), so an authentic delivery is never refused for its shape.
-func calcomEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
+func calcomEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	o, trigger, err := objectWith(body, "body", "triggerEvent")
 	if err != nil {
 		return Delivery{}, err
@@ -151,13 +152,14 @@ func calcomEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
 	} else if r := o.str("payload", "rescheduleUid"); r != "" {
 		id += ":" + r
 	}
-	return one(PresetCalcom+":"+trigger+":"+id, trigger, body), nil
+	return one(p.Name+":"+trigger+":"+id, trigger, body), nil
 }
 
-// gocardlessEvents splits {"events":[...]} into one record per event whose
-// body is that element's exact bytes, sliced from the request body. Cost: one
+// gocardlessEvents splits {"events":[...]} into one record per event, keyed
+// <name>:<event id>, whose body is that element's exact bytes, sliced from
+// the request body. Cost: one
 // tokenising pass over the body plus one parse of each event.
-func gocardlessEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error) {
+func gocardlessEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	raws, err := splitEvents(body)
 	if err != nil {
 		return Delivery{}, err
@@ -175,7 +177,7 @@ func gocardlessEvents(_ *Provider, _ http.Header, body []byte) (Delivery, error)
 			}
 			typ += action
 		}
-		d.Events = append(d.Events, Event{Key: PresetGoCardless + ":" + id, Type: typ, Body: raw})
+		d.Events = append(d.Events, Event{Key: p.Name + ":" + id, Type: typ, Body: raw})
 	}
 	return d, nil
 }
@@ -272,7 +274,7 @@ func (r *rule) value(h http.Header, body []byte, strict bool) (string, error) {
 const headerIdempotencyKey = "Idempotency-Key"
 
 // genericEvents: key <name>:<configured rule>, else <name>:<Idempotency-Key>,
-// else sha256:<hex of body>; type from the event_type rule.
+// else <name>:sha256:<hex of body>; type from the event_type rule.
 func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 	var key string
 	if p.keyRule != nil {
@@ -290,7 +292,7 @@ func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 		}
 	}
 	if key == "" {
-		key = bodyHash(body)
+		key = p.Name + ":" + bodyHash(body)
 	}
 	var typ string
 	if p.typeRule != nil {

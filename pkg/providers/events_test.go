@@ -195,7 +195,7 @@ func TestSlackChallenge(t *testing.T) {
 }
 
 // TestGenericKeyPrecedence: configured rule, then Idempotency-Key, then
-// sha256 of the body; the first two prefixed with the provider name.
+// sha256 of the body; each prefixed with the provider name.
 func TestGenericKeyPrecedence(t *testing.T) {
 	r := testRegistry(t)
 	body := `{"type":"order.paid","data":{"id":"ord_7"}}`
@@ -208,14 +208,14 @@ func TestGenericKeyPrecedence(t *testing.T) {
 	}{
 		{"header rule wins", "acme", map[string]string{"X-Acme-Delivery": "d-1", "Idempotency-Key": "ik-1"}, body, keyType{"acme:d-1", "order.paid"}},
 		{"then Idempotency-Key", "acme", map[string]string{"Idempotency-Key": "ik-1"}, body, keyType{"acme:ik-1", "order.paid"}},
-		{"then the body hash", "acme", nil, body, keyType{hash, "order.paid"}},
+		{"then the body hash", "acme", nil, body, keyType{"acme:" + hash, "order.paid"}},
 		{"json rule wins", "acme-json", map[string]string{"Idempotency-Key": "ik-1", "X-Acme-Event": "evt"}, body, keyType{"acme-json:ord_7", "evt"}},
 		{"json rule absent, Idempotency-Key", "acme-json", map[string]string{"Idempotency-Key": "ik-1"}, `{"data":{}}`, keyType{"acme-json:ik-1", ""}},
-		{"json rule null, body hash", "acme-json", nil, `{"data":{"id":null}}`, keyType{bodyHash([]byte(`{"data":{"id":null}}`)), ""}},
+		{"json rule null, body hash", "acme-json", nil, `{"data":{"id":null}}`, keyType{"acme-json:" + bodyHash([]byte(`{"data":{"id":null}}`)), ""}},
 		{"json rule number", "acme-json", nil, `{"data":{"id":12345678901234567890}}`, keyType{"acme-json:12345678901234567890", ""}},
 		{"json rule empty string falls through", "acme-json", map[string]string{"Idempotency-Key": "ik-2"}, `{"data":{"id":""}}`, keyType{"acme-json:ik-2", ""}},
 		{"no rule: Idempotency-Key", "open", map[string]string{"Idempotency-Key": "ik-3"}, "not json", keyType{"open:ik-3", ""}},
-		{"no rule: body hash", "open", nil, "not json", keyType{bodyHash([]byte("not json")), ""}},
+		{"no rule: body hash", "open", nil, "not json", keyType{"open:" + bodyHash([]byte("not json")), ""}},
 		{"type rule on a body without it", "acme", map[string]string{"X-Acme-Delivery": "d-1"}, `{"kind":"x"}`, keyType{"acme:d-1", ""}},
 		{"type rule on an object value", "acme", map[string]string{"X-Acme-Delivery": "d-1"}, `{"type":{"a":1}}`, keyType{"acme:d-1", ""}},
 	}
@@ -231,6 +231,60 @@ func TestGenericKeyPrecedence(t *testing.T) {
 			}
 			if got := keysOf(d); len(got) != 1 || got[0] != tc.want {
 				t.Fatalf("events = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestKeysNamespacedByName: two providers of one preset, and two generic
+// providers falling back to the body hash, never share a key for the same
+// delivery: every key starts with the provider's name, not its preset's.
+func TestKeysNamespacedByName(t *testing.T) {
+	r := mustParse(t, `
+providers:
+  stripe:    {preset: stripe, secret_env: [S1]}
+  stripe-eu: {preset: stripe, secret_env: [S1]}
+  gh-a:      {preset: github, secret_env: [S1]}
+  gh-b:      {preset: github, secret_env: [S1]}
+  cal-b:     {preset: calcom, secret_env: [S1]}
+  slack-b:   {preset: slack,  secret_env: [S1]}
+  gc-b:      {preset: gocardless, secret_env: [S1]}
+  std-b:     {preset: standard, secret_env: [STD1]}
+  shop-b:    {preset: shopify, secret_env: [S1]}
+  open-a:    {preset: generic, signature: {none: true}}
+  open-b:    {preset: generic, signature: {none: true}}
+`, testEnv())
+	hash := bodyHash([]byte(`{"x":1}`))
+	cases := []struct {
+		provider string
+		headers  map[string]string
+		body     string
+		want     string
+	}{
+		{"stripe", nil, `{"id":"evt_1"}`, "stripe:evt_1"}, // name = preset: the key it always had
+		{"stripe-eu", nil, `{"id":"evt_1"}`, "stripe-eu:evt_1"},
+		{"gh-a", map[string]string{"X-GitHub-Delivery": "d1"}, `{}`, "gh-a:d1"},
+		{"gh-b", map[string]string{"X-GitHub-Delivery": "d1"}, `{}`, "gh-b:d1"},
+		{"shop-b", map[string]string{"X-Shopify-Webhook-Id": "w1"}, `{}`, "shop-b:w1"},
+		{"std-b", map[string]string{"Webhook-Id": "msg_1"}, `{}`, "std-b:msg_1"},
+		{"cal-b", nil, `{"triggerEvent":"BOOKING_CREATED","payload":{"uid":"bk"}}`, "cal-b:BOOKING_CREATED:bk"},
+		{"slack-b", nil, `{"type":"event_callback","event_id":"Ev1"}`, "slack-b:Ev1"},
+		{"gc-b", nil, `{"events":[{"id":"EV1"}]}`, "gc-b:EV1"},
+		{"open-a", nil, `{"x":1}`, "open-a:" + hash},
+		{"open-b", nil, `{"x":1}`, "open-b:" + hash},
+	}
+	for _, tc := range cases {
+		t.Run(tc.provider, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tc.headers {
+				h.Set(k, v)
+			}
+			d, err := mustGet(t, r, tc.provider).Events(h, []byte(tc.body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Events) != 1 || d.Events[0].Key != tc.want {
+				t.Fatalf("keys = %+v, want %s", keysOf(d), tc.want)
 			}
 		})
 	}

@@ -73,14 +73,14 @@ func presetFor(name string) (preset, bool) {
 		return preset{
 			scheme:  singleScheme("X-Hub-Signature-256", "sha256=", sha256.New, encHex),
 			accept:  []string{mediaJSON, mediaForm},
-			events:  headerEvents(PresetGitHub, "X-GitHub-Delivery", "X-GitHub-Event"),
+			events:  headerEvents("X-GitHub-Delivery", "X-GitHub-Event"),
 			forward: []string{"x-github-delivery", "x-github-event", "x-github-hook-id", "x-hub-signature-256", "user-agent"},
 		}, true
 	case PresetShopify:
 		return preset{
 			scheme: singleScheme("X-Shopify-Hmac-Sha256", "", sha256.New, encBase64),
 			accept: []string{mediaJSON, mediaXML},
-			events: headerEvents(PresetShopify, "X-Shopify-Webhook-Id", "X-Shopify-Topic"),
+			events: headerEvents("X-Shopify-Webhook-Id", "X-Shopify-Topic"),
 			forward: []string{"x-shopify-hmac-sha256", "x-shopify-webhook-id", "x-shopify-topic",
 				"x-shopify-shop-domain", "x-shopify-api-version", "x-shopify-triggered-at"},
 		}, true

@@ -271,11 +271,12 @@ func TestVectorEvents(t *testing.T) {
 	})
 }
 
-// vectorProvider builds a one-provider registry for preset with secrets.
+// vectorProvider builds a one-provider registry for preset with secrets; the
+// provider is named after its preset, so its keys read as the docs show them.
 func vectorProvider(tb testing.TB, preset string, secrets []string) *Provider {
 	tb.Helper()
 	e := env{}
-	yml := "providers:\n  p:\n    preset: " + preset + "\n    secret_env: ["
+	yml := "providers:\n  " + preset + ":\n    preset: " + preset + "\n    secret_env: ["
 	for i, s := range secrets {
 		name := "V" + string(rune('0'+i))
 		e[name] = s
@@ -285,5 +286,5 @@ func vectorProvider(tb testing.TB, preset string, secrets []string) *Provider {
 		yml += name
 	}
 	yml += "]\n"
-	return mustGet(tb, mustParse(tb, yml, e), "p")
+	return mustGet(tb, mustParse(tb, yml, e), preset)
 }

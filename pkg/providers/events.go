@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -271,12 +272,58 @@ func (r *rule) value(h http.Header, body []byte, strict bool) (string, error) {
 	return s, nil
 }
 
+// String names the rule as the providers file does: the header's name or
+// the JSON pointer.
+func (r *rule) String() string {
+	if r.header != "" {
+		return "header " + r.header
+	}
+	return "json " + r.path
+}
+
 const headerIdempotencyKey = "Idempotency-Key"
 
+// compositeKey joins the values of a composite idempotency_key's parts into
+// <name>:<part 1>:<part 2>..., each part with "%" and ":" percent-encoded so
+// that no two different lists of values give one key. A part that is absent,
+// null or empty is a MalformedError naming every such part.
+func compositeKey(p *Provider, h http.Header, body []byte) (string, error) {
+	var b strings.Builder
+	b.WriteString(p.Name)
+	var missing []string
+	for _, r := range p.keyParts {
+		v, err := r.value(h, body, true)
+		if err != nil {
+			return "", err
+		}
+		if v == "" {
+			missing = append(missing, r.String())
+			continue
+		}
+		b.WriteByte(':')
+		b.WriteString(keyPartEscaper.Replace(v))
+	}
+	if len(missing) > 0 {
+		return "", malformed("idempotency key part missing or empty: %s", strings.Join(missing, ", "))
+	}
+	return b.String(), nil
+}
+
+var keyPartEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
+
 // genericEvents: key <name>:<configured rule>, else <name>:<Idempotency-Key>,
-// else <name>:sha256:<hex of body>; type from the event_type rule.
+// else <name>:sha256:<hex of body>; a composite rule gives
+// <name>:<part>:<part>... or a MalformedError, never a fallback. Type from the
+// event_type rule.
 func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 	var key string
+	if p.keyParts != nil {
+		k, err := compositeKey(p, h, body)
+		if err != nil {
+			return Delivery{}, err
+		}
+		key = k
+	}
 	if p.keyRule != nil {
 		v, err := p.keyRule.value(h, body, true)
 		if err != nil {

@@ -376,3 +376,94 @@ func TestJSONPointer(t *testing.T) {
 		})
 	}
 }
+
+// TestCompositeKey: a generic provider's idempotency_key of several JSON
+// pointers and headers gives <name>:<part>:<part>, every part required (no
+// fallback to Idempotency-Key or the body hash); a missing part is a
+// MalformedError that names it.
+func TestCompositeKey(t *testing.T) {
+	r := mustParse(t, `
+providers:
+  retell:
+    preset: generic
+    signature: {none: true}
+    idempotency_key: {json: [/call/call_id, /call/end_timestamp]}
+  mixed:
+    preset: generic
+    signature: {none: true}
+    idempotency_key: {json: /id, header: [X-Event, X-Shard]}
+`, nil)
+	call := func(id, end string) string {
+		return `{"event":"call_ended","call":{"call_id":` + id + `,"end_timestamp":` + end + `}}`
+	}
+	cases := []struct {
+		name, provider string
+		headers        map[string]string
+		body           string
+		want           string // "" with wantMissing
+		wantMissing    []string
+	}{
+		{name: "both parts", provider: "retell", body: call(`"call_1"`, `1700000000123`), want: "retell:call_1:1700000000123"},
+		{name: "same call, other end", provider: "retell", body: call(`"call_1"`, `1700000000999`), want: "retell:call_1:1700000000999"},
+		{name: "Idempotency-Key does not stand in for a part", provider: "retell",
+			headers: map[string]string{"Idempotency-Key": "ik"}, body: `{"call":{"call_id":"call_1"}}`, wantMissing: []string{"json /call/end_timestamp"}},
+		{name: "null part", provider: "retell", body: call(`"call_1"`, `null`), wantMissing: []string{"json /call/end_timestamp"}},
+		{name: "empty part", provider: "retell", body: call(`""`, `1`), wantMissing: []string{"json /call/call_id"}},
+		{name: "both missing", provider: "retell", body: `{"call":{}}`, wantMissing: []string{"json /call/call_id", "json /call/end_timestamp"}},
+		{name: "colons and percents are escaped", provider: "retell", body: call(`"a:b%"`, `"c"`), want: "retell:a%3Ab%25:c"},
+		{name: "the other split of the same characters", provider: "retell", body: call(`"a"`, `"b%:c"`), want: "retell:a:b%25%3Ac"},
+		{name: "json and headers, pointers first", provider: "mixed",
+			headers: map[string]string{"X-Event": "order.paid", "X-Shard": "7"}, body: `{"id":"ord_1"}`, want: "mixed:ord_1:order.paid:7"},
+		{name: "header part missing", provider: "mixed",
+			headers: map[string]string{"X-Event": "order.paid"}, body: `{"id":"ord_1"}`, wantMissing: []string{"header X-Shard"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			for k, v := range tc.headers {
+				h.Set(k, v)
+			}
+			d, err := mustGet(t, r, tc.provider).Events(h, []byte(tc.body))
+			if tc.wantMissing != nil {
+				var me *MalformedError
+				if !errors.As(err, &me) {
+					t.Fatalf("error = %v, want *MalformedError", err)
+				}
+				if want := "idempotency key part missing or empty: " + strings.Join(tc.wantMissing, ", "); me.Msg != want {
+					t.Fatalf("message %q, want %q", me.Msg, want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Events) != 1 || d.Events[0].Key != tc.want {
+				t.Fatalf("keys = %+v, want %s", keysOf(d), tc.want)
+			}
+		})
+	}
+	for _, bad := range []string{`not json`, call(`{"a":1}`, `1`), call(`"x"`, `true`)} {
+		t.Run("malformed "+bad, func(t *testing.T) {
+			var me *MalformedError
+			if _, err := mustGet(t, r, "retell").Events(http.Header{}, []byte(bad)); !errors.As(err, &me) {
+				t.Fatalf("error = %v, want *MalformedError", err)
+			}
+		})
+	}
+	t.Run("a key over the length limit", func(t *testing.T) {
+		var me *MalformedError
+		if _, err := mustGet(t, r, "retell").Events(http.Header{}, []byte(call(`"`+strings.Repeat("a", MaxKeyLen)+`"`, `1`))); !errors.As(err, &me) {
+			t.Fatalf("error = %v, want *MalformedError", err)
+		}
+	})
+	t.Run("headers forwarded, JSON required", func(t *testing.T) {
+		p := mustGet(t, r, "mixed")
+		h := http.Header{"X-Event": {"e"}, "X-Shard": {"1"}}
+		if got := p.ForwardHeaders(h); len(got) != 2 || got[0].Name != "x-event" || got[1].Name != "x-shard" {
+			t.Fatalf("forwarded %+v, want x-event and x-shard", got)
+		}
+		if err := p.CheckContentType("text/plain"); err == nil {
+			t.Fatal("text/plain accepted by a provider keyed on a JSON pointer")
+		}
+	})
+}

@@ -53,6 +53,9 @@ type Provider struct {
 	events    eventsFunc
 	forward   []string
 	keyRule   *rule // generic only
+	// keyParts is a generic provider's composite idempotency_key (two or
+	// more parts, each required); nil for a single keyRule.
+	keyParts []*rule
 	typeRule  *rule // generic only
 }
 

@@ -145,9 +145,12 @@ type destinationConfig struct {
 	RateLimit   *rateLimitConfig `yaml:"rate_limit"`
 }
 
+// ruleConfig is idempotency_key or event_type: {header: <name>} or
+// {json: <pointer>}; for idempotency_key, each may also be a list, and both
+// may be given, for a composite key (JSON pointers first, then headers).
 type ruleConfig struct {
-	Header string `yaml:"header"`
-	JSON   string `yaml:"json"`
+	Header stringList `yaml:"header"`
+	JSON   stringList `yaml:"json"`
 }
 
 type rateLimitConfig struct {
@@ -302,13 +305,13 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 		}
 	}
 	var err error
-	if p.keyRule, err = c.IdempotencyKey.build("idempotency_key"); err != nil {
+	if p.keyRule, p.keyParts, err = c.IdempotencyKey.buildKey(); err != nil {
 		errs = append(errs, err)
 	}
 	if p.typeRule, err = c.EventType.build("event_type"); err != nil {
 		errs = append(errs, err)
 	}
-	for _, r := range []*rule{p.keyRule, p.typeRule} {
+	for _, r := range append([]*rule{p.keyRule, p.typeRule}, p.keyParts...) {
 		switch {
 		case r == nil:
 		case r.header != "":
@@ -335,25 +338,70 @@ func appendForward(list []string, name string) []string {
 	return append(list, name)
 }
 
+// build reads event_type: one header or one JSON pointer.
 func (c *ruleConfig) build(field string) (*rule, error) {
 	switch {
 	case c == nil:
 		return nil, nil
-	case c.Header != "" && c.JSON != "":
-		return nil, fmt.Errorf("%s: give header or json, not both", field)
-	case c.Header != "":
-		if !validHeaderName(c.Header) {
-			return nil, fmt.Errorf("%s.header: %q is not a valid HTTP header name", field, c.Header)
+	case len(c.Header)+len(c.JSON) > 1:
+		return nil, fmt.Errorf("%s: give one header or one json pointer (only idempotency_key takes several)", field)
+	}
+	rules, err := c.rules(field)
+	if err != nil {
+		return nil, err
+	}
+	return rules[0], nil
+}
+
+// buildKey reads idempotency_key: one part gives single (which falls back to
+// Idempotency-Key and the body hash when absent), two or more give parts (a
+// composite key, every part required).
+func (c *ruleConfig) buildKey() (single *rule, parts []*rule, err error) {
+	if c == nil {
+		return nil, nil, nil
+	}
+	rules, err := c.rules("idempotency_key")
+	switch {
+	case err != nil:
+		return nil, nil, err
+	case len(rules) == 1:
+		return rules[0], nil, nil
+	case len(rules) > maxKeyParts:
+		return nil, nil, fmt.Errorf("idempotency_key: %d parts, at most %d", len(rules), maxKeyParts)
+	}
+	seen := map[string]bool{}
+	for _, r := range rules {
+		if seen[r.String()] {
+			return nil, nil, fmt.Errorf("idempotency_key: %s is listed twice", r)
 		}
-		return &rule{header: http.CanonicalHeaderKey(c.Header)}, nil
-	case c.JSON != "":
-		ptr, err := parsePointer(c.JSON)
+		seen[r.String()] = true
+	}
+	return nil, rules, nil
+}
+
+// maxKeyParts bounds a composite idempotency_key.
+const maxKeyParts = 8
+
+// rules checks every pointer and header of c, pointers first.
+func (c *ruleConfig) rules(field string) ([]*rule, error) {
+	if len(c.Header)+len(c.JSON) == 0 {
+		return nil, fmt.Errorf("%s: give header: <name> or json: <JSON pointer>", field)
+	}
+	var out []*rule
+	for _, j := range c.JSON {
+		ptr, err := parsePointer(j)
 		if err != nil {
 			return nil, fmt.Errorf("%s.json: %w", field, err)
 		}
-		return &rule{path: c.JSON, pointer: ptr}, nil
+		out = append(out, &rule{path: j, pointer: ptr})
 	}
-	return nil, fmt.Errorf("%s: give header: <name> or json: <JSON pointer>", field)
+	for _, h := range c.Header {
+		if !validHeaderName(h) {
+			return nil, fmt.Errorf("%s.header: %q is not a valid HTTP header name", field, h)
+		}
+		out = append(out, &rule{header: http.CanonicalHeaderKey(h)})
+	}
+	return out, nil
 }
 
 func (c *destinationConfig) build() (*Destination, []error) {

@@ -83,6 +83,11 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
+	// The processor applies retry policies; refusing a bad one here too
+	// keeps every service that reads the file in agreement.
+	if _, err := reg.RetrySchedules(cfg.Retry); err != nil {
+		return err
+	}
 	names := topics.NewNames(cfg.Topics.Prefix, cfg.Retry.Names())
 	promReg := obs.NewRegistry()
 	kmetrics := kprom.NewMetrics("hookline_ingest_kafka", kprom.Registerer(promReg), kprom.Gatherer(promReg))

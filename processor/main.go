@@ -65,6 +65,10 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
+	policies, err := reg.RetrySchedules(cfg.Retry)
+	if err != nil {
+		return err
+	}
 	if cfg.InstanceID == "" {
 		if cfg.InstanceID, err = state.InstanceID(cfg.StateDir); err != nil {
 			return fmt.Errorf("HOOKLINE_STATE_DIR=%s: %w (or set HOOKLINE_INSTANCE_ID)", cfg.StateDir, err)
@@ -138,6 +142,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	proc, err := consume.New(consume.Config{
 		Names:           names,
 		Schedule:        cfg.Retry,
+		RetryPolicies:   policies,
 		Jitter:          cfg.Jitter,
 		Providers:       reg,
 		Router:          router,

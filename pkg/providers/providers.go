@@ -45,6 +45,9 @@ type Provider struct {
 	DedupTTL    time.Duration // how long a key is remembered; default 168h
 	Destination *Destination  // nil: the outcome record is the only effect
 	RateLimit   *RateLimit    // nil: unlimited
+	// Retry is the provider's retry policy (retry in the file); nil: every
+	// tier of HOOKLINE_RETRY_TIERS.
+	Retry *RetryPolicy
 
 	secrets   []secret // first is used by Sign; any one verifying is enough
 	scheme    *scheme  // nil: unsigned (generic with signature: {none: true})
@@ -77,6 +80,13 @@ type Destination struct {
 type RateLimit struct {
 	PerSecond float64
 	Burst     int
+}
+
+// RetryPolicy is a provider's retry: {tiers: [...]}: the retry tiers its
+// failures go through, in order, a subset of HOOKLINE_RETRY_TIERS that
+// Registry.RetrySchedules checks; after the last one comes the DLQ.
+type RetryPolicy struct {
+	Tiers []time.Duration // at least one, strictly increasing
 }
 
 // Header is a provider header copied onto a record as http.<Name>.

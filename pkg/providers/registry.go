@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/hookline/hookline/pkg/retry"
 )
 
 // Registry is the set of configured providers, read-only after Load.
@@ -136,6 +138,12 @@ type providerConfig struct {
 	EventType      *ruleConfig        `yaml:"event_type"`
 	RateLimit      *rateLimitConfig   `yaml:"rate_limit"`
 	Tolerance      string             `yaml:"tolerance"`
+	Retry          *retryConfig       `yaml:"retry"`
+}
+
+// retryConfig is a provider's retry: {tiers: [5m, 1h]}.
+type retryConfig struct {
+	Tiers []string `yaml:"tiers"`
 }
 
 type destinationConfig struct {
@@ -282,10 +290,63 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 		}
 		p.RateLimit = rl
 	}
+	if c.Retry != nil {
+		rp, err := c.Retry.build()
+		if err != nil {
+			fail(err)
+		}
+		p.Retry = rp
+	}
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	return p, nil
+}
+
+// build checks the tiers' syntax and order; whether they are tiers of
+// HOOKLINE_RETRY_TIERS is for RetrySchedules, which knows the schedule.
+func (c *retryConfig) build() (*RetryPolicy, error) {
+	if len(c.Tiers) == 0 {
+		return nil, fmt.Errorf("retry.tiers: required: the retry tiers to use, in order, such as [5m, 1h] (leave retry out for every tier)")
+	}
+	rp := &RetryPolicy{}
+	for i, t := range c.Tiers {
+		d, err := parseDuration(t)
+		if err != nil {
+			return nil, fmt.Errorf("retry.tiers: %w", err)
+		}
+		if i > 0 && d <= rp.Tiers[i-1] {
+			return nil, fmt.Errorf("retry.tiers: %s is not longer than %s: list tiers in increasing order", t, c.Tiers[i-1])
+		}
+		rp.Tiers = append(rp.Tiers, d)
+	}
+	return rp, nil
+}
+
+// RetrySchedules returns, for each provider with a retry policy, the retry
+// schedule all restricted to the policy's tiers (retry.Schedule.Only);
+// providers without one are not in the map and use all. The error names
+// every provider whose tiers are not a subset of all in order, and the
+// allowed values. Cost: one Only per provider with a policy.
+func (r *Registry) RetrySchedules(all retry.Schedule) (map[string]retry.Schedule, error) {
+	out := map[string]retry.Schedule{}
+	var errs []error
+	for _, name := range r.names {
+		p := r.byName[name]
+		if p.Retry == nil {
+			continue
+		}
+		s, err := all.Only(p.Retry.Tiers)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("provider %q: retry.tiers: %w", name, err))
+			continue
+		}
+		out[name] = s
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("providers file: %w", errors.Join(errs...))
+	}
+	return out, nil
 }
 
 // buildGeneric sets the generic provider's scheme, rules, accepted content

@@ -10,11 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/hookline/hookline/pkg/retry"
 )
 
 // designExample is the providers file of DESIGN §5.
@@ -137,6 +140,10 @@ func TestParseErrors(t *testing.T) {
 		{"generic bad header name", `{providers: {acme: {preset: generic, secret_env: [S1], signature: {header: "X Sig"}}}}`, []string{`provider "acme"`, "signature.header"}},
 		{"unknown algorithm", `{providers: {acme: {preset: generic, secret_env: [S1], signature: {header: X-Sig, algorithm: md5}}}}`, []string{`provider "acme"`, "signature.algorithm", "md5"}},
 		{"unknown encoding", `{providers: {acme: {preset: generic, secret_env: [S1], signature: {header: X-Sig, encoding: base32}}}}`, []string{`provider "acme"`, "signature.encoding", "base32"}},
+		{"retry without tiers", `{providers: {gh: {preset: github, secret_env: [S1], retry: {}}}}`, []string{`provider "gh"`, "retry.tiers: required"}},
+		{"retry tier not a duration", `{providers: {gh: {preset: github, secret_env: [S1], retry: {tiers: [5m, soon]}}}}`, []string{`provider "gh"`, "retry.tiers", `"soon" is not a duration`}},
+		{"retry tiers out of order", `{providers: {gh: {preset: github, secret_env: [S1], retry: {tiers: [1h, 5m]}}}}`, []string{`provider "gh"`, "retry.tiers", "5m is not longer than 1h"}},
+		{"retry unknown field", `{providers: {gh: {preset: github, secret_env: [S1], retry: {tier: [5m]}}}}`, []string{`provider "gh"`, "unknown field tier"}},
 		{"type rule with both", `{providers: {acme: {preset: generic, signature: {none: true}, event_type: {header: X-Type, json: /type}}}}`, []string{`provider "acme"`, "event_type", "one header or one json"}},
 		{"type rule with a list", `{providers: {acme: {preset: generic, signature: {none: true}, event_type: {json: [/a, /b]}}}}`, []string{`provider "acme"`, "event_type", "only idempotency_key"}},
 		{"composite key part twice", `{providers: {acme: {preset: generic, signature: {none: true}, idempotency_key: {json: [/id, /id]}}}}`, []string{`provider "acme"`, "idempotency_key", "json /id is listed twice"}},
@@ -396,5 +403,49 @@ providers:
 	d := mustGet(t, r, "crm").Destination
 	if d.MaxInflight != 200 || d.Timeout != 10*time.Minute {
 		t.Fatalf("destination %+v, want max_inflight 200 and timeout 10m", d)
+	}
+}
+
+// TestRetrySchedules: a provider's retry.tiers become the schedule
+// restricted to them; a provider without retry is left to the whole
+// schedule; tiers not in HOOKLINE_RETRY_TIERS are refused naming the
+// provider and the allowed values.
+func TestRetrySchedules(t *testing.T) {
+	all, err := retry.ParseSchedule("1s,2s,3s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := mustParse(t, `
+providers:
+  short: {preset: github, secret_env: [S1], retry: {tiers: [2s]}}
+  skip:  {preset: github, secret_env: [S1], retry: {tiers: [1s, 3s]}}
+  every: {preset: github, secret_env: [S1]}
+`, testEnv())
+	got, err := r.RetrySchedules(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got["every"]; ok || len(got) != 2 {
+		t.Fatalf("schedules for %v, want short and skip only", got)
+	}
+	for name, want := range map[string][]int{"short": {2}, "skip": {1, 3}} {
+		if used := got[name].Used(); !slices.Equal(used, want) {
+			t.Errorf("%s uses tiers %v, want %v", name, used, want)
+		}
+	}
+	bad := mustParse(t, `
+providers:
+  a: {preset: github, secret_env: [S1], retry: {tiers: [5s]}}
+  b: {preset: github, secret_env: [S1], retry: {tiers: [1s]}}
+  c: {preset: github, secret_env: [S1], retry: {tiers: [500ms, 2s]}}
+`, testEnv())
+	_, err = bad.RetrySchedules(all)
+	for _, want := range []string{`provider "a": retry.tiers: 5s is not a retry tier`, `provider "c": retry.tiers: 500ms is not a retry tier`, "HOOKLINE_RETRY_TIERS=1s,2s,3s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v, want it to say %q", err, want)
+		}
+	}
+	if err != nil && strings.Contains(err.Error(), `provider "b"`) {
+		t.Errorf("error %v names provider b, whose tiers are fine", err)
 	}
 }

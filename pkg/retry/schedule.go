@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -35,7 +36,16 @@ const MaxTier = 24 * time.Hour
 // attempt n that fails retryably goes to tier n. The zero Schedule has no
 // tiers, so every failure goes straight to the DLQ; use DefaultSchedule,
 // ParseSchedule or NewSchedule. A Schedule is immutable and safe to share.
-type Schedule struct{ tiers []time.Duration }
+//
+// Only restricts a schedule to some of its tiers (a provider's retry policy):
+// Route then picks among those alone, while tier numbers, Len, Tier, Names,
+// DueAt and String keep meaning the whole schedule.
+type Schedule struct {
+	tiers []time.Duration
+	// use, when not nil, are the tier numbers (1-based, increasing) Route
+	// picks from; nil means every tier.
+	use []int
+}
 
 // DefaultSchedule returns the schedule of DefaultTiers: 1m, 5m, 15m, 1h, 6h.
 func DefaultSchedule() Schedule {
@@ -114,8 +124,49 @@ func FromEnv(lookupEnv func(string) (string, bool)) (Schedule, float64, error) {
 	return sch, jitter, nil
 }
 
-// Len returns the number of tiers; attempt Len()+1 is the last one before the
-// DLQ.
+// Only returns s restricted to the tiers given, a provider's retry.tiers: a
+// subset of s's tiers in s's order. Route on the result sends attempt k to
+// the k-th of them and attempt len(tiers)+1 that fails to the DLQ; the tier
+// numbers it returns are s's, so they name the same topics. An empty list, a
+// tier that is not one of s's, or tiers out of order are an error that lists
+// the allowed values. Cost: a binary search per tier.
+func (s Schedule) Only(tiers []time.Duration) (Schedule, error) {
+	allowed := func() string {
+		return fmt.Sprintf("want tiers of %s=%s, in that order", EnvTiers, s.String())
+	}
+	if len(tiers) == 0 {
+		return Schedule{}, fmt.Errorf("no tiers (%s; or leave retry out for every tier)", allowed())
+	}
+	use := make([]int, len(tiers))
+	for i, d := range tiers {
+		j, found := slices.BinarySearch(s.tiers, d)
+		switch {
+		case !found:
+			return Schedule{}, fmt.Errorf("%s is not a retry tier (%s)", TierName(d), allowed())
+		case i > 0 && j+1 <= use[i-1]:
+			return Schedule{}, fmt.Errorf("%s comes after %s (%s)", TierName(d), TierName(tiers[i-1]), allowed())
+		}
+		use[i] = j + 1
+	}
+	return Schedule{tiers: s.tiers, use: use}, nil
+}
+
+// Used returns the tier numbers (1-based) Route picks from, in order: every
+// tier, or those Only kept. Cost: a new slice.
+func (s Schedule) Used() []int {
+	if s.use != nil {
+		return slices.Clone(s.use)
+	}
+	all := make([]int, len(s.tiers))
+	for i := range all {
+		all[i] = i + 1
+	}
+	return all
+}
+
+// Len returns the number of tiers (of the whole schedule, also after Only).
+// Without Only, attempt Len()+1 is the last one before the DLQ; with it,
+// attempt len(Used())+1.
 func (s Schedule) Len() int { return len(s.tiers) }
 
 // Tier returns the delay of tier i (1-based). It panics when i is not in
@@ -163,20 +214,28 @@ func TierName(d time.Duration) string {
 // failing again goes to tier n+1, so a key always gets Len()+1 attempts. A
 // NotAttempted failure goes to tier 1 (or the Retry-After's tier) whatever
 // the attempt, and never to the DLQ.
+//
+// After Only, the same holds over the kept tiers: attempt n goes to the n-th
+// of them, a Retry-After picks the first kept tier at least that long, and
+// the tier returned is its number in the whole schedule.
 func (s Schedule) Route(attempt int, d Decision) (tier int, ok bool) {
+	n, number := len(s.tiers), func(k int) int { return k + 1 } // the k-th routed tier's number (k from 0)
+	if s.use != nil {
+		n, number = len(s.use), func(k int) int { return s.use[k] }
+	}
 	attempt = max(attempt, 1)
 	if d.NotAttempted && d.Retryable {
 		attempt = 1 // nothing was tried: the first tier, however far along the key is
 	}
-	if !d.Retryable || attempt > len(s.tiers) {
+	if !d.Retryable || attempt > n {
 		return 0, false
 	}
-	tier = attempt
+	k := attempt - 1
 	if d.After > 0 {
-		i, _ := slices.BinarySearch(s.tiers, d.After) // first tier >= After
-		tier = max(tier, min(i+1, len(s.tiers)))
+		i := sort.Search(n, func(j int) bool { return s.tiers[number(j)-1] >= d.After }) // first tier >= After
+		k = max(k, min(i, n-1))
 	}
-	return tier, true
+	return number(k), true
 }
 
 // DueAt returns when a record parked in tier i (1-based) at now may be

@@ -235,3 +235,77 @@ func TestDueAt(t *testing.T) {
 		})
 	}
 }
+
+// TestOnly: a provider's retry.tiers restrict Route to those tiers, in
+// order, while tier numbers stay the whole schedule's; anything but a subset
+// in order is refused with the allowed values.
+func TestOnly(t *testing.T) {
+	sch := DefaultSchedule() // 1m 5m 15m 1h 6h
+	only := func(tb testing.TB, tiers ...time.Duration) Schedule {
+		tb.Helper()
+		s, err := sch.Only(tiers)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return s
+	}
+	retry := Decision{Retryable: true}
+	after := func(d time.Duration) Decision { return Decision{Retryable: true, After: d} }
+	fiveHour := only(t, 5*time.Minute, time.Hour) // tiers 2 and 4
+	tests := []struct {
+		name     string
+		sch      Schedule
+		attempt  int
+		d        Decision
+		wantTier int
+		wantOK   bool
+	}{
+		{"attempt 1 to the first kept tier", fiveHour, 1, retry, 2, true},
+		{"attempt 2 to the second", fiveHour, 2, retry, 4, true},
+		{"attempt 3 is exhausted", fiveHour, 3, retry, 0, false},
+		{"permanent", fiveHour, 1, Decision{}, 0, false},
+		{"retry-after picks a kept tier at least that long", fiveHour, 1, after(10 * time.Minute), 4, true},
+		{"retry-after longer than every kept tier: the last kept", fiveHour, 1, after(3 * time.Hour), 4, true},
+		{"retry-after shorter keeps the attempt's tier", fiveHour, 2, after(time.Second), 4, true},
+		{"not attempted: the first kept tier", fiveHour, 2, Decision{Retryable: true, NotAttempted: true}, 2, true},
+		{"one tier: attempt 1", only(t, 15*time.Minute), 1, retry, 3, true},
+		{"one tier: attempt 2 exhausted", only(t, 15*time.Minute), 2, retry, 0, false},
+		{"every tier is the whole schedule", only(t, time.Minute, 5*time.Minute, 15*time.Minute, time.Hour, 6*time.Hour), 5, retry, 5, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tier, ok := tt.sch.Route(tt.attempt, tt.d)
+			if tier != tt.wantTier || ok != tt.wantOK {
+				t.Errorf("Route(%d, %+v) = %d, %v; want %d, %v", tt.attempt, tt.d, tier, ok, tt.wantTier, tt.wantOK)
+			}
+		})
+	}
+	t.Run("the whole schedule is kept", func(t *testing.T) {
+		if fiveHour.Len() != 5 || fiveHour.String() != DefaultTiers || fiveHour.Tier(4) != time.Hour {
+			t.Fatalf("Len %d, String %q, Tier(4) %s: want the whole schedule", fiveHour.Len(), fiveHour.String(), fiveHour.Tier(4))
+		}
+		if got := fiveHour.Used(); len(got) != 2 || got[0] != 2 || got[1] != 4 {
+			t.Fatalf("Used() = %v, want [2 4]", got)
+		}
+		if got := sch.Used(); len(got) != 5 || got[4] != 5 {
+			t.Fatalf("Used() of the whole schedule = %v", got)
+		}
+	})
+	for _, bad := range []struct {
+		name  string
+		tiers []time.Duration
+		want  string
+	}{
+		{"empty", nil, "no tiers"},
+		{"not a tier", []time.Duration{2 * time.Minute}, "2m is not a retry tier"},
+		{"out of order", []time.Duration{time.Hour, 5 * time.Minute}, "5m comes after 1h"},
+		{"twice", []time.Duration{5 * time.Minute, 5 * time.Minute}, "5m comes after 5m"},
+	} {
+		t.Run(bad.name, func(t *testing.T) {
+			_, err := sch.Only(bad.tiers)
+			if err == nil || !strings.Contains(err.Error(), bad.want) || !strings.Contains(err.Error(), "HOOKLINE_RETRY_TIERS=1m,5m,15m,1h,6h") {
+				t.Fatalf("error %v, want one saying %q and naming the allowed tiers", err, bad.want)
+			}
+		})
+	}
+}

@@ -52,6 +52,10 @@ type Config struct {
 	Providers *providers.Registry
 	Router    *deliver.Router
 	Store     *state.Store
+	// RetryPolicies are the providers' own retry policies (retry.tiers
+	// in the providers file: Schedule restricted with Only), by provider
+	// name; a provider not in it uses Schedule. Optional.
+	RetryPolicies map[string]retry.Schedule
 	// MaxInflight is a destination's in-flight bound when its providers
 	// entry sets no destination.max_inflight (HOOKLINE_MAX_INFLIGHT).
 	MaxInflight int

@@ -273,7 +273,7 @@ func (s *session) run(it item) (*result, error) {
 	res.token = token
 	p.m.handlerSeconds.WithLabelValues(p.providerLabel(a.Provider)).Observe(took.Seconds())
 
-	next, route := decide.Apply(cur, a, herr, p.cfg.Schedule, ttl)
+	next, route := decide.Apply(cur, a, herr, p.scheduleOf(a.Provider), ttl)
 	val, err := decide.Encode(next)
 	if err != nil {
 		return nil, fmt.Errorf("encode state of %q: %w", key, err)

@@ -375,3 +375,37 @@ func TestChain(t *testing.T) {
 		t.Errorf("final replay ids = %v", got.ReplayIDs)
 	}
 }
+
+// TestApplyWithProviderTiers: a schedule restricted to a provider's
+// retry.tiers (5m, 1h of the default) routes attempt 1 to tier 2 and attempt
+// 2 to tier 4, numbered in the whole schedule so the caller's topic and
+// due-time lookups stay right, keeps the state long enough for that tier,
+// and sends attempt 3 to the DLQ as exhausted.
+func TestApplyWithProviderTiers(t *testing.T) {
+	sched, err := retry.DefaultSchedule().Only([]time.Duration{5 * time.Minute, time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("503 unavailable")
+	for _, tt := range []struct {
+		attempt   int
+		wantRoute Route
+		wantState Status
+	}{
+		{1, Route{Kind: Retry, Tier: 2, Attempt: 2}, StatusRetrying},
+		{2, Route{Kind: Retry, Tier: 4, Attempt: 3}, StatusRetrying},
+		{3, Route{Kind: Dead, DeadReason: headers.DeadExhausted, Attempt: 3}, StatusDead},
+	} {
+		a := retryAt(tt.attempt)
+		if tt.attempt == 1 {
+			a = ingest
+		}
+		st, route := Apply(nil, a, boom, sched, time.Minute)
+		if route != tt.wantRoute || st.Status != tt.wantState {
+			t.Fatalf("attempt %d: route %+v state %s, want %+v %s", tt.attempt, route, st.Status, tt.wantRoute, tt.wantState)
+		}
+		if route.Kind == Retry && st.ExpiresAt.Before(a.Now.Add(2*sched.Tier(route.Tier))) {
+			t.Fatalf("attempt %d: state expires at %s, before twice tier %d's delay", tt.attempt, st.ExpiresAt, route.Tier)
+		}
+	}
+}

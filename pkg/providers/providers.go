@@ -56,10 +56,10 @@ type Provider struct {
 	events    eventsFunc
 	forward   []string
 	keyRule   *rule // generic only
+	typeRule  *rule // generic only
 	// keyParts is a generic provider's composite idempotency_key (two or
 	// more parts, each required); nil for a single keyRule.
 	keyParts []*rule
-	typeRule  *rule // generic only
 }
 
 // Destination is where the processor delivers a provider's events.

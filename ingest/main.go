@@ -23,6 +23,7 @@ import (
 
 	"github.com/hookline/hookline/ingest/internal/api"
 	"github.com/hookline/hookline/ingest/internal/publish"
+	"github.com/hookline/hookline/ingest/internal/selftest"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/topics"
@@ -112,11 +113,12 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	adm := kadm.NewClient(cl)
 
 	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	err = topics.Ensure(startCtx, cl, names.Specs(topics.Shape{
+	specs := names.Specs(topics.Shape{
 		Partitions:         cfg.Topics.Partitions,
 		ChangelogRetention: reg.MaxDedupTTL(),
 		MaxMessageBytes:    cfg.Topics.MaxRecordBytes(),
-	}), cfg.Topics.Replication)
+	})
+	err = topics.Ensure(startCtx, cl, specs, cfg.Topics.Replication)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
@@ -129,6 +131,24 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	health := obs.NewHealth("kafka")
 	go watchKafka(ctx, adm, names.Raw, health, log)
 
+	// The self-test lists topics and reads its record back with clients of
+	// its own, made per self-test with the same connection settings.
+	testOpts, err := cfg.Kafka.Opts(kgo.ClientID("hookline-ingest-selftest"), kgo.WithLogger(obs.KafkaLogger(log)))
+	if err != nil {
+		return err
+	}
+	tester := selftest.New(selftest.Config{
+		Providers:     reg,
+		Topics:        specs,
+		SelftestTopic: names.Selftest,
+		Producer:      cl,
+		NewClient: func(opts ...kgo.Opt) (*kgo.Client, error) {
+			return kgo.NewClient(append(append([]kgo.Opt(nil), testOpts...), opts...)...)
+		},
+		Timeout: cfg.ProduceDeadline,
+		Version: selftest.Version(),
+	})
+
 	srv := api.New(api.Config{
 		Providers:    reg,
 		Publisher:    publish.New(cl, cfg.ProduceDeadline),
@@ -138,6 +158,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Health:       health,
 		Registry:     promReg,
 		Logger:       log,
+		Selftest:     tester,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),
@@ -152,7 +173,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return fmt.Errorf("HOOKLINE_INGEST_ADDR=%s: %w", cfg.Addr, err)
 	}
-	log.Info("ingest listening", "addr", ln.Addr().String(), "kafka", cfg.Kafka.String(), "topic", names.Raw, "providers", reg.Names())
+	log.Info("ingest listening", "addr", ln.Addr().String(), "kafka", cfg.Kafka.String(), "topic", names.Raw, "providers", reg.Names(), "version", selftest.Version())
 	if ready != nil {
 		ready <- ln.Addr().String()
 	}

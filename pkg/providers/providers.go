@@ -194,6 +194,10 @@ func (p *Provider) Sign(body []byte, now time.Time, h http.Header) error {
 	return nil
 }
 
+// SecretCount returns how many signing secrets are set (0 for an unsigned
+// provider, and for every provider of LoadWithoutSecrets). Cost: none.
+func (p *Provider) SecretCount() int { return len(p.secrets) }
+
 // String describes the provider without its secrets. String, GoString,
 // Format and LogValue have value receivers so that a Provider value prints as
 // safely as a pointer.

@@ -20,6 +20,9 @@ const (
 	// BaseControl holds operators' settings per provider (pause, drain
 	// rate), compacted, one partition: every processor follows all of it.
 	BaseControl = "webhooks.control"
+	// BaseSelftest takes ingest's GET /selftest round trips: one record
+	// produced and read back per self-test, one partition, kept an hour.
+	BaseSelftest = "webhooks.selftest"
 	// BaseLanePrefix names a destination's lane topic, "webhooks.lane.<provider>":
 	// the processor parks there the records its destination has no room
 	// for, co-partitioned with webhooks.raw.
@@ -38,6 +41,7 @@ type Names struct {
 	DLQ       string
 	DLQStatus string
 	Control   string
+	Selftest  string
 	// Retry holds one topic per retry tier, in tier order (tier 1 first).
 	Retry []string
 }
@@ -53,6 +57,7 @@ func NewNames(prefix string, tierNames []string) Names {
 		DLQ:       prefix + BaseDLQ,
 		DLQStatus: prefix + BaseDLQStatus,
 		Control:   prefix + BaseControl,
+		Selftest:  prefix + BaseSelftest,
 	}
 	for _, t := range tierNames {
 		n.Retry = append(n.Retry, prefix+BaseRetryPrefix+t)
@@ -83,7 +88,7 @@ func (n Names) Group(base string) string { return n.Prefix + base }
 
 // All lists every topic name.
 func (n Names) All() []string {
-	return append([]string{n.Raw, n.Changelog, n.Outcomes, n.DLQ, n.DLQStatus, n.Control}, n.Retry...)
+	return append([]string{n.Raw, n.Changelog, n.Outcomes, n.DLQ, n.DLQStatus, n.Control, n.Selftest}, n.Retry...)
 }
 
 // Shape settings shared by every topic of one environment.
@@ -133,6 +138,7 @@ func (n Names) Specs(s Shape) []Spec {
 		body(n.DLQ, 30*day),
 		{Name: n.DLQStatus, Partitions: s.Partitions, Cleanup: "compact", Configs: map[string]string{}},
 		{Name: n.Control, Partitions: 1, Cleanup: "compact", Configs: map[string]string{}},
+		{Name: n.Selftest, Partitions: 1, Cleanup: "delete", Configs: map[string]string{"retention.ms": ms(time.Hour)}},
 	}
 	for _, r := range n.Retry {
 		specs = append(specs, body(r, 7*day))

@@ -16,7 +16,7 @@ import (
 func TestNames(t *testing.T) {
 	n := NewNames("staging.", []string{"1s", "2s"})
 	want := []string{"staging.webhooks.raw", "staging.webhooks.dedup-changelog", "staging.webhooks.outcomes",
-		"staging.webhooks.dlq", "staging.webhooks.dlq-status", "staging.webhooks.control", "staging.webhooks.retry.1s", "staging.webhooks.retry.2s"}
+		"staging.webhooks.dlq", "staging.webhooks.dlq-status", "staging.webhooks.control", "staging.webhooks.selftest", "staging.webhooks.retry.1s", "staging.webhooks.retry.2s"}
 	if got := n.All(); strings.Join(got, " ") != strings.Join(want, " ") {
 		t.Fatalf("All() = %v, want %v", got, want)
 	}

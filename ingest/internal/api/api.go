@@ -1,6 +1,6 @@
 // Package api is ingest's HTTP surface (DESIGN §4, contract): gin routes for
-// POST /webhooks/{provider}, /healthz, /readyz and /metrics, and the mapping
-// of every refusal to its status code and JSON error body.
+// POST /webhooks/{provider}, /healthz, /readyz, /metrics and /selftest, and
+// the mapping of every refusal to its status code and JSON error body.
 package api
 
 import (
@@ -22,6 +22,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookline/hookline/ingest/internal/publish"
+	"github.com/hookline/hookline/ingest/internal/selftest"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
@@ -33,6 +34,13 @@ type Publisher interface {
 }
 
 var _ Publisher = (*publish.Publisher)(nil)
+
+// SelfTester runs GET /selftest; *selftest.Runner in production.
+type SelfTester interface {
+	Run(ctx context.Context) selftest.Report
+}
+
+var _ SelfTester = (*selftest.Runner)(nil)
 
 // Config is what the HTTP surface needs.
 type Config struct {
@@ -47,6 +55,8 @@ type Config struct {
 	Logger     *slog.Logger
 	// Now is time.Now unless a test says otherwise.
 	Now func() time.Time
+	// Selftest answers GET /selftest; nil: the route answers 404.
+	Selftest SelfTester
 }
 
 // Server answers webhook requests.
@@ -83,6 +93,9 @@ func (s *Server) Handler() http.Handler {
 	r.GET("/healthz", gin.WrapF(obs.Healthz))
 	r.GET("/readyz", gin.WrapF(s.cfg.Health.Readyz))
 	r.GET("/metrics", gin.WrapH(obs.Metrics(s.cfg.Registry)))
+	if s.cfg.Selftest != nil {
+		r.GET("/selftest", s.selftest)
+	}
 	r.NoRoute(func(c *gin.Context) {
 		s.fail(c, "unknown", errorf(http.StatusNotFound, CodeNotFound, "no route "+c.Request.URL.Path+"; webhooks go to POST /webhooks/{provider}"))
 	})
@@ -190,6 +203,26 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 	}
 	c.JSON(http.StatusAccepted, out)
 	return nil
+}
+
+// selftestAnswer is GET /selftest's body: the report, plus the error code
+// and a one-line message when a check failed.
+type selftestAnswer struct {
+	selftest.Report
+	Error   string `json:"error,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// selftest answers 200 with the report when every check passed, 503 naming
+// the failed checks otherwise.
+func (s *Server) selftest(c *gin.Context) {
+	rep := s.cfg.Selftest.Run(c.Request.Context())
+	if rep.Status == selftest.Pass {
+		c.JSON(http.StatusOK, selftestAnswer{Report: rep})
+		return
+	}
+	s.cfg.Logger.Warn("self-test failed", "failed", rep.Failed, "err", rep.Message())
+	c.JSON(http.StatusServiceUnavailable, selftestAnswer{Report: rep, Error: CodeSelftestFailed, Message: rep.Message()})
 }
 
 // readBody reads at most MaxBodyBytes. A declared length over the limit is

@@ -14,6 +14,8 @@ const (
 	CodeKafkaUnavailable = "kafka_unavailable"
 	CodeInternal         = "internal_error"
 	CodeBodyRead         = "body_read_failed"
+	// CodeSelftestFailed is GET /selftest's 503: a check failed.
+	CodeSelftestFailed = "selftest_failed"
 )
 
 // apiError is an answer that is not a 2xx. retryAfter, when positive, is sent

@@ -3,7 +3,9 @@ package main
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -27,7 +29,7 @@ func TestSelftestEndpoint(t *testing.T) {
 	if err := json.Unmarshal(body, &rep); err != nil || resp.StatusCode != 200 || rep.Status != selftest.Pass {
 		t.Fatalf("GET /selftest: %d %s (%v)", resp.StatusCode, body, err)
 	}
-	for _, v := range append(mapValues(secrets), "test-secret-standard-0123456789") { // the last: the standard secret decoded
+	for _, v := range append(slices.Collect(maps.Values(secrets)), "test-secret-standard-0123456789") { // the last: the standard secret decoded
 		if strings.Contains(string(body), v) {
 			t.Fatalf("the self-test's body holds a secret value: %s", body)
 		}
@@ -50,12 +52,4 @@ func TestSelftestEndpoint(t *testing.T) {
 	if k := rep.Checks.Kafka; k.Topic != e.prefix+"webhooks.selftest" || k.RoundTripMS <= 0 || rep.Version == "" {
 		t.Fatalf("kafka check %+v, version %q: want a round trip and a version", k, rep.Version)
 	}
-}
-
-func mapValues(m map[string]string) []string {
-	var out []string
-	for _, v := range m {
-		out = append(out, v)
-	}
-	return out
 }

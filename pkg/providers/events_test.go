@@ -221,11 +221,7 @@ func TestGenericKeyPrecedence(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := http.Header{}
-			for k, v := range tc.headers {
-				h.Set(k, v)
-			}
-			d, err := mustGet(t, r, tc.provider).Events(h, []byte(tc.body))
+			d, err := events(mustGet(t, r, tc.provider), tc.headers, tc.body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -275,11 +271,7 @@ providers:
 	}
 	for _, tc := range cases {
 		t.Run(tc.provider, func(t *testing.T) {
-			h := http.Header{}
-			for k, v := range tc.headers {
-				h.Set(k, v)
-			}
-			d, err := mustGet(t, r, tc.provider).Events(h, []byte(tc.body))
+			d, err := events(mustGet(t, r, tc.provider), tc.headers, tc.body)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -419,11 +411,7 @@ providers:
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			h := http.Header{}
-			for k, v := range tc.headers {
-				h.Set(k, v)
-			}
-			d, err := mustGet(t, r, tc.provider).Events(h, []byte(tc.body))
+			d, err := events(mustGet(t, r, tc.provider), tc.headers, tc.body)
 			if tc.wantMissing != nil {
 				var me *MalformedError
 				if !errors.As(err, &me) {

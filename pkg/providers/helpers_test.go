@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -35,6 +36,15 @@ func mustGet(tb testing.TB, r *Registry, name string) *Provider {
 		tb.Fatalf("provider %q not in registry %v", name, r.Names())
 	}
 	return p
+}
+
+// events runs p.Events over body with the given headers set.
+func events(p *Provider, headers map[string]string, body string) (Delivery, error) {
+	h := http.Header{}
+	for k, v := range headers {
+		h.Set(k, v)
+	}
+	return p.Events(h, []byte(body))
 }
 
 // Secrets every provider of testRegistry is configured with, first then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -152,7 +153,7 @@ providers:
 	now = now.Add(MinInterval)
 	rep = r.Run(ctx)
 	body, _ = json.Marshal(rep)
-	if rep.Status != Fail || !contains(rep.Failed, CheckKafka) || rep.Checks.Kafka.Status != Fail || rep.Checks.Kafka.Error == "" {
+	if rep.Status != Fail || !slices.Contains(rep.Failed, CheckKafka) || rep.Checks.Kafka.Status != Fail || rep.Checks.Kafka.Error == "" {
 		t.Fatalf("broker cut off: report %s, want a failure naming kafka", body)
 	}
 	if msg := rep.Message(); !strings.Contains(msg, "kafka: produce to "+names.Selftest) {
@@ -179,15 +180,6 @@ providers:
 		}
 	}
 	t.Logf("broker back: passing again after %s", time.Since(back0).Round(time.Millisecond))
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }
 
 // TestMessage: a failed report's message names each failed check with its

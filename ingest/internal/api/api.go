@@ -214,9 +214,11 @@ type selftestAnswer struct {
 }
 
 // selftest answers 200 with the report when every check passed, 503 naming
-// the failed checks otherwise.
+// the failed checks otherwise. The self-test is not cut short when its
+// caller goes away (it is bounded by its own timeout): its report may be
+// answered to the next caller.
 func (s *Server) selftest(c *gin.Context) {
-	rep := s.cfg.Selftest.Run(c.Request.Context())
+	rep := s.cfg.Selftest.Run(context.WithoutCancel(c.Request.Context()))
 	if rep.Status == selftest.Pass {
 		c.JSON(http.StatusOK, selftestAnswer{Report: rep})
 		return

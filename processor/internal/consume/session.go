@@ -38,6 +38,8 @@ type session struct {
 
 	// budget counts the records read and not yet committed or dropped.
 	budget *budget
+	// txn is the open transaction (the loop's).
+	txn txn
 
 	// tokens bound the finished calls not yet committed (MaxBatch): a
 	// crash repeats at most these and the calls in flight.
@@ -106,14 +108,17 @@ func (s *session) fail(err error) {
 	s.signal()
 }
 
-// loop ends transactions until ctx is done or an error: whenever finished
-// results wait, and every idlePoll when offsets moved without one (markers,
+// loop runs transactions until ctx is done or an error: whenever finished
+// results wait it produces them into the open transaction (produce), and it
+// ends the transaction once its first produce was answered (end); every
+// idlePoll it commits offsets that moved without a result (markers,
 // records finished before a restart). The reader fetches meanwhile, so a
 // record arriving during a transaction is decided, and often called, by the
 // time the transaction ends.
 func (s *session) loop(ctx context.Context) error {
 	idle := time.NewTimer(idlePoll)
 	defer idle.Stop()
+	t := &s.txn
 	for {
 		if ctx.Err() != nil {
 			return s.stop(ctx)
@@ -124,24 +129,48 @@ func (s *session) loop(ctx context.Context) error {
 		switch {
 		case err != nil:
 			return err
-		case pending > 0:
-			if err := s.commit(ctx); err != nil {
+		case pending > 0 && len(t.batch) < maxTxnResults:
+			if err := s.produce(ctx); err != nil {
+				return err
+			}
+			continue
+		case t.open && (len(t.batch) >= maxTxnResults || isClosed(t.first)):
+			if err := s.end(ctx, false); err != nil {
 				return err
 			}
 			s.freed()
 			continue
 		}
+		var first, doomed <-chan struct{}
+		if t.open {
+			first, doomed = t.first, t.doomed
+		}
 		select {
 		case <-ctx.Done():
 		case <-s.ready:
+		case <-first:
+		case <-doomed:
+			if err := s.end(ctx, true); err != nil {
+				return err
+			}
 		case <-idle.C:
 			idle.Reset(idlePoll)
-			if s.own.moved() {
-				if err := s.commit(ctx); err != nil {
+			if !t.open && s.own.moved() {
+				if err := s.end(ctx, false); err != nil {
 					return err
 				}
 			}
 		}
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -425,7 +454,7 @@ func (s *session) stop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if pending > 0 {
+		if pending > 0 || s.txn.open {
 			if err := s.commit(bg); err != nil {
 				return err
 			}

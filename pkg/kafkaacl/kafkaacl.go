@@ -188,3 +188,22 @@ func opName(o kadm.ACLOperation) string {
 	}
 	return o.String()
 }
+
+// Table is the rules as the README's markdown table (a test keeps the two
+// equal): user, resource, name (P is HOOKLINE_TOPIC_PREFIX; "…" marks a
+// prefixed name) and operations.
+func Table() string {
+	var b strings.Builder
+	b.WriteString("| user | resource | name | operations |\n|---|---|---|---|\n")
+	for _, r := range Rules() {
+		name := "`" + r.ResourceName("P") + "`"
+		switch {
+		case r.Kind == Cluster:
+			name = "the cluster"
+		case r.Prefixed:
+			name = "`" + r.ResourceName("P") + "…`"
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.User, r.Kind, name, r.OpsString())
+	}
+	return b.String()
+}

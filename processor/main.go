@@ -105,7 +105,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	cancel()
 	adminCl.Close()
 	if err != nil {
-		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
+		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, cfg.Kafka.Explain(err))
 	}
 
 	store, reset, err := state.OpenOrReset(state.Options{Dir: cfg.StateDir, Logger: log})

@@ -113,7 +113,7 @@ func ensureTopics(ctx context.Context, connOpts []kgo.Opt, names topics.Names, c
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := topics.Ensure(sctx, cl, specs, cfg.Topics.Replication); err != nil {
-		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
+		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, cfg.Kafka.Explain(err))
 	}
 	return nil
 }

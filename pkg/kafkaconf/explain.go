@@ -4,6 +4,7 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"strings"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -35,7 +36,10 @@ func (c Config) Explain(err error) error {
 		return fmt.Errorf("TLS: the broker's certificate is signed by an unknown authority (%s): %w", ca, err)
 	case errors.As(err, &hostname):
 		return fmt.Errorf("TLS: the broker's certificate is not valid for the address in KAFKA_BROKERS: %w", err)
-	case !c.TLS && (errors.As(err, &firstEOF) || errors.Is(err, syscall.ECONNRESET)):
+	case !c.TLS && (errors.As(err, &firstEOF) || errors.Is(err, syscall.ECONNRESET) ||
+		// franz-go's guess when a TLS listener answers a plaintext request
+		// with an alert: an untyped error, so its text is all there is.
+		strings.Contains(err.Error(), "is this a plaintext connection speaking to a tls endpoint")):
 		return fmt.Errorf("the broker closed the connection at the first request: a TLS listener (SSL or SASL_SSL) does that to a plaintext client, and KAFKA_TLS is not true: %w", err)
 	case c.SASLMechanism == "" && errors.As(err, &firstEOF):
 		return fmt.Errorf("the broker closed the connection at the first request: a SASL listener does that to a client without SASL, and KAFKA_SASL_MECHANISM is not set: %w", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/e2e"
+	"github.com/hookline/hookline/pkg/kafkatest"
 )
 
 // skipShort skips the whole-system scenarios under -short: they run the real
@@ -41,7 +42,19 @@ func envInt(t *testing.T, name string, def int) int {
 // every accepted key is done exactly once and every re-send is dropped.
 func TestSteadyFlowWithDuplicates(t *testing.T) {
 	skipShort(t)
-	sys := e2e.New(t, e2e.Options{Partitions: 6})
+	steadyFlow(t, e2e.Options{Partitions: 6})
+}
+
+// TestSteadyFlowSecureBroker is the same flow against the local secure
+// broker (SASL_SSL, SCRAM-SHA-512, no ACL no access): ingest, processor and
+// retrier each as its own user with only the ACLs compose/kafka.sh grants.
+func TestSteadyFlowSecureBroker(t *testing.T) {
+	skipShort(t)
+	steadyFlow(t, e2e.Options{Partitions: 6, Secure: kafkatest.Secure(t)})
+}
+
+func steadyFlow(t *testing.T, o e2e.Options) {
+	sys := e2e.New(t, o)
 	sys.StartIngest()
 	sys.StartProcessor("p1", nil)
 	sys.StartRetrier(nil)

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,9 +56,7 @@ func TestSteadyFlowSecureBroker(t *testing.T) {
 
 func steadyFlow(t *testing.T, o e2e.Options) {
 	sys := e2e.New(t, o)
-	sys.StartIngest()
-	sys.StartProcessor("p1", nil)
-	sys.StartRetrier(nil)
+	svcs := []*e2e.Service{sys.StartIngest(), sys.StartProcessor("p1", nil), sys.StartRetrier(nil)}
 
 	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: 6000, Rate: 500, Duplicates: 0.3})
 	st := flow.Wait()
@@ -72,6 +71,15 @@ func steadyFlow(t *testing.T, o e2e.Options) {
 	}
 	if tally.Calls != tally.Done {
 		t.Errorf("%d destination calls for %d done keys: want one each", tally.Calls, tally.Done)
+	}
+	// Its own ACLs must be enough for everything a service does, the
+	// processor's hanging-transaction check included.
+	for _, svc := range svcs {
+		for _, refused := range []string{"AUTHORIZATION_FAILED", "not authorized"} {
+			if strings.Contains(svc.Output(), refused) {
+				t.Errorf("%s was refused something (%q in its log):\n%s", svc.Name, refused, svc.Output())
+			}
+		}
 	}
 }
 

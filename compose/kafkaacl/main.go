@@ -4,7 +4,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -30,7 +29,7 @@ func main() {
 }
 
 func run(envFile, prefix string) error {
-	vars, err := readEnv(envFile)
+	vars, err := kafkaconf.ReadEnvFile(envFile)
 	if err != nil {
 		return err
 	}
@@ -55,27 +54,4 @@ func run(envFile, prefix string) error {
 	}
 	fmt.Printf("kafkaacl: %d ACLs in place for %s (prefix %q)\n", n, strings.Join(kafkaacl.Services, ", "), prefix)
 	return nil
-}
-
-// readEnv reads KEY=VALUE lines; # starts a comment line.
-func readEnv(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s: %q is not KEY=VALUE", path, line)
-		}
-		out[k] = v
-	}
-	return out, sc.Err()
 }

@@ -1,7 +1,6 @@
 package kafkatest
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
@@ -84,7 +83,7 @@ func startSecure() (*SecureBroker, string, error) {
 	}
 	b.Dir = dir
 	for _, u := range []string{"admin", "ingest", "processor", "retrier", "dlq"} {
-		vars, err := readEnvFile(filepath.Join(dir, u+".env"))
+		vars, err := kafkaconf.ReadEnvFile(filepath.Join(dir, u+".env"))
 		if err != nil {
 			return nil, "", err
 		}
@@ -153,21 +152,4 @@ func (b *SecureBroker) Grant(tb testing.TB, prefix string) {
 	if out, err := b.run(3*time.Minute, "secure-acls", prefix); err != nil {
 		tb.Fatalf("compose/kafka.sh secure-acls %s: %v\n%s", prefix, err, out)
 	}
-}
-
-func readEnvFile(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	out := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		line := strings.TrimSpace(sc.Text())
-		if k, v, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
-			out[k] = v
-		}
-	}
-	return out, sc.Err()
 }

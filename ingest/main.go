@@ -228,37 +228,27 @@ func (g *startGate) Publish(ctx context.Context, recs []*kgo.Record) error {
 }
 
 // ensureTopics creates the missing topics and checks the others, trying
-// again (1 s, doubling to 10 s) while Kafka cannot be reached or refuses
-// ingest, with the reason in the log and on /readyz; then it opens the
-// gate. Topics of the wrong shape end it with an error: an operator must
-// decide. It returns nil when ctx ends first.
+// again while Kafka cannot be reached or refuses ingest, with the reason in
+// the log and on /readyz (topics.EnsureRetrying); then it opens the gate.
+// Topics of the wrong shape end it with an error: an operator must decide.
+// It returns nil when ctx ends first.
 func ensureTopics(ctx context.Context, cl *kgo.Client, specs []topics.Spec, cfg config, gate *startGate, health *obs.Health, log *slog.Logger) error {
-	for wait := time.Second; ; wait = min(2*wait, 10*time.Second) {
-		actx, cancel := context.WithTimeout(ctx, 15*time.Second)
-		err := topics.Ensure(actx, cl, specs, cfg.Topics.Replication)
-		cancel()
-		if ctx.Err() != nil {
-			return nil
-		}
-		if err == nil {
-			gate.open()
-			health.Set("kafka", nil)
-			log.Info("topics are in place; accepting webhooks", "kafka", cfg.Kafka.String())
-			return nil
-		}
-		if mm := (*topics.MismatchError)(nil); errors.As(err, &mm) {
-			return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
-		}
+	err := topics.EnsureRetrying(ctx, cl, specs, cfg.Topics.Replication, 15*time.Second, func(err error, retryIn time.Duration) {
 		err = fmt.Errorf("kafka unavailable: %w", cfg.Kafka.Explain(err))
 		gate.close(err)
 		health.Set("kafka", err)
-		log.Error("cannot check the topics; answering 503 kafka_unavailable until Kafka lets ingest in", "kafka", cfg.Kafka.String(), "err", err, "retry_in", wait.String())
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(wait):
-		}
+		log.Error("cannot check the topics; answering 503 kafka_unavailable until Kafka lets ingest in", "kafka", cfg.Kafka.String(), "err", err, "retry_in", retryIn.String())
+	})
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
 	}
+	gate.open()
+	health.Set("kafka", nil)
+	log.Info("topics are in place; accepting webhooks", "kafka", cfg.Kafka.String())
+	return nil
 }
 
 // watchKafka keeps the "kafka" readiness check current: the raw topic must

@@ -38,8 +38,8 @@ var secureOnce struct {
 
 // Secure returns the local secure broker, starting it (compose/kafka.sh
 // secure-up, about 30 s the first time) when it is not running. Outside CI
-// the test is skipped when it cannot be started for want of java, openssl
-// or the Kafka jars; under CI (CI=true) that fails the test.
+// the test is skipped, saying why, when it cannot be started (no java,
+// openssl or Kafka jars, a port in use); under CI (CI=true) that fails it.
 func Secure(tb testing.TB) *SecureBroker {
 	tb.Helper()
 	s := &secureOnce
@@ -51,7 +51,10 @@ func Secure(tb testing.TB) *SecureBroker {
 		tb.Skipf("secure Kafka: %s; or run make kafka-secure-up", s.skip)
 	}
 	if s.err != nil {
-		tb.Fatalf("secure Kafka: %v", s.err)
+		if os.Getenv("CI") == "true" {
+			tb.Fatalf("secure Kafka: %v", s.err)
+		}
+		tb.Skipf("secure Kafka could not be started (under CI=true this fails): %v", s.err)
 	}
 	return s.b
 }

@@ -767,6 +767,9 @@ secure_materials() {
 		say "made a CA ($d/ca.pem) and the broker's certificate for 127.0.0.1"
 	fi
 	for u in $SECURE_USERS; do
+		# The users were formatted into the data dir: a lost password cannot be made again.
+		[[ -s "$d/$u.env" || ! -f "$d/data/meta.properties" ]] ||
+			die "$d/$u.env is gone but the broker's data holds its user: compose/kafka.sh secure-wipe, then secure-up"
 		if [[ -s "$d/$u.env" ]]; then pw="$(secure_password "$u")"; else pw="$(openssl rand -hex 24)"; fi
 		[[ "$pw" =~ ^[0-9a-f]{48}$ ]] || die "$d/$u.env: no password in it (delete it and run compose/kafka.sh secure-wipe)"
 		(

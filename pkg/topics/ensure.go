@@ -205,3 +205,34 @@ func normPolicy(p string) string {
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 func itoa(n int) string         { return strconv.Itoa(n) }
+
+// EnsureRetrying runs Ensure until it succeeds, trying again while the
+// cluster cannot be reached or refuses the client (a wrong password, a
+// missing ACL): each attempt is bounded by attempt, and each failure is
+// passed to failed with the wait before the next try (1 s, doubling to
+// 10 s), for the service to log it and report it on /readyz. Topics of the
+// wrong shape end it with the *MismatchError (an operator must decide);
+// when ctx ends first it returns ctx's error.
+func EnsureRetrying(ctx context.Context, cl *kgo.Client, specs []Spec, replicationFactor int16, attempt time.Duration,
+	failed func(err error, retryIn time.Duration)) error {
+	for wait := time.Second; ; wait = min(2*wait, 10*time.Second) {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		err := Ensure(actx, cl, specs, replicationFactor)
+		cancel()
+		var mismatch *MismatchError
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.As(err, &mismatch):
+			return err
+		}
+		failed(err, wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}

@@ -110,7 +110,9 @@ func TestOpenAPI(t *testing.T) {
 			return signed(t, reg, "slack", "application/x-www-form-urlencoded", []byte(`command=%2Fdeploy&text=now`), now, nil)
 		}, 202},
 		{"malformed body", ok, func() *http.Request { return signed(t, reg, "stripe", "application/json", []byte(`{"id":`), now, nil) }, 400},
-		{"no key", ok, func() *http.Request { return signed(t, reg, "stripe", "application/json", []byte(`{"type":"x"}`), now, nil) }, 400},
+		{"no key", ok, func() *http.Request {
+			return signed(t, reg, "stripe", "application/json", []byte(`{"type":"x"}`), now, nil)
+		}, 400},
 		{"body read fails", ok, func() *http.Request {
 			r := signed(t, reg, "acme", "application/json", nil, now, nil)
 			r.Body, r.ContentLength = io.NopCloser(&brokenBody{n: 1}), -1

@@ -61,7 +61,9 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	fail = new(bool)
 	kafkaDown := errors.New("webhooks.dlq-status: broker down")
 	if !down {
-		go func() { _ = control.Follow(t.Context(), newClient, names.Control, live.Apply, live.CaughtUp, func(error) {}) }()
+		go func() {
+			_ = control.Follow(t.Context(), newClient, names.Control, live.Apply, live.CaughtUp, func(error) {})
+		}()
 	} else {
 		c.Close()
 	}

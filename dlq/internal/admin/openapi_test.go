@@ -131,6 +131,7 @@ func TestOpenAPI(t *testing.T) {
 		{name: "show kafka down", h: down, method: "GET", path: "/dlq/0:0", auth: auth, status: 502},
 		{name: "replay dry run", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"refs":["` + ref + `"],"dry_run":true}`, status: 200},
 		{name: "replay", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"provider":"stripe","by":"openapi"}`, status: 200},
+		{name: "replay missing ref", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"refs":["1:999"],"by":"m"}`, status: 404},
 		{name: "replay without by", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"refs":["` + ref + `"]}`, status: 400},
 		{name: "replay not JSON", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{`, status: 400},
 		{name: "replay no token", h: up, method: "POST", path: "/dlq/replay", body: `{"all":true,"by":"m"}`, status: 401},

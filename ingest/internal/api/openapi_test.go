@@ -150,6 +150,7 @@ func TestOpenAPI(t *testing.T) {
 		{"no provider segment", ok, func() *http.Request { return unsigned("POST", "/webhooks/", "application/json", stripe) }, 404},
 		{"GET a webhook", ok, func() *http.Request { return unsigned("GET", "/webhooks/stripe", "", nil) }, 405},
 		{"POST healthz", ok, func() *http.Request { return unsigned("POST", "/healthz", "", nil) }, 405},
+		{"HEAD healthz", ok, func() *http.Request { return unsigned("HEAD", "/healthz", "", nil) }, 405},
 		{"trailing slash GET", ok, func() *http.Request { return unsigned("GET", "/healthz/", "", nil) }, 301},
 		{"trailing slash POST", ok, func() *http.Request { return unsigned("POST", "/webhooks/stripe/", "application/json", stripe) }, 307},
 	}

@@ -54,23 +54,14 @@ func binary(t *testing.T) string {
 	return ""
 }
 
-// ends is every topic of the system's prefix with its end offsets summed.
+// ends is every topic of the system (sys.Names.All: no lanes, since no
+// processor runs) with its end offsets summed.
 func ends(t *testing.T, sys *e2e.System) map[string]int64 {
 	t.Helper()
 	adm := kadm.NewClient(kafkatest.Client(t, sys.Brokers))
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	tds, err := adm.ListTopics(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var names []string
-	for _, n := range tds.Names() {
-		if strings.HasPrefix(n, sys.Prefix) {
-			names = append(names, n)
-		}
-	}
-	offs, err := adm.ListEndOffsets(ctx, names...)
+	offs, err := adm.ListEndOffsets(ctx, sys.Names.All()...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +72,9 @@ func ends(t *testing.T, sys *e2e.System) map[string]int64 {
 		}
 		out[o.Topic] += o.Offset
 	})
+	if len(out) != len(sys.Names.All()) {
+		t.Fatalf("end offsets of %d topics, want %d: %v", len(out), len(sys.Names.All()), out)
+	}
 	return out
 }
 

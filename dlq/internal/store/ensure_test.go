@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/kafkatest"
@@ -32,8 +31,12 @@ func TestEnsureStatusTopicKeepsWrites(t *testing.T) {
 	cl := kafkatest.Client(t, brokers, kgo.RequiredAcks(kgo.AllISRAcks())) // idempotent, as dlq's
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 4, -1, nil, names.DLQ); err != nil {
-		t.Fatal(err)
+	for _, spec := range names.Specs(topics.Shape{Partitions: 4}) {
+		if spec.Name == names.DLQ { // created and usable (leaders elected) when Ensure returns
+			if err := topics.Ensure(ctx, kafkatest.Client(t, brokers), []topics.Spec{spec}, -1); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	st := New(Config{Names: names, Client: cl, NewClient: newClient})
 	ref := Ref{Partition: 0, Offset: 1}

@@ -39,6 +39,7 @@ type Answer struct {
 	Status int
 }
 
+// String is "METHOD /path STATUS", or "x-unrouted STATUS".
 func (a Answer) String() string {
 	if a.Path == Unrouted {
 		return fmt.Sprintf("%s %d", Unrouted, a.Status)

@@ -33,7 +33,10 @@ func (e *MismatchError) Error() string {
 // kadm answers from the client's metadata cache (up to MetadataMinAge old),
 // which may still say "unknown topic" for a topic created a moment ago; the
 // cache is purged for these topics before and after creating, so the check
-// sees the broker's view.
+// sees the broker's view. The purge also makes a producing client forget the
+// topics' sequence numbers, after which the broker silently drops its next
+// records to partitions it had written: call Ensure before producing on cl,
+// or on a client that does not produce (dlq's store.EnsureStatusTopic).
 func Ensure(ctx context.Context, cl *kgo.Client, specs []Spec, replicationFactor int16) error {
 	adm := kadm.NewClient(cl)
 	names := make([]string, len(specs))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -245,7 +246,9 @@ func TestBrokerKilledInCluster(t *testing.T) {
 	sys := e2e.New(t, e2e.Options{Brokers: cluster.Brokers(), Partitions: 6, Tiers: "1s,2s",
 		Env: map[string]string{"HOOKLINE_REPLICATION_FACTOR": "3"}})
 	failSome(sys.Dest, failing)
-	sup := supervise(t, sys, sys.StartIngest(), sys.StartProcessor("p1", nil), sys.StartRetrier(nil))
+	proc := sys.StartProcessor("p1", nil)
+	sup := supervise(t, sys, sys.StartIngest(), proc, sys.StartRetrier(nil))
+	breakers := watchBreakers(t, proc.Addr) // a restart keeps the address
 
 	// Every topic the services created is replicated three times.
 	adm := kadm.NewClient(kafkatest.Client(t, cluster.Brokers()))
@@ -317,7 +320,49 @@ func TestBrokerKilledInCluster(t *testing.T) {
 		t.Logf("every key done %s after node %d's return (%s after the flow's end)", took.Round(time.Second), victim,
 			tally.Settled.Sub(flowEnd).Round(time.Second))
 	}
+	t.Logf("circuit breakers: %s", breakers())
 	checkRetrying(t, sys.Ledger(), failing, maxRetries)
+}
+
+// watchBreakers samples the processor's hookline_processor_breaker_open
+// gauges at addr every 250 ms until the returned function is called, which
+// says how many destinations had an open breaker at most and for how long
+// any had (to within the sampling).
+func watchBreakers(t *testing.T, addr string) func() string {
+	const every = 250 * time.Millisecond
+	stop, done := make(chan struct{}), make(chan string)
+	go func() {
+		var most float64
+		var open time.Duration
+		samples := 0
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- fmt.Sprintf("at most %.0f open at once, some open for %s (%d samples read)", most, open, samples)
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			n, err := loadtest.CounterSum(ctx, "http://"+addr+"/metrics", "hookline_processor_breaker_open")
+			cancel()
+			if err == nil {
+				samples++
+			}
+			if err == nil && n > 0 {
+				most, open = max(most, n), open+every
+			}
+		}
+	}()
+	var once sync.Once
+	var summary string
+	finish := func() string {
+		once.Do(func() { close(stop); summary = <-done })
+		return summary
+	}
+	t.Cleanup(func() { finish() })
+	return finish
 }
 
 // checkRetrying counts the retrying outcomes of every accepted key, logs

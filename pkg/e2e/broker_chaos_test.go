@@ -231,7 +231,15 @@ func TestBrokerRestartsUnderFlow(t *testing.T) {
 // fed itself: destination timeouts opened the breaker, the open breaker
 // sent every record around the 1s tier again and again (380,000 retrying
 // outcomes, one key 226 times), and nine minutes later 362 of 3,000 keys
-// were still not done.
+// were still not done. Nothing here makes the destination time out, so the
+// breakers trip on the failing tenth instead: three failures in a row (most
+// runs open several breakers; the default five almost never do), with a
+// 5 s cool-down so that a breaker reopening late in the run (a probe or
+// a drained lane meeting three failing keys) does not stack 30 s waits.
+// The one-lane processor fails this test (one run each: up to 27 retrying
+// outcomes for a key with the default cool-down, 7 with this one) and
+// passed it with the default breaker, whose threshold the failing tenth
+// did not reach.
 func TestBrokerKilledInCluster(t *testing.T) {
 	skipShort(t)
 	const (
@@ -242,11 +250,12 @@ func TestBrokerKilledInCluster(t *testing.T) {
 		doneWithin = time.Minute      // of the node's return
 		maxRetries = 3                // retrying outcomes of one key
 	)
+	breaker := map[string]string{"HOOKLINE_BREAKER_FAILURES": "3", "HOOKLINE_BREAKER_COOLDOWN": "5s"}
 	cluster := kafkatest.StartCluster(t, 3)
 	sys := e2e.New(t, e2e.Options{Brokers: cluster.Brokers(), Partitions: 6, Tiers: "1s,2s",
 		Env: map[string]string{"HOOKLINE_REPLICATION_FACTOR": "3"}})
 	failSome(sys.Dest, failing)
-	proc := sys.StartProcessor("p1", nil)
+	proc := sys.StartProcessor("p1", breaker)
 	sup := supervise(t, sys, sys.StartIngest(), proc, sys.StartRetrier(nil))
 	breakers := watchBreakers(t, proc.Addr) // a restart keeps the address
 

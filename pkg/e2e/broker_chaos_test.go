@@ -309,12 +309,12 @@ func TestBrokerKilledInCluster(t *testing.T) {
 	tally := sys.Ledger().Settle(t, e2e.SettleOptions{Timeout: 2 * time.Minute, AllDone: true, ExtraCalls: repeatBound})
 	cluster.WaitInSync(time.Minute, sys.Names.All()...)
 	t.Logf("node %d back in every ISR at %s; 503 answers: %d, connection errors: %d, extra destination calls: %d; %s; "+
-		"transactional sessions the processor replaced: %d, transactions aborted: %.0f, raw partitions revoked %.0f and lost %.0f, parked outcomes by reason: %v",
+		"transactional sessions the processor replaced: %d, transactions aborted: %.0f, raw partitions revoked %.0f and lost %.0f, parked outcomes: %d",
 		victim, since(), st.Answers[503], st.Answers[0], tally.ExtraCalls, sup,
 		len(sup.logLines("processor", `"msg":"transactional session broken`)),
 		sup.counter("processor", "hookline_processor_transactions_total", `result="aborted"`),
 		sup.counter("processor", "hookline_processor_partitions_rebalanced_total", `kind="revoked"`),
-		sup.counter("processor", "hookline_processor_partitions_rebalanced_total", `kind="lost"`), sys.Ledger().ParkedBy())
+		sup.counter("processor", "hookline_processor_partitions_rebalanced_total", `kind="lost"`), sys.Ledger().Parked())
 	if st.Accepted != st.Deliveries {
 		t.Errorf("%d of %d deliveries accepted", st.Accepted, st.Deliveries)
 	}

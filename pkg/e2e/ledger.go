@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"maps"
 	"sort"
 	"strings"
 	"sync"
@@ -42,10 +41,9 @@ type Ledger struct {
 	mu       sync.Mutex
 	accepted map[string]int // key -> 202 answers naming it
 	keys     map[string]*account
-	dupes    int            // duplicate outcomes
-	parkedBy map[string]int // parked outcomes by their error (why the record was parked)
-	outcomes int            // outcome records read
-	dlq      int            // DLQ records read
+	dupes    int // duplicate outcomes
+	outcomes int // outcome records read
+	dlq      int // DLQ records read
 }
 
 // account is what happened to one key.
@@ -65,8 +63,7 @@ func (s *System) Ledger() *Ledger {
 	defer s.mu.Unlock()
 	if s.ledger == nil {
 		cl := s.committedReader(s.Names.Outcomes, s.Names.DLQ)
-		s.ledger = &Ledger{sys: s, cl: cl, adm: kadm.NewClient(cl), accepted: map[string]int{}, keys: map[string]*account{},
-			parkedBy: map[string]int{}}
+		s.ledger = &Ledger{sys: s, cl: cl, adm: kadm.NewClient(cl), accepted: map[string]int{}, keys: map[string]*account{}}
 	}
 	return s.ledger
 }
@@ -144,7 +141,6 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 	case "parked":
 		// Waiting in its destination's lane: its lane copy ends it.
 		a.parked++
-		l.parkedBy[o.Error]++
 		return
 	case "done":
 		a.done++
@@ -179,15 +175,6 @@ func (l *Ledger) Parked() int {
 		n += a.parked
 	}
 	return n
-}
-
-// ParkedBy counts the parked outcomes read so far by their error: why
-// the processor parked the record (no room at its destination, its breaker
-// open, paused by an operator).
-func (l *Ledger) ParkedBy() map[string]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return maps.Clone(l.parkedBy)
 }
 
 // Outcomes returns what the ledger has read for key so far (call it after

@@ -18,7 +18,7 @@ import (
 // is not.
 func TestLedgerCatchesEveryBrokenPromise(t *testing.T) {
 	sys := &System{tb: t, Names: topics.NewNames("t.", []string{"1s"}), Dest: NewDestination(t)}
-	l := &Ledger{sys: sys, accepted: map[string]int{}, keys: map[string]*account{}, parkedBy: map[string]int{}}
+	l := &Ledger{sys: sys, accepted: map[string]int{}, keys: map[string]*account{}}
 	outcome := func(key, status, origin, replayID string) *kgo.Record {
 		extra := ""
 		switch status {

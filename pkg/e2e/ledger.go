@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -193,12 +195,7 @@ func (l *Ledger) Outcomes(key string) KeyOutcomes {
 func (l *Ledger) Keys() []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	keys := make([]string, 0, len(l.accepted))
-	for k := range l.accepted {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
+	return slices.Sorted(maps.Keys(l.accepted))
 }
 
 // Tally is the ledger's verdict.

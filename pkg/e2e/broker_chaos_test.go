@@ -236,10 +236,10 @@ func TestBrokerRestartsUnderFlow(t *testing.T) {
 // runs open several breakers; the default five almost never do), with a
 // 5 s cool-down so that a breaker reopening late in the run (a probe or
 // a drained lane meeting three failing keys) does not stack 30 s waits.
-// The one-lane processor fails this test (one run each: up to 27 retrying
-// outcomes for a key with the default cool-down, 7 with this one) and
-// passed it with the default breaker, whose threshold the failing tenth
-// did not reach.
+// The one-lane processor fails this test (a key with up to 27 retrying
+// outcomes in one run with the default cool-down, 7 and 6 in two runs with
+// this one) and passed it, in one run, with the default breaker, whose
+// threshold the failing tenth did not reach.
 func TestBrokerKilledInCluster(t *testing.T) {
 	skipShort(t)
 	const (

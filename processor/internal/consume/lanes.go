@@ -57,9 +57,18 @@ func (ln *lane) closed() bool {
 	return ln.paused.Load() || ln.refusing != nil && ln.refusing()
 }
 
-// mustPark reports whether a record admitted now is parked at once.
-func (ln *lane) mustPark() bool {
-	return ln.closed() || ln.waitN.Load() >= ln.queueLimit
+// whyPark says why a record read now is parked at once, nil when it may
+// wait for a slot.
+func (ln *lane) whyPark() error {
+	switch {
+	case ln.paused.Load():
+		return errPaused
+	case ln.refusing != nil && ln.refusing():
+		return deliver.ErrCircuitOpen
+	case ln.waitN.Load() >= ln.queueLimit:
+		return errQueueFull
+	}
+	return nil
 }
 
 // room reports whether the lane reader may read parked records back: the
@@ -71,6 +80,13 @@ func (ln *lane) room() bool {
 // errNoRoom is call's answer for a record that waited parkAfter for a
 // slot: no call was made, and the record is parked.
 var errNoRoom = errors.New("destination had no room")
+
+// errQueueFull parks a record whose destination has a long queue already.
+var errQueueFull = errors.New("destination queue full")
+
+// errClassShare parks a record whose priority class holds its share of
+// HOOKLINE_MAX_PENDING while another class needs the rest.
+var errClassShare = errors.New("priority class over its share of HOOKLINE_MAX_PENDING")
 
 // errPaused is call's answer for a destination an operator paused: no call
 // was made, and the record is parked.

@@ -298,8 +298,12 @@ func (s *session) run(it *item) (*result, error) {
 	}
 	ln := p.lanes[a.Provider]
 	if ln != nil && !a.FromLane {
-		if ln.mustPark() || !s.budget.admit(it.class) {
-			return s.park(res, ln, cur, a, ttl)
+		why := ln.whyPark()
+		if why == nil && !s.budget.admit(it.class) {
+			why = errClassShare
+		}
+		if why != nil {
+			return s.park(res, ln, cur, a, ttl, why)
 		}
 		it.admitted, res.admitted = true, true
 	}
@@ -308,7 +312,7 @@ func (s *session) run(it *item) (*result, error) {
 		return nil, nil
 	}
 	if ln != nil && (errors.Is(herr, deliver.ErrCircuitOpen) || errors.Is(herr, errPaused) || errors.Is(herr, errNoRoom)) {
-		return s.park(res, ln, cur, a, ttl) // not called: wait in the lane, no attempt used, no tier
+		return s.park(res, ln, cur, a, ttl, herr) // not called: wait in the lane, no attempt used, no tier
 	}
 	res.token = token
 	p.m.handlerSeconds.WithLabelValues(p.providerLabel(a.Provider)).Observe(took.Seconds())
@@ -357,11 +361,13 @@ func (s *session) decided(res *result, next decide.State, val []byte, out []*kgo
 // park sends a record its destination has no room for to the
 // destination's lane topic: the exact record (key, body, headers) to lane
 // partition r.Partition (same key, same partition count), the key's state
-// parked, and an outcome saying where it waits. No call was made, so no
+// parked, and an outcome saying where it waits and why (its error: the
+// destination paused, its breaker open, its queue full, no room within
+// parkAfter, or the priority class over its share). No call was made, so no
 // attempt is used. The lane copy comes back through the lane reader when
 // the destination has room, and a record read from a lane that meets an
 // open breaker is parked again at the lane's end.
-func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arrival, ttl time.Duration) (*result, error) {
+func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arrival, ttl time.Duration, why error) (*result, error) {
 	p, r := s.p, res.r
 	next := decide.Park(cur, a, ttl)
 	val, err := decide.Encode(next)
@@ -369,7 +375,7 @@ func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arriva
 		return nil, fmt.Errorf("encode state of %q: %w", r.Key, err)
 	}
 	lr := &kgo.Record{Topic: ln.topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
-	o := p.outcomeRecord(r, a, StatusParked, 0, nil, decide.Route{})
+	o := p.outcomeRecord(r, a, StatusParked, 0, why, decide.Route{})
 	out := []*kgo.Record{{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val}, lr, o}
 	ln.parked.Inc()
 	return s.decided(res, next, val, out, StatusParked, a)

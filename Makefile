@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run test test-e2e test-unit bench bench-ingest bench-processor bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status topics clean
+.PHONY: all build run test test-e2e test-unit bench bench-ingest bench-processor bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -94,6 +94,18 @@ kafka-cluster-down:
 
 kafka-cluster-status:
 	$(KAFKA) cluster-status
+
+## kafka-secure-up: a second local broker, 127.0.0.1:9095 (KAFKA_SECURE_PORT), SASL_SSL with
+## SCRAM-SHA-512, a local CA, one user per service and only their ACLs; .kafka-secure/<service>.env.
+## Tests that need it start it themselves (kafkatest.Secure).
+kafka-secure-up:
+	$(KAFKA) secure-up
+
+kafka-secure-down:
+	$(KAFKA) secure-down
+
+kafka-secure-status:
+	$(KAFKA) secure-status
 
 ## topics: create missing topics and check existing ones, as every service does at start.
 topics: build $(KAFKA_DEP)

@@ -51,6 +51,19 @@
 #   KAFKA_JARS_DIR as above (default <repo>/.kafka/jars, shared with the single broker)
 #   KAFKA_CLUSTER_ID, KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT, KAFKA_READY_CHECK as above
 #
+# A secure broker beside the plaintext one (SASL_SSL, SCRAM-SHA-512, ACLs; README "Secure Kafka"):
+#   compose/kafka.sh secure-up      CA and certificate (openssl), users, start, the services' ACLs for
+#                                   HOOKLINE_TOPIC_PREFIX, and <dir>/<user>.env for admin, ingest,
+#                                   processor, retrier, dlq: set -a; . .kafka-secure/ingest.env
+#   compose/kafka.sh secure-down | secure-status | secure-wipe (new CA, users and data)
+#   compose/kafka.sh secure-acls PREFIX   the services' ACLs for another HOOKLINE_TOPIC_PREFIX
+#   compose/kafka.sh secure-bootstrap     prints 127.0.0.1:<KAFKA_SECURE_PORT>
+# Secure settings: KAFKA_SECURE_PORT=9095  KAFKA_SECURE_CONTROLLER_PORT=9096
+#   KAFKA_SECURE_DIR=<repo>/.kafka-secure  KAFKA_SECURE_HEAP_OPTS="-Xms384m -Xmx384m"
+#   KAFKA_JARS_DIR as above (default <repo>/.kafka/jars, shared with the single broker)
+# (for any instance: KAFKA_SCRAM_FILE=<file> lines of StorageTool --add-scram, used when
+# formatting; KAFKA_CLIENT_CONFIG=<file> client properties for the java ready check)
+#
 # The instance directory holds jars/, data/ (log.dirs and KRaft metadata),
 # logs/ (server.log, server.out, gc.log), server.properties, log4j2.properties, kafka.pid.
 set -euo pipefail
@@ -275,8 +288,14 @@ ensure_formatted() {
 	fi
 	id="${KAFKA_CLUSTER_ID:-$(new_cluster_id)}"
 	mkdir -p "$DATA_DIR"
+	# SCRAM users exist from the first start (KRaft keeps them in its
+	# metadata log); the broker needs its own to talk to itself over SASL.
+	local scram=() line
+	if [[ -n "${KAFKA_SCRAM_FILE:-}" ]]; then
+		while IFS= read -r line; do [[ -z "$line" ]] || scram+=(--add-scram "$line"); done <"$KAFKA_SCRAM_FILE"
+	fi
 	if ! out="$("$JAVA" -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile="$SRC_DIR/tools-conf/log4j2.properties" \
-		-cp "$JARS_DIR/*" kafka.tools.StorageTool format -t "$id" -c "$CONFIG" --ignore-formatted 2>&1)"; then
+		-cp "$JARS_DIR/*" kafka.tools.StorageTool format -t "$id" -c "$CONFIG" --ignore-formatted "${scram[@]}" 2>&1)"; then
 		printf '%s\n' "$out" >&2
 		die "formatting $DATA_DIR failed"
 	fi
@@ -301,8 +320,10 @@ metadata_brokers() {
 		# registered, unfenced and serving requests.
 		local limit=()
 		if command -v timeout >/dev/null 2>&1; then limit=(timeout 20); fi
+		local conf=()
+		[[ -z "${KAFKA_CLIENT_CONFIG:-}" ]] || conf=(--command-config "$KAFKA_CLIENT_CONFIG")
 		out="$("${limit[@]}" "$JAVA" -Xmx128m -XX:TieredStopAtLevel=1 -cp "$(tools_classpath)" \
-			org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$1" 2>/dev/null)" || return 1
+			org.apache.kafka.tools.BrokerApiVersionsCommand --bootstrap-server "$1" "${conf[@]}" 2>/dev/null)" || return 1
 		sed -n 's/^\([^ ]*\) (id: \([0-9]*\) .*/\2 \1/p' <<<"$out"
 	fi
 }
@@ -691,6 +712,161 @@ cmd_node() {
 	node_run "$n" "$cmd" "$@"
 }
 
+# ---------------------------------------------------------------- secure
+#
+# A second single-node instance of this script whose client listener is
+# SASL_SSL with SCRAM-SHA-512, beside the plaintext one (own dir, own ports).
+# Its CA and certificate are made here with openssl; its SCRAM users (admin,
+# and one per service) exist from its first start; StandardAuthorizer with
+# allow.everyone.if.no.acl.found=false, so a user may do only what an ACL
+# grants (pkg/kafkaacl holds the ACLs; admin is the super user). The
+# controller listener, loopback only, takes SASL/PLAIN from admin alone.
+
+SECURE_DIR="${KAFKA_SECURE_DIR:-$REPO_ROOT/.kafka-secure}"
+[[ "$SECURE_DIR" == /* ]] || SECURE_DIR="$PWD/$SECURE_DIR"
+KAFKA_SECURE_PORT="${KAFKA_SECURE_PORT:-9095}"
+KAFKA_SECURE_CONTROLLER_PORT="${KAFKA_SECURE_CONTROLLER_PORT:-9096}"
+KAFKA_SECURE_HEAP_OPTS="${KAFKA_SECURE_HEAP_OPTS:--Xms384m -Xmx384m}"
+readonly SECURE_USERS="admin ingest processor retrier dlq"
+SECURE_JARS_DIR="${KAFKA_JARS_DIR:-$REPO_ROOT/.kafka/jars}"
+
+check_secure_settings() {
+	local p
+	for p in "$KAFKA_SECURE_PORT" "$KAFKA_SECURE_CONTROLLER_PORT"; do
+		[[ "$p" =~ ^[1-9][0-9]{0,4}$ ]] && ((p < 65536)) ||
+			die "KAFKA_SECURE_PORT / KAFKA_SECURE_CONTROLLER_PORT: '$p' is not a port number"
+	done
+	[[ "$KAFKA_SECURE_PORT" != "$KAFKA_SECURE_CONTROLLER_PORT" ]] || die "KAFKA_SECURE_PORT and KAFKA_SECURE_CONTROLLER_PORT must differ"
+}
+
+# secure_password USER: the user's password, from its env file (made once).
+secure_password() { sed -n 's/^KAFKA_SASL_PASSWORD=//p' "$SECURE_DIR/$1.env"; }
+
+# secure_materials: CA, broker certificate, users' env files, the broker's
+# extra properties and the admin's client configs, each made once (the
+# properties on every start: the ports may change).
+secure_materials() {
+	local d="$SECURE_DIR" u pw admin
+	command -v openssl >/dev/null 2>&1 || die "openssl not found: it makes the secure broker's CA and certificate"
+	mkdir -p "$d"
+	chmod 700 "$d"
+	if [[ ! -s "$d/ca.pem" || ! -s "$d/broker.pem" ]]; then
+		# A CA, and a certificate for 127.0.0.1 and localhost signed by it.
+		openssl req -x509 -newkey rsa:2048 -nodes -sha256 -days 3650 -subj "/CN=hookline local CA" \
+			-keyout "$d/ca.key" -out "$d/ca.pem" 2>/dev/null || die "openssl: making the CA failed"
+		openssl req -newkey rsa:2048 -nodes -sha256 -subj "/CN=127.0.0.1" \
+			-keyout "$d/broker.key" -out "$d/broker.csr" 2>/dev/null || die "openssl: making the broker key failed"
+		printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n' >"$d/broker.ext"
+		openssl x509 -req -in "$d/broker.csr" -CA "$d/ca.pem" -CAkey "$d/ca.key" -CAcreateserial -days 3650 -sha256 \
+			-extfile "$d/broker.ext" -out "$d/broker.crt" 2>/dev/null || die "openssl: signing the broker certificate failed"
+		# Kafka's PEM key store: the PKCS#8 key, then the chain.
+		openssl pkcs8 -topk8 -nocrypt -in "$d/broker.key" -out "$d/broker.key.pk8" || die "openssl: converting the broker key failed"
+		cat "$d/broker.key.pk8" "$d/broker.crt" "$d/ca.pem" >"$d/broker.pem"
+		rm -f "$d/broker.csr" "$d/broker.ext" "$d/broker.key.pk8" "$d/ca.srl"
+		chmod 600 "$d/ca.key" "$d/broker.key" "$d/broker.pem"
+		say "made a CA ($d/ca.pem) and the broker's certificate for 127.0.0.1"
+	fi
+	for u in $SECURE_USERS; do
+		# The users were formatted into the data dir: a lost password cannot be made again.
+		[[ -s "$d/$u.env" || ! -f "$d/data/meta.properties" ]] ||
+			die "$d/$u.env is gone but the broker's data holds its user: compose/kafka.sh secure-wipe, then secure-up"
+		if [[ -s "$d/$u.env" ]]; then pw="$(secure_password "$u")"; else pw="$(openssl rand -hex 24)"; fi
+		[[ "$pw" =~ ^[0-9a-f]{48}$ ]] || die "$d/$u.env: no password in it (delete it and run compose/kafka.sh secure-wipe)"
+		(
+			umask 077
+			{
+				printf '# %s on the local secure broker (compose/kafka.sh secure-up): set -a; . %s\n' "$u" "$d/$u.env"
+				printf 'KAFKA_BROKERS=%s:%s\nKAFKA_TLS=true\nKAFKA_TLS_CA_FILE=%s\n' "$KAFKA_HOST" "$KAFKA_SECURE_PORT" "$d/ca.pem"
+				printf 'KAFKA_SASL_MECHANISM=SCRAM-SHA-512\nKAFKA_SASL_USER=%s\nKAFKA_SASL_PASSWORD=%s\n' "$u" "$pw"
+			} >"$d/$u.env.tmp"
+			mv "$d/$u.env.tmp" "$d/$u.env"
+		)
+	done
+	admin="$(secure_password admin)"
+	(
+		umask 077
+		for u in $SECURE_USERS; do printf 'SCRAM-SHA-512=[name=%s,password=%s]\n' "$u" "$(secure_password "$u")"; done >"$d/scram"
+		cat >"$d/secure.properties" <<-EOF
+			listeners=SASL_SSL://$KAFKA_HOST:$KAFKA_SECURE_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_SECURE_CONTROLLER_PORT
+			advertised.listeners=SASL_SSL://$KAFKA_HOST:$KAFKA_SECURE_PORT
+			listener.security.protocol.map=SASL_SSL:SASL_SSL,CONTROLLER:SASL_PLAINTEXT
+			inter.broker.listener.name=SASL_SSL
+			sasl.enabled.mechanisms=SCRAM-SHA-512
+			sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512
+			listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin";
+			sasl.mechanism.controller.protocol=PLAIN
+			listener.name.controller.sasl.enabled.mechanisms=PLAIN
+			listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="$admin" user_admin="$admin";
+			ssl.keystore.type=PEM
+			ssl.keystore.location=$d/broker.pem
+			ssl.truststore.type=PEM
+			ssl.truststore.location=$d/ca.pem
+			authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+			allow.everyone.if.no.acl.found=false
+			super.users=User:admin
+		EOF
+		cat >"$d/admin.properties" <<-EOF
+			security.protocol=SASL_SSL
+			sasl.mechanism=SCRAM-SHA-512
+			sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin";
+			ssl.truststore.type=PEM
+			ssl.truststore.location=$d/ca.pem
+		EOF
+	)
+}
+
+# secure_run COMMAND [ARGS...]: this script's COMMAND for the secure instance.
+secure_run() {
+	env HOOKLINE_KAFKA_DIR="$SECURE_DIR" KAFKA_PORT="$KAFKA_SECURE_PORT" KAFKA_CONTROLLER_PORT="$KAFKA_SECURE_CONTROLLER_PORT" \
+		KAFKA_NODE_ID=1 KAFKA_QUORUM_VOTERS="1@$KAFKA_HOST:$KAFKA_SECURE_CONTROLLER_PORT" KAFKA_JARS_DIR="$SECURE_JARS_DIR" \
+		KAFKA_REPLICATION_FACTOR=1 KAFKA_MIN_ISR=1 KAFKA_HEAP_OPTS="$KAFKA_SECURE_HEAP_OPTS" \
+		KAFKA_EXTRA_CONFIG="$SECURE_DIR/secure.properties" KAFKA_SCRAM_FILE="$SECURE_DIR/scram" \
+		KAFKA_CLIENT_CONFIG="$SECURE_DIR/admin.properties" KAFKA_READY_CHECK=java \
+		"$SELF" "$@" 8>&- 9>&-
+}
+
+# secure_acls PREFIX: the ACLs of every service for topics and groups named
+# with PREFIX (HOOKLINE_TOPIC_PREFIX), granted as admin (pkg/kafkaacl).
+secure_acls() {
+	command -v "${GO:-go}" >/dev/null 2>&1 || die "go not found: the ACLs are granted by compose/kafkaacl (go run)"
+	(cd "$REPO_ROOT" && "${GO:-go}" run ./compose/kafkaacl -env "$SECURE_DIR/admin.env" -prefix "$1")
+}
+
+cmd_secure_up() {
+	local t0
+	t0="$(now_ms)"
+	mkdir -p "$SECURE_DIR"
+	lock 8 "$SECURE_DIR/.setup.lock"
+	if [[ -f "$SECURE_DIR/ready" ]] && secure_run status >/dev/null 2>&1; then
+		say "secure broker already running on $KAFKA_HOST:$KAFKA_SECURE_PORT; env files in $SECURE_DIR"
+		return 0
+	fi
+	rm -f "$SECURE_DIR/ready"
+	secure_materials
+	secure_run up 2>&1 | sed 's/^kafka.sh: /kafka.sh: secure: /' || die "the secure broker did not start"
+	secure_acls "${HOOKLINE_TOPIC_PREFIX:-}"
+	touch "$SECURE_DIR/ready"
+	say "secure broker ready on $KAFKA_HOST:$KAFKA_SECURE_PORT (SASL_SSL, SCRAM-SHA-512, $(elapsed "$t0")); for a service: set -a; . $SECURE_DIR/<ingest|processor|retrier|dlq|admin>.env"
+}
+
+cmd_secure_down() {
+	mkdir -p "$SECURE_DIR"
+	lock 8 "$SECURE_DIR/.setup.lock"
+	rm -f "$SECURE_DIR/ready"
+	secure_run down | sed 's/^kafka.sh: /kafka.sh: secure: /'
+}
+
+cmd_secure_wipe() {
+	cmd_secure_down
+	local f
+	# The users are formatted into the data dir: new passwords need new data.
+	for f in data logs server.properties log4j2.properties kafka.pid secure.properties scram admin.properties ca.pem ca.key broker.pem broker.key broker.crt; do
+		rm -rf "${SECURE_DIR:?}/$f"
+	done
+	for f in $SECURE_USERS; do rm -f "$SECURE_DIR/$f.env"; done
+	say "wiped the secure broker's data, certificates and users in $SECURE_DIR"
+}
+
 usage() {
 	sed -n '2,/^set -euo/{/^set -euo/d;s/^# \{0,1\}//;p}' "${BASH_SOURCE[0]}"
 }
@@ -732,6 +908,16 @@ main() {
 	cluster-wipe) check_cluster_settings && cmd_cluster_wipe ;;
 	cluster-bootstrap) check_cluster_settings && cluster_bootstrap ;;
 	node) check_cluster_settings && cmd_node "$@" ;;
+	secure-up) check_settings && check_secure_settings && cmd_secure_up ;;
+	secure-down) check_secure_settings && cmd_secure_down ;;
+	secure-status) check_secure_settings && secure_run status ;;
+	secure-wipe) check_secure_settings && cmd_secure_wipe ;;
+	secure-acls)
+		check_secure_settings
+		secure_run status >/dev/null || die "the secure broker is not running: compose/kafka.sh secure-up"
+		secure_acls "${1:-}"
+		;;
+	secure-bootstrap) printf '%s:%s\n' "$KAFKA_HOST" "$KAFKA_SECURE_PORT" ;;
 	help | -h | --help) usage ;;
 	*)
 		usage >&2

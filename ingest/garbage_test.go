@@ -7,11 +7,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/schemas"
 )
 
 // garbage is one bad request: what is sent and the documented refusal.
@@ -29,8 +31,9 @@ type garbage struct {
 }
 
 // TestBadInputCorpus sends more than 50 kinds of bad request to the real
-// service: every one must get its documented 4xx with a JSON error body,
-// nothing may reach webhooks.raw, and the service must still answer after.
+// service: every one must get its documented 4xx with a JSON error body
+// that conforms to schemas/ingest.openapi.yaml, nothing may reach
+// webhooks.raw, and the service must still answer after.
 func TestBadInputCorpus(t *testing.T) {
 	e := newEnv(t)
 	e.vars["HOOKLINE_MAX_BODY_BYTES"] = "4096"
@@ -111,13 +114,22 @@ func TestBadInputCorpus(t *testing.T) {
 		t.Errorf("raw end offsets moved from %d to %d: a bad request was produced", before, after)
 	}
 	// Still alive and still accepting.
+	doc, err := schemas.LoadAPI(schemas.IngestAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if resp, b := e.post(t, base, "stripe", "application/json", valid, nil); resp.StatusCode != 202 {
 		failures++
 		t.Errorf("a good request after the corpus: %d %s", resp.StatusCode, b)
+	} else if _, err := doc.Check("POST", "/webhooks/stripe", resp.StatusCode, resp.Header, b); err != nil {
+		failures++
+		t.Errorf("a good request after the corpus: %v", err)
 	}
 	fmt.Printf("bad-input corpus: %d cases, %d failures\n", len(cases)+1, failures)
 }
 
+// sendGarbage sends g and returns the status and error code of the answer;
+// an answer that does not conform to the OpenAPI document is an error.
 func sendGarbage(e *testEnv, base string, g garbage) (int, string, error) {
 	req, err := http.NewRequest(g.method, base+g.path, bytes.NewReader(g.body))
 	if err != nil {
@@ -153,7 +165,22 @@ func sendGarbage(e *testEnv, base string, g garbage) (int, string, error) {
 		Error   string `json:"error"`
 		Message string `json:"message"`
 	}
-	if resp.StatusCode >= 400 && resp.StatusCode != http.StatusRequestHeaderFieldsTooLarge {
+	if resp.StatusCode == http.StatusRequestHeaderFieldsTooLarge {
+		return resp.StatusCode, "", nil // net/http's own answer, before any route
+	}
+	// The path the router saw: unescaped, after any redirect.
+	path := resp.Request.URL.Path
+	if o := resp.Request.URL.Opaque; o != "" {
+		path, _ = url.PathUnescape(o)
+	}
+	doc, err := schemas.LoadAPI(schemas.IngestAPI)
+	if err != nil {
+		return 0, "", err
+	}
+	if _, err := doc.Check(g.method, path, resp.StatusCode, resp.Header, b); err != nil {
+		return resp.StatusCode, "", err
+	}
+	if resp.StatusCode >= 400 {
 		if err := json.Unmarshal(b, &eb); err != nil || eb.Message == "" {
 			return resp.StatusCode, "", fmt.Errorf("error body is not the JSON error shape: %q", b)
 		}

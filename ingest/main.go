@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/hookline/hookline/ingest/internal/api"
 	"github.com/hookline/hookline/ingest/internal/publish"
 	"github.com/hookline/hookline/ingest/internal/selftest"
+	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/topics"
@@ -61,7 +63,8 @@ func withEnv(lookup func(string) (string, bool), name, value string) func(string
 
 // run serves until ctx is done, then drains: /readyz turns false, the
 // listener stops, in-flight requests finish, the producer flushes. ready, when
-// not nil, receives the listening address once the server accepts requests.
+// not nil, receives the listening address once the topics are in place and
+// webhooks are accepted (before, they are answered 503 kafka_unavailable).
 func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.Writer, ready chan<- string) error {
 	cfg, err := loadConfig(lookupEnv)
 	if err != nil {
@@ -112,24 +115,29 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
-	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	specs := names.Specs(topics.Shape{
 		Partitions:         cfg.Topics.Partitions,
 		ChangelogRetention: reg.MaxDedupTTL(),
 		MaxMessageBytes:    cfg.Topics.MaxRecordBytes(),
 	})
-	err = topics.Ensure(startCtx, cl, specs, cfg.Topics.Replication)
-	cancel()
-	if err != nil {
-		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
-	}
 	if ensureOnly {
+		startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err = topics.Ensure(startCtx, cl, specs, cfg.Topics.Replication)
+		cancel()
+		if err != nil {
+			return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, cfg.Kafka.Explain(err))
+		}
 		log.Info("topics are in place", "topics", names.All())
 		return nil
 	}
 
+	// Until the topics are in place, /readyz says why and every webhook
+	// is answered 503 kafka_unavailable: a Kafka that refuses ingest (a
+	// wrong password or CA, TLS missing) is reported, not waited out.
 	health := obs.NewHealth("kafka")
-	go watchKafka(ctx, adm, names.Raw, health, log)
+	gate := &startGate{pub: publish.New(cl, cfg.ProduceDeadline)}
+	gate.close(errors.New("kafka unavailable: topics not checked yet"))
+	health.Set("kafka", gate.reason())
 
 	// The self-test lists topics and reads its record back with clients of
 	// its own, made per self-test with the same connection settings.
@@ -151,7 +159,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 
 	srv := api.New(api.Config{
 		Providers:    reg,
-		Publisher:    publish.New(cl, cfg.ProduceDeadline),
+		Publisher:    gate,
 		Topic:        names.Raw,
 		MaxBodyBytes: int64(cfg.Topics.MaxBodyBytes),
 		RetryAfter:   cfg.ProduceDeadline,
@@ -174,16 +182,31 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return fmt.Errorf("HOOKLINE_INGEST_ADDR=%s: %w", cfg.Addr, err)
 	}
 	log.Info("ingest listening", "addr", ln.Addr().String(), "kafka", cfg.Kafka.String(), "topic", names.Raw, "providers", reg.Names(), "version", selftest.Version())
-	if ready != nil {
-		ready <- ln.Addr().String()
-	}
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
-	select {
-	case err := <-serveErr:
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
+	ensured := make(chan error, 1)
+	go func() {
+		ensured <- ensureTopics(ctx, cl, specs, cfg, gate, health, log)
+	}()
+wait:
+	for {
+		select {
+		case err := <-serveErr:
+			return fmt.Errorf("serve: %w", err)
+		case err := <-ensured:
+			if err != nil {
+				_ = hs.Close()
+				return err
+			}
+			ensured = nil
+			if ready != nil {
+				ready <- ln.Addr().String()
+			}
+			go watchKafka(ctx, adm, names.Raw, cfg.Kafka, health, log)
+		case <-ctx.Done():
+			break wait
+		}
 	}
 
 	log.Info("shutting down: draining in-flight requests")
@@ -204,14 +227,63 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	return nil
 }
 
+// startGate is the publisher while the topics are not in place: it answers
+// every publish with the reason, so ingest answers 503 kafka_unavailable.
+type startGate struct {
+	pub api.Publisher
+	why atomic.Pointer[error]
+}
+
+func (g *startGate) close(why error) { g.why.Store(&why) }
+func (g *startGate) open()           { g.why.Store(nil) }
+
+func (g *startGate) reason() error {
+	if p := g.why.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// Publish is the publisher's, once the gate is open.
+func (g *startGate) Publish(ctx context.Context, recs []*kgo.Record) error {
+	if err := g.reason(); err != nil {
+		return err
+	}
+	return g.pub.Publish(ctx, recs)
+}
+
+// ensureTopics creates the missing topics and checks the others, trying
+// again while Kafka cannot be reached or refuses ingest, with the reason in
+// the log and on /readyz (topics.EnsureRetrying); then it opens the gate.
+// Topics of the wrong shape end it with an error: an operator must decide.
+// It returns nil when ctx ends first.
+func ensureTopics(ctx context.Context, cl *kgo.Client, specs []topics.Spec, cfg config, gate *startGate, health *obs.Health, log *slog.Logger) error {
+	err := topics.EnsureRetrying(ctx, cl, specs, cfg.Topics.Replication, 15*time.Second, func(err error, retryIn time.Duration) {
+		err = fmt.Errorf("kafka unavailable: %w", cfg.Kafka.Explain(err))
+		gate.close(err)
+		health.Set("kafka", err)
+		log.Error("cannot check the topics; answering 503 kafka_unavailable until Kafka lets ingest in", "kafka", cfg.Kafka.String(), "err", err, "retry_in", retryIn.String())
+	})
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case err != nil:
+		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
+	}
+	gate.open()
+	health.Set("kafka", nil)
+	log.Info("topics are in place; accepting webhooks", "kafka", cfg.Kafka.String())
+	return nil
+}
+
 // watchKafka keeps the "kafka" readiness check current: the raw topic must
 // be visible in the metadata with a leader for every partition.
-func watchKafka(ctx context.Context, adm *kadm.Client, topic string, h *obs.Health, log *slog.Logger) {
+func watchKafka(ctx context.Context, adm *kadm.Client, topic string, kc kafkaconf.Config, h *obs.Health, log *slog.Logger) {
 	t := time.NewTicker(5 * time.Second)
 	defer t.Stop()
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		err := topicReady(cctx, adm, topic)
+		err := kc.Explain(topicReady(cctx, adm, topic))
 		cancel()
 		if ctx.Err() != nil {
 			return

@@ -89,11 +89,19 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return kgo.NewClient(append(append([]kgo.Opt(nil), connOpts...), extra...)...)
 	}
 
+	// /readyz is served from the start: while Kafka cannot be reached or
+	// refuses the processor, it says why.
+	health := obs.NewHealth("kafka", "restore", "control")
+	metricsAddr, stopMetrics, err := obs.ServeSide(cfg.MetricsAddr, health, promReg)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+
 	adminCl, err := newClient()
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	shape := topics.Shape{
 		Partitions:         cfg.Topics.Partitions,
 		ChangelogRetention: reg.MaxDedupTTL(),
@@ -105,9 +113,16 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 			withDestination = append(withDestination, name)
 		}
 	}
-	err = topics.Ensure(startCtx, adminCl, append(names.Specs(shape), names.LaneSpecs(withDestination, shape)...), cfg.Topics.Replication)
-	cancel()
+	err = topics.EnsureRetrying(ctx, adminCl, append(names.Specs(shape), names.LaneSpecs(withDestination, shape)...), cfg.Topics.Replication,
+		15*time.Second, func(err error, retryIn time.Duration) {
+			err = fmt.Errorf("kafka unavailable: %w", cfg.Kafka.Explain(err))
+			health.Set("kafka", err)
+			log.Error("cannot check the topics; trying again", "kafka", cfg.Kafka.String(), "err", err, "retry_in", retryIn.String())
+		})
 	adminCl.Close()
+	if ctx.Err() != nil {
+		return nil
+	}
 	if err != nil {
 		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
 	}
@@ -129,15 +144,8 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
-	health := obs.NewHealth("kafka", "restore", "control")
 	health.Set("kafka", nil) // topics ensured above
 	health.Set("restore", nil)
-
-	metricsAddr, stopMetrics, err := obs.ServeSide(cfg.MetricsAddr, health, promReg)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
 
 	proc, err := consume.New(consume.Config{
 		Names:           names,

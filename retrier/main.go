@@ -10,6 +10,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
@@ -57,17 +58,21 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return err
 	}
 
-	if err := ensureTopics(ctx, connOpts, names, cfg); err != nil {
-		return err
-	}
+	// /readyz is served from the start: while Kafka cannot be reached or
+	// refuses the retrier, it says why.
 	health := obs.NewHealth("kafka")
-	health.Set("kafka", nil) // topics ensured
-
 	metricsAddr, stopMetrics, err := obs.ServeSide(cfg.MetricsAddr, health, promReg)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
+	if err := ensureTopics(ctx, connOpts, names, cfg, health, log); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	health.Set("kafka", nil) // topics ensured
 
 	mover, err := tier.New(tier.Config{
 		Names:      names,
@@ -92,12 +97,14 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 
 // ensureTopics creates the topics the retrier reads and writes (the tier
 // topics and webhooks.raw) when they are missing, and refuses to start when
-// one has the wrong partition count or cleanup policy. It leaves the others
+// one has the wrong partition count or cleanup policy. While Kafka cannot be
+// reached or refuses the retrier it tries again, saying why in the log and
+// on /readyz. It leaves the others
 // to the services that own them: in particular the dedup changelog, whose
 // retention follows the providers' dedup TTLs, which only the processor and
 // ingest read; Ensure does not check retention on an existing topic, so a
 // retrier creating it with a default would go unnoticed.
-func ensureTopics(ctx context.Context, connOpts []kgo.Opt, names topics.Names, cfg config) error {
+func ensureTopics(ctx context.Context, connOpts []kgo.Opt, names topics.Names, cfg config, health *obs.Health, log *slog.Logger) error {
 	cl, err := kgo.NewClient(connOpts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
@@ -110,9 +117,12 @@ func ensureTopics(ctx context.Context, connOpts []kgo.Opt, names topics.Names, c
 			specs = append(specs, s)
 		}
 	}
-	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
-	defer cancel()
-	if err := topics.Ensure(sctx, cl, specs, cfg.Topics.Replication); err != nil {
+	err = topics.EnsureRetrying(ctx, cl, specs, cfg.Topics.Replication, 15*time.Second, func(err error, retryIn time.Duration) {
+		err = fmt.Errorf("kafka unavailable: %w", cfg.Kafka.Explain(err))
+		health.Set("kafka", err)
+		log.Error("cannot check the topics; trying again", "kafka", cfg.Kafka.String(), "err", err, "retry_in", retryIn.String())
+	})
+	if err != nil {
 		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
 	}
 	return nil

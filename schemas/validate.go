@@ -31,7 +31,7 @@ const defs = "defs"
 // files resolve against it.
 const baseURL = "https://github.com/hookline/hookline/schemas/"
 
-//go:embed *.schema.json
+//go:embed *.schema.json *.openapi.yaml
 var files embed.FS
 
 // compiled compiles every schema once, on first use. It is package-level but

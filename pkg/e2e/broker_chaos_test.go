@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -64,17 +65,22 @@ func (s *supervisor) check() {
 func (s *supervisor) waitCommitting(name string) {
 	s.t.Helper()
 	committed := func() float64 {
-		for _, svc := range s.svcs {
-			if svc.Name == "processor" {
-				v, _ := loadtest.CounterSum(s.t.Context(), "http://"+svc.Addr+"/metrics",
-					"hookline_processor_transactions_total", `result="committed"`)
-				return v
-			}
-		}
-		return 0
+		return s.counter("processor", "hookline_processor_transactions_total", `result="committed"`)
 	}
 	before := committed()
 	waitFor(s.t, time.Minute, "processor "+name+" committing", func() bool { return committed() > before }, s.check)
+}
+
+// counter sums a counter of the named service's current incarnation (0
+// when it cannot be read).
+func (s *supervisor) counter(service, name string, match ...string) float64 {
+	for _, svc := range s.svcs {
+		if svc.Name == service {
+			v, _ := loadtest.CounterSum(s.t.Context(), "http://"+svc.Addr+"/metrics", name, match...)
+			return v
+		}
+	}
+	return 0
 }
 
 // logLines returns the log lines of every incarnation of the named service
@@ -213,17 +219,45 @@ func TestBrokerRestartsUnderFlow(t *testing.T) {
 }
 
 // TestBrokerKilledInCluster kills one broker of three with SIGKILL under a
-// steady flow, keeps it down past its session timeout (9 s: the controller
-// fences it and moves its leaderships), and starts it again: with
-// replication factor 3, min.insync.replicas 2 and ingest producing with
-// acks=all, nothing accepted is lost or done twice, and the node rejoins
-// every ISR.
+// steady flow of 150 deliveries/s, a tenth of keys failing once at the
+// destination (retry tiers 1s,2s), keeps it down past its session timeout
+// (9 s: the controller fences it and moves its leaderships), and starts it
+// again: with replication factor 3, min.insync.replicas 2 and ingest
+// producing with acks=all, nothing accepted is lost or done twice, every
+// key is done within a minute of the node's return, no key goes around the
+// retry tiers more than three times, and the node rejoins every ISR.
+//
+// Before the processor parked records (docs/processor.md), this scenario
+// fed itself: destination timeouts opened the breaker, the open breaker
+// sent every record around the 1s tier again and again (380,000 retrying
+// outcomes, one key 226 times), and nine minutes later 362 of 3,000 keys
+// were still not done. Nothing here makes the destination time out, so the
+// breakers trip on the failing tenth instead: three failures in a row (most
+// runs open several breakers; the default five almost never do), with a
+// 5 s cool-down so that a breaker reopening late in the run (a probe or
+// a drained lane meeting three failing keys) does not stack 30 s waits.
+// The one-lane processor fails this test (a key with up to 27 retrying
+// outcomes in one run with the default cool-down, 7 and 6 in two runs with
+// this one) and passed it, in one run, with the default breaker, whose
+// threshold the failing tenth did not reach.
 func TestBrokerKilledInCluster(t *testing.T) {
 	skipShort(t)
+	const (
+		deliveries = 6000
+		rate       = 150
+		failing    = 0.1              // share of keys whose first call fails
+		down       = 10 * time.Second // past broker.session.timeout.ms (9 s)
+		doneWithin = time.Minute      // of the node's return
+		maxRetries = 3                // retrying outcomes of one key
+	)
+	breaker := map[string]string{"HOOKLINE_BREAKER_FAILURES": "3", "HOOKLINE_BREAKER_COOLDOWN": "5s"}
 	cluster := kafkatest.StartCluster(t, 3)
-	sys := e2e.New(t, e2e.Options{Brokers: cluster.Brokers(), Partitions: 6,
+	sys := e2e.New(t, e2e.Options{Brokers: cluster.Brokers(), Partitions: 6, Tiers: "1s,2s",
 		Env: map[string]string{"HOOKLINE_REPLICATION_FACTOR": "3"}})
-	sup := supervise(t, sys, sys.StartIngest(), sys.StartProcessor("p1", nil), sys.StartRetrier(nil))
+	failSome(sys.Dest, failing)
+	proc := sys.StartProcessor("p1", breaker)
+	sup := supervise(t, sys, sys.StartIngest(), proc, sys.StartRetrier(nil))
+	breakers := watchBreakers(t, proc.Addr) // a restart keeps the address
 
 	// Every topic the services created is replicated three times.
 	adm := kadm.NewClient(kafkatest.Client(t, cluster.Brokers()))
@@ -248,37 +282,128 @@ func TestBrokerKilledInCluster(t *testing.T) {
 	// under ingest's producer.
 	victim := int(td[sys.Names.Raw].Partitions[0].Leader)
 
-	const deliveries = 6000
 	begin := time.Now()
 	since := func() time.Duration { return time.Since(begin).Round(100 * time.Millisecond) }
-	// 40 s of flow: the kill at 4 s, the start at 16 s, the node back
+	// 40 s of flow: the kill at 4 s, the start at about 14 s, the node back
 	// (3 to 13 s of start) well before the end.
-	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: deliveries, Rate: 150, Duplicates: 0.2})
+	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: deliveries, Rate: rate, Duplicates: 0.2})
 	waitFor(t, 2*time.Minute, "a tenth of the flow started", func() bool { return flow.Started() >= deliveries/10 }, sup.check)
 	killAt := since()
 	cluster.Kill(victim)
 	t.Logf("node %d (leader of %s[0]) killed at %s with %d deliveries accepted", victim, sys.Names.Raw, killAt, flow.Accepted())
-	back := time.Now().Add(12 * time.Second) // past broker.session.timeout.ms (9 s)
-	waitFor(t, time.Minute, "12 s with the node down", func() bool { return time.Now().After(back) }, sup.check)
+	back := time.Now().Add(down)
+	waitFor(t, time.Minute, fmt.Sprintf("%s with the node down", down), func() bool { return time.Now().After(back) }, sup.check)
 	startAt := since()
 	if flowDone(flow) {
 		t.Errorf("the flow ended before node %d came back: the restart was not under load", victim)
 	}
 	cluster.Start(victim)
+	returned := time.Now()
 	t.Logf("node %d started at %s, registered at %s, %d deliveries accepted, flow still running: %v",
 		victim, startAt, since(), flow.Accepted(), !flowDone(flow))
 
 	waitFor(t, 3*time.Minute, "the flow ends", func() bool { return flowDone(flow) }, sup.check)
+	flowEnd := time.Now()
 	st := flow.Wait()
 	sup.check()
 	tally := sys.Ledger().Settle(t, e2e.SettleOptions{Timeout: 2 * time.Minute, AllDone: true, ExtraCalls: repeatBound})
 	cluster.WaitInSync(time.Minute, sys.Names.All()...)
-	t.Logf("node %d back in every ISR at %s; 503 answers: %d, connection errors: %d, extra destination calls: %d; %s",
-		victim, since(), st.Answers[503], st.Answers[0], tally.ExtraCalls, sup)
+	t.Logf("node %d back in every ISR at %s; 503 answers: %d, connection errors: %d, extra destination calls: %d; %s; "+
+		"transactional sessions the processor replaced: %d, transactions aborted: %.0f, raw partitions revoked %.0f and lost %.0f, parked outcomes: %d",
+		victim, since(), st.Answers[503], st.Answers[0], tally.ExtraCalls, sup,
+		len(sup.logLines("processor", `"msg":"transactional session broken`)),
+		sup.counter("processor", "hookline_processor_transactions_total", `result="aborted"`),
+		sup.counter("processor", "hookline_processor_partitions_rebalanced_total", `kind="revoked"`),
+		sup.counter("processor", "hookline_processor_partitions_rebalanced_total", `kind="lost"`), sys.Ledger().Parked())
 	if st.Accepted != st.Deliveries {
 		t.Errorf("%d of %d deliveries accepted", st.Accepted, st.Deliveries)
 	}
 	if tally.Done != tally.Accepted {
 		t.Errorf("%d of %d keys done", tally.Done, tally.Accepted)
+	}
+	if tally.Settled.IsZero() {
+		t.Errorf("not every key done: want all done within %s of node %d's return", doneWithin, victim)
+	} else if took := tally.Settled.Sub(returned); took > doneWithin {
+		t.Errorf("every key done %s after node %d's return: want within %s", took.Round(time.Second), victim, doneWithin)
+	} else {
+		t.Logf("every key done %s after node %d's return (%s after the flow's end)", took.Round(time.Second), victim,
+			tally.Settled.Sub(flowEnd).Round(time.Second))
+	}
+	t.Logf("circuit breakers: %s", breakers())
+	checkRetrying(t, sys.Ledger(), failing, maxRetries)
+}
+
+// watchBreakers samples the processor's hookline_processor_breaker_open
+// gauges at addr every 250 ms until the returned function is called, which
+// says how many destinations had an open breaker at most and for how long
+// any had (to within the sampling).
+func watchBreakers(t *testing.T, addr string) func() string {
+	const every = 250 * time.Millisecond
+	stop, done := make(chan struct{}), make(chan string)
+	go func() {
+		var most float64
+		var open time.Duration
+		samples := 0
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				done <- fmt.Sprintf("at most %.0f open at once, some open for %s (%d samples read)", most, open, samples)
+				return
+			case <-tick.C:
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			n, err := loadtest.CounterSum(ctx, "http://"+addr+"/metrics", "hookline_processor_breaker_open")
+			cancel()
+			if err == nil {
+				samples++
+			}
+			if err == nil && n > 0 {
+				most, open = max(most, n), open+every
+			}
+		}
+	}()
+	var once sync.Once
+	var summary string
+	finish := func() string {
+		once.Do(func() { close(stop); summary = <-done })
+		return summary
+	}
+	t.Cleanup(func() { finish() })
+	return finish
+}
+
+// checkRetrying counts the retrying outcomes of every accepted key, logs
+// their distribution for the keys the destination fails once (a share of
+// keys by e2e.KeyFraction) and for the others, and fails the test when a
+// key has more than limit, or when the failing keys did not go through the
+// retry tiers at all (then the scenario did not exercise them).
+func checkRetrying(t *testing.T, l *e2e.Ledger, share float64, limit int) {
+	t.Helper()
+	perKey := map[bool]map[int]int{true: {}, false: {}} // failing? -> retrying outcomes -> keys
+	var total, worst, retried, failingKeys int
+	var worstKey string
+	for _, k := range l.Keys() {
+		n, failing := l.Outcomes(k).Retrying, e2e.KeyFraction(k) < share
+		perKey[failing][n]++
+		total += n
+		if failing {
+			failingKeys++
+			if n > 0 {
+				retried++
+			}
+		}
+		if n > worst {
+			worst, worstKey = n, k
+		}
+	}
+	t.Logf("retrying outcomes: %d in all, at most %d for one key (%s); keys by retrying outcomes: failing once %v, others %v",
+		total, worst, worstKey, perKey[true], perKey[false])
+	if worst > limit {
+		t.Errorf("%s has %d retrying outcomes: want at most %d per key", worstKey, worst, limit)
+	}
+	if retried < failingKeys/2 {
+		t.Errorf("%d of %d keys failing once went through a retry tier: the scenario did not exercise the tiers", retried, failingKeys)
 	}
 }

@@ -32,7 +32,7 @@ func (s *System) DLQ(extra map[string]string, args ...string) DLQRun {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, path, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, s.envList(extra)...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, s.envList("dlq", extra)...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	start := time.Now()
@@ -90,7 +90,7 @@ func (s *System) StartDLQServe(token string, extra map[string]string) *Service {
 		env[k] = v
 	}
 	path := proctest.Binary(s.tb, "dlq")
-	envList := s.envList(env)
+	envList := s.envList("dlq", env)
 	svc := &Service{Proc: proctest.Start(s.tb, path, envList, "serve"), Name: "dlq", Addr: addr, env: envList, path: path}
 	WaitHTTP(s.tb, "http://"+addr+"/ui/", 60*time.Second)
 	return svc
@@ -101,7 +101,7 @@ func (s *System) StartDLQServe(token string, extra map[string]string) *Service {
 // running.
 func (s *System) EnsureTopics() {
 	s.tb.Helper()
-	p := proctest.Start(s.tb, proctest.Binary(s.tb, "ingest"), s.envList(nil), "-ensure-topics")
+	p := proctest.Start(s.tb, proctest.Binary(s.tb, "ingest"), s.envList("ingest", nil), "-ensure-topics")
 	if err := p.Wait(2 * time.Minute); err != nil {
 		s.tb.Fatalf("ingest -ensure-topics: %v\n%s", err, p.Output())
 	}

@@ -43,6 +43,11 @@ type Options struct {
 	// Brokers, when set, is the cluster to run against instead of the
 	// shared one (kafkatest.Brokers): a private broker a test may stop.
 	Brokers []string
+	// Secure, when set, is the cluster instead: the local secure broker
+	// (SASL_SSL, SCRAM-SHA-512, ACLs only). Every service runs as its own
+	// user with the ACLs compose/kafka.sh grants, given for this system's
+	// prefix; the test's own readers act as admin.
+	Secure *kafkatest.SecureBroker
 	// Providers, when set, returns more entries for the providers file
 	// (indented under `providers:`), given the destination's URL and the
 	// name of the environment variable holding Secret.
@@ -59,6 +64,7 @@ type System struct {
 	Dest    *Destination
 	reg     *providers.Registry
 	env     map[string]string
+	secure  *kafkatest.SecureBroker
 
 	mu     sync.Mutex
 	ingest string  // base URL of the running ingest
@@ -76,10 +82,16 @@ func New(tb testing.TB, o Options) *System {
 	if o.Partitions == 0 {
 		o.Partitions = 4
 	}
+	if o.Secure != nil {
+		o.Brokers = o.Secure.Brokers
+	}
 	if len(o.Brokers) == 0 {
 		o.Brokers = kafkatest.Brokers(tb)
 	}
-	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb)}
+	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb), secure: o.Secure}
+	if s.secure != nil {
+		s.secure.Grant(tb, s.Prefix)
+	}
 	tiers := strings.Split(o.Tiers, ",")
 	s.Names = topics.NewNames(s.Prefix, tiers)
 	dest := fmt.Sprintf("{url: %q, timeout: 5s}", s.Dest.URL())
@@ -133,14 +145,23 @@ type Service struct {
 	path string
 }
 
-func (s *System) envList(extra map[string]string) []string {
-	var out []string
+// envList is the environment of service: the system's, then on the secure
+// broker the service's own user, then extra (which wins).
+func (s *System) envList(service string, extra map[string]string) []string {
+	all := map[string]string{}
 	for k, v := range s.env {
-		if _, ok := extra[k]; !ok {
-			out = append(out, k+"="+v)
+		all[k] = v
+	}
+	if s.secure != nil {
+		for k, v := range s.secure.Env(service) {
+			all[k] = v
 		}
 	}
 	for k, v := range extra {
+		all[k] = v
+	}
+	out := make([]string, 0, len(all))
+	for k, v := range all {
 		out = append(out, k+"="+v)
 	}
 	return out
@@ -181,7 +202,7 @@ func (s *System) StateDir(id string) string { return filepath.Join(s.Dir, "state
 
 func (s *System) start(name, addr string, extra map[string]string) *Service {
 	path := proctest.Binary(s.tb, name)
-	env := s.envList(extra)
+	env := s.envList(name, extra)
 	return &Service{Proc: proctest.Start(s.tb, path, env), Name: name, Addr: addr, env: env, path: path}
 }
 
@@ -257,9 +278,13 @@ func (s *System) Read(topics ...string) *Reader {
 // committedReader is a client reading topics from the start, read_committed,
 // as an analyst would, closed at the end of the test.
 func (s *System) committedReader(topics ...string) *kgo.Client {
-	return kafkatest.Client(s.tb, s.Brokers, kgo.ConsumeTopics(topics...),
+	var conn []kgo.Opt
+	if s.secure != nil {
+		conn = s.secure.Opts(s.tb, "admin")
+	}
+	return kafkatest.Client(s.tb, s.Brokers, append(conn, kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(200*time.Millisecond), kgo.MetadataMinAge(500*time.Millisecond))
+		kgo.FetchMaxWait(200*time.Millisecond), kgo.MetadataMinAge(500*time.Millisecond))...)
 }
 
 // Until polls until cond holds over every record read so far, or fails the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -189,6 +191,13 @@ func (l *Ledger) Outcomes(key string) KeyOutcomes {
 	return KeyOutcomes{Done: a.done, Dead: a.dead, Retrying: a.retrying, Duplicate: a.duplicate, Parked: a.parked}
 }
 
+// Keys returns every accepted key so far, sorted.
+func (l *Ledger) Keys() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Sorted(maps.Keys(l.accepted))
+}
+
 // Tally is the ledger's verdict.
 type Tally struct {
 	Accepted   int // distinct keys answered 202
@@ -205,6 +214,9 @@ type Tally struct {
 	Unasked    int // keys with outcomes that no 202 named (a 503'd request that still got written)
 	// Examples name a few keys of each kind of failure.
 	Examples []string
+	// Settled is when Settle first saw every accepted key ended and raw
+	// consumed (to within its one-second polls); zero when it never did.
+	Settled time.Time
 }
 
 // String is the ledger's one line.
@@ -236,11 +248,14 @@ func (l *Ledger) Settle(tb testing.TB, o SettleOptions) Tally {
 	}
 	start := time.Now()
 	deadline, report := start.Add(o.Timeout), start.Add(10*time.Second)
-	settled := false
+	settled, at := false, time.Time{}
 	for !settled && time.Now().Before(deadline) {
 		l.poll(tb, time.Second)
 		pending, lag := l.pending(o.AllDone), l.rawLag()
 		settled = pending == 0 && lag == 0
+		if settled {
+			at = time.Now()
+		}
 		if !settled && time.Now().After(report) {
 			tb.Logf("ledger: %s: %d of %d accepted keys not ended yet, raw lag %d, %d outcomes read",
 				time.Since(start).Round(time.Second), pending, l.Accepted(), lag, l.outcomeCount())
@@ -255,6 +270,7 @@ func (l *Ledger) Settle(tb testing.TB, o SettleOptions) Tally {
 		}
 	}
 	t := l.tally(o)
+	t.Settled = at
 	tb.Log(t.String())
 	if !settled {
 		tb.Errorf("ledger: not settled within %s (raw lag %d)", o.Timeout, l.rawLag())

@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/hookline/hookline/pkg/e2e"
+	"github.com/hookline/hookline/pkg/kafkatest"
 )
 
 // skipShort skips the whole-system scenarios under -short: they run the real
@@ -41,10 +43,20 @@ func envInt(t *testing.T, name string, def int) int {
 // every accepted key is done exactly once and every re-send is dropped.
 func TestSteadyFlowWithDuplicates(t *testing.T) {
 	skipShort(t)
-	sys := e2e.New(t, e2e.Options{Partitions: 6})
-	sys.StartIngest()
-	sys.StartProcessor("p1", nil)
-	sys.StartRetrier(nil)
+	steadyFlow(t, e2e.Options{Partitions: 6})
+}
+
+// TestSteadyFlowSecureBroker is the same flow against the local secure
+// broker (SASL_SSL, SCRAM-SHA-512, no ACL no access): ingest, processor and
+// retrier each as its own user with only the ACLs compose/kafka.sh grants.
+func TestSteadyFlowSecureBroker(t *testing.T) {
+	skipShort(t)
+	steadyFlow(t, e2e.Options{Partitions: 6, Secure: kafkatest.Secure(t)})
+}
+
+func steadyFlow(t *testing.T, o e2e.Options) {
+	sys := e2e.New(t, o)
+	svcs := []*e2e.Service{sys.StartIngest(), sys.StartProcessor("p1", nil), sys.StartRetrier(nil)}
 
 	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: 6000, Rate: 500, Duplicates: 0.3})
 	st := flow.Wait()
@@ -59,6 +71,15 @@ func TestSteadyFlowWithDuplicates(t *testing.T) {
 	}
 	if tally.Calls != tally.Done {
 		t.Errorf("%d destination calls for %d done keys: want one each", tally.Calls, tally.Done)
+	}
+	// Its own ACLs must be enough for everything a service does, the
+	// processor's hanging-transaction check included.
+	for _, svc := range svcs {
+		for _, refused := range []string{"AUTHORIZATION_FAILED", "not authorized"} {
+			if strings.Contains(svc.Output(), refused) {
+				t.Errorf("%s was refused something (%q in its log):\n%s", svc.Name, refused, svc.Output())
+			}
+		}
 	}
 }
 

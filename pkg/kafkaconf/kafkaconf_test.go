@@ -1,10 +1,15 @@
 package kafkaconf
 
 import (
+	"crypto/x509"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 func env(m map[string]string) func(string) (string, bool) {
@@ -69,5 +74,40 @@ func TestCAFile(t *testing.T) {
 	c.TLSCAFile = filepath.Join(dir, "missing.pem")
 	if _, err := c.Opts(); err == nil {
 		t.Fatal("Opts with a missing CA file did not fail")
+	}
+}
+
+func TestExplain(t *testing.T) {
+	secure := Config{Brokers: []string{"b:9095"}, TLS: true, TLSCAFile: "/ca.pem", SASLMechanism: "SCRAM-SHA-512", SASLUser: "ingest", SASLPassword: "s3cret-pw"}
+	plain := secure
+	plain.TLS, plain.TLSCAFile = false, ""
+	cases := []struct {
+		name string
+		c    Config
+		err  error
+		want string // "" means unchanged
+	}{
+		{"nil", secure, nil, ""},
+		{"wrong password", secure, fmt.Errorf("list topics: %w", kerr.SaslAuthenticationFailed), `SASL authentication failed for user "ingest" (SCRAM-SHA-512)`},
+		{"unknown CA", secure, fmt.Errorf("dial: %w", x509.UnknownAuthorityError{}), "KAFKA_TLS_CA_FILE=/ca.pem does not hold the CA"},
+		{"plaintext on TLS", plain, errors.New("invalid large response size 352518912 > limit 104857600; the first three bytes received appear to be a tls alert record for TLS v1.2; is this a plaintext connection speaking to a tls endpoint?"), "KAFKA_TLS is not true"},
+		{"other", secure, kerr.NotLeaderForPartition, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := tc.c.Explain(tc.err)
+			if tc.want == "" {
+				if got != tc.err {
+					t.Fatalf("Explain changed %v into %v", tc.err, got)
+				}
+				return
+			}
+			if !strings.Contains(got.Error(), tc.want) || !errors.Is(got, tc.err) {
+				t.Fatalf("Explain: %v; want it to say %q and wrap %v", got, tc.want, tc.err)
+			}
+			if strings.Contains(got.Error(), tc.c.SASLPassword) {
+				t.Fatal("Explain shows the password")
+			}
+		})
 	}
 }

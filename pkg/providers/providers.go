@@ -22,6 +22,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -45,6 +46,9 @@ type Provider struct {
 	DedupTTL    time.Duration // how long a key is remembered; default 168h
 	Destination *Destination  // nil: the outcome record is the only effect
 	RateLimit   *RateLimit    // nil: unlimited
+	// Priority is the provider's class when the processor is overloaded
+	// (priority in the file; default normal).
+	Priority Priority
 	// Retry is the provider's retry policy (retry in the file); nil: every
 	// tier of HOOKLINE_RETRY_TIERS.
 	Retry *RetryPolicy
@@ -60,6 +64,42 @@ type Provider struct {
 	// keyParts is a generic provider's composite idempotency_key (two or
 	// more parts, each required); nil for a single keyRule.
 	keyParts []*rule
+}
+
+// Priority is a provider's class: under overload the processor gives its
+// capacity to higher classes first, by weight (see the processor's docs).
+type Priority uint8
+
+// The classes, lowest first. The zero value is PriorityNormal's default
+// only through the providers file; code builds Provider values with an
+// explicit class.
+const (
+	PriorityLow Priority = iota
+	PriorityNormal
+	PriorityHigh
+	PriorityCritical
+	// NumPriorities is the number of classes.
+	NumPriorities = 4
+)
+
+var priorityNames = [NumPriorities]string{"low", "normal", "high", "critical"}
+
+// String is the class's name in the providers file.
+func (p Priority) String() string {
+	if int(p) < len(priorityNames) {
+		return priorityNames[p]
+	}
+	return "priority(" + strconv.Itoa(int(p)) + ")"
+}
+
+// ParsePriority reads a class's name.
+func ParsePriority(s string) (Priority, error) {
+	for i, n := range priorityNames {
+		if s == n {
+			return Priority(i), nil
+		}
+	}
+	return 0, fmt.Errorf("want one of critical, high, normal, low, got %q", s)
 }
 
 // Destination is where the processor delivers a provider's events.

@@ -138,6 +138,7 @@ type providerConfig struct {
 	EventType      *ruleConfig        `yaml:"event_type"`
 	RateLimit      *rateLimitConfig   `yaml:"rate_limit"`
 	Tolerance      string             `yaml:"tolerance"`
+	Priority       string             `yaml:"priority"`
 	Retry          *retryConfig       `yaml:"retry"`
 }
 
@@ -221,6 +222,7 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 		Name:      name,
 		Preset:    c.Preset,
 		DedupTTL:  DefaultDedupTTL,
+		Priority:  PriorityNormal,
 		scheme:    pre.scheme,
 		tolerance: DefaultTolerance,
 		accept:    pre.accept,
@@ -277,6 +279,13 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 			fail(fmt.Errorf("tolerance: %w", err))
 		}
 		p.tolerance = d
+	}
+	if c.Priority != "" {
+		pr, err := ParsePriority(c.Priority)
+		if err != nil {
+			fail(fmt.Errorf("priority: %w", err))
+		}
+		p.Priority = pr
 	}
 	if c.Destination != nil {
 		d, derrs := c.Destination.build()

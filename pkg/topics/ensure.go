@@ -33,7 +33,10 @@ func (e *MismatchError) Error() string {
 // kadm answers from the client's metadata cache (up to MetadataMinAge old),
 // which may still say "unknown topic" for a topic created a moment ago; the
 // cache is purged for these topics before and after creating, so the check
-// sees the broker's view.
+// sees the broker's view. The purge also makes a producing client forget the
+// topics' sequence numbers, after which the broker silently drops its next
+// records to partitions it had written: call Ensure before producing on cl,
+// or on a client that does not produce (dlq's store.EnsureStatusTopic).
 func Ensure(ctx context.Context, cl *kgo.Client, specs []Spec, replicationFactor int16) error {
 	adm := kadm.NewClient(cl)
 	names := make([]string, len(specs))
@@ -205,3 +208,34 @@ func normPolicy(p string) string {
 
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 func itoa(n int) string         { return strconv.Itoa(n) }
+
+// EnsureRetrying runs Ensure until it succeeds, trying again while the
+// cluster cannot be reached or refuses the client (a wrong password, a
+// missing ACL): each attempt is bounded by attempt, and each failure is
+// passed to failed with the wait before the next try (1 s, doubling to
+// 10 s), for the service to log it and report it on /readyz. Topics of the
+// wrong shape end it with the *MismatchError (an operator must decide);
+// when ctx ends first it returns ctx's error.
+func EnsureRetrying(ctx context.Context, cl *kgo.Client, specs []Spec, replicationFactor int16, attempt time.Duration,
+	failed func(err error, retryIn time.Duration)) error {
+	for wait := time.Second; ; wait = min(2*wait, 10*time.Second) {
+		actx, cancel := context.WithTimeout(ctx, attempt)
+		err := Ensure(actx, cl, specs, replicationFactor)
+		cancel()
+		var mismatch *MismatchError
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.As(err, &mismatch):
+			return err
+		}
+		failed(err, wait)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+	}
+}

@@ -129,8 +129,18 @@ func Message(err error) string {
 	return "dlq: " + err.Error()
 }
 
-// Run runs one dlq command.
+// Run runs one dlq command. An error that Kafka's refusal of these
+// settings caused (a wrong password or CA, TLS missing) says so
+// (kafkaconf.Explain).
 func Run(ctx context.Context, env Env) error {
+	err := runCommand(ctx, env)
+	if cfg, cerr := loadConfig(env.Lookup); err != nil && cerr == nil {
+		err = cfg.Kafka.Explain(err)
+	}
+	return err
+}
+
+func runCommand(ctx context.Context, env Env) error {
 	if len(env.Args) == 0 {
 		fmt.Fprint(env.Stderr, Help)
 		return usagef("no command")

@@ -314,6 +314,14 @@ func (s *Store) Select(ctx context.Context, sel Selection) ([]*Entry, error) {
 // EnsureStatusTopic creates webhooks.dlq-status when it is missing, compacted
 // and with as many partitions as webhooks.dlq (which must exist), and
 // refuses an existing one with another shape (topics.Ensure).
+//
+// It runs on a client of its own (one connection and one metadata request
+// more per call), never on the producing one: topics.Ensure purges the
+// topic from the client it is given, which for a producer also forgets the
+// topic's sequence numbers, and the broker then discards the next records
+// to a partition already written as duplicates while acknowledging them.
+// `dlq serve` calls this before every replay and resolve: on the shared
+// client, every resolution after a partition's first was lost.
 func (s *Store) EnsureStatusTopic(ctx context.Context, replication int16) error {
 	spans, err := s.bounds(ctx, s.names.DLQ)
 	if err != nil {
@@ -321,7 +329,12 @@ func (s *Store) EnsureStatusTopic(ctx context.Context, replication int16) error 
 	}
 	for _, spec := range s.names.Specs(topics.Shape{Partitions: int32(len(spans))}) {
 		if spec.Name == s.names.DLQStatus {
-			return topics.Ensure(ctx, s.cl, []topics.Spec{spec}, replication)
+			cl, err := s.newClient()
+			if err != nil {
+				return fmt.Errorf("kafka client: %w", err)
+			}
+			defer cl.Close()
+			return topics.Ensure(ctx, cl, []topics.Spec{spec}, replication)
 		}
 	}
 	return fmt.Errorf("no spec for %s", s.names.DLQStatus)

@@ -28,19 +28,39 @@ type commitPoint struct {
 	meta   string
 }
 
-// commit ends one transaction with every finished result waiting (at most
-// maxTxnResults) and the low-water marks they allow. Results that finish
-// while it runs wait for the next one, which starts as soon as this one
-// ended: under load transactions grow, and their fixed cost (the offset
-// commit, the group heartbeat, EndTxn and its markers) is shared by more
-// records. A transaction that does not commit leaves its
-// results waiting for the next one (nothing is called again); a broken
-// session returns errSessionBroken.
-func (s *session) commit(ctx context.Context) error {
-	p := s.p
-	start := time.Now()
+// txn is the session's open transaction: the results produced in it and
+// what their produces answered. Used by the loop's goroutine only, but for
+// the produce callbacks (mu).
+type txn struct {
+	open  bool
+	start time.Time
+	batch []*result
+	// first is closed when every record of the transaction's first
+	// produce was answered: the loop ends the transaction then.
+	first chan struct{}
+	// doomed is closed when partitions are revoked or lost after it began.
+	doomed <-chan struct{}
+	wg     sync.WaitGroup // produces not answered yet
+
+	mu         sync.Mutex
+	produceErr error // the first; failed counts them all
+	failed     int
+	checkpoint map[int32]int64 // changelog partition -> next offset
+}
+
+// produce puts every finished result waiting (up to maxTxnResults in the
+// transaction) into the open transaction, beginning one if none is open:
+// their offsets are marked as in it and their records produced. The loop
+// keeps the transaction open until its first produce was answered (a
+// produce round trip), producing what finishes meanwhile into it, then
+// ends it (end): a record finishing while records are produced joins them
+// instead of waiting for the whole transaction, and under load the fixed
+// cost of a transaction (the offset commit, EndTxn and its markers) is
+// shared by more records.
+func (s *session) produce(ctx context.Context) error {
+	t := &s.txn
 	s.mu.Lock()
-	n := min(len(s.results), maxTxnResults)
+	n := min(len(s.results), maxTxnResults-len(t.batch))
 	batch := append([]*result(nil), s.results[:n]...)
 	clear(s.results[:n])
 	s.results = s.results[n:]
@@ -49,76 +69,109 @@ func (s *session) commit(ctx context.Context) error {
 	// Results of partitions gone since they were read are dropped: the
 	// next owner reads them again.
 	batch = s.own.begin(batch, func(res *result) {
-		s.mu.Lock()
-		s.bytes -= int64(len(res.r.Value))
-		s.mu.Unlock()
+		s.drop(res.item)
 		s.release(res)
 	})
-	points := s.own.points()
-	if len(batch) == 0 && len(points) == 0 {
+	if len(batch) == 0 {
 		return nil
 	}
-	if err := s.tx.Begin(); err != nil {
-		return fmt.Errorf("%w: begin transaction: %w", errSessionBroken, err)
+	if err := s.begin(); err != nil {
+		return err
 	}
-	doomed := s.own.doomed()
-	var (
-		mu         sync.Mutex
-		produceErr error // the first; failed counts them all
-		failed     int
-		checkpoint = map[int32]int64{}
-		wg         sync.WaitGroup
-	)
+	// The transaction's end decides what becomes of the records, not ctx: a
+	// stop commits what was produced.
+	pctx := context.WithoutCancel(ctx)
+	var wg sync.WaitGroup
 	for _, res := range batch {
 		for _, r := range res.outputs {
 			wg.Add(1)
-			isChangelog := r.Topic == p.cfg.Names.Changelog
-			s.tx.Produce(ctx, r, func(r *kgo.Record, err error) {
+			t.wg.Add(1)
+			isChangelog := r.Topic == s.p.cfg.Names.Changelog
+			s.tx.Produce(pctx, r, func(r *kgo.Record, err error) {
+				defer t.wg.Done()
 				defer wg.Done()
-				mu.Lock()
-				defer mu.Unlock()
+				t.mu.Lock()
+				defer t.mu.Unlock()
 				if err != nil {
-					if failed++; produceErr == nil {
-						produceErr = fmt.Errorf("produce %s: %w", r.Topic, err)
+					if t.failed++; t.produceErr == nil {
+						t.produceErr = fmt.Errorf("produce %s: %w", r.Topic, err)
 					}
 					return
 				}
-				if isChangelog && r.Offset+1 > checkpoint[r.Partition] {
-					checkpoint[r.Partition] = r.Offset + 1
+				if isChangelog && r.Offset+1 > t.checkpoint[r.Partition] {
+					t.checkpoint[r.Partition] = r.Offset + 1
 				}
 			})
 		}
 	}
-	try := kgo.TryCommit
-	produced := make(chan struct{})
-	go func() { wg.Wait(); close(produced) }()
+	if len(t.batch) == 0 {
+		first := t.first
+		go func() { wg.Wait(); close(first) }()
+	}
+	t.batch = append(t.batch, batch...)
+	return nil
+}
+
+// begin opens a transaction if none is.
+func (s *session) begin() error {
+	t := &s.txn
+	if t.open {
+		return nil
+	}
+	// doomed is taken before Begin, so a revoke racing it is seen.
+	doomed := s.own.doomed()
+	if err := s.tx.Begin(); err != nil {
+		return fmt.Errorf("%w: begin transaction: %w", errSessionBroken, err)
+	}
+	t.open, t.start, t.batch, t.first, t.doomed = true, time.Now(), nil, make(chan struct{}), doomed
+	t.produceErr, t.failed, t.checkpoint = nil, 0, map[int32]int64{}
+	return nil
+}
+
+// end ends the open transaction (opening one if only offsets moved) with
+// the low-water marks its results allow, committing unless abort, the
+// partitions were lost or revoked, or ctx ended. A transaction that does
+// not commit leaves its results waiting for the next one (nothing is
+// called again); a broken session returns errSessionBroken.
+func (s *session) end(ctx context.Context, abort bool) error {
+	p, t := s.p, &s.txn
+	points := s.own.points()
+	if !t.open && len(points) == 0 {
+		return nil
+	}
+	if err := s.begin(); err != nil {
+		return err
+	}
 	select {
-	case <-produced:
-	case <-doomed:
+	case <-t.doomed:
 		// Partitions lost or revoked meanwhile (a broker gone, a
 		// rebalance): the session aborts anyway. Aborting now drops the
 		// records still buffered; flushing would deliver them to the
 		// broker once it is back, where they would join any transaction
 		// of ours it left hanging (package hanging) and this abort would
 		// then throw that one's records away too.
-		try = kgo.TryAbort
+		abort = true
+	default:
 	}
-	if ctx.Err() != nil {
+	try := kgo.TryCommit
+	if abort || ctx.Err() != nil {
 		try = kgo.TryAbort
 	}
 	committed, err := s.tx.End(kgo.PreTxnCommitFnContext(ctx, s.rewriteOffsets(points)), try)
-	wg.Wait()
+	t.wg.Wait()
+	batch := t.batch
+	t.open, t.batch = false, nil
 	if err != nil {
 		return fmt.Errorf("%w: end transaction: %w", errSessionBroken, err)
 	}
-	if committed && produceErr != nil {
+	if committed && t.produceErr != nil {
 		// Cannot happen: a failed produce fails the commit. Refuse to
 		// apply states whose records may be missing.
-		return fmt.Errorf("transaction committed with produce errors: %w", produceErr)
+		return fmt.Errorf("transaction committed with produce errors: %w", t.produceErr)
 	}
 	if !committed {
 		p.m.txns.WithLabelValues("aborted").Inc()
-		p.cfg.Logger.Info("transaction aborted; its results wait for the next one", "records", len(batch), "failed_produces", failed, "err", produceErr)
+		p.cfg.Logger.Info("transaction aborted; its results wait for the next one", "records", len(batch), "failed_produces", t.failed, "err", t.produceErr)
 		s.own.aborted(batch)
 		s.mu.Lock()
 		s.results = append(batch, s.results...)
@@ -133,17 +186,16 @@ func (s *session) commit(ctx context.Context) error {
 			changes = append(changes, *res.change)
 		}
 	}
-	if err := p.cfg.Store.Apply(changes, checkpoint); err != nil {
+	if err := p.cfg.Store.Apply(changes, t.checkpoint); err != nil {
 		// Badger is only a cache of the changelog: without this write it is
 		// behind, never ahead, and restore catches it up. Stop so the
 		// partitions are restored before anything else is decided.
 		return fmt.Errorf("apply committed states to the store: %w", err)
 	}
 	s.own.committed(batch, points)
-	var bytes int64
 	s.mu.Lock()
 	for _, res := range batch {
-		bytes += int64(len(res.r.Value))
+		s.drop(res.item)
 		s.release(res)
 		if res.change != nil {
 			if o, ok := s.overlay[res.change.Key]; ok && o.seq == res.seq {
@@ -151,7 +203,6 @@ func (s *session) commit(ctx context.Context) error {
 			}
 		}
 	}
-	s.bytes -= bytes
 	s.mu.Unlock()
 	for _, res := range batch {
 		p.m.records.WithLabelValues(res.stat.provider, res.stat.status).Inc()
@@ -159,9 +210,18 @@ func (s *session) commit(ctx context.Context) error {
 			p.m.duplicates.WithLabelValues(res.stat.origin).Inc()
 		}
 	}
-	p.m.batchSeconds.Observe(time.Since(start).Seconds())
+	p.m.batchSeconds.Observe(time.Since(t.start).Seconds())
 	p.m.batchRecords.Observe(float64(len(batch)))
 	return nil
+}
+
+// commit produces every finished result waiting (up to maxTxnResults) and
+// ends the transaction at once: the stop's and the idle poll's way.
+func (s *session) commit(ctx context.Context) error {
+	if err := s.produce(ctx); err != nil {
+		return err
+	}
+	return s.end(ctx, false)
 }
 
 // rewriteOffsets makes the transaction commit exactly points, for

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
@@ -22,6 +23,7 @@ import (
 type lane struct {
 	name  string
 	topic string // where its records are parked: webhooks.lane.<provider>
+	class providers.Priority
 	h     deliver.Handler
 	slots chan struct{}
 	waitN atomic.Int64 // records waiting for a slot
@@ -55,9 +57,18 @@ func (ln *lane) closed() bool {
 	return ln.paused.Load() || ln.refusing != nil && ln.refusing()
 }
 
-// mustPark reports whether a record admitted now is parked at once.
-func (ln *lane) mustPark() bool {
-	return ln.closed() || ln.waitN.Load() >= ln.queueLimit
+// whyPark says why a record read now is parked at once, nil when it may
+// wait for a slot.
+func (ln *lane) whyPark() error {
+	switch {
+	case ln.paused.Load():
+		return errPaused
+	case ln.refusing != nil && ln.refusing():
+		return deliver.ErrCircuitOpen
+	case ln.waitN.Load() >= ln.queueLimit:
+		return errQueueFull
+	}
+	return nil
 }
 
 // room reports whether the lane reader may read parked records back: the
@@ -69,6 +80,13 @@ func (ln *lane) room() bool {
 // errNoRoom is call's answer for a record that waited parkAfter for a
 // slot: no call was made, and the record is parked.
 var errNoRoom = errors.New("destination had no room")
+
+// errQueueFull parks a record whose destination has a long queue already.
+var errQueueFull = errors.New("destination queue full")
+
+// errClassShare parks a record whose priority class holds its share of
+// HOOKLINE_MAX_PENDING while another class needs the rest.
+var errClassShare = errors.New("priority class over its share of HOOKLINE_MAX_PENDING")
 
 // errPaused is call's answer for a destination an operator paused: no call
 // was made, and the record is parked.
@@ -83,12 +101,14 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 			continue
 		}
 		n := cfg.MaxInflight
-		if p, _ := cfg.Providers.Get(name); p.Destination != nil && p.Destination.MaxInflight > 0 {
+		p, _ := cfg.Providers.Get(name)
+		if p.Destination != nil && p.Destination.MaxInflight > 0 {
 			n = p.Destination.MaxInflight
 		}
 		lanes[name] = &lane{
 			name:       name,
 			topic:      cfg.Names.Lane(name),
+			class:      p.Priority,
 			h:          h,
 			parked:     m.parked.WithLabelValues(name),
 			slots:      make(chan struct{}, n),

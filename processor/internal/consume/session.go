@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
@@ -33,8 +34,12 @@ type session struct {
 	overlay map[string]overlaid // key -> state decided, not yet in the store
 	seq     uint64
 	results []*result // finished, waiting for a transaction
-	bytes   int64     // body bytes read and not yet committed or dropped
 	err     error     // a reason to stop the processor
+
+	// budget counts the records read and not yet committed or dropped.
+	budget *budget
+	// txn is the open transaction (the loop's).
+	txn txn
 
 	// tokens bound the finished calls not yet committed (MaxBatch): a
 	// crash repeats at most these and the calls in flight.
@@ -49,8 +54,12 @@ type chain struct{ queue []item }
 
 // item is a record read from a partition this session owns.
 type item struct {
-	r  *kgo.Record
-	ow *owned
+	r     *kgo.Record
+	ow    *owned
+	class providers.Priority
+	// admitted says the record holds one of its class's admissions
+	// (budget.admit): it waits for a slot or calls its destination.
+	admitted bool
 }
 
 // overlaid is a key's state decided by a record whose transaction has not
@@ -63,8 +72,7 @@ type overlaid struct {
 
 // result is what one record leaves for the next transaction.
 type result struct {
-	r       *kgo.Record
-	ow      *owned
+	item
 	outputs []*kgo.Record
 	change  *state.Change // nil: a skip or a poison record
 	seq     uint64        // the overlay entry change made
@@ -76,7 +84,7 @@ type stat struct{ provider, status, origin string }
 
 func newSession(p *Processor) (*session, error) {
 	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
-		tokens: make(chan struct{}, p.cfg.MaxBatch)}
+		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: newBudget(p.cfg, p.m)}
 	s.own = newOwnership(s)
 	var err error
 	if s.reader, err = newReader(s); err != nil {
@@ -100,14 +108,17 @@ func (s *session) fail(err error) {
 	s.signal()
 }
 
-// loop ends transactions until ctx is done or an error: whenever finished
-// results wait, and every idlePoll when offsets moved without one (markers,
+// loop runs transactions until ctx is done or an error: whenever finished
+// results wait it produces them into the open transaction (produce), and it
+// ends the transaction once its first produce was answered (end); every
+// idlePoll it commits offsets that moved without a result (markers,
 // records finished before a restart). The reader fetches meanwhile, so a
 // record arriving during a transaction is decided, and often called, by the
 // time the transaction ends.
 func (s *session) loop(ctx context.Context) error {
 	idle := time.NewTimer(idlePoll)
 	defer idle.Stop()
+	t := &s.txn
 	for {
 		if ctx.Err() != nil {
 			return s.stop(ctx)
@@ -118,24 +129,48 @@ func (s *session) loop(ctx context.Context) error {
 		switch {
 		case err != nil:
 			return err
-		case pending > 0:
-			if err := s.commit(ctx); err != nil {
+		case pending > 0 && len(t.batch) < maxTxnResults:
+			if err := s.produce(ctx); err != nil {
+				return err
+			}
+			continue
+		case t.open && (len(t.batch) >= maxTxnResults || isClosed(t.first)):
+			if err := s.end(ctx, false); err != nil {
 				return err
 			}
 			s.freed()
 			continue
 		}
+		var first, doomed <-chan struct{}
+		if t.open {
+			first, doomed = t.first, t.doomed
+		}
 		select {
 		case <-ctx.Done():
 		case <-s.ready:
+		case <-first:
+		case <-doomed:
+			if err := s.end(ctx, true); err != nil {
+				return err
+			}
 		case <-idle.C:
 			idle.Reset(idlePoll)
-			if s.own.moved() {
-				if err := s.commit(ctx); err != nil {
+			if !t.open && s.own.moved() {
+				if err := s.end(ctx, false); err != nil {
 					return err
 				}
 			}
 		}
+	}
+}
+
+// isClosed reports whether ch is closed.
+func isClosed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
 	}
 }
 
@@ -147,33 +182,38 @@ func (s *session) freed() {
 	}
 }
 
-// overBudget reports whether the offsets held or the bytes read and not
-// committed reached their bound (MaxPending, MaxPendingBytes).
+// overBudget reports whether the reader must wait (budget.full).
 func (s *session) overBudget() bool {
-	held := s.own.held()
-	s.p.m.pending.Set(float64(held))
-	s.mu.Lock()
-	bytes := s.bytes
-	s.mu.Unlock()
-	return held >= int64(s.p.cfg.MaxPending) || bytes >= s.p.cfg.MaxPendingBytes
+	span := s.own.span()
+	s.p.m.pending.Set(float64(span))
+	return s.budget.full(span)
 }
 
-// dispatch hands each record to its chain.
-func (s *session) dispatch(recs []*kgo.Record) {
+// dispatch hands each record to its chain. admitted says the records were
+// held and admitted already (budget.holdAdmitted: lane records the reader
+// gated).
+func (s *session) dispatch(recs []*kgo.Record, admitted bool) {
 	for _, r := range recs {
+		class := s.p.classOf(r)
 		ow := s.own.accept(r)
 		if ow == nil {
+			if admitted {
+				s.budget.release(class, len(r.Value), true)
+			}
 			continue
 		}
 		k := s.p.cfg.ChainKey(r)
+		it := item{r: r, ow: ow, class: class, admitted: admitted}
+		if !admitted {
+			s.budget.hold(class, len(r.Value))
+		}
 		s.mu.Lock()
-		s.bytes += int64(len(r.Value))
 		if c, ok := s.chains[k]; ok {
-			c.queue = append(c.queue, item{r, ow})
+			c.queue = append(c.queue, it)
 			s.mu.Unlock()
 			continue
 		}
-		c := &chain{queue: []item{{r, ow}}}
+		c := &chain{queue: []item{it}}
 		s.chains[k] = c
 		s.mu.Unlock()
 		s.work.Add(1)
@@ -194,13 +234,13 @@ func (s *session) runChain(k string, c *chain) {
 		it := c.queue[0]
 		c.queue = c.queue[1:]
 		s.mu.Unlock()
-		res, err := s.run(it)
+		res, err := s.run(&it)
 		switch {
 		case err != nil:
 			s.fail(err)
-			s.drop(it.r)
+			s.drop(it)
 		case res == nil:
-			s.drop(it.r)
+			s.drop(it)
 		default:
 			s.mu.Lock()
 			s.results = append(s.results, res)
@@ -218,24 +258,21 @@ func (s *session) release(res *result) {
 	}
 }
 
-// drop forgets a record that leaves no result.
-func (s *session) drop(r *kgo.Record) {
-	s.mu.Lock()
-	s.bytes -= int64(len(r.Value))
-	s.mu.Unlock()
-}
+// drop forgets a record that leaves no result, or a result that is not
+// committed (its partition went away).
+func (s *session) drop(it item) { s.budget.release(it.class, len(it.r.Value), it.admitted) }
 
 // run decides one record, calls its destination if the decision says so,
 // and returns its result; nil when the record was abandoned (its partition
 // went away, or the processor stops): it is then read again by the
 // partition's next owner.
-func (s *session) run(it item) (*result, error) {
+func (s *session) run(it *item) (*result, error) {
 	p, r, ow := s.p, it.r, it.ow
 	if ow.ctx.Err() != nil {
 		return nil, nil
 	}
 	now := p.cfg.Now()
-	res := &result{r: r, ow: ow}
+	res := &result{item: *it}
 	a, err := arrival(r, now)
 	a.FromLane = r.Topic != p.cfg.Names.Raw
 	if err != nil {
@@ -260,15 +297,22 @@ func (s *session) run(it item) (*result, error) {
 		ttl = pr.DedupTTL
 	}
 	ln := p.lanes[a.Provider]
-	if ln != nil && !a.FromLane && ln.mustPark() {
-		return s.park(res, ln, cur, a, ttl)
+	if ln != nil && !a.FromLane {
+		why := ln.whyPark()
+		if why == nil && !s.budget.admit(it.class) {
+			why = errClassShare
+		}
+		if why != nil {
+			return s.park(res, ln, cur, a, ttl, why)
+		}
+		it.admitted, res.admitted = true, true
 	}
 	abandoned, token, took, herr := p.call(ow.ctx, s.tokens, r, a)
 	if abandoned {
 		return nil, nil
 	}
 	if ln != nil && (errors.Is(herr, deliver.ErrCircuitOpen) || errors.Is(herr, errPaused) || errors.Is(herr, errNoRoom)) {
-		return s.park(res, ln, cur, a, ttl) // not called: wait in the lane, no attempt used, no tier
+		return s.park(res, ln, cur, a, ttl, herr) // not called: wait in the lane, no attempt used, no tier
 	}
 	res.token = token
 	p.m.handlerSeconds.WithLabelValues(p.providerLabel(a.Provider)).Observe(took.Seconds())
@@ -317,11 +361,13 @@ func (s *session) decided(res *result, next decide.State, val []byte, out []*kgo
 // park sends a record its destination has no room for to the
 // destination's lane topic: the exact record (key, body, headers) to lane
 // partition r.Partition (same key, same partition count), the key's state
-// parked, and an outcome saying where it waits. No call was made, so no
+// parked, and an outcome saying where it waits and why (its error: the
+// destination paused, its breaker open, its queue full, no room within
+// parkAfter, or the priority class over its share). No call was made, so no
 // attempt is used. The lane copy comes back through the lane reader when
 // the destination has room, and a record read from a lane that meets an
 // open breaker is parked again at the lane's end.
-func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arrival, ttl time.Duration) (*result, error) {
+func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arrival, ttl time.Duration, why error) (*result, error) {
 	p, r := s.p, res.r
 	next := decide.Park(cur, a, ttl)
 	val, err := decide.Encode(next)
@@ -329,7 +375,7 @@ func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arriva
 		return nil, fmt.Errorf("encode state of %q: %w", r.Key, err)
 	}
 	lr := &kgo.Record{Topic: ln.topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
-	o := p.outcomeRecord(r, a, StatusParked, 0, nil, decide.Route{})
+	o := p.outcomeRecord(r, a, StatusParked, 0, why, decide.Route{})
 	out := []*kgo.Record{{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val}, lr, o}
 	ln.parked.Inc()
 	return s.decided(res, next, val, out, StatusParked, a)
@@ -388,7 +434,7 @@ func (s *session) forget(parts map[int32]bool) {
 	kept := s.results[:0]
 	for _, res := range s.results {
 		if parts[res.r.Partition] {
-			s.bytes -= int64(len(res.r.Value))
+			s.drop(res.item)
 			s.release(res)
 			continue
 		}
@@ -414,7 +460,7 @@ func (s *session) stop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if pending > 0 {
+		if pending > 0 || s.txn.open {
 			if err := s.commit(bg); err != nil {
 				return err
 			}

@@ -166,6 +166,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 		return rep, err
 	}
 	rate := rep.Closed.E2ERate * cfg.OpenFraction
+	if cfg.OpenRate > 0 {
+		rate = cfg.OpenRate
+	}
 	fmt.Fprintf(out, "phase 2: open loop, %.0f events/s for %s ...\n", rate, cfg.Open)
 	p2 := &phase{name: fmt.Sprintf("open loop, %.0f/s", rate)}
 	if rep.Opened, err = b.openPhase(ctx, p2, rate, cfg.Open); err != nil {

@@ -49,6 +49,7 @@ func main() {
 	flag.DurationVar(&c.Closed, "d", c.Closed, "posting time of the closed-loop phase (up to 60s)")
 	flag.DurationVar(&c.Open, "open-d", c.Open, "length of the open-loop phase (up to 60s)")
 	flag.Float64Var(&c.OpenFraction, "open-fraction", c.OpenFraction, "open-loop rate as a fraction of the closed loop's end-to-end rate (0..1]")
+	flag.Float64Var(&c.OpenRate, "open-rate", c.OpenRate, "open-loop rate in events/s, instead of -open-fraction (for comparing two builds at one rate; 0: use the fraction)")
 	flag.IntVar(&c.PerfRecords, "perf-n", c.PerfRecords, "ProducerPerformance records (1,000..1,000,000)")
 	flag.IntVar(&c.BodySize, "body", c.BodySize, "request body size in bytes (128..65536)")
 	flag.DurationVar(&c.IsoAlone, "iso-alone", c.IsoAlone, "length of isolation phase 3, fastpay alone (up to 60s)")
@@ -72,6 +73,7 @@ type config struct {
 	Closed       time.Duration
 	Open         time.Duration
 	OpenFraction float64
+	OpenRate     float64 // events/s; 0: OpenFraction of the closed loop's
 	PerfRecords  int
 	BodySize     int
 	Partitions   int
@@ -107,6 +109,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-open-d %s: want up to 60s", c.Open)
 	case c.OpenFraction <= 0 || c.OpenFraction > 1:
 		return fmt.Errorf("-open-fraction %g: want more than 0, at most 1", c.OpenFraction)
+	case c.OpenRate < 0 || c.OpenRate > 100000:
+		return fmt.Errorf("-open-rate %g: want 0 (the fraction) up to 100,000 events/s", c.OpenRate)
 	case c.PerfRecords < 1000 || c.PerfRecords > 1000000:
 		return fmt.Errorf("-perf-n %d: want 1,000..1,000,000", c.PerfRecords)
 	case c.BodySize < 128 || c.BodySize > 65536:

@@ -1,0 +1,213 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gin-gonic/gin"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/dlq/internal/replay"
+	"github.com/hookline/hookline/dlq/internal/settings"
+	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/schemas"
+)
+
+// openAPIServer is the handler as `dlq serve` wires it (store, replayer,
+// metrics, provider settings followed from webhooks.control, the providers
+// checked against the test providers file), over a kfake cluster holding
+// one DLQ entry, whose ref it returns. Setting fail makes the next writes
+// (BeforeWrite, SetProvider) fail as Kafka would. With down, the cluster is
+// closed before the handler is returned: every Kafka request fails.
+func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *bool) {
+	t.Helper()
+	gin.SetMode(gin.TestMode)
+	names := topics.NewNames("", nil)
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.Raw, names.DLQ, names.DLQStatus))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	addrs := c.ListenAddrs()
+	cl := kafkatest.Client(t, addrs)
+	newClient := func(extra ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, extra...)...)
+	}
+	r := &kgo.Record{Topic: names.DLQ, Key: []byte("stripe:evt_oa"), Value: []byte(`{"id":"evt_oa"}`)}
+	headers.Set(r, headers.Provider, "stripe")
+	headers.Set(r, headers.DeadReason, headers.DeadPermanent)
+	headers.Set(r, headers.Attempt, "1")
+	if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	known, err := settings.LoadKnown(testProviders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := obs.NewRegistry()
+	live := settings.NewLive(known, reg)
+	fail = new(bool)
+	kafkaDown := errors.New("webhooks.dlq-status: broker down")
+	if !down {
+		go func() {
+			_ = control.Follow(t.Context(), newClient, names.Control, live.Apply, live.CaughtUp, func(error) {})
+		}()
+	} else {
+		c.Close()
+	}
+	st := store.New(store.Config{Names: names, Client: cl, NewClient: newClient})
+	h = New(Config{
+		Store: st, Replayer: replay.New(cl), Token: token, Metrics: obs.Metrics(reg), Settings: live,
+		BeforeWrite: func(context.Context) error {
+			if *fail {
+				return kafkaDown
+			}
+			return nil
+		},
+		SetProvider: func(ctx context.Context, s control.Setting) error {
+			if *fail {
+				return kafkaDown
+			}
+			return control.Write(ctx, cl, names.Control, s)
+		},
+	}).Handler()
+	return h, store.Ref{Partition: r.Partition, Offset: r.Offset}.String(), fail
+}
+
+// TestOpenAPI drives the handlers through every answer that
+// schemas/dlq.openapi.yaml lists and checks each against the document: its
+// status is listed for the route (or under x-unrouted), its required
+// headers (WWW-Authenticate, Location) are there, its Content-Type is
+// listed and its JSON body validates. Each listed answer must be produced
+// at least once.
+func TestOpenAPI(t *testing.T) {
+	doc, err := schemas.LoadAPI(schemas.DLQAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cov := doc.NewCoverage()
+	up, ref, fail := openAPIServer(t, false)
+	down, _, _ := openAPIServer(t, true)
+	auth := "Bearer " + token
+	type call struct {
+		name         string
+		h            http.Handler
+		method, path string
+		auth, body   string
+		status       int
+		before       func() // runs before the request
+	}
+	failing := func() { *fail = true }
+	calls := []call{
+		{name: "root", h: up, method: "GET", path: "/", status: 302},
+		{name: "page", h: up, method: "GET", path: "/ui/", status: 200},
+		{name: "script", h: up, method: "GET", path: "/ui/app.js", status: 200},
+		{name: "style", h: up, method: "GET", path: "/ui/style.css", status: 200},
+		{name: "metrics", h: up, method: "GET", path: "/metrics", status: 200},
+		{name: "list", h: up, method: "GET", path: "/dlq?provider=stripe&limit=10", auth: auth, status: 200},
+		{name: "list bad reason", h: up, method: "GET", path: "/dlq?reason=tired", auth: auth, status: 400},
+		{name: "list bad limit", h: up, method: "GET", path: "/dlq?limit=0", auth: auth, status: 400},
+		{name: "list no token", h: up, method: "GET", path: "/dlq", status: 401},
+		{name: "list kafka down", h: down, method: "GET", path: "/dlq", auth: auth, status: 502},
+		{name: "stats", h: up, method: "GET", path: "/dlq/stats", auth: auth, status: 200},
+		{name: "stats wrong token", h: up, method: "GET", path: "/dlq/stats", auth: "Bearer nope", status: 401},
+		{name: "stats kafka down", h: down, method: "GET", path: "/dlq/stats", auth: auth, status: 502},
+		{name: "show", h: up, method: "GET", path: "/dlq/" + ref, auth: auth, status: 200},
+		{name: "show bad ref", h: up, method: "GET", path: "/dlq/x:1", auth: auth, status: 400},
+		{name: "show no token", h: up, method: "GET", path: "/dlq/" + ref, status: 401},
+		{name: "show missing", h: up, method: "GET", path: "/dlq/0:999", auth: auth, status: 404},
+		{name: "show kafka down", h: down, method: "GET", path: "/dlq/0:0", auth: auth, status: 502},
+		{name: "replay dry run", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"refs":["` + ref + `"],"dry_run":true}`, status: 200},
+		{name: "replay", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"provider":"stripe","by":"openapi"}`, status: 200},
+		{name: "replay missing ref", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"refs":["1:999"],"by":"m"}`, status: 404},
+		{name: "replay without by", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"refs":["` + ref + `"]}`, status: 400},
+		{name: "replay not JSON", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{`, status: 400},
+		{name: "replay no token", h: up, method: "POST", path: "/dlq/replay", body: `{"all":true,"by":"m"}`, status: 401},
+		{name: "replay kafka down", h: down, method: "POST", path: "/dlq/replay", auth: auth, body: `{"all":true,"by":"m"}`, status: 502},
+		{name: "resolve", h: up, method: "POST", path: "/dlq/" + ref + "/resolve", auth: auth, body: `{"resolution":"manual_fix","note":"fixed by hand","by":"openapi"}`, status: 200},
+		{name: "resolve as replayed", h: up, method: "POST", path: "/dlq/" + ref + "/resolve", auth: auth, body: `{"resolution":"replayed","note":"x","by":"m"}`, status: 400},
+		{name: "resolve no token", h: up, method: "POST", path: "/dlq/" + ref + "/resolve", body: `{}`, status: 401},
+		{name: "resolve missing", h: up, method: "POST", path: "/dlq/1:999/resolve", auth: auth, body: `{"resolution":"ignored","note":"x","by":"m"}`, status: 404},
+		{name: "resolve write fails", h: up, method: "POST", path: "/dlq/" + ref + "/resolve", auth: auth, body: `{"resolution":"ignored","note":"x","by":"m"}`, status: 502, before: failing},
+		{name: "providers", h: up, method: "GET", path: "/providers", auth: auth, status: 200},
+		{name: "providers no token", h: up, method: "GET", path: "/providers", status: 401},
+		{name: "unrouted no token", h: up, method: "DELETE", path: "/dlq", status: 401},
+		{name: "unrouted", h: up, method: "GET", path: "/nope", auth: auth, status: 404},
+		{name: "trailing slash GET", h: up, method: "GET", path: "/dlq/", auth: auth, status: 301},
+		{name: "trailing slash POST", h: up, method: "POST", path: "/dlq/replay/", auth: auth, body: `{}`, status: 307},
+	}
+	for _, verb := range []string{"pause", "resume", "rate"} {
+		p := "/providers/stripe/" + verb
+		ok := call{name: verb, h: up, method: "POST", path: p, auth: auth, status: 200}
+		bad := call{name: verb + " bad rate", h: up, method: "POST", path: p + "?rate=-1", auth: auth, status: 400}
+		switch verb {
+		case "pause":
+			ok.body = `{"by":"openapi"}`
+		case "rate":
+			ok.body = `{"rate":5,"by":"openapi"}`
+			bad.path = p // no rate at all
+		}
+		calls = append(calls, ok, bad,
+			call{name: verb + " no token", h: up, method: "POST", path: p, status: 401},
+			call{name: verb + " unknown provider", h: up, method: "POST", path: "/providers/nope/" + verb, auth: auth, status: 404},
+			call{name: verb + " write fails", h: up, method: "POST", path: p + "?rate=1", auth: auth, status: 502, before: failing},
+		)
+		if verb != "rate" {
+			calls[len(calls)-1].path = p
+		}
+	}
+	for _, c := range calls {
+		*fail = false
+		if c.before != nil {
+			c.before()
+		}
+		req := httptest.NewRequest(c.method, c.path, strings.NewReader(c.body))
+		ctx, cancel := context.WithTimeout(req.Context(), 10*time.Second) // a closed cluster fails at the deadline at the latest
+		req = req.WithContext(ctx)
+		if c.auth != "" {
+			req.Header.Set("Authorization", c.auth)
+		}
+		if c.body != "" {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		method, path := req.Method, req.URL.Path // gin rewrites the path of a redirect
+		w := httptest.NewRecorder()
+		c.h.ServeHTTP(w, req)
+		cancel()
+		if w.Code != c.status {
+			t.Errorf("%s: %s %s answered %d %s, want %d", c.name, method, c.path, w.Code, w.Body, c.status)
+			continue
+		}
+		if err := cov.Check(method, path, w.Code, w.Header(), w.Body.Bytes()); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	if missing := cov.Missing(); len(missing) > 0 {
+		t.Errorf("answers the document lists that no call produced: %v", missing)
+	}
+	t.Logf("%d answers checked against %s", cov.Seen(), schemas.DLQAPI)
+
+	// The resolve above was written: the entry shows it.
+	w := httptest.NewRecorder()
+	req := httptest.NewRequest("GET", "/dlq/"+ref, nil)
+	req.Header.Set("Authorization", auth)
+	up.ServeHTTP(w, req)
+	var d struct {
+		Resolution *struct{ Resolution string } `json:"resolution"`
+	}
+	if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil || d.Resolution == nil || d.Resolution.Resolution != store.ManualFix {
+		t.Errorf("GET /dlq/%s after the resolve: %d %s", ref, w.Code, w.Body)
+	}
+}

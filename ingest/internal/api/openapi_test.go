@@ -1,0 +1,196 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/ingest/internal/publish"
+	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/schemas"
+)
+
+// panicPublisher stands for a bug below the handler.
+type panicPublisher struct{}
+
+func (panicPublisher) Publish(context.Context, []*kgo.Record) error { panic("publisher bug") }
+
+// brokenBody fails the read half-way, as a client that goes away does.
+type brokenBody struct{ n int }
+
+func (b *brokenBody) Read(p []byte) (int, error) {
+	if b.n > 0 {
+		b.n = 0
+		return copy(p, `{"id":`), nil
+	}
+	return 0, errors.New("connection reset by peer")
+}
+
+// unreachablePublisher is the real producer pointed at a closed port, with
+// a short produce deadline: Kafka never acknowledges.
+func unreachablePublisher(t *testing.T) Publisher {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return publish.New(cl, 300*time.Millisecond)
+}
+
+// TestOpenAPI drives the real handlers through every answer that
+// schemas/ingest.openapi.yaml lists and checks each against the document:
+// its status is listed for the route, its required headers (X-Request-Id,
+// Retry-After) are there, its Content-Type is listed and its JSON body
+// validates. Each listed answer must be produced at least once.
+func TestOpenAPI(t *testing.T) {
+	doc, err := schemas.LoadAPI(schemas.IngestAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cov := doc.NewCoverage()
+	reg, err := providers.Load("testdata/providers.yaml", lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	server := func(pub Publisher, health *obs.Health) http.Handler {
+		return New(Config{
+			Providers: reg, Publisher: pub, Topic: "webhooks.raw", MaxBodyBytes: testLimit,
+			RetryAfter: 5 * time.Second, Health: health, Registry: obs.NewRegistry(),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		}).Handler()
+	}
+	ready := obs.NewHealth("kafka")
+	ready.Set("kafka", nil)
+	ok := server(&fakePublisher{}, ready)
+	now := time.Now()
+	stripe := []byte(`{"id":"evt_oa","object":"event","type":"invoice.paid"}`)
+	unsigned := func(method, path, ct string, body []byte) *http.Request {
+		r := httptest.NewRequest(method, path, bytes.NewReader(body))
+		if ct != "" {
+			r.Header.Set("Content-Type", ct)
+		}
+		return r
+	}
+	drained := obs.NewHealth("kafka")
+	drained.Set("kafka", nil)
+	drained.Drain()
+
+	cases := []struct {
+		name   string
+		h      http.Handler
+		req    func() *http.Request
+		status int
+	}{
+		{"stripe", ok, func() *http.Request { return signed(t, reg, "stripe", "application/json", stripe, now, nil) }, 202},
+		{"gocardless batch", ok, func() *http.Request {
+			return signed(t, reg, "gocardless", "application/json", []byte(`{"events":[{"id":"EV1","action":"created"},{"id":"EV2","action":"paid"}]}`), now, nil)
+		}, 202},
+		{"slack challenge", ok, func() *http.Request {
+			return signed(t, reg, "slack", "application/json", []byte(`{"type":"url_verification","challenge":"c-oa","token":"t"}`), now, nil)
+		}, 200},
+		{"slack form", ok, func() *http.Request {
+			return signed(t, reg, "slack", "application/x-www-form-urlencoded", []byte(`command=%2Fdeploy&text=now`), now, nil)
+		}, 202},
+		{"malformed body", ok, func() *http.Request { return signed(t, reg, "stripe", "application/json", []byte(`{"id":`), now, nil) }, 400},
+		{"no key", ok, func() *http.Request {
+			return signed(t, reg, "stripe", "application/json", []byte(`{"type":"x"}`), now, nil)
+		}, 400},
+		{"body read fails", ok, func() *http.Request {
+			r := signed(t, reg, "acme", "application/json", nil, now, nil)
+			r.Body, r.ContentLength = io.NopCloser(&brokenBody{n: 1}), -1
+			return r
+		}, 400},
+		{"no signature", ok, func() *http.Request { return unsigned("POST", "/webhooks/stripe", "application/json", stripe) }, 401},
+		{"bad signature", ok, func() *http.Request {
+			r := unsigned("POST", "/webhooks/stripe", "application/json", stripe)
+			r.Header.Set("Stripe-Signature", "t=1,v1=00")
+			return r
+		}, 401},
+		{"unknown provider", ok, func() *http.Request { return unsigned("POST", "/webhooks/nope", "application/json", stripe) }, 404},
+		{"declared length over the limit", ok, func() *http.Request {
+			return signed(t, reg, "stripe", "application/json", bytes.Repeat([]byte("x"), testLimit+1), now, nil)
+		}, 413},
+		{"chunked body over the limit", ok, func() *http.Request {
+			r := signed(t, reg, "stripe", "application/json", bytes.Repeat([]byte("x"), testLimit+1), now, nil)
+			r.ContentLength = -1
+			return r
+		}, 413},
+		{"content type", ok, func() *http.Request { return signed(t, reg, "stripe", "application/xml", stripe, now, nil) }, 415},
+		{"no content type", ok, func() *http.Request { return signed(t, reg, "stripe", "", stripe, now, nil) }, 415},
+		{"kafka does not acknowledge", server(unreachablePublisher(t), ready), func() *http.Request {
+			return signed(t, reg, "stripe", "application/json", stripe, now, nil)
+		}, 503},
+		{"panic", server(panicPublisher{}, ready), func() *http.Request {
+			return signed(t, reg, "stripe", "application/json", stripe, now, nil)
+		}, 500},
+		{"healthz", ok, func() *http.Request { return unsigned("GET", "/healthz", "", nil) }, 200},
+		{"ready", ok, func() *http.Request { return unsigned("GET", "/readyz", "", nil) }, 200},
+		{"not checked yet", server(&fakePublisher{}, obs.NewHealth("kafka")), func() *http.Request { return unsigned("GET", "/readyz", "", nil) }, 503},
+		{"draining", server(&fakePublisher{}, drained), func() *http.Request { return unsigned("GET", "/readyz", "", nil) }, 503},
+		{"metrics", ok, func() *http.Request { return unsigned("GET", "/metrics", "", nil) }, 200},
+		{"no route", ok, func() *http.Request { return unsigned("POST", "/hooks/stripe", "application/json", stripe) }, 404},
+		{"no provider segment", ok, func() *http.Request { return unsigned("POST", "/webhooks/", "application/json", stripe) }, 404},
+		{"GET a webhook", ok, func() *http.Request { return unsigned("GET", "/webhooks/stripe", "", nil) }, 405},
+		{"POST healthz", ok, func() *http.Request { return unsigned("POST", "/healthz", "", nil) }, 405},
+		{"HEAD healthz", ok, func() *http.Request { return unsigned("HEAD", "/healthz", "", nil) }, 405},
+		{"trailing slash GET", ok, func() *http.Request { return unsigned("GET", "/healthz/", "", nil) }, 301},
+		{"trailing slash POST", ok, func() *http.Request { return unsigned("POST", "/webhooks/stripe/", "application/json", stripe) }, 307},
+	}
+	limited := server(&fakePublisher{}, ready) // burst 2 at 1/s: the third at once is refused
+	for i := range 3 {
+		want := 202
+		if i == 2 {
+			want = 429
+		}
+		cases = append(cases, struct {
+			name   string
+			h      http.Handler
+			req    func() *http.Request
+			status int
+		}{"rate limit", limited, func() *http.Request {
+			return signed(t, reg, "limited", "application/json", []byte(`{"n":1}`), now, nil)
+		}, want})
+	}
+	for _, c := range cases {
+		w := httptest.NewRecorder()
+		req := c.req()
+		method, path := req.Method, req.URL.Path // gin rewrites the path of a redirect
+		c.h.ServeHTTP(w, req)
+		if w.Code != c.status {
+			t.Errorf("%s: %s %s answered %d %s, want %d", c.name, method, path, w.Code, w.Body, c.status)
+			continue
+		}
+		if err := cov.Check(method, path, w.Code, w.Header(), w.Body.Bytes()); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	if missing := cov.Missing(); len(missing) > 0 {
+		t.Errorf("answers the document lists that no case produced: %v", missing)
+	}
+	t.Logf("%d answers checked against %s", cov.Seen(), schemas.IngestAPI)
+
+	// A request id the caller sends comes back when it is acceptable.
+	w := httptest.NewRecorder()
+	ok.ServeHTTP(w, signed(t, reg, "stripe", "application/json", stripe, now, map[string]string{"X-Request-Id": "req-openapi-1"}))
+	if got := w.Header().Get("X-Request-Id"); got != "req-openapi-1" || !strings.Contains(w.Body.String(), `"request_id":"req-openapi-1"`) {
+		t.Errorf("X-Request-Id %q, body %s", got, w.Body)
+	}
+}

@@ -1,0 +1,337 @@
+package schemathesis
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/e2e"
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/schemas"
+)
+
+const token = "schemathesis-admin-token-7d2e"
+
+// maxExamples bounds each operation's generated cases in the fuzzing
+// phase (HOOKLINE_SCHEMATHESIS_EXAMPLES overrides it), so that both runs
+// take well under a minute in CI.
+const maxExamples = 60
+
+// binary finds schemathesis: HOOKLINE_SCHEMATHESIS, the repository's
+// .venv (where .ci/run installs it), or PATH. Outside CI its absence skips
+// the test; in CI it fails it.
+func binary(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("HOOKLINE_SCHEMATHESIS"); p != "" {
+		return p
+	}
+	if p, err := filepath.Abs("../../.venv/bin/schemathesis"); err == nil {
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	if p, err := exec.LookPath("schemathesis"); err == nil {
+		return p
+	}
+	msg := "schemathesis is not installed (python3 -m venv .venv && .venv/bin/pip install schemathesis, as .ci/run does): the HTTP surfaces are not fuzzed"
+	if os.Getenv("CI") != "" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// ends is every topic of the system (sys.Names.All: no lanes, since no
+// processor runs) with its end offsets summed.
+func ends(t *testing.T, sys *e2e.System) map[string]int64 {
+	t.Helper()
+	adm := kadm.NewClient(kafkatest.Client(t, sys.Brokers))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	offs, err := adm.ListEndOffsets(ctx, sys.Names.All()...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	offs.Each(func(o kadm.ListedOffset) {
+		if o.Err != nil {
+			t.Fatalf("end offset of %s/%d: %v", o.Topic, o.Partition, o.Err)
+		}
+		out[o.Topic] += o.Offset
+	})
+	if len(out) != len(sys.Names.All()) {
+		t.Fatalf("end offsets of %d topics, want %d: %v", len(out), len(sys.Names.All()), out)
+	}
+	return out
+}
+
+// exchange is one request and answer of a HAR file, as schemathesis
+// records them.
+type exchange struct {
+	Request struct {
+		Method string `json:"method"`
+		URL    string `json:"url"`
+	} `json:"request"`
+	Response struct {
+		Status  int `json:"status"`
+		Headers []struct {
+			Name  string `json:"name"`
+			Value string `json:"value"`
+		} `json:"headers"`
+		Content struct {
+			Text     string `json:"text"`
+			Encoding string `json:"encoding"`
+		} `json:"content"`
+	} `json:"response"`
+}
+
+// fuzz runs schemathesis on doc against base and returns every exchange
+// it recorded. A failure of any check fails the test with its output.
+func fuzz(t *testing.T, bin, doc, base string, args ...string) []exchange {
+	t.Helper()
+	dir := t.TempDir()
+	har := filepath.Join(dir, "run.har")
+	if d := os.Getenv("HOOKLINE_SCHEMATHESIS_REPORTS"); d != "" { // keep the exchanges, as CI artifacts for instance
+		har = filepath.Join(d, strings.TrimSuffix(doc, ".openapi.yaml")+".har")
+	}
+	n := maxExamples
+	if v := os.Getenv("HOOKLINE_SCHEMATHESIS_EXAMPLES"); v != "" {
+		var err error
+		if n, err = strconv.Atoi(v); err != nil {
+			t.Fatalf("HOOKLINE_SCHEMATHESIS_EXAMPLES=%q: %v", v, err)
+		}
+	}
+	// Path parameters drawn, most of the time, from names and refs that
+	// exist, so that requests get past 404 into the handlers' checks.
+	config := filepath.Join(dir, "schemathesis.toml")
+	if err := os.WriteFile(config, []byte(`
+[dictionaries.providers]
+values = ["stripe", "github", "shopify", "standard", "gocardless", "calcom", "outcomes"]
+[dictionaries.refs]
+values = ["0:0", "0:1", "0:2", "0:3", "0:4"]
+[parameters]
+"path.provider" = { dictionary = "providers", probability = 0.8 }
+"path.name" = { dictionary = "providers", probability = 0.8 }
+"path.ref" = { dictionary = "refs", probability = 0.6 }
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	docPath, err := filepath.Abs(filepath.Join("..", doc))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmdArgs := append([]string{"--config-file", config, "run", docPath, "--url", base,
+		"--max-examples", strconv.Itoa(n),
+		"--phases", "examples,coverage,fuzzing",
+		"--request-timeout", "30",
+		"--max-redirects", "0",
+		"--report", "har", "--report-har-path", har,
+		"--no-color",
+		"--output-sanitize", "false", // the HAR must keep WWW-Authenticate to be checked
+	}, args...)
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, cmdArgs...)
+	cmd.Dir = dir // its caches (.schemathesis, .hypothesis) stay out of the repository
+	cmd.Env = append(os.Environ(), "SCHEMATHESIS_TELEMETRY=false", "HYPOTHESIS_STORAGE_DIRECTORY="+filepath.Join(dir, "hypothesis"))
+	start := time.Now()
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("schemathesis %s: %v\n%s", doc, err, out)
+	}
+	b, err := os.ReadFile(har)
+	if err != nil {
+		t.Fatalf("schemathesis wrote no HAR: %v\n%s", err, out)
+	}
+	var h struct {
+		Log struct {
+			Entries []exchange `json:"entries"`
+		} `json:"log"`
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatalf("HAR %s: %v", har, err)
+	}
+	t.Logf("schemathesis %s: %s\n%s", doc, time.Since(start).Round(time.Millisecond), lastLines(string(out), 12))
+	return h.Log.Entries
+}
+
+func lastLines(s string, n int) string {
+	ls := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(ls) > n {
+		ls = ls[len(ls)-n:]
+	}
+	return strings.Join(ls, "\n")
+}
+
+// conform checks every exchange against the document with schemas'
+// checker too (stricter on Content-Type and required headers than some
+// of schemathesis' checks), counts answers by status, and fails on a 5xx.
+func conform(t *testing.T, docName string, xs []exchange) map[int]int {
+	t.Helper()
+	doc, err := schemas.LoadAPI(docName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byStatus := map[int]int{}
+	bad := 0
+	for _, x := range xs {
+		byStatus[x.Response.Status]++
+		u, err := url.Parse(x.Request.URL)
+		if err != nil {
+			t.Fatalf("HAR url %q: %v", x.Request.URL, err)
+		}
+		h := http.Header{}
+		for _, kv := range x.Response.Headers {
+			h.Add(kv.Name, kv.Value)
+		}
+		if x.Response.Status >= 500 {
+			t.Errorf("%s %s answered %d: %s", x.Request.Method, x.Request.URL, x.Response.Status, x.Response.Content.Text)
+		}
+		body := []byte(x.Response.Content.Text)
+		if x.Response.Content.Encoding != "" {
+			continue // bytes schemathesis could not store as text; its own checks saw them
+		}
+		if _, err := doc.Check(x.Request.Method, u.Path, x.Response.Status, h, body); err != nil {
+			if bad++; bad <= 10 {
+				t.Errorf("%v", err)
+			}
+		}
+	}
+	if bad > 10 {
+		t.Errorf("... and %d more answers that do not conform", bad-10)
+	}
+	return byStatus
+}
+
+// deadLetters puts n entries on partition 0 of webhooks.dlq, so that the
+// DLQ routes have something to show, replay and resolve: the document's
+// example ref, 0:1, names one of them.
+func deadLetters(t *testing.T, sys *e2e.System, n int) {
+	t.Helper()
+	cl := kafkatest.Client(t, sys.Brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	now := time.Now()
+	for i := range n {
+		id := fmt.Sprintf("evt_fuzz_%d", i)
+		r := &kgo.Record{Topic: sys.Names.DLQ, Partition: 0, Key: []byte("stripe:" + id), Value: e2e.StripeEvent(id), Timestamp: now.Add(-time.Duration(n-i) * time.Minute)}
+		for _, kv := range [][2]string{
+			{headers.Provider, "stripe"}, {headers.EventType, "invoice.paid"}, {headers.IdempotencyKey, "stripe:" + id},
+			{headers.Origin, headers.OriginIngest}, {headers.Attempt, "1"}, {headers.DeadReason, headers.DeadPermanent},
+		} {
+			headers.Set(r, kv[0], kv[1])
+		}
+		headers.SetErrors(r, []headers.ErrorEntry{{Attempt: 1, At: now, Error: "destination: HTTP 400 Bad Request", Retryable: false}})
+		if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSchemathesis fuzzes both surfaces. Ingest: no request schemathesis
+// makes can carry a valid signature, so every answer is a refusal and no
+// topic may grow. dlq serve (with the token, and schemathesis' ignored_auth
+// check sending requests without it): a request it accepts may write
+// (replays to webhooks.raw, resolutions to webhooks.dlq-status, provider
+// settings to webhooks.control), so each topic must grow by exactly what
+// the accepted answers report, and no other topic at all.
+func TestSchemathesis(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the fuzzer needs a broker and takes a minute")
+	}
+	bin := binary(t)
+	sys := e2e.New(t, e2e.Options{})
+	sys.EnsureTopics()
+	deadLetters(t, sys, 5)
+	ing := sys.StartIngest()
+	dlq := sys.StartDLQServe(token, nil)
+	// negative_data_rejection: a request the document says is invalid must
+	// be refused (4xx), so the documents say exactly what the handlers take.
+	checks := "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,negative_data_rejection"
+
+	t.Run("ingest", func(t *testing.T) {
+		before := ends(t, sys)
+		xs := fuzz(t, bin, schemas.IngestAPI, "http://"+ing.Addr, "--checks", checks+",unsupported_method")
+		byStatus := conform(t, schemas.IngestAPI, xs)
+		// No fuzzed request can carry a valid signature, so none should be
+		// accepted; if one were, its records would be what raw may grow by.
+		var accepted int64
+		for _, x := range xs {
+			if x.Response.Status != http.StatusAccepted {
+				continue
+			}
+			var a struct {
+				Key  string   `json:"idempotency_key"`
+				Keys []string `json:"idempotency_keys"`
+			}
+			_ = json.Unmarshal([]byte(x.Response.Content.Text), &a)
+			accepted += int64(max(len(a.Keys), 1))
+			t.Errorf("ingest accepted a fuzzed request: %s %s: %s", x.Request.Method, x.Request.URL, x.Response.Content.Text)
+		}
+		after := ends(t, sys)
+		for topic, end := range after {
+			want := int64(0)
+			if topic == sys.Names.Raw {
+				want = accepted
+			}
+			if got := end - before[topic]; got != want {
+				t.Errorf("%s grew by %d; accepted requests account for %d: a refused request was produced", topic, got, want)
+			}
+		}
+		fmt.Printf("schemathesis ingest: %d generated requests, answers by status %v, nothing produced\n", len(xs), byStatus)
+	})
+
+	t.Run("dlq serve", func(t *testing.T) {
+		before := ends(t, sys)
+		xs := fuzz(t, bin, schemas.DLQAPI, "http://"+dlq.Addr, "--checks", checks+",ignored_auth", "-H", "Authorization: Bearer "+token)
+		byStatus := conform(t, schemas.DLQAPI, xs)
+		want := map[string]int64{}
+		for _, x := range xs {
+			if x.Response.Status != 200 || x.Request.Method != http.MethodPost {
+				continue
+			}
+			u, _ := url.Parse(x.Request.URL)
+			switch {
+			case u.Path == "/dlq/replay":
+				var ans struct {
+					Results []struct {
+						Sent, Resolved bool
+					} `json:"results"`
+				}
+				if err := json.Unmarshal([]byte(x.Response.Content.Text), &ans); err != nil {
+					t.Fatalf("replay answer %q: %v", x.Response.Content.Text, err)
+				}
+				for _, r := range ans.Results {
+					if r.Sent {
+						want[sys.Names.Raw]++
+					}
+					if r.Resolved {
+						want[sys.Names.DLQStatus]++
+					}
+				}
+			case strings.HasSuffix(u.Path, "/resolve"):
+				want[sys.Names.DLQStatus]++
+			case strings.HasPrefix(u.Path, "/providers/"):
+				want[sys.Names.Control]++
+			}
+		}
+		after := ends(t, sys)
+		for topic, end := range after {
+			if got := end - before[topic]; got != want[topic] {
+				t.Errorf("%s grew by %d; the accepted requests account for %d: a refused request wrote", topic, got, want[topic])
+			}
+		}
+		fmt.Printf("schemathesis dlq serve: %d generated requests, answers by status %v, writes %v (all by accepted requests)\n", len(xs), byStatus, want)
+	})
+}

@@ -116,6 +116,12 @@ func TestEachServiceOnlyItsOwn(t *testing.T) {
 			}
 			return read("processor", names.Control, "")
 		}},
+		{"ingest's self-test produces to its topic and reads the record back", func() error {
+			if err := produce("ingest", names.Selftest); err != nil {
+				return err
+			}
+			return read("ingest", names.Selftest, "")
+		}},
 		{"retrier reads a tier in its group", func() error { return read("retrier", names.Retry[0], names.Group(topics.GroupRetrier)) }},
 		{"dlq reads dlq and writes a resolution", func() error {
 			if err := read("dlq", names.DLQ, ""); err != nil {

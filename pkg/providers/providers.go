@@ -45,6 +45,7 @@ type Provider struct {
 	DedupTTL    time.Duration // how long a key is remembered; default 168h
 	Destination *Destination  // nil: the outcome record is the only effect
 	RateLimit   *RateLimit    // nil: unlimited
+	Redrive     *Redrive      // nil: no automatic re-drive (redrive.go)
 
 	secrets   []secret // first is used by Sign; any one verifying is enough
 	scheme    *scheme  // nil: unsigned (generic with signature: {none: true})

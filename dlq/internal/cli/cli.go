@@ -20,6 +20,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -49,6 +50,8 @@ Usage:
               [--reason R] [--since DUR|TIME] [--include-resolved]
               [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]
   dlq stats   [--json]
+  dlq trace   KEY [--json]
+  dlq parked  [--tier T] [--provider P] [--limit N] [--offset N] [--json]
   dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]
   dlq provider pause|resume NAME [--by NAME] [--json]
   dlq provider rate NAME --rate N/s [--by NAME] [--json]
@@ -75,6 +78,8 @@ replay   re-produces to webhooks.raw with hookline.origin=replay,
          processor's outcomes and prints them; --dry-run sends nothing.
          Progress goes to stderr when it is a terminal, or with --progress.
 stats    counts by provider, by reason and by resolution; the oldest entries.
+trace    a key's whole path in time order and where it stands now (dlq help trace).
+parked   what waits in the retry tiers and the destinations' lanes (dlq help parked).
 resolve  records that an entry needs no replay: ignored or manual_fix, with
          a note and who (--by, default $USER).
 provider pauses a provider's deliveries (they wait, parked in its lane
@@ -111,7 +116,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.As(err, &ue), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrBadRef):
+	case errors.As(err, &ue), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrBadRef), errors.Is(err, trace.ErrUnknownKey):
 		return 2
 	}
 	return 1
@@ -160,8 +165,12 @@ func Run(ctx context.Context, env Env) error {
 		return runProvider(ctx, env, args)
 	case "serve":
 		return runServe(ctx, env, args)
+	case "trace":
+		return runTrace(ctx, env, args)
+	case "parked":
+		return runParked(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, provider, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, provider, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
@@ -173,6 +182,8 @@ var commandHelp = map[string]string{
 	"resolve":  "usage: dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]\n",
 	"provider": providerHelp,
 	"serve":    serveHelp,
+	"trace":    traceHelp,
+	"parked":   parkedHelp,
 }
 
 // app is a connected command: one client for admin requests and writes,

@@ -158,7 +158,7 @@ func printTrace(w io.Writer, t trace.Trace) {
 				detail = strings.TrimPrefix(detail+"; error: "+short(s.Error, 120), "; ")
 			}
 			if s.DurationMS > 0 {
-				detail += fmt.Sprintf(" (%d ms)", s.DurationMS)
+				detail = strings.TrimSpace(detail + fmt.Sprintf(" (%d ms)", s.DurationMS))
 			}
 		case trace.KindWaiting:
 			detail = fmt.Sprintf("tier %s, due %s", s.Tier, s.DueAt)

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -196,6 +197,8 @@ type app struct {
 	adm       *kadm.Client
 	store     *store.Store
 	names     topics.Names
+	// statusOK: webhooks.dlq-status was checked (ensureStatusTopic).
+	statusOK atomic.Bool
 }
 
 // kafkaTimeout bounds the requests that find the topics' bounds and shape.

@@ -201,8 +201,8 @@ func (r *Redriver) one(ctx context.Context, p due) error {
 		Note: fmt.Sprintf("auto-redrive %d of %d (redrive.after passed, breaker closed)", p.count+1, p.max),
 		Now:  r.cfg.Now,
 	}, func(got replay.Result) { res = got })
-	if sum.Failed > 0 || sum.Sent == 0 {
-		return fmt.Errorf("replay of %s: %s", p.dl.Ref, res.Error)
+	if sum.Failed > 0 || sum.Sent == 0 || !res.Resolved {
+		return fmt.Errorf("replay of %s: sent %v, marked %v: %s", p.dl.Ref, res.Sent, res.Resolved, res.Error)
 	}
 	return nil
 }

@@ -149,7 +149,7 @@ func (f *Feeder) Follow(ctx context.Context, caughtUp func()) error {
 			}
 		}()
 	}
-	next := time.Now().Add(rediscover)
+	next := time.Now().Add(f.rediscoverIn(parts))
 	for ctx.Err() == nil {
 		pctx, cancel := context.WithTimeout(ctx, time.Until(next))
 		fs := cl.PollFetches(pctx)
@@ -166,7 +166,7 @@ func (f *Feeder) Follow(ctx context.Context, caughtUp func()) error {
 			return err
 		}
 		if time.Now().After(next) {
-			next = time.Now().Add(rediscover)
+			next = time.Now().Add(f.rediscoverIn(parts))
 			now, err := f.partitions(ctx)
 			if err != nil {
 				f.log.Warn("trace index: looking for new topics", "err", err)
@@ -190,6 +190,19 @@ func (f *Feeder) Follow(ctx context.Context, caughtUp func()) error {
 		}
 	}
 	return nil
+}
+
+// rediscoverIn is when to look for new topics: in a second while one of
+// raw, outcomes, dlq and dlq-status is missing (a new environment), else in
+// rediscover.
+func (f *Feeder) rediscoverIn(parts map[string][]int32) time.Duration {
+	n := f.ix.names
+	for _, t := range []string{n.Raw, n.Outcomes, n.DLQ, n.DLQStatus} {
+		if len(parts[t]) == 0 {
+			return time.Second
+		}
+	}
+	return rediscover
 }
 
 // waitCaughtUp polls the stored positions until every partition reached

@@ -290,6 +290,30 @@ func TestTriagePage(t *testing.T) {
 		t.Fatalf("after resolve: resolution %q", resolution)
 	}
 
+	// Each entry links to its key's trace (GET /events/{key}): the entry
+	// just resolved shows there with its resolution, once the index has it.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#entries a.trace[data-key=%q]`, string(recs[1].Key))))); err != nil {
+		t.Fatalf("no trace link in the row of %s: %v", refOf(recs[1]), err)
+	}
+	key := string(recs[2].Key) // resolved: out of the unresolved list, still shown in the detail
+	link := fmt.Sprintf(`#detail[data-ref=%q] #d-trace a.trace[data-key=%q]`, other, key)
+	var steps string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(link)), chromedp.Click(chromedp.CSS(link)),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#trace[data-key=%q]`, key)))); err != nil {
+			t.Fatalf("trace link of %s: %v", key, err)
+		}
+		steps, _ = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#t-steps")))
+		if strings.Contains(steps, "ref "+other+", permanent; ignored by pat") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("trace of %s shows %q, want its DLQ entry %s ignored by pat", key, steps, other)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	shot("triage-trace.png")
+
 	raw.Until(30*time.Second, "the replay on "+sys.Names.Raw, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
 			if headers.Value(r, headers.ReplayID) == "dlq:"+ref && string(r.Value) == string(recs[0].Value) {

@@ -89,6 +89,11 @@ func build(key string, evs []Event) Trace {
 		case KindDeadLetter:
 			t.DeadLetters++
 			lastDead = ev
+			// An entry written without its outcome (by hand, or the
+			// outcome past the retention): dead all the same.
+			if t.Now.State != StateDead {
+				t.Now = Now{State: StateDead, Since: stamp(*ev)}
+			}
 		case KindOutcome:
 			switch ev.Status {
 			case "duplicate":

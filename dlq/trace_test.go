@@ -125,7 +125,9 @@ func TestTraceAndParked(t *testing.T) {
 	if code, err := sys.Post("stripe", e2e.StripeEvent("evt_tr_flaky")); err != nil || code != 202 {
 		t.Fatalf("re-post: %d %v", code, err)
 	}
-	waitTrace(t, sys, nil, flaky, "one duplicate", func(_ []map[string]any, tr map[string]any) bool { return tr["duplicates"] == 1.0 && tr["accepted"] == 2.0 })
+	waitTrace(t, sys, nil, flaky, "one duplicate", func(_ []map[string]any, tr map[string]any) bool {
+		return tr["duplicates"] == 1.0 && tr["accepted"] == 2.0
+	})
 
 	// The table form says the same.
 	table := sys.DLQ(nil, "trace", flaky).Want(t, 0).Stdout

@@ -91,8 +91,8 @@ func TestAutoRedrive(t *testing.T) {
 	waitTrace(t, sys, remoteEnv(svc), held, "dead", func(_ []map[string]any, tr map[string]any) bool {
 		return tr["now"].(map[string]any)["state"] == "dead"
 	})
-	// after (3 s) plus three passes: held back by the open breaker.
-	time.Sleep(6 * time.Second)
+	// after (3 s) plus two passes: held back by the open breaker.
+	time.Sleep(5 * time.Second)
 	if _, tr := traceOf(t, sys, remoteEnv(svc), held); tr["now"].(map[string]any)["resolution"] != nil || tr["replays"] != 0.0 {
 		t.Fatalf("re-driven while a breaker was reported open: %v", tr)
 	}
@@ -129,7 +129,7 @@ func TestAutoRedrive(t *testing.T) {
 	_, tr := waitTrace(t, sys, remoteEnv(svc), fails, "two DLQ entries", func(_ []map[string]any, tr map[string]any) bool {
 		return tr["dead_letters"] == 2.0 && tr["now"].(map[string]any)["state"] == "dead"
 	})
-	time.Sleep(6 * time.Second) // after plus three passes
+	time.Sleep(5 * time.Second) // after plus two passes
 	steps, tr := traceOf(t, sys, remoteEnv(svc), fails)
 	if tr["replays"] != 1.0 || tr["dead_letters"] != 2.0 || tr["now"].(map[string]any)["resolution"] != nil {
 		t.Fatalf("%s re-driven more than max (1): %v\n%v", fails, tr, steps)

@@ -32,7 +32,7 @@ func (p *Processor) publishBreakers(ctx context.Context) {
 			open[name] = b.BreakerOpen
 		}
 	}
-	if len(open) == 0 || p.cfg.InstanceID == "" {
+	if len(open) == 0 || p.cfg.InstanceID == "" || p.cfg.NewClient == nil {
 		return
 	}
 	names := make([]string, 0, len(open))

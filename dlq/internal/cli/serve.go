@@ -150,11 +150,11 @@ func runServe(ctx context.Context, env Env, args []string) error {
 			log.Warn("provider settings", "topic", a.names.Control, "err", err)
 		})
 	})
-	ix, err := a.serveTrace(ctx, log, cfg, reg, interval)
+	ix, closeIndex, err := a.serveTrace(ctx, log, cfg, reg, interval)
 	if err != nil {
 		return err
 	}
-	defer ix.Close()
+	defer closeIndex()
 	gin.SetMode(gin.ReleaseMode)
 	srv := admin.New(admin.Config{
 		Store:       a.store,

@@ -327,3 +327,32 @@ func TestTriagePage(t *testing.T) {
 		t.Fatalf("resolutions after the page's replay and resolve: %v", res)
 	}
 }
+
+// TestServeKeepsEveryResolution: one dlq serve writing resolutions one
+// request at a time, several to the same partition of webhooks.dlq-status,
+// loses none. (Checking the status topic before every write purged it from
+// the client, which reset the idempotent producer's sequence numbers: the
+// broker then took each later write to a partition for a duplicate of the
+// first and dropped it, answering with the old offset.)
+func TestServeKeepsEveryResolution(t *testing.T) {
+	skipShort(t)
+	var ds []dead
+	for i := range 8 {
+		ds = append(ds, dead{"stripe", fmt.Sprintf("evt_keep_%d", i), headers.DeadPermanent, time.Minute})
+	}
+	sys, recs := withEntries(t, ds...)
+	svc := sys.StartDLQServe(adminToken, nil)
+	for _, r := range recs {
+		code, _, body := call(t, "POST", "http://"+svc.Addr+"/dlq/"+refOf(r)+"/resolve", "Bearer "+adminToken,
+			map[string]any{"resolution": "ignored", "note": "keep test", "by": "alice"})
+		if code != http.StatusOK {
+			t.Fatalf("resolve %s: %d %s", refOf(r), code, body)
+		}
+	}
+	res := statusRecords(t, sys, len(recs))
+	for _, r := range recs {
+		if res[refOf(r)]["by"] != "alice" {
+			t.Fatalf("resolution of %s lost: have %d of %d", refOf(r), len(res), len(recs))
+		}
+	}
+}

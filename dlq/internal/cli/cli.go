@@ -97,8 +97,10 @@ not exist.
 Environment: KAFKA_BROKERS (default 127.0.0.1:9092), KAFKA_TLS,
 KAFKA_TLS_CA_FILE, KAFKA_SASL_MECHANISM, KAFKA_SASL_USER, KAFKA_SASL_PASSWORD,
 HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider and serve
-HOOKLINE_PROVIDERS (the provider names a setting may name); for serve HOOKLINE_ADMIN_ADDR
-(default 127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN; USER.
+HOOKLINE_PROVIDERS (the provider names a setting may name, and the redrive
+policies serve applies); for serve HOOKLINE_ADMIN_ADDR (default
+127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN; for trace and serve
+HOOKLINE_TRACE_DIR (the trace index, default data/dlq-trace); USER.
 `
 
 // usageError is a mistake in the command line: exit code 2.

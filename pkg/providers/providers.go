@@ -22,6 +22,7 @@ import (
 	"mime"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -46,6 +47,9 @@ type Provider struct {
 	Destination *Destination  // nil: the outcome record is the only effect
 	RateLimit   *RateLimit    // nil: unlimited
 	Redrive     *Redrive      // nil: no automatic re-drive (redrive.go)
+	// Priority is the provider's class when the processor is overloaded
+	// (priority in the file; default normal).
+	Priority Priority
 
 	secrets   []secret // first is used by Sign; any one verifying is enough
 	scheme    *scheme  // nil: unsigned (generic with signature: {none: true})
@@ -55,6 +59,42 @@ type Provider struct {
 	forward   []string
 	keyRule   *rule // generic only
 	typeRule  *rule // generic only
+}
+
+// Priority is a provider's class: under overload the processor gives its
+// capacity to higher classes first, by weight (see the processor's docs).
+type Priority uint8
+
+// The classes, lowest first. The zero value is PriorityNormal's default
+// only through the providers file; code builds Provider values with an
+// explicit class.
+const (
+	PriorityLow Priority = iota
+	PriorityNormal
+	PriorityHigh
+	PriorityCritical
+	// NumPriorities is the number of classes.
+	NumPriorities = 4
+)
+
+var priorityNames = [NumPriorities]string{"low", "normal", "high", "critical"}
+
+// String is the class's name in the providers file.
+func (p Priority) String() string {
+	if int(p) < len(priorityNames) {
+		return priorityNames[p]
+	}
+	return "priority(" + strconv.Itoa(int(p)) + ")"
+}
+
+// ParsePriority reads a class's name.
+func ParsePriority(s string) (Priority, error) {
+	for i, n := range priorityNames {
+		if s == n {
+			return Priority(i), nil
+		}
+	}
+	return 0, fmt.Errorf("want one of critical, high, normal, low, got %q", s)
 }
 
 // Destination is where the processor delivers a provider's events.

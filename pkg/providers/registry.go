@@ -137,6 +137,7 @@ type providerConfig struct {
 	RateLimit      *rateLimitConfig   `yaml:"rate_limit"`
 	Tolerance      string             `yaml:"tolerance"`
 	Redrive        *redriveConfig     `yaml:"redrive"`
+	Priority       string             `yaml:"priority"`
 }
 
 type destinationConfig struct {
@@ -211,6 +212,7 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 		Name:      name,
 		Preset:    c.Preset,
 		DedupTTL:  DefaultDedupTTL,
+		Priority:  PriorityNormal,
 		scheme:    pre.scheme,
 		tolerance: DefaultTolerance,
 		accept:    pre.accept,
@@ -267,6 +269,13 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 			fail(fmt.Errorf("tolerance: %w", err))
 		}
 		p.tolerance = d
+	}
+	if c.Priority != "" {
+		pr, err := ParsePriority(c.Priority)
+		if err != nil {
+			fail(fmt.Errorf("priority: %w", err))
+		}
+		p.Priority = pr
 	}
 	if c.Destination != nil {
 		d, derrs := c.Destination.build()

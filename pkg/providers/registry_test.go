@@ -121,6 +121,7 @@ func TestParseErrors(t *testing.T) {
 		{"bad destination timeout", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "http://x/y", timeout: soon}}}}`, []string{`provider "gh"`, "destination.timeout", "soon"}},
 		{"destination timeout too long", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "http://x/y", timeout: 11m}}}}`, []string{`provider "gh"`, "destination.timeout", "11m", "10m0s"}},
 		{"destination max_inflight negative", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "http://x/y", max_inflight: -1}}}}`, []string{`provider "gh"`, "destination.max_inflight", "1 to 4096", "-1"}},
+		{"unknown priority", `{providers: {gh: {preset: github, secret_env: [S1], priority: urgent}}}`, []string{`provider "gh"`, "priority", "critical, high, normal, low", `"urgent"`}},
 		{"destination max_inflight too big", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "http://x/y", max_inflight: 5000}}}}`, []string{`provider "gh"`, "destination.max_inflight", "5000"}},
 		{"destination without url", `{providers: {gh: {preset: github, secret_env: [S1], destination: {timeout: 5s}}}}`, []string{`provider "gh"`, "destination.url: required"}},
 		{"destination url not a URL", `{providers: {gh: {preset: github, secret_env: [S1], destination: {url: "::nope"}}}}`, []string{`provider "gh"`, "destination.url"}},
@@ -391,5 +392,19 @@ providers:
 	d := mustGet(t, r, "crm").Destination
 	if d.MaxInflight != 200 || d.Timeout != 10*time.Minute {
 		t.Fatalf("destination %+v, want max_inflight 200 and timeout 10m", d)
+	}
+}
+
+func TestParsePriority(t *testing.T) {
+	r := mustParse(t, `
+providers:
+  pay: {preset: stripe, secret_env: [S1], priority: critical}
+  bulk: {preset: github, secret_env: [S1], priority: low}
+  plain: {preset: github, secret_env: [S1]}
+`, testEnv())
+	for name, want := range map[string]Priority{"pay": PriorityCritical, "bulk": PriorityLow, "plain": PriorityNormal} {
+		if got := mustGet(t, r, name).Priority; got != want {
+			t.Errorf("%s: priority %v, want %v", name, got, want)
+		}
 	}
 }

@@ -52,6 +52,27 @@ func TestIsolated(t *testing.T) {
 	}
 }
 
+// The priority scenario's floor is a tenth of slowcrm's call: 290 ms at
+// 5 ms alone fails it, 90 ms passes.
+func TestPriorityFloor(t *testing.T) {
+	err := timeline(repeat(5*time.Millisecond, 100), repeat(290*time.Millisecond, 100)).Report(Priority()).Isolated()
+	if err == nil || !strings.Contains(err.Error(), "priority: fastpay p99 290.0 ms") || !strings.Contains(err.Error(), "or 100.0 ms") {
+		t.Fatalf("Isolated() = %v, want a failure naming the 100 ms floor", err)
+	}
+	if err := timeline(repeat(5*time.Millisecond, 100), repeat(90*time.Millisecond, 100)).Report(Priority()).Isolated(); err != nil {
+		t.Fatalf("Isolated() = %v for a p99 of 90 ms, want it passed", err)
+	}
+	p := Priority().Providers("http://127.0.0.1:1/hooks", "SECRET")
+	for _, want := range []string{"priority: critical", "priority: low", "max_inflight: 2000"} {
+		if !strings.Contains(p, want) {
+			t.Errorf("providers entries lack %q:\n%s", want, p)
+		}
+	}
+	if got := Priority().ProcessorEnv()["HOOKLINE_MAX_PENDING"]; got != "500" {
+		t.Errorf("processor env HOOKLINE_MAX_PENDING %q, want 500", got)
+	}
+}
+
 // TestUncalledKey: a fastpay key never called fails the verdict, and the
 // report counts keys, calls and repeats per phase.
 func TestUncalledKey(t *testing.T) {

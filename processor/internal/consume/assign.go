@@ -289,14 +289,14 @@ func (o *ownership) accept(r *kgo.Record) *owned {
 	return ow
 }
 
-// held is the offsets held above the committed offsets, all partitions.
-func (o *ownership) held() int64 {
+// span is the offsets held above the committed offsets, all partitions.
+func (o *ownership) span() int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var n int64
 	for _, ow := range o.parts {
 		for _, w := range ow.wins {
-			n += w.held()
+			n += w.span()
 		}
 	}
 	return n

@@ -49,9 +49,7 @@ func (s *session) commit(ctx context.Context) error {
 	// Results of partitions gone since they were read are dropped: the
 	// next owner reads them again.
 	batch = s.own.begin(batch, func(res *result) {
-		s.mu.Lock()
-		s.bytes -= int64(len(res.r.Value))
-		s.mu.Unlock()
+		s.drop(res.item)
 		s.release(res)
 	})
 	points := s.own.points()
@@ -140,10 +138,9 @@ func (s *session) commit(ctx context.Context) error {
 		return fmt.Errorf("apply committed states to the store: %w", err)
 	}
 	s.own.committed(batch, points)
-	var bytes int64
 	s.mu.Lock()
 	for _, res := range batch {
-		bytes += int64(len(res.r.Value))
+		s.drop(res.item)
 		s.release(res)
 		if res.change != nil {
 			if o, ok := s.overlay[res.change.Key]; ok && o.seq == res.seq {
@@ -151,7 +148,6 @@ func (s *session) commit(ctx context.Context) error {
 			}
 		}
 	}
-	s.bytes -= bytes
 	s.mu.Unlock()
 	for _, res := range batch {
 		p.m.records.WithLabelValues(res.stat.provider, res.stat.status).Inc()

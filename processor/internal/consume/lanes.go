@@ -12,6 +12,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
@@ -22,6 +23,7 @@ import (
 type lane struct {
 	name  string
 	topic string // where its records are parked: webhooks.lane.<provider>
+	class providers.Priority
 	h     deliver.Handler
 	slots chan struct{}
 	waitN atomic.Int64 // records waiting for a slot
@@ -83,12 +85,14 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 			continue
 		}
 		n := cfg.MaxInflight
-		if p, _ := cfg.Providers.Get(name); p.Destination != nil && p.Destination.MaxInflight > 0 {
+		p, _ := cfg.Providers.Get(name)
+		if p.Destination != nil && p.Destination.MaxInflight > 0 {
 			n = p.Destination.MaxInflight
 		}
 		lanes[name] = &lane{
 			name:       name,
 			topic:      cfg.Names.Lane(name),
+			class:      p.Priority,
 			h:          h,
 			parked:     m.parked.WithLabelValues(name),
 			slots:      make(chan struct{}, n),

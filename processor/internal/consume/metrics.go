@@ -29,6 +29,7 @@ type metrics struct {
 	sessions       prometheus.Counter
 	batchRecords   prometheus.Histogram
 	pending        prometheus.Gauge
+	classPending   *prometheus.GaugeVec
 	laneInflight   *prometheus.GaugeVec
 	laneWaiting    *prometheus.GaugeVec
 	laneLimit      *prometheus.GaugeVec
@@ -96,8 +97,12 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	})
 	m.pending = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "hookline_processor_pending_offsets",
-		Help: "Offsets of webhooks.raw read and held above their partitions' committed offsets (calls in flight, waiting for a destination slot, or finished above a slower one); polling stops at HOOKLINE_MAX_PENDING.",
+		Help: "Offsets of webhooks.raw and the lane topics held above their partitions' committed offsets (records in flight or finished above a slower one); polling stops at 16 x HOOKLINE_MAX_PENDING.",
 	})
+	m.classPending = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_pending_records",
+		Help: "Records read and not yet committed, by priority class of their provider (waiting in a chain, for a slot or in a call, or finished and waiting for the transaction); HOOKLINE_MAX_PENDING bounds their sum.",
+	}, []string{"class"})
 	m.laneInflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hookline_processor_destination_inflight",
 		Help: "Calls in flight to a provider's destination.",
@@ -133,7 +138,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	}, func() float64 { return float64(st.Keys()) })
 	reg.MustRegister(m.records, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
 		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, m.sessions, keys,
-		m.batchRecords, m.pending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag, m.lanePaused, m.laneRate)
+		m.batchRecords, m.pending, m.classPending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag, m.lanePaused, m.laneRate)
 	return m
 }
 

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/providers"
 )
 
 // paceEvery is how often the reader looks at each destination's room
@@ -27,14 +29,17 @@ const paceEvery = 20 * time.Millisecond
 //
 // A lane is read only while its destination has room: a parked record costs
 // nothing until then, and a full destination holds back only its own lane.
-// Raw is read while the process-wide budget (MaxPending, MaxPendingBytes)
-// has room.
+// Raw is read while the process-wide budget has room (budget.full).
 type reader struct {
 	s      *session
 	cl     *kgo.Client
 	mu     sync.Mutex
 	paused map[string]bool // lane topic -> reading paused
-	done   chan struct{}
+	// gated are lane records read while their priority class had no room
+	// (budget.holdAdmitted), per class in fetch order; they are dispatched as it
+	// gets room. Only with several classes.
+	gated [providers.NumPriorities][]*kgo.Record
+	done  chan struct{}
 }
 
 // newReader builds the reader.
@@ -77,6 +82,20 @@ func (l *reader) remove(parts map[int32]bool) {
 		m[t] = ps
 	}
 	l.cl.RemoveConsumePartitions(m)
+	// A gated record of a partition that went away is read again from the
+	// committed offset by its next owner, this session included.
+	l.mu.Lock()
+	for c, recs := range l.gated {
+		kept := recs[:0]
+		for _, r := range recs {
+			if !parts[r.Partition] {
+				kept = append(kept, r)
+			}
+		}
+		clear(recs[len(kept):])
+		l.gated[c] = kept
+	}
+	l.mu.Unlock()
 }
 
 // run polls and hands the records to the chains, and paces the lanes,
@@ -102,13 +121,58 @@ func (l *reader) run(ctx context.Context) {
 			l.s.fail(fmt.Errorf("%w: %w", errSessionBroken, err))
 			return
 		}
-		l.s.dispatch(fs.Records())
+		l.hand(fs.Records())
+	}
+}
+
+// hand dispatches what a poll returned. With several priority classes a
+// lane record waits in gated until its class has room (a lane is read only
+// while it has, but one fetch may bring more than the room); raw records
+// go at once, their class checked when they run (session.run parks those
+// over their class's share).
+func (l *reader) hand(recs []*kgo.Record) {
+	s := l.s
+	if !s.budget.classes {
+		s.dispatch(recs, false)
+		return
+	}
+	raw := recs[:0:0]
+	l.mu.Lock()
+	for _, r := range recs {
+		if r.Topic == s.p.cfg.Names.Raw {
+			raw = append(raw, r)
+			continue
+		}
+		c := s.p.classOf(r)
+		l.gated[c] = append(l.gated[c], r)
+	}
+	l.mu.Unlock()
+	s.dispatch(raw, false)
+	l.ungate()
+}
+
+// ungate dispatches the gated lane records their classes have room for,
+// in order.
+func (l *reader) ungate() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for c, recs := range l.gated {
+		n := 0
+		for n < len(recs) && l.s.budget.holdAdmitted(providers.Priority(c), len(recs[n].Value)) {
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		l.s.dispatch(recs[:n], true)
+		l.gated[c] = append(recs[:0], recs[n:]...)
 	}
 }
 
 // pace pauses a lane while its destination has no room (as many records
 // wait as it has slots, or it is closed: paused, or its breaker refuses
-// calls) and resumes it when it has.
+// calls) or its priority class holds more than its share of the budget,
+// and resumes it when not.
 func (l *reader) pace(ctx context.Context) {
 	t := time.NewTicker(paceEvery)
 	defer t.Stop()
@@ -118,8 +182,14 @@ func (l *reader) pace(ctx context.Context) {
 			return
 		case <-t.C:
 		}
+		if l.s.budget.classes {
+			l.ungate()
+		}
 		for _, ln := range l.s.p.lanes {
-			full := !ln.room()
+			l.mu.Lock()
+			gated := len(l.gated[ln.class]) > 0
+			l.mu.Unlock()
+			full := !ln.room() || gated || !l.s.budget.room(ln.class)
 			l.mu.Lock()
 			changed := l.paused[ln.topic] != full
 			l.paused[ln.topic] = full

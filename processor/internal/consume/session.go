@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
@@ -33,8 +34,10 @@ type session struct {
 	overlay map[string]overlaid // key -> state decided, not yet in the store
 	seq     uint64
 	results []*result // finished, waiting for a transaction
-	bytes   int64     // body bytes read and not yet committed or dropped
 	err     error     // a reason to stop the processor
+
+	// budget counts the records read and not yet committed or dropped.
+	budget *budget
 
 	// tokens bound the finished calls not yet committed (MaxBatch): a
 	// crash repeats at most these and the calls in flight.
@@ -49,8 +52,12 @@ type chain struct{ queue []item }
 
 // item is a record read from a partition this session owns.
 type item struct {
-	r  *kgo.Record
-	ow *owned
+	r     *kgo.Record
+	ow    *owned
+	class providers.Priority
+	// admitted says the record holds one of its class's admissions
+	// (budget.admit): it waits for a slot or calls its destination.
+	admitted bool
 }
 
 // overlaid is a key's state decided by a record whose transaction has not
@@ -63,8 +70,7 @@ type overlaid struct {
 
 // result is what one record leaves for the next transaction.
 type result struct {
-	r       *kgo.Record
-	ow      *owned
+	item
 	outputs []*kgo.Record
 	change  *state.Change // nil: a skip or a poison record
 	seq     uint64        // the overlay entry change made
@@ -76,7 +82,7 @@ type stat struct{ provider, status, origin string }
 
 func newSession(p *Processor) (*session, error) {
 	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
-		tokens: make(chan struct{}, p.cfg.MaxBatch)}
+		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: newBudget(p.cfg, p.m)}
 	s.own = newOwnership(s)
 	var err error
 	if s.reader, err = newReader(s); err != nil {
@@ -147,33 +153,38 @@ func (s *session) freed() {
 	}
 }
 
-// overBudget reports whether the offsets held or the bytes read and not
-// committed reached their bound (MaxPending, MaxPendingBytes).
+// overBudget reports whether the reader must wait (budget.full).
 func (s *session) overBudget() bool {
-	held := s.own.held()
-	s.p.m.pending.Set(float64(held))
-	s.mu.Lock()
-	bytes := s.bytes
-	s.mu.Unlock()
-	return held >= int64(s.p.cfg.MaxPending) || bytes >= s.p.cfg.MaxPendingBytes
+	span := s.own.span()
+	s.p.m.pending.Set(float64(span))
+	return s.budget.full(span)
 }
 
-// dispatch hands each record to its chain.
-func (s *session) dispatch(recs []*kgo.Record) {
+// dispatch hands each record to its chain. admitted says the records were
+// held and admitted already (budget.holdAdmitted: lane records the reader
+// gated).
+func (s *session) dispatch(recs []*kgo.Record, admitted bool) {
 	for _, r := range recs {
+		class := s.p.classOf(r)
 		ow := s.own.accept(r)
 		if ow == nil {
+			if admitted {
+				s.budget.release(class, len(r.Value), true)
+			}
 			continue
 		}
 		k := s.p.cfg.ChainKey(r)
+		it := item{r: r, ow: ow, class: class, admitted: admitted}
+		if !admitted {
+			s.budget.hold(class, len(r.Value))
+		}
 		s.mu.Lock()
-		s.bytes += int64(len(r.Value))
 		if c, ok := s.chains[k]; ok {
-			c.queue = append(c.queue, item{r, ow})
+			c.queue = append(c.queue, it)
 			s.mu.Unlock()
 			continue
 		}
-		c := &chain{queue: []item{{r, ow}}}
+		c := &chain{queue: []item{it}}
 		s.chains[k] = c
 		s.mu.Unlock()
 		s.work.Add(1)
@@ -194,13 +205,13 @@ func (s *session) runChain(k string, c *chain) {
 		it := c.queue[0]
 		c.queue = c.queue[1:]
 		s.mu.Unlock()
-		res, err := s.run(it)
+		res, err := s.run(&it)
 		switch {
 		case err != nil:
 			s.fail(err)
-			s.drop(it.r)
+			s.drop(it)
 		case res == nil:
-			s.drop(it.r)
+			s.drop(it)
 		default:
 			s.mu.Lock()
 			s.results = append(s.results, res)
@@ -218,24 +229,21 @@ func (s *session) release(res *result) {
 	}
 }
 
-// drop forgets a record that leaves no result.
-func (s *session) drop(r *kgo.Record) {
-	s.mu.Lock()
-	s.bytes -= int64(len(r.Value))
-	s.mu.Unlock()
-}
+// drop forgets a record that leaves no result, or a result that is not
+// committed (its partition went away).
+func (s *session) drop(it item) { s.budget.release(it.class, len(it.r.Value), it.admitted) }
 
 // run decides one record, calls its destination if the decision says so,
 // and returns its result; nil when the record was abandoned (its partition
 // went away, or the processor stops): it is then read again by the
 // partition's next owner.
-func (s *session) run(it item) (*result, error) {
+func (s *session) run(it *item) (*result, error) {
 	p, r, ow := s.p, it.r, it.ow
 	if ow.ctx.Err() != nil {
 		return nil, nil
 	}
 	now := p.cfg.Now()
-	res := &result{r: r, ow: ow}
+	res := &result{item: *it}
 	a, err := arrival(r, now)
 	a.FromLane = r.Topic != p.cfg.Names.Raw
 	if err != nil {
@@ -260,8 +268,11 @@ func (s *session) run(it item) (*result, error) {
 		ttl = pr.DedupTTL
 	}
 	ln := p.lanes[a.Provider]
-	if ln != nil && !a.FromLane && ln.mustPark() {
-		return s.park(res, ln, cur, a, ttl)
+	if ln != nil && !a.FromLane {
+		if ln.mustPark() || !s.budget.admit(it.class) {
+			return s.park(res, ln, cur, a, ttl)
+		}
+		it.admitted, res.admitted = true, true
 	}
 	abandoned, token, took, herr := p.call(ow.ctx, s.tokens, r, a)
 	if abandoned {
@@ -388,7 +399,7 @@ func (s *session) forget(parts map[int32]bool) {
 	kept := s.results[:0]
 	for _, res := range s.results {
 		if parts[res.r.Partition] {
-			s.bytes -= int64(len(res.r.Value))
+			s.drop(res.item)
 			s.release(res)
 			continue
 		}

@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -184,6 +185,17 @@ func (c *counter) Handle(ctx context.Context, d deliver.Delivery) error {
 	return nil
 }
 
+// total is the calls made, every key.
+func (c *counter) total() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, k := range c.calls {
+		n += k
+	}
+	return n
+}
+
 func (c *counter) count(key string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -194,10 +206,25 @@ func (c *counter) count(key string) int {
 // restores from the changelog, as a new owner does) and returns its stop.
 func runProcessor(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler) (stop func() error) {
 	t.Helper()
+	return runProcessorWith(t, f, id, handlers, procOptions{})
+}
+
+// procOptions change runProcessor's defaults: MaxPending 1000, each
+// provider normal with max_inflight 4.
+type procOptions struct {
+	maxPending  int
+	priority    map[string]string // provider -> class
+	maxInflight map[string]int    // provider -> destination.max_inflight
+}
+
+func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler, o procOptions) (stop func() error) {
+	t.Helper()
 	dir := t.TempDir()
 	yml := "providers:\n"
 	for name := range handlers {
-		yml += fmt.Sprintf("  %s: {preset: stripe, secret_env: [S], destination: {url: \"http://%s.invalid/\", max_inflight: 4}}\n", name, name)
+		slots := cmp.Or(o.maxInflight[name], 4)
+		yml += fmt.Sprintf("  %s: {preset: stripe, secret_env: [S], priority: %s, destination: {url: \"http://%s.invalid/\", max_inflight: %d}}\n",
+			name, cmp.Or(o.priority[name], "normal"), name, slots)
 	}
 	path := filepath.Join(dir, "providers.yaml")
 	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {
@@ -219,7 +246,7 @@ func runProcessor(t *testing.T, f *fakeKafka, id string, handlers map[string]del
 	seeds := kgo.SeedBrokers(f.c.ListenAddrs()...)
 	p, err := New(Config{
 		Names: f.names, Schedule: sched, Providers: reg, Router: deliver.NewRouter(handlers), Store: store,
-		MaxInflight: 4, MaxPending: 1000, MaxPendingBytes: 1 << 20, MaxBatch: 50, ShutdownGrace: 50 * time.Millisecond,
+		MaxInflight: 4, MaxPending: cmp.Or(o.maxPending, 1000), MaxPendingBytes: 1 << 20, MaxBatch: 50, ShutdownGrace: 50 * time.Millisecond,
 		SessionOpts: []kgo.Opt{seeds},
 		NewClient: func(opts ...kgo.Opt) (*kgo.Client, error) {
 			return kgo.NewClient(append([]kgo.Opt{seeds}, opts...)...)
@@ -601,5 +628,47 @@ func TestRevokeWithCallsInFlight(t *testing.T) {
 		if done != 1 || slow.count(k) > 2 {
 			t.Errorf("%s: %d done outcomes, %d calls; want 1 and at most 2", k, done, slow.count(k))
 		}
+	}
+}
+
+// A critical provider's records are called while a low one holds the
+// budget with calls that do not return: the low class keeps its share and
+// parks the rest, and the critical record is read and called at once. With
+// one class the reader would stop at the budget and the critical record
+// would wait in raw behind the low calls.
+func TestCriticalPassesALowClassHoldingTheBudget(t *testing.T) {
+	f := newFakeKafka(t)
+	slow, fast := &counter{hold: make(chan struct{})}, &counter{}
+	handlers := map[string]deliver.Handler{"slowcrm": slow, "fastpay": fast}
+	runProcessorWith(t, f, "p1", handlers, procOptions{
+		maxPending:  40,
+		priority:    map[string]string{"slowcrm": "low", "fastpay": "critical"},
+		maxInflight: map[string]int{"slowcrm": 100},
+	})
+	var slowKeys []string
+	for i := range 60 {
+		slowKeys = append(slowKeys, fmt.Sprintf("s%d", i))
+	}
+	f.produce(t, "slowcrm", slowKeys...)
+	waitFor(t, "40 low calls in flight", func() bool { return slow.total() == 40 })
+	f.produce(t, "fastpay", "f1", "f2", "f3")
+	waitFor(t, "the critical records done while the low calls hang", func() bool {
+		return allDoneOnce(f.outcomes(t), []string{"f1", "f2", "f3"})
+	})
+	if n := slow.total(); n > 40 {
+		t.Fatalf("%d low calls, want at most 40 (the budget) while they hang", n)
+	}
+	close(slow.hold)
+	waitFor(t, "every low record done", func() bool { return allDoneOnce(f.outcomes(t), slowKeys) })
+	out := f.outcomes(t)
+	parked := 0
+	for _, k := range slowKeys {
+		if c := slow.count(k); c != 1 {
+			t.Errorf("%s: %d calls, want 1", k, c)
+		}
+		parked += count(out, k, StatusParked)
+	}
+	if parked < 20 {
+		t.Fatalf("%d low records parked, want at least the 20 over the budget", parked)
 	}
 }

@@ -87,9 +87,9 @@ func (w *window) accept(offset int64) bool {
 	return true
 }
 
-// held is how many offsets the window holds above the committed offset:
-// what the process-wide budget counts.
-func (w *window) held() int64 { return w.next - w.base }
+// span is how many offsets the window holds above the committed offset
+// (bounded process-wide, see spanPerRecord).
+func (w *window) span() int64 { return w.next - w.base }
 
 // commitPoint is the offset to commit (the lowest offset not finished and
 // not in the transaction, never beyond next) and the metadata naming the

@@ -28,7 +28,7 @@ func TestWindowLowWaterMark(t *testing.T) {
 		t.Fatalf("metadata %q = %v, want %v", meta, runs, want)
 	}
 	w.committed([]int64{101, 102, 105}, off, meta)
-	if w.base != 100 || w.held() != 6 {
+	if w.base != 100 || w.span() != 6 {
 		t.Fatalf("after commit: %v, want base 100 holding 6", w)
 	}
 	// The slow one and 104 finish: everything up to next is committed.
@@ -38,7 +38,7 @@ func TestWindowLowWaterMark(t *testing.T) {
 		t.Fatalf("commit point %d %q, want 106 and no metadata", off, meta)
 	}
 	w.committed([]int64{100, 104}, off, meta)
-	if w.base != 106 || w.held() != 0 || len(w.slots) != 0 {
+	if w.base != 106 || w.span() != 0 || len(w.slots) != 0 {
 		t.Fatalf("after the slow one: %v slots %d, want base 106, empty", w, len(w.slots))
 	}
 }

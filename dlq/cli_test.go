@@ -231,7 +231,7 @@ func TestExitCodesAndJSON(t *testing.T) {
 		{[]string{"resolve", missing, "--resolution", "ignored", "--note", "x"}, asTester, 2, -1, "no such DLQ entry"},
 		{[]string{"trace"}, nil, 2, -1, "one key"},
 		{[]string{"trace", "a", "b"}, nil, 2, -1, "one key"},
-		{[]string{"trace", "stripe:evt_a", "--json"}, nil, 0, 2, ""}, // its DLQ entry, then the trace
+		{[]string{"trace", "stripe:evt_a", "--json"}, nil, 0, 3, ""}, // its DLQ entry, its replay above, then the trace
 		{[]string{"trace", "stripe:evt_nobody"}, nil, 2, -1, "no record of this key"},
 		{[]string{"help", "trace"}, nil, 0, -1, "HOOKLINE_TRACE_DIR"},
 		{[]string{"parked", "extra"}, nil, 2, -1, ""},

@@ -290,6 +290,30 @@ func TestTriagePage(t *testing.T) {
 		t.Fatalf("after resolve: resolution %q", resolution)
 	}
 
+	// Each entry links to its key's trace (GET /events/{key}): the entry
+	// just resolved shows there with its resolution, once the index has it.
+	if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#entries a.trace[data-key=%q]`, string(recs[1].Key))))); err != nil {
+		t.Fatalf("no trace link in the row of %s: %v", refOf(recs[1]), err)
+	}
+	key := string(recs[2].Key) // resolved: out of the unresolved list, still shown in the detail
+	link := fmt.Sprintf(`#detail[data-ref=%q] #d-trace a.trace[data-key=%q]`, other, key)
+	var steps string
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(link)), chromedp.Click(chromedp.CSS(link)),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#trace[data-key=%q]`, key)))); err != nil {
+			t.Fatalf("trace link of %s: %v", key, err)
+		}
+		steps, _ = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#t-steps")))
+		if strings.Contains(steps, "ref "+other+", permanent; ignored by pat") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("trace of %s shows %q, want its DLQ entry %s ignored by pat", key, steps, other)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	shot("triage-trace.png")
+
 	raw.Until(30*time.Second, "the replay on "+sys.Names.Raw, func(rs []*kgo.Record) bool {
 		for _, r := range rs {
 			if headers.Value(r, headers.ReplayID) == "dlq:"+ref && string(r.Value) == string(recs[0].Value) {
@@ -301,5 +325,34 @@ func TestTriagePage(t *testing.T) {
 	res := statusRecords(t, sys, 2)
 	if res[ref]["resolution"] != "replayed" || res[ref]["by"] != "pat" || res[other]["resolution"] != "ignored" {
 		t.Fatalf("resolutions after the page's replay and resolve: %v", res)
+	}
+}
+
+// TestServeKeepsEveryResolution: one dlq serve writing resolutions one
+// request at a time, several to the same partition of webhooks.dlq-status,
+// loses none. (Checking the status topic before every write purged it from
+// the client, which reset the idempotent producer's sequence numbers: the
+// broker then took each later write to a partition for a duplicate of the
+// first and dropped it, answering with the old offset.)
+func TestServeKeepsEveryResolution(t *testing.T) {
+	skipShort(t)
+	var ds []dead
+	for i := range 8 {
+		ds = append(ds, dead{"stripe", fmt.Sprintf("evt_keep_%d", i), headers.DeadPermanent, time.Minute})
+	}
+	sys, recs := withEntries(t, ds...)
+	svc := sys.StartDLQServe(adminToken, nil)
+	for _, r := range recs {
+		code, _, body := call(t, "POST", "http://"+svc.Addr+"/dlq/"+refOf(r)+"/resolve", "Bearer "+adminToken,
+			map[string]any{"resolution": "ignored", "note": "keep test", "by": "alice"})
+		if code != http.StatusOK {
+			t.Fatalf("resolve %s: %d %s", refOf(r), code, body)
+		}
+	}
+	res := statusRecords(t, sys, len(recs))
+	for _, r := range recs {
+		if res[refOf(r)]["by"] != "alice" {
+			t.Fatalf("resolution of %s lost: have %d of %d", refOf(r), len(res), len(recs))
+		}
 	}
 }

@@ -229,6 +229,14 @@ func TestExitCodesAndJSON(t *testing.T) {
 		{[]string{"resolve", a, "--resolution", "replayed", "--note", "x"}, asTester, 2, -1, ""},
 		{[]string{"resolve", a, "--resolution", "ignored"}, asTester, 2, -1, "--note"},
 		{[]string{"resolve", missing, "--resolution", "ignored", "--note", "x"}, asTester, 2, -1, "no such DLQ entry"},
+		{[]string{"trace"}, nil, 2, -1, "one key"},
+		{[]string{"trace", "a", "b"}, nil, 2, -1, "one key"},
+		{[]string{"trace", "stripe:evt_a", "--json"}, nil, 0, 3, ""}, // its DLQ entry, its replay above, then the trace
+		{[]string{"trace", "stripe:evt_nobody"}, nil, 2, -1, "no record of this key"},
+		{[]string{"help", "trace"}, nil, 0, -1, "HOOKLINE_TRACE_DIR"},
+		{[]string{"parked", "extra"}, nil, 2, -1, ""},
+		{[]string{"parked", "--limit", "-1"}, nil, 2, -1, ""},
+		{[]string{"parked", "--json"}, nil, 0, 1, ""}, // nothing waits: the report alone
 		{[]string{"serve"}, map[string]string{"HOOKLINE_ADMIN_ADDR": "0.0.0.0:0"}, 2, -1, "HOOKLINE_ADMIN_TOKEN"},
 		{[]string{"serve"}, map[string]string{"HOOKLINE_ADMIN_ADDR": "127.0.0.1:0", "HOOKLINE_ADMIN_TOKEN": "short"}, 2, -1, "16"},
 

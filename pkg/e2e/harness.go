@@ -124,6 +124,7 @@ func New(tb testing.TB, o Options) *System {
 		"E2E_SECRET":            Secret,
 		"E2E_STD_SECRET":        "whsec_" + base64.StdEncoding.EncodeToString([]byte(Secret)),
 		"HOOKLINE_LOG_LEVEL":    "info",
+		"HOOKLINE_TRACE_DIR":    filepath.Join(s.Dir, "dlq-trace"), // dlq trace and dlq serve's index
 	}
 	for k, v := range o.Env {
 		s.env[k] = v

@@ -46,6 +46,7 @@ type Provider struct {
 	DedupTTL    time.Duration // how long a key is remembered; default 168h
 	Destination *Destination  // nil: the outcome record is the only effect
 	RateLimit   *RateLimit    // nil: unlimited
+	Redrive     *Redrive      // nil: no automatic re-drive (redrive.go)
 	// Priority is the provider's class when the processor is overloaded
 	// (priority in the file; default normal).
 	Priority Priority

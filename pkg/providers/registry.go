@@ -138,6 +138,7 @@ type providerConfig struct {
 	EventType      *ruleConfig        `yaml:"event_type"`
 	RateLimit      *rateLimitConfig   `yaml:"rate_limit"`
 	Tolerance      string             `yaml:"tolerance"`
+	Redrive        *redriveConfig     `yaml:"redrive"`
 	Priority       string             `yaml:"priority"`
 	Retry          *retryConfig       `yaml:"retry"`
 }
@@ -305,6 +306,11 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 			fail(err)
 		}
 		p.Retry = rp
+	}
+	if c.Redrive != nil {
+		rd, rerrs := c.Redrive.build()
+		errs = append(errs, rerrs...)
+		p.Redrive = rd
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -8,6 +8,8 @@
 //	POST /dlq/{ref}/resolve {"resolution":"ignored"|"manual_fix", "note", "by"}
 //	GET  /providers         every provider's setting (running, paused, draining at N/s), when Config.Settings is set
 //	POST /providers/{name}/pause, /resume, /rate  {"rate": N} or ?rate=N for /rate; "by" or ?by= (default "api")
+//	GET  /events/{key}      the key's trace (trace.go), when Config.Trace is set
+//	GET  /parked            what waits in the retry tiers and lanes: ?tier= &provider= &limit= &offset=, when Config.Parked is set
 //	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
 //	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
@@ -42,9 +44,11 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookline/hookline/dlq/internal/parked"
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 )
@@ -73,7 +77,10 @@ type Config struct {
 	// against); SetProvider writes one there and is required with it.
 	Settings    *settings.Live
 	SetProvider func(context.Context, control.Setting) error
-	Logger      *slog.Logger
+	// Trace, when set, serves GET /events/{key} (trace.go); Parked GET /parked.
+	Trace  func(key string) (trace.Trace, error)
+	Parked func(ctx context.Context, f parked.Filter, offset, limit int) (parked.Report, error)
+	Logger *slog.Logger
 }
 
 // Server serves the admin API and the triage page.
@@ -124,6 +131,12 @@ func (s *Server) Handler() http.Handler {
 		for _, verb := range []string{"pause", "resume", "rate"} {
 			pr.POST("/:name/"+verb, s.setProvider(verb))
 		}
+	}
+	if s.cfg.Trace != nil {
+		r.GET("/events/*key", s.auth, s.events)
+	}
+	if s.cfg.Parked != nil {
+		r.GET("/parked", s.auth, s.parked)
 	}
 	r.NoRoute(s.auth, func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no such route") })
 	return r

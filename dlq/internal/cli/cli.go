@@ -14,12 +14,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -49,6 +51,8 @@ Usage:
               [--reason R] [--since DUR|TIME] [--include-resolved]
               [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]
   dlq stats   [--json]
+  dlq trace   KEY [--json]
+  dlq parked  [--tier T] [--provider P] [--limit N] [--offset N] [--json]
   dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]
   dlq provider pause|resume NAME [--by NAME] [--json]
   dlq provider rate NAME --rate N/s [--by NAME] [--json]
@@ -75,6 +79,8 @@ replay   re-produces to webhooks.raw with hookline.origin=replay,
          processor's outcomes and prints them; --dry-run sends nothing.
          Progress goes to stderr when it is a terminal, or with --progress.
 stats    counts by provider, by reason and by resolution; the oldest entries.
+trace    a key's whole path in time order and where it stands now (dlq help trace).
+parked   what waits in the retry tiers and the destinations' lanes (dlq help parked).
 resolve  records that an entry needs no replay: ignored or manual_fix, with
          a note and who (--by, default $USER).
 provider pauses a provider's deliveries (they wait, parked in its lane
@@ -91,8 +97,10 @@ not exist.
 Environment: KAFKA_BROKERS (default 127.0.0.1:9092), KAFKA_TLS,
 KAFKA_TLS_CA_FILE, KAFKA_SASL_MECHANISM, KAFKA_SASL_USER, KAFKA_SASL_PASSWORD,
 HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider and serve
-HOOKLINE_PROVIDERS (the provider names a setting may name); for serve HOOKLINE_ADMIN_ADDR
-(default 127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN; USER.
+HOOKLINE_PROVIDERS (the provider names a setting may name, and the redrive
+policies serve applies); for serve HOOKLINE_ADMIN_ADDR (default
+127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN; for trace and serve
+HOOKLINE_TRACE_DIR (the trace index, default data/dlq-trace); USER.
 `
 
 // usageError is a mistake in the command line: exit code 2.
@@ -111,7 +119,7 @@ func ExitCode(err error) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
-	case errors.As(err, &ue), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrBadRef):
+	case errors.As(err, &ue), errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrBadRef), errors.Is(err, trace.ErrUnknownKey):
 		return 2
 	}
 	return 1
@@ -170,8 +178,12 @@ func runCommand(ctx context.Context, env Env) error {
 		return runProvider(ctx, env, args)
 	case "serve":
 		return runServe(ctx, env, args)
+	case "trace":
+		return runTrace(ctx, env, args)
+	case "parked":
+		return runParked(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, provider, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, provider, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
@@ -183,6 +195,8 @@ var commandHelp = map[string]string{
 	"resolve":  "usage: dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]\n",
 	"provider": providerHelp,
 	"serve":    serveHelp,
+	"trace":    traceHelp,
+	"parked":   parkedHelp,
 }
 
 // app is a connected command: one client for admin requests and writes,
@@ -195,6 +209,8 @@ type app struct {
 	adm       *kadm.Client
 	store     *store.Store
 	names     topics.Names
+	// statusOK: webhooks.dlq-status was checked (ensureStatusTopic).
+	statusOK atomic.Bool
 }
 
 // kafkaTimeout bounds the requests that find the topics' bounds and shape.

@@ -31,6 +31,8 @@ type config struct {
 	// MetricsInterval is HOOKLINE_DLQ_METRICS_INTERVAL (serve; read by
 	// metricsInterval, so other commands ignore it).
 	MetricsInterval string
+	// TraceDir is HOOKLINE_TRACE_DIR (trace, serve): the trace index.
+	TraceDir string
 }
 
 func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
@@ -47,6 +49,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		c.AdminAddr = DefaultAdminAddr
 	}
 	c.MetricsInterval = get("HOOKLINE_DLQ_METRICS_INTERVAL")
+	c.TraceDir = get("HOOKLINE_TRACE_DIR")
 	var err error
 	if c.Kafka, err = kafkaconf.FromEnv(lookupEnv); err != nil {
 		return config{}, err

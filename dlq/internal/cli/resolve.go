@@ -88,11 +88,22 @@ func whoFrom(by, user string) (string, error) {
 
 // ensureStatusTopic creates webhooks.dlq-status if it is missing, with as
 // many partitions as webhooks.dlq, and refuses one with the wrong shape.
+//
+// Once it succeeded it is not checked again: topics.Ensure purges the topic
+// from the client, which resets the idempotent producer's sequence numbers
+// for its partitions, and the broker then takes the next resolution written
+// to a partition this producer wrote before for a duplicate of the first:
+// it answers with the old offset and drops it. Before this, in a dlq serve
+// every write after the first could be lost that way.
 func (a *app) ensureStatusTopic(ctx context.Context) error {
+	if a.statusOK.Load() {
+		return nil
+	}
 	ctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
 	defer cancel()
 	if err := a.store.EnsureStatusTopic(ctx, a.cfg.Topics.Replication); err != nil {
 		return a.kafkaErr(err)
 	}
+	a.statusOK.Store(true)
 	return nil
 }

@@ -36,10 +36,16 @@ Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
   POST /providers/{name}/pause    {"by":"alice"} (optional body; ?by= too; default "api")
   POST /providers/{name}/resume   running again, no cap
   POST /providers/{name}/rate     {"rate":5} or ?rate=5 (or 5/s, 300/m): drain at N calls/s; 0 clears the cap
+  GET  /events/{key}      the key's trace: {"key","provider","now":{"state",...},"steps":[...],"accepted",
+                          "attempts","duplicates","replays","dead_letters"} (dlq help trace); 404 for an unknown key
+  GET  /parked            what waits in the retry tiers and lanes (?tier= &provider= &limit= &offset=):
+                          {"total","counts":[{"tier","provider","records","oldest"}],"oldest","records":[...],"offset","limit"}
   GET  /ui/               the triage page
   GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
                           hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds,
-                          hookline_dlq_provider_paused{provider}, hookline_dlq_provider_rate{provider}
+                          hookline_dlq_provider_paused{provider}, hookline_dlq_provider_rate{provider},
+                          hookline_dlq_parked_oldest_age_seconds{tier}, hookline_dlq_redrives_total{provider},
+                          hookline_dlq_redrive_held_total{provider}, hookline_dlq_redrive_errors_total{provider}
 
 Every API request needs "Authorization: Bearer $HOOKLINE_ADMIN_TOKEN" (at
 least 16 characters); anything else is answered 401. Without a token the
@@ -58,6 +64,20 @@ gauges; a POST writes the setting there (every in-sync replica
 acknowledging) and answers once it has read it back (at most 5s). With
 HOOKLINE_PROVIDERS set, a provider not in that file is 404; without it any
 name is taken.
+
+The trace index (HOOKLINE_TRACE_DIR, default data/dlq-trace; a Badger
+directory only this process may hold) is fed by one consumer reading
+webhooks.raw, webhooks.outcomes, the retry tiers, webhooks.dlq and
+webhooks.dlq-status from where it stopped (dlq help trace). The parked gauge
+is refreshed every HOOKLINE_DLQ_METRICS_INTERVAL from the first waiting
+record of each partition.
+
+Automatic re-drive: a provider with "redrive: {after: 1h, max: 2}" in
+HOOKLINE_PROVIDERS has its DLQ entries with reason exhausted replayed once
+they are that old, at most max times per delivery, only while no processor
+reports its destination's breaker open (breaker records on
+webhooks.control); each is marked replayed by auto-redrive. Permanent
+entries are never re-driven.
 `
 
 // controlRetry is how long serve waits before following webhooks.control
@@ -130,6 +150,11 @@ func runServe(ctx context.Context, env Env, args []string) error {
 			log.Warn("provider settings", "topic", a.names.Control, "err", err)
 		})
 	})
+	ix, closeIndex, err := a.serveTrace(ctx, log, cfg, reg, interval)
+	if err != nil {
+		return err
+	}
+	defer closeIndex()
 	gin.SetMode(gin.ReleaseMode)
 	srv := admin.New(admin.Config{
 		Store:       a.store,
@@ -139,6 +164,8 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		Metrics:     obs.Metrics(reg),
 		Settings:    live,
 		SetProvider: a.writeSetting,
+		Trace:       ix.Trace,
+		Parked:      a.parkedReader().Read,
 		Logger:      log,
 	})
 	hs := &http.Server{

@@ -156,6 +156,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	cctx, stopControl := context.WithCancel(ctx)
 	defer stopControl()
 	go p.followControl(cctx, caughtUp)
+	go p.publishBreakers(cctx) // breakers.go: breaker reports for dlq serve's re-drive
 	select {
 	case <-ctx.Done():
 		return nil

@@ -117,7 +117,7 @@ async function loadList() {
     btn.className = 'replay';
     btn.dataset.ref = e.ref;
     btn.addEventListener('click', (ev) => { ev.stopPropagation(); replay(e.ref); });
-    cells[8].append(btn);
+    cells[8].append(btn, ' ', traceLink(e.key));
     tr.append(...cells);
     tr.addEventListener('click', () => show(e.ref));
     body.append(tr);
@@ -198,6 +198,59 @@ function actions(on) {
   for (const id of ['d-replay', 'd-resolve']) $(id).disabled = !on;
 }
 
+// traceLink is a link to the trace of key (GET /events/{key}), shown
+// below the list.
+function traceLink(key) {
+  const a = el('a', 'Trace', 'trace');
+  a.href = '#trace=' + encodeURIComponent(key);
+  a.dataset.key = key;
+  a.addEventListener('click', (ev) => { ev.preventDefault(); ev.stopPropagation(); showTrace(key); });
+  return a;
+}
+
+// showTrace shows the key's whole path: where it stands, then every step.
+async function showTrace(key) {
+  let t;
+  try {
+    t = await api('GET', '/events/' + encodeURIComponent(key));
+  } catch (err) {
+    failed(err);
+    return;
+  }
+  const n = t.now;
+  let now = n.state;
+  if (n.state === 'waiting') now = 'waiting in retry tier ' + n.tier + ', due ' + shortTime(n.due_at) + ' (attempt ' + n.next_attempt + ')';
+  if (n.state === 'parked') now = 'parked in ' + n.lane + ' until its destination has room';
+  if (n.state === 'dead') now = 'dead, DLQ entry ' + n.ref + (n.resolution ? ' (' + n.resolution.resolution + ' by ' + n.resolution.by + ')' : '');
+  if (n.state === 'pending') now = 'accepted, not processed yet';
+  $('t-title').textContent = 'Trace of ' + t.key;
+  $('t-now').textContent = 'Now: ' + now + '. Accepted ' + t.accepted + ', attempts ' + t.attempts + ', duplicates ' + t.duplicates +
+    ', replays ' + t.replays + ', DLQ entries ' + t.dead_letters + '.';
+  const body = $('t-steps').tBodies[0];
+  body.replaceChildren();
+  for (const s of t.steps) {
+    let step = s.kind;
+    let detail = '';
+    if (s.kind === 'accepted' || s.kind === 'retried' || s.kind === 'replayed') {
+      detail = 'request ' + (s.request_id || '–') + ', origin ' + s.origin + (s.replay_id ? ', replay ' + s.replay_id : '');
+    } else if (s.kind === 'outcome') {
+      step = s.status;
+      detail = [s.tier ? 'to tier ' + s.tier : '', s.lane && s.status === 'parked' ? 'in ' + s.lane : '', s.error || ''].filter(Boolean).join('; ');
+    } else if (s.kind === 'waiting') {
+      detail = 'tier ' + s.tier + ', due ' + shortTime(s.due_at);
+    } else if (s.kind === 'dead_letter') {
+      const r = s.resolution;
+      detail = 'ref ' + s.ref + ', ' + s.reason + (r ? '; ' + r.resolution + ' by ' + r.by : '; unresolved');
+    }
+    const tr = el('tr');
+    tr.append(el('td', shortTime(s.at), 'nowrap'), el('td', step), el('td', s.attempt || '–'), el('td', detail, 'err'));
+    body.append(tr);
+  }
+  $('trace').dataset.key = key;
+  $('trace').hidden = false;
+  $('trace').scrollIntoView({ block: 'nearest' });
+}
+
 async function show(ref) {
   const seq = ++state.seq;
   actions(false);
@@ -255,6 +308,7 @@ async function show(ref) {
   if (d.body_base64) { body = d.body_base64; kind = 'not UTF-8, base64'; }
   $('d-body-title').textContent = 'Body (' + d.body_bytes + ' bytes, ' + kind + ')';
   $('d-body').textContent = body;
+  $('d-trace').replaceChildren(traceLink(d.key));
   $('detail').dataset.ref = ref;
   actions(true);
 }

@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hookline/hookline/dlq/internal/parked"
+)
+
+const parkedHelp = `usage: dlq parked [--tier T] [--provider P] [--limit N] [--offset N] [--json]
+
+What waits: records parked in the retry tiers (webhooks.retry.<tier>, until
+their due time) and in the destinations' lanes (webhooks.lane.<provider>,
+until the destination has room: tier "lane"). Prints the count per tier
+and provider, the oldest record with its due time, then the records in due
+order (lanes by parked time), --limit at a time from --offset (default 50
+from 0). --json prints the report as one JSON object (counts, oldest,
+total), then one line per listed record.
+
+A tier holds what lies after the retrier group's committed offset; a lane
+what lies after the processor group's committed offset. The read costs a
+fetch of the parked records only.
+`
+
+func runParked(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("parked")
+	tier := fs.String("tier", "", "only tier `T` (1m, 1h, ...; lane for the destinations' lanes)")
+	provider := fs.String("provider", "", "only provider `P`")
+	limit := fs.Int("limit", 50, "list at most `N` records")
+	offset := fs.Int("offset", 0, "skip the first `N` records of the listing")
+	asJSON := fs.Bool("json", false, "one JSON object per line")
+	pos, err := parse(fs, env, "parked", args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("parked takes no arguments, got %q", pos[0])
+	}
+	if *limit < 0 || *offset < 0 {
+		return usagef("parked: --limit and --offset must not be negative")
+	}
+	a, err := connect(env)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	rep, err := a.parkedReader().Read(ctx, parked.Filter{Tier: *tier, Provider: *provider}, *offset, *limit)
+	if err != nil {
+		return err
+	}
+	for _, p := range rep.Incomplete {
+		fmt.Fprintf(env.Stderr, "dlq: warning: %s not read to its end (nothing arrived for 5s)\n", p)
+	}
+	if *asJSON {
+		recs := rep.Records
+		rep.Records = nil
+		if err := jsonLine(env.Stdout, rep); err != nil {
+			return err
+		}
+		for _, r := range recs {
+			if err := jsonLine(env.Stdout, r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	printParked(env.Stdout, rep, time.Now())
+	return nil
+}
+
+func (a *app) parkedReader() *parked.Reader {
+	return &parked.Reader{Names: a.names, NewClient: a.newClient, Adm: kadm.NewClient(a.cl)}
+}
+
+func printParked(w io.Writer, rep parked.Report, now time.Time) {
+	fmt.Fprintf(w, "%d records parked\n", rep.Total)
+	if rep.Total == 0 {
+		return
+	}
+	tw := newTable(w)
+	row(tw, "TIER", "PROVIDER", "RECORDS", "OLDEST PARKED")
+	for _, c := range rep.Counts {
+		row(tw, c.Tier, c.Provider, fmt.Sprint(c.Records), when(c.Oldest)+" ("+ago(now.Sub(c.Oldest))+" ago)")
+	}
+	tw.Flush()
+	if o := rep.Oldest; o != nil {
+		fmt.Fprintf(w, "oldest: %s in %s since %s (%s ago), due %s\n", cell(o.Key), o.Topic, when(o.ParkedAt), ago(now.Sub(o.ParkedAt)), dueText(*o))
+	}
+	if len(rep.Records) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "records %d-%d of %d, in due order:\n", rep.Offset+1, rep.Offset+len(rep.Records), rep.Total)
+	tw = newTable(w)
+	row(tw, "DUE", "TIER", "PROVIDER", "KEY", "ATTEMPT", "PARKED", "WHERE", "LAST ERROR")
+	for _, r := range rep.Records {
+		row(tw, dueText(r), r.Tier, r.Provider, short(r.Key, 60), fmt.Sprint(r.Attempt), when(r.ParkedAt),
+			fmt.Sprintf("%s[%d]@%d", r.Topic, r.Partition, r.Offset), short(r.LastError, 60))
+	}
+	tw.Flush()
+}
+
+func dueText(r parked.Record) string {
+	if r.DueAt == "" {
+		return "when its destination has room"
+	}
+	return r.DueAt
+}

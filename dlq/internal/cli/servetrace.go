@@ -1,0 +1,94 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hookline/hookline/dlq/internal/admin"
+	"github.com/hookline/hookline/dlq/internal/redrive"
+	"github.com/hookline/hookline/dlq/internal/replay"
+	"github.com/hookline/hookline/dlq/internal/trace"
+	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/pkg/providers"
+)
+
+// serveTrace opens the trace index and starts what serve runs beside the
+// API until ctx ends: the feeder of the index, the parked gauge and, when
+// the providers file sets redrive on a provider, the re-driver with the
+// breaker reports it needs. closeIndex stops them all, waits for the
+// feeder and the re-driver and closes the index.
+func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg prometheus.Registerer, interval time.Duration) (ix *trace.Index, closeIndex func(), err error) {
+	policies := map[string]providers.Redrive{}
+	if cfg.ProvidersFile != "" {
+		preg, err := providers.LoadWithoutSecrets(cfg.ProvidersFile)
+		if err != nil {
+			return nil, nil, usagef("HOOKLINE_PROVIDERS=%s: %v", cfg.ProvidersFile, err)
+		}
+		for _, n := range preg.Names() {
+			if p, _ := preg.Get(n); p.Redrive != nil {
+				policies[n] = *p.Redrive
+			}
+		}
+	}
+	ix, err = trace.Open(trace.Options{Dir: cfg.traceDir(), Names: a.names, Logger: log})
+	if err != nil {
+		return nil, nil, fmt.Errorf("HOOKLINE_TRACE_DIR=%s: %w", cfg.traceDir(), err)
+	}
+	ctx, stop := context.WithCancel(ctx)
+	var users sync.WaitGroup // what writes or scans the index in the background
+	closeIndex = func() {
+		stop()
+		users.Wait()
+		if err := ix.Close(); err != nil {
+			log.Warn("trace index: close", "err", err)
+		}
+	}
+	feeder := trace.NewFeeder(ix, a.newClient, kadm.NewClient(a.cl), log)
+	users.Add(1)
+	go func() {
+		defer users.Done()
+		keep(ctx, log, "trace index", controlRetry, func(ctx context.Context) error {
+			start := time.Now()
+			return feeder.Follow(ctx, func() { log.Info("trace index caught up", "took", time.Since(start).String()) })
+		})
+	}()
+	pm := admin.NewParkedMetrics(reg)
+	go pm.Refresh(ctx, interval, a.parkedReader().Heads, func(err error) { log.Warn("parked gauge", "err", err) })
+	if len(policies) == 0 {
+		return ix, closeIndex, nil
+	}
+
+	var mu sync.Mutex
+	breakers := control.Breakers{}
+	go keep(ctx, log, "breaker reports", controlRetry, func(ctx context.Context) error {
+		return control.FollowBreakers(ctx, a.newClient, a.names.Control, func(b control.Breaker) {
+			mu.Lock()
+			defer mu.Unlock()
+			breakers.Apply(b)
+		}, func(err error) { log.Warn("breaker report ignored", "err", err) })
+	})
+	rd := redrive.New(redrive.Config{
+		Policies: policies, Index: ix, Store: a.store, Replayer: replay.New(a.cl), Names: a.names,
+		BreakerClosed: func(p string) (bool, string) {
+			mu.Lock()
+			defer mu.Unlock()
+			return breakers.Closed(p, time.Now())
+		},
+		BeforeWrite: a.ensureStatusTopic,
+		Registry:    reg,
+		Logger:      log,
+	})
+	log.Info("auto-redrive on", "providers", len(policies), "every", rd.Interval().String())
+	users.Add(1)
+	go func() {
+		defer users.Done()
+		rd.Run(ctx)
+	}()
+	return ix, closeIndex, nil
+}

@@ -1,0 +1,208 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hookline/hookline/dlq/internal/trace"
+	"github.com/hookline/hookline/pkg/obs"
+)
+
+const traceHelp = `usage: dlq trace KEY [--json]
+
+The key's whole path in time order: each delivery ingest accepted (request
+id, received-at, origin), each processing outcome with its error, where it
+waited (retry tier and due time, or parked in its destination's lane), its
+DLQ entries with refs and resolutions, replays, duplicates; then where it
+stands now. --json prints one JSON object per line: each step, then the
+trace (kind "trace") with the counts and "now".
+
+It reads the trace index in HOOKLINE_TRACE_DIR (default data/dlq-trace),
+reading the topics into it from where it stopped (the first run reads them
+all). While a dlq serve holds that directory, the key is asked of it
+instead (HOOKLINE_ADMIN_ADDR and HOOKLINE_ADMIN_TOKEN). A key of which the
+topics hold nothing exits 2.
+`
+
+// DefaultTraceDir is where the trace index lives unless HOOKLINE_TRACE_DIR
+// says otherwise.
+const DefaultTraceDir = "data/dlq-trace"
+
+func runTrace(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("trace")
+	asJSON := fs.Bool("json", false, "one JSON object per line")
+	pos, err := parse(fs, env, "trace", args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 || pos[0] == "" {
+		return usagef("trace takes one key, got %d arguments", len(pos))
+	}
+	key := pos[0]
+	cfg, err := loadConfig(env.Lookup)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	t, err := localTrace(ctx, env, cfg, key)
+	if errors.Is(err, errIndexBusy) {
+		t, err = remoteTrace(ctx, cfg, key)
+	}
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		for _, s := range t.Steps {
+			if err := jsonLine(env.Stdout, s); err != nil {
+				return err
+			}
+		}
+		steps := t.Steps
+		t.Steps = nil
+		defer func() { t.Steps = steps }()
+		return jsonLine(env.Stdout, struct {
+			Kind string `json:"kind"`
+			trace.Trace
+		}{"trace", t})
+	}
+	printTrace(env.Stdout, t)
+	return nil
+}
+
+// errIndexBusy: another process (dlq serve) holds the index directory.
+var errIndexBusy = errors.New("trace index held by another process")
+
+func localTrace(ctx context.Context, env Env, cfg config, key string) (trace.Trace, error) {
+	a, err := connect(env)
+	if err != nil {
+		return trace.Trace{}, err
+	}
+	defer a.close()
+	log, err := obs.NewLogger(env.Stderr, "warn", "dlq")
+	if err != nil {
+		return trace.Trace{}, err
+	}
+	ix, err := trace.Open(trace.Options{Dir: cfg.traceDir(), Names: a.names, Logger: log})
+	if err != nil {
+		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+			return trace.Trace{}, errIndexBusy
+		}
+		return trace.Trace{}, err
+	}
+	defer ix.Close()
+	if err := trace.NewFeeder(ix, a.newClient, kadm.NewClient(a.cl), log).CatchUp(ctx, 5*time.Second); err != nil {
+		return trace.Trace{}, err
+	}
+	return ix.Trace(key)
+}
+
+// remoteTrace asks a running dlq serve.
+func remoteTrace(ctx context.Context, cfg config, key string) (trace.Trace, error) {
+	if cfg.AdminToken == "" {
+		return trace.Trace{}, fmt.Errorf("%w (%s): set HOOKLINE_ADMIN_TOKEN to ask the dlq serve holding it, or HOOKLINE_TRACE_DIR to another directory", errIndexBusy, cfg.traceDir())
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cfg.AdminAddr+"/events/"+url.PathEscape(key), nil)
+	if err != nil {
+		return trace.Trace{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return trace.Trace{}, fmt.Errorf("ask dlq serve at %s: %w", cfg.AdminAddr, err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	switch resp.StatusCode {
+	case http.StatusOK:
+		var t trace.Trace
+		return t, json.Unmarshal(body, &t)
+	case http.StatusNotFound:
+		return trace.Trace{}, fmt.Errorf("%q: %w", key, trace.ErrUnknownKey)
+	}
+	return trace.Trace{}, fmt.Errorf("dlq serve at %s answered %s: %s", cfg.AdminAddr, resp.Status, strings.TrimSpace(string(body)))
+}
+
+func printTrace(w io.Writer, t trace.Trace) {
+	fmt.Fprintf(w, "%s (provider %s): %s\n", cell(t.Key), cell(t.Provider), nowText(t.Now))
+	tw := newTable(w)
+	row(tw, "TIME", "STEP", "ATTEMPT", "DETAIL")
+	for _, s := range t.Steps {
+		step, detail := s.Kind, ""
+		switch s.Kind {
+		case trace.KindAccepted, trace.KindRetried, trace.KindReplayed:
+			detail = fmt.Sprintf("request %s, received %s, origin %s, %s[%d]@%d", s.RequestID, s.ReceivedAt, s.Origin, s.Topic, s.Partition, s.Offset)
+			if s.ReplayID != "" {
+				detail += ", replay " + s.ReplayID
+			}
+		case trace.KindOutcome:
+			step = s.Status
+			switch s.Status {
+			case "retrying":
+				detail = "to tier " + s.Tier
+			case "parked":
+				detail = "in " + s.Lane
+			case "dead":
+				detail = "to the DLQ (" + s.Reason + ")"
+			}
+			if s.Error != "" {
+				detail = strings.TrimPrefix(detail+"; error: "+short(s.Error, 120), "; ")
+			}
+			if s.DurationMS > 0 {
+				detail = strings.TrimSpace(detail + fmt.Sprintf(" (%d ms)", s.DurationMS))
+			}
+		case trace.KindWaiting:
+			detail = fmt.Sprintf("tier %s, due %s", s.Tier, s.DueAt)
+		case trace.KindDeadLetter:
+			detail = fmt.Sprintf("ref %s, %s, %d errors", s.Ref, s.Reason, s.Errors)
+			if s.Resolution != nil {
+				detail += fmt.Sprintf("; %s by %s at %s", s.Resolution.Resolution, s.Resolution.By, when(s.Resolution.At))
+				if s.Resolution.Note != "" {
+					detail += ": " + short(s.Resolution.Note, 80)
+				}
+			}
+		}
+		att := "-"
+		if s.Attempt > 0 {
+			att = fmt.Sprint(s.Attempt)
+		}
+		row(tw, s.At.UTC().Format("2006-01-02 15:04:05.000Z"), step, att, detail)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "accepted %d, attempts %d, duplicates %d, replays %d, DLQ entries %d\n", t.Accepted, t.Attempts, t.Duplicates, t.Replays, t.DeadLetters)
+}
+
+func nowText(n trace.Now) string {
+	switch n.State {
+	case trace.StateWaiting:
+		return fmt.Sprintf("waiting in retry tier %s, due %s (attempt %d)", n.Tier, n.DueAt, n.NextAttempt)
+	case trace.StateParked:
+		return fmt.Sprintf("parked in %s since %s, until its destination has room", n.Lane, n.Since)
+	case trace.StateDead:
+		s := "dead, DLQ entry " + n.Ref
+		if n.Resolution != nil {
+			s += fmt.Sprintf(" (%s by %s)", n.Resolution.Resolution, n.Resolution.By)
+		}
+		return s
+	case trace.StateDone:
+		return "done at " + n.Since
+	}
+	return "accepted, not processed yet"
+}
+
+// traceDir is HOOKLINE_TRACE_DIR or its default.
+func (c config) traceDir() string {
+	if c.TraceDir != "" {
+		return c.TraceDir
+	}
+	return DefaultTraceDir
+}

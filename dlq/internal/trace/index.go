@@ -1,0 +1,504 @@
+// Package trace is the index behind `dlq trace KEY` and `GET /events/{key}`:
+// every record of a key on webhooks.raw, webhooks.outcomes, the retry tiers
+// and webhooks.dlq, with the resolutions of webhooks.dlq-status, kept in a
+// Badger directory so that a key's path is one prefix read whatever the
+// topics hold.
+//
+// What feeds it: a Feeder reads those topics (read_committed, assign mode,
+// no consumer group) and writes, per record, one small entry keyed by the
+// idempotency key, the record's time and its position, together with the
+// position it reached in each partition (one Badger write batch per poll).
+// After a restart it reads on from the stored positions; a partition never
+// read, or whose stored position fell below the log start (retention),
+// starts at the log start. An entry's key names its record, so reading a
+// record twice (a crash between the entries and the positions) writes the
+// same entry again. Entries expire after Options.Retention (Badger TTL), so
+// the index stays the size of the topics' retention.
+package trace
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+// DefaultRetention is how long an entry stays in the index: the DLQ's
+// retention (30 days), the longest of the topics it reads.
+const DefaultRetention = 30 * 24 * time.Hour
+
+// Entry key prefixes.
+const (
+	pEvent      = 'e' // e | uvarint len(key) | key | micros(8) | rank(1) | fnv32(topic)(4) | partition(4) | offset(8)
+	pDead       = 'd' // d | ref: DeadLetter
+	pResolution = 's' // s | ref: store.Resolution
+	pPosition   = 'o' // o | topic | 0 | partition(4): next offset(8)
+)
+
+// Options open an Index.
+type Options struct {
+	// Dir holds the Badger files; InMemory keeps them in memory (tests).
+	Dir      string
+	InMemory bool
+	Names    topics.Names
+	// Retention is how long entries live (DefaultRetention when 0).
+	Retention time.Duration
+	Logger    *slog.Logger
+}
+
+// Index is the trace index. Safe for concurrent use: one Feeder writes,
+// any number of readers read.
+type Index struct {
+	db        *badger.DB
+	names     topics.Names
+	retention time.Duration
+}
+
+// Open opens (or creates) the index. Badger is tuned small, like the
+// processor's state store: 16 MiB memtables, 16 MiB block cache.
+func Open(o Options) (*Index, error) {
+	opts := badger.DefaultOptions(o.Dir)
+	if o.InMemory {
+		opts = badger.DefaultOptions("").WithInMemory(true)
+	}
+	log := o.Logger
+	if log == nil {
+		log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	opts = opts.WithLogger(badgerLogger{log}).
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(2).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithValueLogFileSize(64 << 20).
+		WithNumCompactors(2).
+		WithNumGoroutines(2).
+		WithNumVersionsToKeep(1).
+		WithDetectConflicts(false).
+		WithMetricsEnabled(false).
+		WithSyncWrites(false).
+		WithCompression(options.Snappy)
+	db, err := badger.Open(opts)
+	if err != nil {
+		return nil, fmt.Errorf("trace index %s: %w", o.Dir, err)
+	}
+	r := o.Retention
+	if r <= 0 {
+		r = DefaultRetention
+	}
+	return &Index{db: db, names: o.Names, retention: r}, nil
+}
+
+// Close closes the Badger files.
+func (ix *Index) Close() error { return ix.db.Close() }
+
+// Event is one step of a key's path: a record of one of the topics.
+type Event struct {
+	// At is when it happened: the outcome's time for an outcome, the
+	// record's timestamp otherwise.
+	At time.Time `json:"at"`
+	// Kind: accepted (ingest put it on webhooks.raw), retried (the retrier
+	// put it back), replayed (a replay: dlq replay or auto-redrive),
+	// outcome (what the processor did: Status), waiting (in a retry tier
+	// until DueAt), dead_letter (a DLQ entry, Ref).
+	Kind      string `json:"kind"`
+	Topic     string `json:"topic"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	Provider  string `json:"provider,omitempty"`
+	EventType string `json:"event_type,omitempty"`
+	Origin    string `json:"origin,omitempty"`
+	// Attempt is the attempt the record is for (for waiting: the attempt
+	// it will be delivered as).
+	Attempt    int    `json:"attempt,omitempty"`
+	RequestID  string `json:"request_id,omitempty"`
+	ReceivedAt string `json:"received_at,omitempty"`
+	ReplayID   string `json:"replay_id,omitempty"`
+	// Status, Error, DurationMS, Lane: an outcome's (Lane also when the
+	// record was read from its lane).
+	Status     string `json:"status,omitempty"`
+	Error      string `json:"error,omitempty"`
+	DurationMS int64  `json:"duration_ms,omitempty"`
+	Lane       string `json:"lane,omitempty"`
+	// Tier and DueAt: a retry tier's record (Tier also on a retrying outcome).
+	Tier  string `json:"tier,omitempty"`
+	DueAt string `json:"due_at,omitempty"`
+	// Ref, Reason, Errors: a DLQ entry's ref, dead reason and error count;
+	// Resolution its resolution when the trace was read.
+	Ref        string            `json:"ref,omitempty"`
+	Reason     string            `json:"reason,omitempty"`
+	Errors     int               `json:"errors,omitempty"`
+	Resolution *store.Resolution `json:"resolution,omitempty"`
+}
+
+// Event kinds.
+const (
+	KindAccepted   = "accepted"
+	KindRetried    = "retried"
+	KindReplayed   = "replayed"
+	KindOutcome    = "outcome"
+	KindWaiting    = "waiting"
+	KindDeadLetter = "dead_letter"
+)
+
+// DeadLetter is what the index keeps of each DLQ entry (for re-drive).
+type DeadLetter struct {
+	Ref      string    `json:"ref"`
+	Key      string    `json:"key"`
+	Provider string    `json:"provider"`
+	Reason   string    `json:"reason"`
+	At       time.Time `json:"at"`
+	// ReplayID is set when the entry is itself a replay that failed again:
+	// dlq:<ref of the entry replayed>.
+	ReplayID string `json:"replay_id,omitempty"`
+}
+
+// outcome is the part of an outcome record (schemas/outcome.schema.json)
+// a trace shows.
+type outcome struct {
+	Status     string `json:"status"`
+	Attempt    int    `json:"attempt"`
+	Origin     string `json:"origin"`
+	DurationMS int64  `json:"duration_ms"`
+	Error      string `json:"error"`
+	Time       string `json:"time"`
+	Tier       string `json:"tier"`
+	DeadReason string `json:"dead_reason"`
+	ReplayID   string `json:"replay_id"`
+	Lane       string `json:"lane"`
+	Provider   string `json:"provider"`
+	EventType  string `json:"event_type"`
+}
+
+// topicKind says what a topic is to the index: raw, outcomes, a retry tier
+// (with its name), dlq, dlq-status; "" for a topic it does not read.
+func (ix *Index) topicKind(topic string) (kind, tier string) {
+	switch topic {
+	case ix.names.Raw:
+		return "raw", ""
+	case ix.names.Outcomes:
+		return "outcomes", ""
+	case ix.names.DLQ:
+		return "dlq", ""
+	case ix.names.DLQStatus:
+		return "status", ""
+	}
+	if t, ok := strings.CutPrefix(topic, ix.names.Prefix+topics.BaseRetryPrefix); ok && t != "" {
+		return "retry", t
+	}
+	return "", ""
+}
+
+// Reads reports whether the index reads topic.
+func (ix *Index) Reads(topic string) bool { k, _ := ix.topicKind(topic); return k != "" }
+
+// eventOf turns a record into its event; ok is false for a record that
+// gives none (a resolution, a record without a key).
+func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
+	kind, tier := ix.topicKind(r.Topic)
+	if len(r.Key) == 0 || kind == "" || kind == "status" {
+		return Event{}, false
+	}
+	h := func(n string) string { return headers.Value(r, n) }
+	ev := Event{At: r.Timestamp.UTC(), Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
+		Provider: h(headers.Provider), EventType: h(headers.EventType), Origin: h(headers.Origin), ReplayID: h(headers.ReplayID)}
+	ev.Attempt, _ = headers.GetAttempt(r)
+	switch kind {
+	case "raw":
+		ev.RequestID, ev.ReceivedAt = h(headers.RequestID), h(headers.ReceivedAt)
+		switch ev.Origin {
+		case headers.OriginRetry:
+			ev.Kind = KindRetried
+		case headers.OriginReplay:
+			ev.Kind = KindReplayed
+		default:
+			ev.Kind = KindAccepted
+		}
+	case "outcomes":
+		var o outcome
+		if err := json.Unmarshal(r.Value, &o); err != nil {
+			ev.Kind, ev.Status, ev.Error = KindOutcome, "unreadable", "outcome record: "+err.Error()
+			return ev, true
+		}
+		ev.Kind, ev.Status, ev.Attempt, ev.Origin, ev.DurationMS, ev.Error = KindOutcome, o.Status, o.Attempt, o.Origin, o.DurationMS, o.Error
+		ev.Tier, ev.Reason, ev.ReplayID, ev.Lane, ev.Provider, ev.EventType = o.Tier, o.DeadReason, o.ReplayID, o.Lane, o.Provider, o.EventType
+		if t, err := headers.ParseTime(o.Time); err == nil {
+			ev.At = t
+		}
+	case "retry":
+		ev.Kind, ev.Tier, ev.DueAt = KindWaiting, tier, h(headers.DueAt)
+		if es, err := headers.GetErrors(r); err == nil && len(es) > 0 {
+			ev.Errors, ev.Error = len(es), es[len(es)-1].Error
+		}
+	case "dlq":
+		ev.Kind, ev.Ref, ev.Reason = KindDeadLetter, store.Ref{Partition: r.Partition, Offset: r.Offset}.String(), h(headers.DeadReason)
+		if es, err := headers.GetErrors(r); err == nil && len(es) > 0 {
+			ev.Errors, ev.Error = len(es), es[len(es)-1].Error
+		}
+	}
+	return ev, true
+}
+
+// rank orders events of one instant: arrivals, then outcomes, then where
+// the record went.
+func rank(kind string) byte {
+	switch kind {
+	case KindAccepted, KindRetried, KindReplayed:
+		return 0
+	case KindOutcome:
+		return 1
+	}
+	return 2
+}
+
+func keyPrefix(key string) []byte {
+	b := make([]byte, 0, 1+binary.MaxVarintLen64+len(key))
+	b = append(b, pEvent)
+	b = binary.AppendUvarint(b, uint64(len(key)))
+	return append(b, key...)
+}
+
+func eventKey(key string, ev Event) []byte {
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(ev.Topic))
+	b := keyPrefix(key)
+	b = binary.BigEndian.AppendUint64(b, uint64(ev.At.UnixMicro()))
+	b = append(b, rank(ev.Kind))
+	b = binary.BigEndian.AppendUint32(b, h.Sum32())
+	b = binary.BigEndian.AppendUint32(b, uint32(ev.Partition))
+	return binary.BigEndian.AppendUint64(b, uint64(ev.Offset))
+}
+
+func positionKey(topic string, p int32) []byte {
+	b := append([]byte{pPosition}, topic...)
+	b = append(b, 0)
+	return binary.BigEndian.AppendUint32(b, uint32(p))
+}
+
+func refKey(prefix byte, ref string) []byte { return append([]byte{prefix}, ref...) }
+
+// Position is how far the index has read one partition: the next offset.
+type Position struct {
+	Topic     string
+	Partition int32
+	Next      int64
+}
+
+// Apply writes the entries of recs (records of the topics it reads, in
+// offset order per partition; control records only move positions) and
+// the positions, as one write batch. Records older than the retention
+// are skipped.
+func (ix *Index) Apply(recs []*kgo.Record, pos []Position) error {
+	wb := ix.db.NewWriteBatch()
+	defer wb.Cancel()
+	cutoff := time.Now().Add(-ix.retention)
+	expires := func(t time.Time) uint64 { return uint64(t.Add(ix.retention).Unix()) }
+	for _, r := range recs {
+		if r.Attrs.IsControl() || r.Timestamp.Before(cutoff) {
+			continue
+		}
+		if kind, _ := ix.topicKind(r.Topic); kind == "status" {
+			ref, err := store.ParseRef(string(r.Key))
+			if err != nil {
+				continue
+			}
+			k := refKey(pResolution, ref.String())
+			if r.Value == nil {
+				if err := wb.Delete(k); err != nil {
+					return err
+				}
+				continue
+			}
+			var rs store.Resolution
+			if json.Unmarshal(r.Value, &rs) != nil || rs.Ref != ref.String() {
+				continue
+			}
+			if err := wb.SetEntry(badger.NewEntry(k, r.Value).WithMeta(0)); err != nil {
+				return err
+			}
+			continue
+		}
+		ev, ok := ix.eventOf(r)
+		if !ok {
+			continue
+		}
+		v, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		e := badger.NewEntry(eventKey(string(r.Key), ev), v)
+		e.ExpiresAt = expires(ev.At)
+		if err := wb.SetEntry(e); err != nil {
+			return err
+		}
+		if ev.Kind == KindDeadLetter {
+			dl, _ := json.Marshal(DeadLetter{Ref: ev.Ref, Key: string(r.Key), Provider: ev.Provider, Reason: ev.Reason, At: ev.At, ReplayID: ev.ReplayID})
+			e := badger.NewEntry(refKey(pDead, ev.Ref), dl)
+			e.ExpiresAt = expires(ev.At)
+			if err := wb.SetEntry(e); err != nil {
+				return err
+			}
+		}
+	}
+	for _, p := range pos {
+		if err := wb.Set(positionKey(p.Topic, p.Partition), binary.BigEndian.AppendUint64(nil, uint64(p.Next))); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}
+
+// Positions returns how far each partition was read.
+func (ix *Index) Positions() (map[string]map[int32]int64, error) {
+	out := map[string]map[int32]int64{}
+	err := ix.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pPosition}, PrefetchValues: true, PrefetchSize: 64})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			k := it.Item().Key()
+			if len(k) < 6 || k[len(k)-5] != 0 {
+				continue
+			}
+			topic, p := string(k[1:len(k)-5]), int32(binary.BigEndian.Uint32(k[len(k)-4:]))
+			err := it.Item().Value(func(v []byte) error {
+				if len(v) != 8 {
+					return fmt.Errorf("position of %s[%d]: %d bytes", topic, p, len(v))
+				}
+				if out[topic] == nil {
+					out[topic] = map[int32]int64{}
+				}
+				out[topic][p] = int64(binary.BigEndian.Uint64(v))
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Events returns every event of key, in time order, DLQ entries with
+// their resolutions. Cost: one prefix read of the key's entries.
+func (ix *Index) Events(key string) ([]Event, error) {
+	var out []Event
+	err := ix.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: keyPrefix(key), PrefetchValues: true, PrefetchSize: 16})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var ev Event
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &ev) }); err != nil {
+				return fmt.Errorf("trace index entry of %q: %w", key, err)
+			}
+			if ev.Kind == KindDeadLetter {
+				rs, err := resolution(txn, ev.Ref)
+				if err != nil {
+					return err
+				}
+				ev.Resolution = rs
+			}
+			out = append(out, ev)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func resolution(txn *badger.Txn, ref string) (*store.Resolution, error) {
+	item, err := txn.Get(refKey(pResolution, ref))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var rs store.Resolution
+	if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &rs) }); err != nil {
+		return nil, fmt.Errorf("resolution of %s: %w", ref, err)
+	}
+	return &rs, nil
+}
+
+// Resolution returns the resolution of a DLQ entry, nil when none.
+func (ix *Index) Resolution(ref string) (*store.Resolution, error) {
+	var rs *store.Resolution
+	err := ix.db.View(func(txn *badger.Txn) (err error) {
+		rs, err = resolution(txn, ref)
+		return err
+	})
+	return rs, err
+}
+
+// DeadLetter returns what the index knows of one DLQ entry.
+func (ix *Index) DeadLetter(ref string) (DeadLetter, bool, error) {
+	var dl DeadLetter
+	found := false
+	err := ix.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(refKey(pDead, ref))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		found = true
+		return item.Value(func(v []byte) error { return json.Unmarshal(v, &dl) })
+	})
+	return dl, found, err
+}
+
+// DeadLetters calls fn for every DLQ entry the index holds, in ref order,
+// with its resolution; fn returning false stops. Cost: a read of every
+// entry (tens of bytes each).
+func (ix *Index) DeadLetters(ctx context.Context, fn func(DeadLetter, *store.Resolution) bool) error {
+	return ix.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pDead}, PrefetchValues: true, PrefetchSize: 100})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			var dl DeadLetter
+			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &dl) }); err != nil {
+				return err
+			}
+			rs, err := resolution(txn, dl.Ref)
+			if err != nil {
+				return err
+			}
+			if !fn(dl, rs) {
+				return nil
+			}
+		}
+		return nil
+	})
+}
+
+// badgerLogger sends Badger's logs to slog: its chatty info at Debug.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) log(level slog.Level, format string, args []any) {
+	if b.l.Enabled(context.Background(), level) {
+		b.l.Log(context.Background(), level, strings.TrimSpace(fmt.Sprintf(format, args...)), "component", "badger")
+	}
+}
+
+func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a) }
+func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a) }
+func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a) }
+func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug, f, a) }

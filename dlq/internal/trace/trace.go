@@ -1,0 +1,127 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hookline/hookline/dlq/internal/store"
+)
+
+// ErrUnknownKey is returned for a key the index holds nothing of.
+var ErrUnknownKey = errors.New("no record of this key in the topics")
+
+// Trace is a key's whole path: `dlq trace KEY --json`'s last line and GET
+// /events/{key}'s answer.
+type Trace struct {
+	Key      string `json:"key"`
+	Provider string `json:"provider"`
+	// Now is where the key stands.
+	Now Now `json:"now"`
+	// Steps are every event, in time order.
+	Steps []Event `json:"steps"`
+	// Accepted counts deliveries ingest accepted (the provider's sends and
+	// re-sends); Attempts the destination calls made (outcomes other than
+	// duplicate and parked); Duplicates the records skipped as duplicates;
+	// Replays the replays put on webhooks.raw; DeadLetters the DLQ entries.
+	Accepted    int `json:"accepted"`
+	Attempts    int `json:"attempts"`
+	Duplicates  int `json:"duplicates"`
+	Replays     int `json:"replays"`
+	DeadLetters int `json:"dead_letters"`
+}
+
+// Now is where a key stands after its last step.
+type Now struct {
+	// State: pending (accepted, no outcome yet), waiting (in a retry tier
+	// until DueAt), parked (in its destination's lane, until it has room),
+	// done, dead (in the DLQ: Ref, with its Resolution if any).
+	State string `json:"state"`
+	Tier  string `json:"tier,omitempty"`
+	DueAt string `json:"due_at,omitempty"`
+	Lane  string `json:"lane,omitempty"`
+	// NextAttempt is the attempt a waiting or parked record will be.
+	NextAttempt int    `json:"next_attempt,omitempty"`
+	Ref         string `json:"ref,omitempty"`
+	Since       string `json:"since,omitempty"`
+	// Resolution of the DLQ entry, when dead.
+	Resolution *store.Resolution `json:"resolution,omitempty"`
+}
+
+// Now states.
+const (
+	StatePending = "pending"
+	StateWaiting = "waiting"
+	StateParked  = "parked"
+	StateDone    = "done"
+	StateDead    = "dead"
+)
+
+// Trace reads key's path. A key with no entry is ErrUnknownKey.
+func (ix *Index) Trace(key string) (Trace, error) {
+	evs, err := ix.Events(key)
+	if err != nil {
+		return Trace{}, err
+	}
+	if len(evs) == 0 {
+		return Trace{}, fmt.Errorf("%q: %w", key, ErrUnknownKey)
+	}
+	return build(key, evs), nil
+}
+
+// build folds the events (in time order) into a trace.
+func build(key string, evs []Event) Trace {
+	t := Trace{Key: key, Steps: evs, Now: Now{State: StatePending}}
+	var lastWaiting, lastDead *Event
+	stamp := func(ev Event) string { return ev.At.UTC().Format(time.RFC3339Nano) }
+	for i := range evs {
+		ev := &evs[i]
+		if t.Provider == "" {
+			t.Provider = ev.Provider
+		}
+		switch ev.Kind {
+		case KindAccepted:
+			t.Accepted++
+		case KindReplayed:
+			t.Replays++
+		case KindWaiting:
+			lastWaiting = ev
+		case KindDeadLetter:
+			t.DeadLetters++
+			lastDead = ev
+			// An entry written without its outcome (by hand, or the
+			// outcome past the retention): dead all the same.
+			if t.Now.State != StateDead {
+				t.Now = Now{State: StateDead, Since: stamp(*ev)}
+			}
+		case KindOutcome:
+			switch ev.Status {
+			case "duplicate":
+				t.Duplicates++
+				continue // a duplicate changes nothing of where the key is
+			case "parked":
+				t.Now = Now{State: StateParked, Lane: ev.Lane, NextAttempt: ev.Attempt, Since: stamp(*ev)}
+				continue
+			case "done":
+				t.Now = Now{State: StateDone, Since: stamp(*ev)}
+			case "retrying":
+				t.Now = Now{State: StateWaiting, Tier: ev.Tier, Since: stamp(*ev)}
+			case "dead":
+				t.Now = Now{State: StateDead, Since: stamp(*ev)}
+			}
+			t.Attempts++
+		}
+	}
+	switch t.Now.State {
+	case StateWaiting:
+		if lastWaiting != nil && lastWaiting.Tier == t.Now.Tier {
+			t.Now.DueAt, t.Now.NextAttempt = lastWaiting.DueAt, lastWaiting.Attempt
+		}
+	case StateDead:
+		if lastDead != nil {
+			t.Now.Ref = lastDead.Ref
+			t.Now.Resolution = lastDead.Resolution
+		}
+	}
+	return t
+}

@@ -1,0 +1,160 @@
+package trace
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+func mustIndex(t *testing.T, names topics.Names) *Index {
+	t.Helper()
+	ix, err := Open(Options{InMemory: true, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ix.Close() })
+	return ix
+}
+
+func outcomeRecord(names topics.Names, key, status string, attempt int, at time.Time, extra string) *kgo.Record {
+	return &kgo.Record{Topic: names.Outcomes, Key: []byte(key), Timestamp: at,
+		Value: fmt.Appendf(nil, `{"key":%q,"provider":"stripe","event_type":"x","status":%q,"attempt":%d,"origin":"ingest","duration_ms":1,"time":%q%s}`,
+			key, status, attempt, headers.FormatTime(at), extra)}
+}
+
+// TestTraceFolds: the steps of a key in time order whatever order the
+// topics were read in, where it stands after each kind of last step, the
+// counts, a DLQ entry's resolution, positions, and an unknown key.
+func TestTraceFolds(t *testing.T) {
+	names := topics.NewNames("t.", []string{"1s", "1h"})
+	ix := mustIndex(t, names)
+	key := "stripe:evt_1"
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-24 * time.Hour)
+	due := headers.FormatTime(t0.Add(time.Hour))
+	raw := headers.IngestRecord(names.Raw, key, "x", nil, headers.IngestMeta{Provider: "stripe", ReceivedAt: t0, RequestID: "req-1"})
+	raw.Timestamp = t0
+	tier := &kgo.Record{Topic: names.Retry[1], Key: []byte(key), Timestamp: t0.Add(2 * time.Millisecond), Partition: 1, Offset: 7}
+	headers.Set(tier, headers.Provider, "stripe")
+	headers.SetAttempt(tier, 2)
+	headers.Set(tier, headers.DueAt, due)
+	headers.SetErrors(tier, []headers.ErrorEntry{{Attempt: 1, At: t0, Error: "HTTP 503", Retryable: true}})
+	retrying := outcomeRecord(names, key, "retrying", 1, t0.Add(time.Millisecond), `,"tier":"1h","error":"HTTP 503"`)
+
+	// Read out of order: the tier first, then outcomes, then raw.
+	if err := ix.Apply([]*kgo.Record{tier, retrying, raw}, []Position{{Topic: names.Raw, Partition: 0, Next: 1}}); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ix.Trace(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, s := range tr.Steps {
+		kinds = append(kinds, s.Kind)
+	}
+	if fmt.Sprint(kinds) != "[accepted outcome waiting]" {
+		t.Fatalf("steps %v, want accepted, outcome, waiting", kinds)
+	}
+	if tr.Now.State != StateWaiting || tr.Now.Tier != "1h" || tr.Now.DueAt != due || tr.Now.NextAttempt != 2 {
+		t.Fatalf("now %+v, want waiting in 1h until its due time, attempt 2", tr.Now)
+	}
+	if tr.Steps[0].RequestID != "req-1" || tr.Steps[1].Error != "HTTP 503" || tr.Steps[2].Errors != 1 {
+		t.Fatalf("steps lack request id or errors: %+v", tr.Steps)
+	}
+
+	// Dead, then resolved; a duplicate changes nothing.
+	dlq := &kgo.Record{Topic: names.DLQ, Key: []byte(key), Timestamp: t0.Add(time.Hour + 5*time.Millisecond), Partition: 3, Offset: 9}
+	headers.Set(dlq, headers.Provider, "stripe")
+	headers.Set(dlq, headers.DeadReason, headers.DeadExhausted)
+	rs, _ := store.NewResolution(store.Ref{Partition: 3, Offset: 9}, store.Ignored, "n", "alice", t0.Add(2*time.Hour))
+	status := &kgo.Record{Topic: names.DLQStatus, Key: []byte("3:9"), Timestamp: t0.Add(2 * time.Hour), Value: mustJSON(t, rs)}
+	recs := []*kgo.Record{
+		outcomeRecord(names, key, "dead", 2, t0.Add(time.Hour+4*time.Millisecond), `,"dead_reason":"exhausted","error":"HTTP 503"`),
+		dlq, status,
+		outcomeRecord(names, key, "duplicate", 1, t0.Add(3*time.Hour), ""),
+	}
+	if err := ix.Apply(recs, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr, _ = ix.Trace(key)
+	if tr.Now.State != StateDead || tr.Now.Ref != "3:9" || tr.Now.Resolution == nil || tr.Now.Resolution.By != "alice" {
+		t.Fatalf("now %+v, want dead at 3:9 resolved by alice", tr.Now)
+	}
+	if tr.Accepted != 1 || tr.Attempts != 2 || tr.Duplicates != 1 || tr.DeadLetters != 1 {
+		t.Fatalf("counts accepted %d attempts %d duplicates %d dead letters %d, want 1 2 1 1", tr.Accepted, tr.Attempts, tr.Duplicates, tr.DeadLetters)
+	}
+	dl, ok, err := ix.DeadLetter("3:9")
+	if err != nil || !ok || dl.Key != key || dl.Reason != headers.DeadExhausted {
+		t.Fatalf("dead letter 3:9: %+v %v %v", dl, ok, err)
+	}
+	// A tombstone withdraws the resolution.
+	if err := ix.Apply([]*kgo.Record{{Topic: names.DLQStatus, Key: []byte("3:9"), Timestamp: t0.Add(3 * time.Hour)}}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if rs, _ := ix.Resolution("3:9"); rs != nil {
+		t.Fatalf("resolution after a tombstone: %+v", rs)
+	}
+
+	// Parked in a lane, then done from it.
+	if err := ix.Apply([]*kgo.Record{outcomeRecord(names, key, "parked", 1, t0.Add(4*time.Hour), `,"lane":"t.webhooks.lane.stripe"`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tr, _ = ix.Trace(key); tr.Now.State != StateParked || tr.Now.Lane != "t.webhooks.lane.stripe" {
+		t.Fatalf("now %+v, want parked in the lane", tr.Now)
+	}
+	if err := ix.Apply([]*kgo.Record{outcomeRecord(names, key, "done", 1, t0.Add(5*time.Hour), `,"lane":"t.webhooks.lane.stripe"`)}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tr, _ = ix.Trace(key); tr.Now.State != StateDone {
+		t.Fatalf("now %+v, want done", tr.Now)
+	}
+
+	// Reading a record twice writes the same entry.
+	if err := ix.Apply([]*kgo.Record{raw}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tr2, _ := ix.Trace(key); len(tr2.Steps) != len(tr.Steps) {
+		t.Fatalf("a record read twice gave %d steps, want %d", len(tr2.Steps), len(tr.Steps))
+	}
+	pos, err := ix.Positions()
+	if err != nil || pos[names.Raw][0] != 1 {
+		t.Fatalf("positions %v %v, want raw[0] at 1", pos, err)
+	}
+	if _, err := ix.Trace("stripe:evt_other"); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("unknown key: %v", err)
+	}
+	// A key that is a prefix of another is its own.
+	if _, err := ix.Trace("stripe:evt_"); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("prefix of a key: %v, want unknown", err)
+	}
+}
+
+func mustJSON(t *testing.T, rs store.Resolution) []byte {
+	t.Helper()
+	b, err := rs.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestRetention: a record older than the retention is not indexed.
+func TestRetention(t *testing.T) {
+	names := topics.NewNames("t.", nil)
+	ix := mustIndex(t, names)
+	old := headers.IngestRecord(names.Raw, "stripe:old", "x", nil, headers.IngestMeta{Provider: "stripe", ReceivedAt: time.Now()})
+	old.Timestamp = time.Now().Add(-DefaultRetention - time.Hour)
+	if err := ix.Apply([]*kgo.Record{old}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ix.Trace("stripe:old"); !errors.Is(err, ErrUnknownKey) {
+		t.Fatalf("record past the retention: %v, want unknown", err)
+	}
+}

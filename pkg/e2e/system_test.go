@@ -51,10 +51,20 @@ func TestSteadyFlowWithDuplicates(t *testing.T) {
 // retrier each as its own user with only the ACLs compose/kafka.sh grants.
 func TestSteadyFlowSecureBroker(t *testing.T) {
 	skipShort(t)
-	steadyFlow(t, e2e.Options{Partitions: 6, Secure: kafkatest.Secure(t)})
+	sys := steadyFlow(t, e2e.Options{Partitions: 6, Secure: kafkatest.Secure(t)})
+	// The operator's read-only views, as dlq's own user: what waits (the
+	// groups' committed offsets) and a key's trace.
+	sys.DLQ(nil, "parked", "--json").Want(t, 0)
+	keys := sys.Ledger().Keys()
+	if len(keys) == 0 {
+		t.Fatal("no key accepted")
+	}
+	if tr := sys.DLQ(nil, "trace", keys[0], "--json").Want(t, 0); !strings.Contains(tr.Stdout, keys[0]) {
+		t.Errorf("dlq trace %s: the key is not in its answer:\n%s", keys[0], tr.Stdout)
+	}
 }
 
-func steadyFlow(t *testing.T, o e2e.Options) {
+func steadyFlow(t *testing.T, o e2e.Options) *e2e.System {
 	sys := e2e.New(t, o)
 	svcs := []*e2e.Service{sys.StartIngest(), sys.StartProcessor("p1", nil), sys.StartRetrier(nil)}
 
@@ -81,6 +91,7 @@ func steadyFlow(t *testing.T, o e2e.Options) {
 			}
 		}
 	}
+	return sys
 }
 
 // failSome makes the destination fail the first call of about one key in

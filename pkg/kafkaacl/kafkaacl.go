@@ -79,14 +79,14 @@ func Rules() []Rule {
 
 		// processor: reads raw, its lanes and the control topic in its
 		// group, writes changelog, outcomes, tiers, dlq and lanes in
-		// transactions; the hanging-transaction check describes its
+		// transactions, and its breaker reports to the control topic; the hanging-transaction check describes its
 		// producers on its output topics and __consumer_offsets (Read),
 		// reads __transaction_state and writes markers (ClusterAction).
 		t("processor", topics.BaseRaw, with(read)...),
 		t("processor", topics.BaseChangelog, with(read, write)...),
 		t("processor", topics.BaseOutcomes, with(read, write)...),
 		t("processor", topics.BaseDLQ, with(read, write)...),
-		t("processor", topics.BaseControl, with(read)...),
+		t("processor", topics.BaseControl, with(read, write)...),
 		t("processor", topics.BaseDLQStatus, ensure...),
 		t("processor", topics.BaseSelftest, ensure...),
 		tp("processor", topics.BaseRetryPrefix, with(read, write)...),
@@ -104,11 +104,14 @@ func Rules() []Rule {
 
 		// dlq (the operator's tool and dlq serve): reads every hookline
 		// topic (list, show, trace, parked), replays to raw, writes
-		// resolutions and provider settings; creates the status topic.
+		// resolutions and provider settings; creates the status topic;
+		// reads where the retrier and the processors stand (parked).
 		tp("dlq", "webhooks.", read),
 		t("dlq", topics.BaseRaw, write),
 		t("dlq", topics.BaseControl, write),
 		t("dlq", topics.BaseDLQStatus, with(write)...),
+		{User: "dlq", Kind: Group, Name: topics.GroupProcessor, Ops: []kadm.ACLOperation{describe}},
+		{User: "dlq", Kind: Group, Name: topics.GroupRetrier, Ops: []kadm.ACLOperation{describe}},
 	}
 }
 

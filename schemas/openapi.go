@@ -59,14 +59,14 @@ type API struct {
 }
 
 type operation struct {
-	method    string
-	path      string
-	segs      []string
-	params    int // templated segments: fewer wins when two paths match
+	method string
+	path   string
+	segs   []string
+	params int // templated segments: fewer wins when two paths match
 	// rest: the last segment is a path parameter marked x-rest-of-path,
 	// which takes the rest of the path, "/" and empty included (gin's
 	// *name): /events/{key} matches /events/github:org/repo/7.
-	rest bool
+	rest      bool
 	responses map[int]*response
 }
 

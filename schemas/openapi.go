@@ -20,7 +20,7 @@ import (
 // OpenAPI documents of the HTTP surfaces, as LoadAPI takes them.
 const (
 	// IngestAPI describes ingest (POST /webhooks/{provider}, /healthz,
-	// /readyz, /metrics).
+	// /readyz, /metrics, /selftest).
 	IngestAPI = "ingest.openapi.yaml"
 	// DLQAPI describes `dlq serve` (the admin API, its triage page and
 	// /metrics).
@@ -59,10 +59,14 @@ type API struct {
 }
 
 type operation struct {
-	method    string
-	path      string
-	segs      []string
-	params    int // templated segments: fewer wins when two paths match
+	method string
+	path   string
+	segs   []string
+	params int // templated segments: fewer wins when two paths match
+	// rest: the last segment is a path parameter marked x-rest-of-path,
+	// which takes the rest of the path, "/" and empty included (gin's
+	// *name): /events/{key} matches /events/github:org/repo/7.
+	rest      bool
 	responses map[int]*response
 }
 
@@ -147,6 +151,9 @@ func loadAPI(name string) (*API, error) {
 			}
 			at := "/paths/" + escape(path) + "/" + method
 			opm, _ := op.(map[string]any)
+			if o.rest, err = l.restOfPath(opm, o.segs[len(o.segs)-1], at); err != nil {
+				return nil, err
+			}
 			if err := l.requestExamples(opm, at); err != nil {
 				return nil, err
 			}
@@ -277,6 +284,27 @@ func (l *loader) media(content map[string]any, at string) (map[string]*jsonschem
 	return out, nil
 }
 
+// restOfPath says whether last, the path's last segment, is a path
+// parameter of op marked `x-rest-of-path: true`. A marked parameter
+// anywhere else is an error: only the last segment can take the rest.
+func (l *loader) restOfPath(op map[string]any, last, at string) (bool, error) {
+	ps, _ := op["parameters"].([]any)
+	for i, p := range ps {
+		pm, pat, err := l.deref(p, fmt.Sprintf("%s/parameters/%d", at, i))
+		if err != nil {
+			return false, err
+		}
+		if rest, _ := pm["x-rest-of-path"].(bool); !rest {
+			continue
+		}
+		if pm["in"] != "path" || last != "{"+fmt.Sprint(pm["name"])+"}" {
+			return false, fmt.Errorf("openapi: %s: x-rest-of-path on a parameter that is not the path's last segment", pat)
+		}
+		return true, nil
+	}
+	return false, nil
+}
+
 func (l *loader) requestExamples(op map[string]any, at string) error {
 	rb, ok := op["requestBody"]
 	if !ok {
@@ -356,16 +384,20 @@ func (a *API) CheckExamples() error {
 
 // Route returns the operation the document lists for method and path (a
 // request path, such as /dlq/3:17): a path without templates wins over one
-// with them, as OpenAPI says. ok is false when the document lists none.
+// with them, as OpenAPI says. A template marked x-rest-of-path takes the
+// rest of the path, slashes included. ok is false when the document lists none.
 func (a *API) route(method, path string) (*operation, bool) {
 	segs := strings.Split(path, "/")
 	var best *operation
 	for _, o := range a.ops {
-		if o.method != method || len(o.segs) != len(segs) {
+		if o.method != method || len(o.segs) != len(segs) && (!o.rest || len(segs) < len(o.segs)) {
 			continue
 		}
 		match := true
 		for i, s := range o.segs {
+			if o.rest && i == len(o.segs)-1 {
+				break // the rest of the path, whatever it is
+			}
 			if strings.HasPrefix(s, "{") && strings.HasSuffix(s, "}") {
 				if segs[i] == "" {
 					match = false

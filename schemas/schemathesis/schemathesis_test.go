@@ -122,10 +122,16 @@ func fuzz(t *testing.T, bin, doc, base string, args ...string) []exchange {
 values = ["stripe", "github", "shopify", "standard", "gocardless", "calcom", "outcomes"]
 [dictionaries.refs]
 values = ["0:0", "0:1", "0:2", "0:3", "0:4"]
+[dictionaries.keys]
+values = ["stripe:evt_fuzz_0", "stripe:evt_fuzz_1", "stripe:evt_fuzz_4", "`+waitingKey+`"]
+[dictionaries.tiers]
+values = ["`+waitingTier+`", "lane"]
 [parameters]
 "path.provider" = { dictionary = "providers", probability = 0.8 }
 "path.name" = { dictionary = "providers", probability = 0.8 }
 "path.ref" = { dictionary = "refs", probability = 0.6 }
+"path.key" = { dictionary = "keys", probability = 0.6 }
+"query.tier" = { dictionary = "tiers", probability = 0.5 }
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -239,6 +245,38 @@ func deadLetters(t *testing.T, sys *e2e.System, n int) {
 	}
 }
 
+// waitingKey is the key of the record waiting puts in a retry tier: a
+// key with "/", which GET /events/{key} takes as the rest of the path.
+const waitingKey = "github:octo/repo/fuzz"
+
+// waitingTier is the retry tier it waits in: the first of e2e's default
+// tiers.
+const waitingTier = "1s"
+
+// waiting puts one record in the first retry tier, so that GET /parked
+// has something to list and GET /events/{key} a key with "/" to trace.
+// No retrier runs: it waits there for the whole test.
+func waiting(t *testing.T, sys *e2e.System) {
+	t.Helper()
+	if !strings.HasSuffix(sys.Names.Retry[0], "."+waitingTier) {
+		t.Fatalf("the first retry tier is %s, not %s", sys.Names.Retry[0], waitingTier)
+	}
+	cl := kafkatest.Client(t, sys.Brokers)
+	now := time.Now()
+	r := &kgo.Record{Topic: sys.Names.Retry[0], Key: []byte(waitingKey), Value: []byte(`{"ref":"main"}`)}
+	for _, kv := range [][2]string{
+		{headers.Provider, "github"}, {headers.EventType, "push"}, {headers.IdempotencyKey, waitingKey},
+		{headers.Origin, headers.OriginIngest}, {headers.Attempt, "2"},
+	} {
+		headers.Set(r, kv[0], kv[1])
+	}
+	headers.SetTime(r, headers.DueAt, now.Add(time.Hour))
+	headers.SetErrors(r, []headers.ErrorEntry{{Attempt: 1, At: now, Error: "destination: HTTP 503", Retryable: true}})
+	if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestSchemathesis fuzzes both surfaces. Ingest: no request schemathesis
 // makes can carry a valid signature, so every answer is a refusal and no
 // topic may grow. dlq serve (with the token, and schemathesis' ignored_auth
@@ -254,6 +292,7 @@ func TestSchemathesis(t *testing.T) {
 	sys := e2e.New(t, e2e.Options{})
 	sys.EnsureTopics()
 	deadLetters(t, sys, 5)
+	waiting(t, sys)
 	ing := sys.StartIngest()
 	dlq := sys.StartDLQServe(token, nil)
 	// negative_data_rejection: a request the document says is invalid must
@@ -279,23 +318,74 @@ func TestSchemathesis(t *testing.T) {
 			accepted += int64(max(len(a.Keys), 1))
 			t.Errorf("ingest accepted a fuzzed request: %s %s: %s", x.Request.Method, x.Request.URL, x.Response.Content.Text)
 		}
+		// Each self-test produces one record to webhooks.selftest, and its
+		// report (answered again for a second) says where: the topic grows
+		// by the records the answers show, no more.
+		selftests := map[[2]int64]bool{}
+		for _, x := range xs {
+			if u, _ := url.Parse(x.Request.URL); u == nil || u.Path != "/selftest" || x.Request.Method != http.MethodGet {
+				continue
+			}
+			var rep struct {
+				Checks struct {
+					Kafka struct{ Partition, Offset int64 }
+				}
+			}
+			if err := json.Unmarshal([]byte(x.Response.Content.Text), &rep); err != nil {
+				t.Fatalf("GET /selftest answered %d %q: %v", x.Response.Status, x.Response.Content.Text, err)
+			}
+			if x.Response.Status != http.StatusOK {
+				t.Errorf("GET /selftest answered %d with the broker up: %s", x.Response.Status, x.Response.Content.Text)
+			}
+			if k := rep.Checks.Kafka; k.Offset >= 0 {
+				selftests[[2]int64{k.Partition, k.Offset}] = true
+			}
+		}
+		if len(selftests) == 0 {
+			t.Error("schemathesis never ran GET /selftest")
+		}
 		after := ends(t, sys)
 		for topic, end := range after {
 			want := int64(0)
-			if topic == sys.Names.Raw {
+			switch topic {
+			case sys.Names.Raw:
 				want = accepted
+			case sys.Names.Selftest:
+				want = int64(len(selftests))
 			}
 			if got := end - before[topic]; got != want {
 				t.Errorf("%s grew by %d; accepted requests account for %d: a refused request was produced", topic, got, want)
 			}
 		}
-		fmt.Printf("schemathesis ingest: %d generated requests, answers by status %v, nothing produced\n", len(xs), byStatus)
+		fmt.Printf("schemathesis ingest: %d generated requests, answers by status %v, nothing produced but %d self-test records\n", len(xs), byStatus, len(selftests))
 	})
 
 	t.Run("dlq serve", func(t *testing.T) {
 		before := ends(t, sys)
 		xs := fuzz(t, bin, schemas.DLQAPI, "http://"+dlq.Addr, "--checks", checks+",ignored_auth", "-H", "Authorization: Bearer "+token)
 		byStatus := conform(t, schemas.DLQAPI, xs)
+		// The routes over the trace index and the parked records were
+		// reached past the token: a key traced, /parked listing the
+		// waiting record.
+		reached := map[string]bool{}
+		for _, x := range xs {
+			u, _ := url.Parse(x.Request.URL)
+			switch {
+			case u == nil || x.Response.Status != 200:
+			case strings.HasPrefix(u.Path, "/events/"):
+				reached["GET /events/{key} 200"] = true
+				if strings.Contains(x.Response.Content.Text, `"key":"`+waitingKey+`"`) {
+					reached["GET /events/"+waitingKey+" 200"] = true
+				}
+			case u.Path == "/parked" && strings.Contains(x.Response.Content.Text, `"key":"`+waitingKey+`"`):
+				reached["GET /parked 200 listing "+waitingKey] = true
+			}
+		}
+		for _, r := range []string{"GET /events/{key} 200", "GET /events/" + waitingKey + " 200", "GET /parked 200 listing " + waitingKey} {
+			if !reached[r] {
+				t.Errorf("schemathesis never got %s", r)
+			}
+		}
 		want := map[string]int64{}
 		for _, x := range xs {
 			if x.Response.Status != 200 || x.Request.Method != http.MethodPost {

@@ -244,13 +244,16 @@ func (s *Server) list(c *gin.Context) {
 	c.JSON(http.StatusOK, page)
 }
 
+// queryInt reads a whole number from lo to hi, written as such: digits
+// only, no sign, no leading zero (what the document calls an integer;
+// Atoi alone takes "+5" and "007"). Left out or empty, it is def.
 func queryInt(c *gin.Context, name string, def, lo, hi int) (int, error) {
 	v := c.Query(name)
 	if v == "" {
 		return def, nil
 	}
 	n, err := strconv.Atoi(v)
-	if err != nil || n < lo || n > hi {
+	if err != nil || strings.TrimLeft(v, "0123456789") != "" || len(v) > 1 && v[0] == '0' || n < lo || n > hi {
 		return 0, errors.New(name + "=" + strconv.Quote(v) + ": want a whole number from " + strconv.Itoa(lo) + " to " + strconv.Itoa(hi))
 	}
 	return n, nil

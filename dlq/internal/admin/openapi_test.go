@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,12 +13,15 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/dlq/internal/parked"
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/kafkatest"
@@ -25,17 +30,24 @@ import (
 	"github.com/hookline/hookline/schemas"
 )
 
+// traceKey is the key openAPIServer puts on webhooks.raw and in a retry
+// tier: a key with "/", which GET /events/{key} takes as the rest of the
+// path.
+const traceKey = "github:octo/repo/7"
+
 // openAPIServer is the handler as `dlq serve` wires it (store, replayer,
 // metrics, provider settings followed from webhooks.control, the providers
-// checked against the test providers file), over a kfake cluster holding
-// one DLQ entry, whose ref it returns. Setting fail makes the next writes
+// checked against the test providers file, the trace index fed from the
+// topics, the parked reader), over a kfake cluster holding one DLQ entry,
+// whose ref it returns, and traceKey accepted and waiting in tier 5m. Setting fail makes the next writes
 // (BeforeWrite, SetProvider) fail as Kafka would. With down, the cluster is
-// closed before the handler is returned: every Kafka request fails.
+// closed before the handler is returned: every Kafka request fails; and the
+// trace index is closed: every read of it fails.
 func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *bool) {
 	t.Helper()
 	gin.SetMode(gin.TestMode)
-	names := topics.NewNames("", nil)
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.Raw, names.DLQ, names.DLQStatus))
+	names := topics.NewNames("", []string{"5m"})
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.Raw, names.DLQ, names.DLQStatus, names.Retry[0]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,6 +64,39 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	now := time.Now()
+	accepted := &kgo.Record{Topic: names.Raw, Key: []byte(traceKey), Value: []byte(`{"ref":"main"}`), Timestamp: now.Add(-time.Minute)}
+	waiting := &kgo.Record{Topic: names.Retry[0], Key: []byte(traceKey), Value: accepted.Value, Timestamp: now}
+	for _, r := range []*kgo.Record{accepted, waiting} {
+		headers.Set(r, headers.Provider, "github")
+		headers.Set(r, headers.EventType, "push")
+		headers.Set(r, headers.Origin, headers.OriginIngest)
+		headers.SetAttempt(r, 1)
+	}
+	headers.SetAttempt(waiting, 2)
+	headers.SetTime(waiting, headers.DueAt, now.Add(5*time.Minute))
+	headers.SetErrors(waiting, []headers.ErrorEntry{{Attempt: 1, At: now, Error: "destination: HTTP 503", Retryable: true}})
+	if err := cl.ProduceSync(t.Context(), accepted, waiting).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	ix, err := trace.Open(trace.Options{InMemory: true, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ix.Close() })
+	adm := kadm.NewClient(cl)
+	if err := trace.NewFeeder(ix, newClient, adm, slog.New(slog.NewTextHandler(io.Discard, nil))).CatchUp(t.Context(), 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	// The retrier's group has committed (kfake, unlike a broker, refuses
+	// an offset fetch of a group that never did): offset 0, before the
+	// waiting record.
+	var offs kadm.Offsets
+	offs.AddOffset(names.Retry[0], waiting.Partition, 0, -1)
+	if _, err := adm.CommitOffsets(t.Context(), names.Group(topics.GroupRetrier), offs); err != nil {
+		t.Fatal(err)
+	}
+	pr := &parked.Reader{Names: names, NewClient: newClient, Adm: adm, Stall: 2 * time.Second}
 	known, err := settings.LoadKnown(testProviders)
 	if err != nil {
 		t.Fatal(err)
@@ -66,6 +111,7 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 		}()
 	} else {
 		c.Close()
+		_ = ix.Close()
 	}
 	st := store.New(store.Config{Names: names, Client: cl, NewClient: newClient})
 	h = New(Config{
@@ -82,6 +128,8 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 			}
 			return control.Write(ctx, cl, names.Control, s)
 		},
+		Trace:  ix.Trace,
+		Parked: pr.Read,
 	}).Handler()
 	return h, store.Ref{Partition: r.Partition, Offset: r.Offset}.String(), fail
 }
@@ -119,6 +167,9 @@ func TestOpenAPI(t *testing.T) {
 		{name: "list", h: up, method: "GET", path: "/dlq?provider=stripe&limit=10", auth: auth, status: 200},
 		{name: "list bad reason", h: up, method: "GET", path: "/dlq?reason=tired", auth: auth, status: 400},
 		{name: "list bad limit", h: up, method: "GET", path: "/dlq?limit=0", auth: auth, status: 400},
+		{name: "list empty limit and offset", h: up, method: "GET", path: "/dlq?limit=&offset=", auth: auth, status: 200},
+		{name: "list signed limit", h: up, method: "GET", path: "/dlq?limit=%2B5", auth: auth, status: 400},
+		{name: "list offset with a leading zero", h: up, method: "GET", path: "/dlq?offset=01", auth: auth, status: 400},
 		{name: "list no token", h: up, method: "GET", path: "/dlq", status: 401},
 		{name: "list kafka down", h: down, method: "GET", path: "/dlq", auth: auth, status: 502},
 		{name: "stats", h: up, method: "GET", path: "/dlq/stats", auth: auth, status: 200},
@@ -143,6 +194,23 @@ func TestOpenAPI(t *testing.T) {
 		{name: "resolve write fails", h: up, method: "POST", path: "/dlq/" + ref + "/resolve", auth: auth, body: `{"resolution":"ignored","note":"x","by":"m"}`, status: 502, before: failing},
 		{name: "providers", h: up, method: "GET", path: "/providers", auth: auth, status: 200},
 		{name: "providers no token", h: up, method: "GET", path: "/providers", status: 401},
+		{name: "trace", h: up, method: "GET", path: "/events/" + traceKey, auth: auth, status: 200},
+		{name: "trace with %2F", h: up, method: "GET", path: "/events/" + strings.ReplaceAll(traceKey, "/", "%2F"), auth: auth, status: 200},
+		{name: "trace of a dead letter", h: up, method: "GET", path: "/events/stripe:evt_oa", auth: auth, status: 200},
+		{name: "trace empty key", h: up, method: "GET", path: "/events/", auth: auth, status: 400},
+		{name: "trace no token", h: up, method: "GET", path: "/events/" + traceKey, status: 401},
+		{name: "trace unknown key", h: up, method: "GET", path: "/events/stripe:evt_nope", auth: auth, status: 404},
+		{name: "trace index closed", h: down, method: "GET", path: "/events/" + traceKey, auth: auth, status: 500},
+		{name: "parked", h: up, method: "GET", path: "/parked", auth: auth, status: 200},
+		{name: "parked filtered", h: up, method: "GET", path: "/parked?tier=5m&provider=github&limit=1&offset=0", auth: auth, status: 200},
+		{name: "parked none", h: up, method: "GET", path: "/parked?tier=lane", auth: auth, status: 200},
+		{name: "parked bad limit", h: up, method: "GET", path: "/parked?limit=1001", auth: auth, status: 400},
+		{name: "parked bad offset", h: up, method: "GET", path: "/parked?offset=-1", auth: auth, status: 400},
+		{name: "parked empty limit and offset", h: up, method: "GET", path: "/parked?limit=&offset=", auth: auth, status: 200},
+		{name: "parked limit with a leading zero", h: up, method: "GET", path: "/parked?limit=007", auth: auth, status: 400},
+		{name: "parked offset 0", h: up, method: "GET", path: "/parked?offset=0&limit=0", auth: auth, status: 200},
+		{name: "parked no token", h: up, method: "GET", path: "/parked", auth: "Bearer nope", status: 401},
+		{name: "parked kafka down", h: down, method: "GET", path: "/parked", auth: auth, status: 502},
 		{name: "unrouted no token", h: up, method: "DELETE", path: "/dlq", status: 401},
 		{name: "unrouted", h: up, method: "GET", path: "/nope", auth: auth, status: 404},
 		{name: "trailing slash GET", h: up, method: "GET", path: "/dlq/", auth: auth, status: 301},
@@ -209,5 +277,43 @@ func TestOpenAPI(t *testing.T) {
 	}
 	if err := json.Unmarshal(w.Body.Bytes(), &d); err != nil || d.Resolution == nil || d.Resolution.Resolution != store.ManualFix {
 		t.Errorf("GET /dlq/%s after the resolve: %d %s", ref, w.Code, w.Body)
+	}
+}
+
+// TestOpenAPITraceAndParked: the answers TestOpenAPI checks against the
+// document carry the key it put in tier 5m: the trace shows it accepted
+// then waiting (pending still: no outcome says where it stands), /parked
+// lists it.
+func TestOpenAPITraceAndParked(t *testing.T) {
+	h, _, _ := openAPIServer(t, false)
+	get := func(path string, v any) {
+		t.Helper()
+		w := httptest.NewRecorder()
+		req := httptest.NewRequest("GET", path, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		h.ServeHTTP(w, req)
+		if err := json.Unmarshal(w.Body.Bytes(), v); err != nil || w.Code != 200 {
+			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
+		}
+	}
+	var tr struct {
+		Key   string
+		Now   struct{ State string }
+		Steps []struct{ Kind string }
+	}
+	get("/events/"+traceKey, &tr)
+	if tr.Key != traceKey || tr.Now.State != "pending" || len(tr.Steps) != 2 || tr.Steps[0].Kind != "accepted" || tr.Steps[1].Kind != "waiting" {
+		t.Errorf("trace of %s: %+v", traceKey, tr)
+	}
+	var rep struct {
+		Total   int
+		Records []struct {
+			Key, Tier string
+			LastError string `json:"last_error"`
+		}
+	}
+	get("/parked?provider=github", &rep)
+	if rep.Total != 1 || len(rep.Records) != 1 || rep.Records[0].Key != traceKey || rep.Records[0].Tier != "5m" || rep.Records[0].LastError != "destination: HTTP 503" {
+		t.Errorf("parked: %+v", rep)
 	}
 }

@@ -3,21 +3,26 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/ingest/internal/publish"
+	"github.com/hookline/hookline/ingest/internal/selftest"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/schemas"
 )
 
@@ -55,6 +60,32 @@ func unreachablePublisher(t *testing.T) Publisher {
 	return publish.New(cl, 300*time.Millisecond)
 }
 
+// selftester is the real self-test over a kfake cluster holding the topics
+// it checks, ingest's producer among them. With missing, it also checks a
+// topic the cluster lacks, so that its report fails.
+func selftester(t *testing.T, reg *providers.Registry, missing bool) SelfTester {
+	t.Helper()
+	specs := []topics.Spec{{Name: "webhooks.raw", Partitions: 2}, {Name: "webhooks.selftest", Partitions: 1}}
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(2, specs[0].Name), kfake.SeedTopics(1, specs[1].Name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	if missing {
+		specs = append(specs, topics.Spec{Name: "webhooks.missing", Partitions: 1})
+	}
+	newClient := func(opts ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
+	}
+	cl, err := newClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return selftest.New(selftest.Config{Providers: reg, Topics: specs, SelftestTopic: specs[1].Name, Producer: cl,
+		NewClient: newClient, Timeout: 10 * time.Second, Version: selftest.Version()})
+}
+
 // TestOpenAPI drives the real handlers through every answer that
 // schemas/ingest.openapi.yaml lists and checks each against the document:
 // its status is listed for the route, its required headers (X-Request-Id,
@@ -70,16 +101,22 @@ func TestOpenAPI(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	tester := selftester(t, reg, false)
 	server := func(pub Publisher, health *obs.Health) http.Handler {
 		return New(Config{
 			Providers: reg, Publisher: pub, Topic: "webhooks.raw", MaxBodyBytes: testLimit,
 			RetryAfter: 5 * time.Second, Health: health, Registry: obs.NewRegistry(),
-			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
+			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Selftest: tester,
 		}).Handler()
 	}
 	ready := obs.NewHealth("kafka")
 	ready.Set("kafka", nil)
 	ok := server(&fakePublisher{}, ready)
+	failing := New(Config{
+		Providers: reg, Publisher: &fakePublisher{}, Topic: "webhooks.raw", MaxBodyBytes: testLimit,
+		RetryAfter: 5 * time.Second, Health: ready, Registry: obs.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Selftest: selftester(t, reg, true),
+	}).Handler()
 	now := time.Now()
 	stripe := []byte(`{"id":"evt_oa","object":"event","type":"invoice.paid"}`)
 	unsigned := func(method, path, ct string, body []byte) *http.Request {
@@ -146,6 +183,9 @@ func TestOpenAPI(t *testing.T) {
 		{"not checked yet", server(&fakePublisher{}, obs.NewHealth("kafka")), func() *http.Request { return unsigned("GET", "/readyz", "", nil) }, 503},
 		{"draining", server(&fakePublisher{}, drained), func() *http.Request { return unsigned("GET", "/readyz", "", nil) }, 503},
 		{"metrics", ok, func() *http.Request { return unsigned("GET", "/metrics", "", nil) }, 200},
+		{"selftest", ok, func() *http.Request { return unsigned("GET", "/selftest", "", nil) }, 200},
+		{"selftest fails", failing, func() *http.Request { return unsigned("GET", "/selftest", "", nil) }, 503},
+		{"POST selftest", ok, func() *http.Request { return unsigned("POST", "/selftest", "", nil) }, 405},
 		{"no route", ok, func() *http.Request { return unsigned("POST", "/hooks/stripe", "application/json", stripe) }, 404},
 		{"no provider segment", ok, func() *http.Request { return unsigned("POST", "/webhooks/", "application/json", stripe) }, 404},
 		{"GET a webhook", ok, func() *http.Request { return unsigned("GET", "/webhooks/stripe", "", nil) }, 405},
@@ -186,6 +226,21 @@ func TestOpenAPI(t *testing.T) {
 		t.Errorf("answers the document lists that no case produced: %v", missing)
 	}
 	t.Logf("%d answers checked against %s", cov.Seen(), schemas.IngestAPI)
+
+	// The self-tests above ran for real: the passing one read its record
+	// back; the failing one names the topic the cluster lacks.
+	for _, c := range []struct {
+		h      http.Handler
+		failed []string
+		want   string
+	}{{ok, nil, `"round_trip_ms"`}, {failing, []string{"topics"}, "webhooks.missing missing"}} {
+		w := httptest.NewRecorder()
+		c.h.ServeHTTP(w, unsigned("GET", "/selftest", "", nil))
+		var rep selftest.Report
+		if err := json.Unmarshal(w.Body.Bytes(), &rep); err != nil || !slices.Equal(rep.Failed, c.failed) || rep.Checks.Kafka.Status != selftest.Pass || rep.Checks.Kafka.Offset < 0 || !strings.Contains(w.Body.String(), c.want) {
+			t.Errorf("GET /selftest: %d %s; want failed %v, the round trip passed, and %s", w.Code, w.Body, c.failed, c.want)
+		}
+	}
 
 	// A request id the caller sends comes back when it is acceptable.
 	w := httptest.NewRecorder()

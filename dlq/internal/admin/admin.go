@@ -327,7 +327,7 @@ func (s *Server) replay(c *gin.Context) {
 	if !readJSON(c, &req) {
 		return
 	}
-	sel := store.Selection{IncludeResolved: req.IncludeResolved}
+	sel := store.Selection{All: req.All, IncludeResolved: req.IncludeResolved}
 	for _, r := range req.Refs {
 		ref, err := store.ParseRef(r)
 		if err != nil {
@@ -336,27 +336,20 @@ func (s *Server) replay(c *gin.Context) {
 		}
 		sel.Refs = append(sel.Refs, ref)
 	}
-	selecting := req.Key != "" || req.Provider != "" || req.All
-	switch {
-	case len(sel.Refs) > 0 && (selecting || req.Reason != "" || req.Since != "" || req.IncludeResolved):
-		fail(c, http.StatusBadRequest, "bad_request", "send either refs or a selection (key, provider, all with reason, since, include_resolved), not both")
-		return
-	case len(sel.Refs) == 0 && !selecting:
-		fail(c, http.StatusBadRequest, "bad_request", "send refs, key, provider or all")
-		return
-	case req.All && (req.Key != "" || req.Provider != ""):
-		fail(c, http.StatusBadRequest, "bad_request", "all replays every entry: drop it, or drop key and provider")
-		return
-	case strings.TrimSpace(req.By) == "" && !req.DryRun:
-		fail(c, http.StatusBadRequest, "bad_request", "by is required: who replays")
-		return
-	}
 	f, err := filterFrom(req.Provider, req.Reason, req.Key, req.Since, s.cfg.Store.Now())
 	if err != nil {
 		fail(c, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
 	sel.Filter = f
+	if err := sel.Validate(); err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", err.Error()+" (fields refs, key, provider, all, reason, since, include_resolved)")
+		return
+	}
+	if strings.TrimSpace(req.By) == "" && !req.DryRun {
+		fail(c, http.StatusBadRequest, "bad_request", "by is required: who replays")
+		return
+	}
 	ctx := c.Request.Context()
 	entries, err := s.cfg.Store.Select(ctx, sel)
 	if err != nil {

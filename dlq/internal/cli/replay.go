@@ -38,14 +38,11 @@ func runReplay(ctx context.Context, env Env, args []string) error {
 	if err != nil {
 		return err
 	}
-	selecting := ff.key != "" || ff.provider != "" || *all
+	sel := store.Selection{Refs: refs, Filter: f, All: *all, IncludeResolved: *includeResolved}
+	if err := sel.Validate(); err != nil {
+		return usagef("%v (flags --key, --provider, --all, --reason, --since, --include-resolved)", err)
+	}
 	switch {
-	case len(refs) > 0 && (selecting || ff.reason != "" || ff.since.raw != "" || *includeResolved):
-		return usagef("replay takes either refs or a selection (--key, --provider, --all with --reason, --since, --include-resolved), not both")
-	case len(refs) == 0 && !selecting:
-		return usagef("replay needs refs (<partition>:<offset>...), --key K, --provider P or --all")
-	case *all && (ff.key != "" || ff.provider != ""):
-		return usagef("--all replays every entry: drop it, or drop --key and --provider")
 	case *wait < 0:
 		return usagef("--wait %s: want a positive duration", *wait)
 	case *wait > 0 && *dryRun:
@@ -64,7 +61,7 @@ func runReplay(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer a.close()
-	entries, err := a.store.Select(ctx, store.Selection{Refs: refs, Filter: f, IncludeResolved: *includeResolved})
+	entries, err := a.store.Select(ctx, sel)
 	if err != nil {
 		return a.kafkaErr(err)
 	}

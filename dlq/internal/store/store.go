@@ -267,9 +267,28 @@ type Selection struct {
 	// Refs, when set, are replayed whatever their resolution.
 	Refs []Ref
 	// Filter selects entries when Refs is empty; unresolved ones only unless
-	// IncludeResolved.
+	// IncludeResolved. A filter selects by key or provider, or All.
 	Filter          Filter
+	All             bool
 	IncludeResolved bool
+}
+
+// Validate checks a replay's selection by the rules the CLI (dlq replay)
+// and the API (POST /dlq/replay) share: refs, or a selection (a key, a
+// provider, or all, narrowed by reason and since, resolved entries too
+// with include-resolved), not both; all with neither key nor provider.
+func (sel Selection) Validate() error {
+	f := sel.Filter
+	selecting := f.Key != "" || f.Provider != "" || sel.All
+	switch {
+	case len(sel.Refs) > 0 && (selecting || f.Reason != "" || !f.Since.IsZero() || sel.IncludeResolved):
+		return errors.New("replay takes either refs or a selection (key, provider or all, with reason, since, include-resolved), not both")
+	case len(sel.Refs) == 0 && !selecting:
+		return errors.New("replay needs refs (<partition>:<offset>...), a key, a provider or all")
+	case sel.All && (f.Key != "" || f.Provider != ""):
+		return errors.New("all replays every entry: drop it, or drop key and provider")
+	}
+	return nil
 }
 
 // Select reads the entries of a selection with their bodies, in ref order

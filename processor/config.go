@@ -22,6 +22,7 @@ type config struct {
 	MaxPendingBytes int64         // HOOKLINE_MAX_PENDING_BYTES
 	MaxBatch        int           // HOOKLINE_BATCH_MAX_RECORDS
 	ShutdownGrace   time.Duration // HOOKLINE_SHUTDOWN_GRACE
+	StandbyReplicas int           // HOOKLINE_STANDBY_REPLICAS
 	BreakerFailures int           // HOOKLINE_BREAKER_FAILURES
 	BreakerCooldown time.Duration // HOOKLINE_BREAKER_COOLDOWN
 	SessionTimeout  time.Duration // HOOKLINE_SESSION_TIMEOUT
@@ -71,6 +72,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	// finished calls. 500 bounds the records one transaction carries.
 	c.MaxBatch = num("HOOKLINE_BATCH_MAX_RECORDS", 500, 1, 100000)
 	c.ShutdownGrace = dur("HOOKLINE_SHUTDOWN_GRACE", 5*time.Second)
+	c.StandbyReplicas = num("HOOKLINE_STANDBY_REPLICAS", 0, 0, 16)
 	if v := get("HOOKLINE_BATCH_TIMEOUT"); v != "" {
 		errs = append(errs, fmt.Sprintf("HOOKLINE_BATCH_TIMEOUT=%q: no longer used; a destination call is bounded by its own destination.timeout in the providers file (default 10s, at most 10m) and never by a batch", v))
 	}

@@ -46,6 +46,7 @@ func TestPipelineSettings(t *testing.T) {
 		"HOOKLINE_MAX_PENDING_BYTES": "1024",
 		"HOOKLINE_SHUTDOWN_GRACE":    "soon",
 		"HOOKLINE_BATCH_TIMEOUT":     "20s",
+		"HOOKLINE_STANDBY_REPLICAS":  "-1",
 	}
 	_, err := loadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err == nil {
@@ -56,6 +57,7 @@ func TestPipelineSettings(t *testing.T) {
 		`HOOKLINE_MAX_PENDING_BYTES="1024": want a whole number from 1048576`,
 		`HOOKLINE_SHUTDOWN_GRACE="soon": want a positive duration`,
 		`HOOKLINE_BATCH_TIMEOUT="20s": no longer used`, "destination.timeout",
+		`HOOKLINE_STANDBY_REPLICAS="-1": want a whole number from 0 to 16`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
@@ -68,7 +70,7 @@ func TestPipelineSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxPending != 10000 || cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" {
+	if cfg.MaxPending != 10000 || cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" || cfg.StandbyReplicas != 0 {
 		t.Fatalf("defaults %+v", cfg)
 	}
 }

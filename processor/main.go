@@ -157,6 +157,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Store:           store,
 		MaxInflight:     cfg.MaxInflight,
 		MaxPending:      cfg.MaxPending,
+		StandbyReplicas: cfg.StandbyReplicas,
 		MaxPendingBytes: cfg.MaxPendingBytes,
 		MaxBatch:        cfg.MaxBatch,
 		ShutdownGrace:   cfg.ShutdownGrace,

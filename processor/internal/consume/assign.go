@@ -94,6 +94,11 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow *owned) {
 	defer close(ow.done)
 	log := o.p.cfg.Logger.With("partition", part)
+	if o.p.standby != nil {
+		// A standby catch-up of this partition in progress ends first: one
+		// writer per partition of the store.
+		o.p.standby.claim(part)
+	}
 	restored := retrying(ctx, log, "restore failed", func() error {
 		stats, err := restore.Partition(ctx, o.p.restoreConfig(), o.p.cfg.Store, part)
 		if err == nil {
@@ -182,6 +187,9 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	for _, d := range wait {
 		<-d
 	}
+	if o.p.standby != nil {
+		o.p.standby.release(gone)
+	}
 }
 
 // doomed returns a channel closed when partitions are next revoked or lost.
@@ -205,6 +213,9 @@ func (o *ownership) stopAll() {
 	o.mu.Unlock()
 	for _, d := range wait {
 		<-d
+	}
+	if o.p.standby != nil {
+		o.p.standby.releaseAll()
 	}
 }
 

@@ -56,6 +56,11 @@ type Config struct {
 	// in the providers file: Schedule restricted with Only), by provider
 	// name; a provider not in it uses Schedule. Optional.
 	RetryPolicies map[string]retry.Schedule
+	// StandbyReplicas is how many standbys the group's balancer names per
+	// partition (HOOKLINE_STANDBY_REPLICAS): members that keep its state
+	// warm, so a new owner restores seconds of changelog, not all of it.
+	// 0: none, and franz-go's cooperative-sticky balancer.
+	StandbyReplicas int
 	// MaxInflight is a destination's in-flight bound when its providers
 	// entry sets no destination.max_inflight (HOOKLINE_MAX_INFLIGHT).
 	MaxInflight int
@@ -110,6 +115,8 @@ type Processor struct {
 	// fenced holds when the recent sessions were fenced by another
 	// producer with our transactional id.
 	fenced []time.Time
+	// standby keeps standby partitions warm; nil without standbys.
+	standby *standbys
 }
 
 // New validates cfg, builds a lane per destination and registers the
@@ -130,6 +137,9 @@ func New(cfg Config) (*Processor, error) {
 		p.laneNames = append(p.laneNames, ln.topic)
 	}
 	sort.Strings(p.laneNames)
+	if cfg.StandbyReplicas > 0 {
+		p.standby = newStandbys(p)
+	}
 	return p, nil
 }
 
@@ -157,6 +167,9 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer stopControl()
 	go p.followControl(cctx, caughtUp)
 	go p.publishBreakers(cctx) // breakers.go: breaker reports for dlq serve's re-drive
+	if p.standby != nil {
+		go p.standby.run(cctx)
+	}
 	select {
 	case <-ctx.Done():
 		return nil
@@ -234,6 +247,11 @@ func (p *Processor) runSession(ctx context.Context) error {
 		kgo.OnPartitionsRevoked(s.own.revoked),
 		kgo.OnPartitionsLost(s.own.lost),
 	)
+	if p.standby != nil {
+		// Ours first; cooperative-sticky while a member without standbys
+		// is in the group (a rolling change of the setting).
+		opts = append(opts, kgo.Balancers(p.standby.balancer(p.cfg.StandbyReplicas), kgo.CooperativeStickyBalancer()))
+	}
 	tx, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
 		s.reader.closeUnstarted()

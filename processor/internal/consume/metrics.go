@@ -16,28 +16,30 @@ import (
 // metrics are the processor's own series (the Kafka client's come from
 // kprom). Provider labels hold configured names or "unknown".
 type metrics struct {
-	records        *prometheus.CounterVec
-	duplicates     *prometheus.CounterVec
-	handlerSeconds *prometheus.HistogramVec
-	txns           *prometheus.CounterVec
-	rebalances     *prometheus.CounterVec
-	restoreSeconds prometheus.Histogram
-	restoreRecords prometheus.Counter
-	batchSeconds   prometheus.Histogram
-	lag            *prometheus.GaugeVec
-	hanging        *prometheus.CounterVec
-	sessions       prometheus.Counter
-	batchRecords   prometheus.Histogram
-	pending        prometheus.Gauge
-	classPending   *prometheus.GaugeVec
-	laneInflight   *prometheus.GaugeVec
-	laneWaiting    *prometheus.GaugeVec
-	laneLimit      *prometheus.GaugeVec
-	parked         *prometheus.CounterVec
-	laneLag        *prometheus.GaugeVec
-	lanePaused     *prometheus.GaugeVec
-	laneRate       *prometheus.GaugeVec
-	reg            prometheus.Registerer
+	records           *prometheus.CounterVec
+	duplicates        *prometheus.CounterVec
+	handlerSeconds    *prometheus.HistogramVec
+	txns              *prometheus.CounterVec
+	rebalances        *prometheus.CounterVec
+	restoreSeconds    prometheus.Histogram
+	restoreRecords    prometheus.Counter
+	batchSeconds      prometheus.Histogram
+	lag               *prometheus.GaugeVec
+	hanging           *prometheus.CounterVec
+	sessions          prometheus.Counter
+	batchRecords      prometheus.Histogram
+	pending           prometheus.Gauge
+	classPending      *prometheus.GaugeVec
+	laneInflight      *prometheus.GaugeVec
+	laneWaiting       *prometheus.GaugeVec
+	laneLimit         *prometheus.GaugeVec
+	parked            *prometheus.CounterVec
+	laneLag           *prometheus.GaugeVec
+	lanePaused        *prometheus.GaugeVec
+	laneRate          *prometheus.GaugeVec
+	standbyLag        *prometheus.GaugeVec
+	standbyPartitions prometheus.Gauge
+	reg               prometheus.Registerer
 }
 
 func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
@@ -131,6 +133,14 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		Name: "hookline_processor_destination_rate",
 		Help: "The calls per second an operator capped a provider's destination at (dlq provider rate); 0: no cap.",
 	}, []string{"provider"})
+	m.standbyLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_standby_lag",
+		Help: "Changelog offsets a standby partition was behind when it was last caught up (every 5 s; HOOKLINE_STANDBY_REPLICAS).",
+	}, []string{"partition"})
+	m.standbyPartitions = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "hookline_processor_standby_partitions",
+		Help: "Partitions this processor keeps warm as a standby (named by the group's balancer).",
+	})
 	m.reg = reg
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookline_processor_store_keys",
@@ -138,7 +148,8 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	}, func() float64 { return float64(st.Keys()) })
 	reg.MustRegister(m.records, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
 		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, m.sessions, keys,
-		m.batchRecords, m.pending, m.classPending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag, m.lanePaused, m.laneRate)
+		m.batchRecords, m.pending, m.classPending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag, m.lanePaused, m.laneRate,
+		m.standbyLag, m.standbyPartitions)
 	return m
 }
 

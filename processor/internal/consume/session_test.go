@@ -215,6 +215,9 @@ type procOptions struct {
 	maxPending  int
 	priority    map[string]string // provider -> class
 	maxInflight map[string]int    // provider -> destination.max_inflight
+	standbys    int               // StandbyReplicas
+	store       **state.Store     // set to the processor's store
+	metrics     *prometheus.Registry
 }
 
 func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler, o procOptions) (stop func() error) {
@@ -238,6 +241,12 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 	if err != nil {
 		t.Fatal(err)
 	}
+	if o.store != nil {
+		*o.store = store
+	}
+	if o.metrics == nil {
+		o.metrics = prometheus.NewRegistry()
+	}
 	sched, _ := retry.ParseSchedule("1s,2s")
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if testing.Verbose() {
@@ -252,7 +261,8 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 			return kgo.NewClient(append([]kgo.Opt{seeds}, opts...)...)
 		},
 		TransactionalID: "hookline-processor-" + id, InstanceID: id,
-		Logger: log, Registry: prometheus.NewRegistry(), Health: obs.NewHealth("restore", "control"),
+		StandbyReplicas: o.standbys,
+		Logger:          log, Registry: o.metrics, Health: obs.NewHealth("restore", "control"),
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,100 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hookline/hookline/processor/internal/deliver"
+	"github.com/hookline/hookline/processor/internal/state"
+)
+
+// counterValue is a counter's value in reg (0 when absent).
+func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			v := 0.0
+			for _, m := range mf.GetMetric() {
+				v += m.GetCounter().GetValue()
+			}
+			return v
+		}
+	}
+	return 0
+}
+
+// Two processors with a standby each: each owns one of two partitions and
+// keeps the other warm. When one stops, the other takes its partition and
+// restores only what its last catch-up had not read, not the partition's
+// whole changelog.
+func TestStandbyTakesOverWarm(t *testing.T) {
+	defer func(d time.Duration) { standbyEvery = d }(standbyEvery)
+	standbyEvery = 100 * time.Millisecond
+	f := newFakeKafkaN(t, 2)
+	h := &counter{}
+	handlers := map[string]deliver.Handler{"fastpay": h}
+	var st1, st2 *state.Store
+	reg2 := prometheus.NewRegistry()
+	stop1 := runProcessorWith(t, f, "p1", handlers, procOptions{standbys: 1, store: &st1})
+	runProcessorWith(t, f, "p2", handlers, procOptions{standbys: 1, store: &st2, metrics: reg2})
+
+	var keys []string
+	for i := range 200 {
+		keys = append(keys, fmt.Sprintf("k%d", i))
+	}
+	f.produceKeyed(t, "fastpay", keys...)
+	waitFor(t, "every key done once", func() bool { return allDoneOnce(f.outcomes(t), keys) })
+
+	adm := kadm.NewClient(f.client(t))
+	ends, err := adm.ListEndOffsets(context.Background(), f.names.Changelog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[int32]int64{}
+	ends.Each(func(o kadm.ListedOffset) { want[o.Partition] = o.Offset })
+	if len(want) != 2 || want[0] == 0 || want[1] == 0 {
+		t.Fatalf("changelog ends %v, want records in both partitions", want)
+	}
+	// Both stores hold both partitions up to the changelog's end (committed
+	// markers count as offsets, so a checkpoint may stop one short of the
+	// end offset but no earlier).
+	warm := func(st *state.Store) bool {
+		cps, err := st.Checkpoints()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for p, end := range want {
+			if cps[p] < end-1 {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "both stores warm on both partitions", func() bool { return warm(st1) && warm(st2) })
+
+	before := counterValue(t, reg2, "hookline_processor_restore_records_total")
+	if err := stop1(); err != nil {
+		t.Fatal(err)
+	}
+	more := []string{"m1", "m2", "m3", "m4"}
+	f.produceKeyed(t, "fastpay", more...)
+	waitFor(t, "the new keys done once by p2", func() bool { return allDoneOnce(f.outcomes(t), append(keys, more...)) })
+	read := counterValue(t, reg2, "hookline_processor_restore_records_total") - before
+	if read > 10 {
+		t.Fatalf("p2 read %v changelog records restoring p1's partition, want a few: it was a warm standby", read)
+	}
+	for _, k := range keys {
+		if h.count(k) != 1 {
+			t.Fatalf("%s called %d times", k, h.count(k))
+		}
+	}
+}

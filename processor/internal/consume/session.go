@@ -304,7 +304,11 @@ func (s *session) decided(res *result, next decide.State, val []byte, out []*kgo
 	r, key := res.r, string(res.r.Key)
 	res.outputs = out
 	res.stat = stat{provider: s.p.providerLabel(a.Provider), status: status, origin: a.Origin}
-	res.change = &state.Change{Partition: r.Partition, Key: key, Value: val, ExpiresAt: next.ExpiresAt}
+	stored, err := decide.EncodeStored(next) // val is Encode's JSON of next: cannot fail
+	if err != nil {
+		return nil, fmt.Errorf("encode stored state of %q: %w", key, err)
+	}
+	res.change = &state.Change{Partition: r.Partition, Key: key, Value: stored, ExpiresAt: next.ExpiresAt}
 	seq, ok := s.remember(res.ow, r.Partition, key, next)
 	if !ok {
 		s.release(res)
@@ -352,7 +356,7 @@ func (s *session) stateOf(part int32, key string) (*decide.State, error) {
 	if !ok {
 		return nil, nil
 	}
-	st, err := decide.Decode(v)
+	st, err := decide.DecodeStored(v)
 	if err != nil {
 		// Unreadable cached state: the changelog is the truth. Stop; the
 		// partition is rebuilt on restart.

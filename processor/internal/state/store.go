@@ -45,8 +45,13 @@ type Options struct {
 	Logger *slog.Logger
 	// InMemory keeps everything in memory and ignores Dir (tests).
 	InMemory bool
-	// RestoreMemory bounds the memory that restores of several partitions
-	// hold at once (see Reserve); default DefaultRestoreMemory (128 MiB).
+	// Memory is what the store may hold in memory, split by Split between
+	// Badger's memtables, block cache and index cache, the cache of recent
+	// states, and the budget of restores (see Reserve); default
+	// DefaultMemory. HOOKLINE_STATE_MEMORY sets it.
+	Memory int64
+	// RestoreMemory, when above zero, replaces the restore budget that
+	// Memory gives (tests use a tiny one).
 	RestoreMemory int64
 }
 
@@ -68,6 +73,7 @@ type Store struct {
 	db     *badger.DB
 	keys   *keyCounter
 	budget *budget
+	recent *recent
 	stop   chan struct{}
 	done   chan struct{}
 	closed sync.Once
@@ -96,11 +102,12 @@ func open(o Options, bo badger.Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("state: open badger %s (the directory can be deleted: restore rebuilds it from the changelog): %w", where, err)
 	}
-	limit := o.RestoreMemory
-	if limit <= 0 {
-		limit = DefaultRestoreMemory
+	m := Split(o.Memory)
+	if o.RestoreMemory > 0 {
+		m.Restore = o.RestoreMemory
 	}
-	s := &Store{db: db, keys: newKeyCounter(), budget: newBudget(limit), stop: make(chan struct{}), done: make(chan struct{})}
+	s := &Store{db: db, keys: newKeyCounter(), budget: newBudget(m.Restore), recent: newRecent(m.Recent),
+		stop: make(chan struct{}), done: make(chan struct{})}
 	if err := s.keys.seed(db); err != nil {
 		return nil, errors.Join(fmt.Errorf("state: count keys: %w", err), db.Close())
 	}
@@ -178,11 +185,17 @@ func badgerExpiry(t time.Time) uint64 {
 }
 
 // Get returns the value of key in partition. A missing, deleted or expired
-// key gives ok == false. Cost: one Badger read (memtables, then the levels,
-// skipped by bloom filters), one copy of the value.
+// key gives ok == false. The caller must not modify value. Cost: a map
+// lookup when Apply wrote the key recently (the cache of recent states);
+// otherwise one Badger read (memtables, then the levels, skipped by bloom
+// filters) and one copy of the value.
 func (s *Store) Get(partition int32, key string) (value []byte, ok bool, err error) {
+	k := stateKey(partition, key)
+	if value, ok, known := s.recent.get(k, time.Now()); known {
+		return value, ok, nil
+	}
 	err = s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(stateKey(partition, key))
+		item, err := txn.Get(k)
 		if err != nil {
 			return err
 		}
@@ -199,7 +212,9 @@ func (s *Store) Get(partition int32, key string) (value []byte, ok bool, err err
 }
 
 // Apply writes changes and checkpoints (partition -> next changelog offset
-// to read) in one Badger transaction, so the checkpoints never get ahead of
+// to read) in one Badger transaction, and the changes to the cache of recent
+// states once it committed (it keeps the Value slices: do not modify them
+// afterwards), so the checkpoints never get ahead of
 // the state. When Badger says the transaction is too big (more than 15% of
 // a memtable: about 8000 changes of 300 bytes), Apply commits it in
 // chunks, the checkpoints last: a crash in between leaves the old
@@ -227,17 +242,21 @@ func (s *Store) Apply(changes []Change, checkpoints map[int32]int64) error {
 			return fmt.Errorf("state: apply: read %q: %w", c.Key, err)
 		}
 		var e *badger.Entry
+		u := recentUpdate{key: string(k)}
 		if c.Value != nil && (c.ExpiresAt.IsZero() || c.ExpiresAt.After(now)) {
 			e = badger.NewEntry(k, c.Value)
 			e.ExpiresAt = badgerExpiry(c.ExpiresAt)
 			d.newExpiry, d.set = e.ExpiresAt, true
+			u.value, u.expiry = c.Value, e.ExpiresAt
 		} else if !d.had {
-			continue // nothing to delete: spare the write
+			ap.updates = append(ap.updates, u) // known to be absent
+			continue                           // nothing to delete: spare the write
 		}
 		if err := ap.write(k, e); err != nil {
 			return fmt.Errorf("state: apply %q in partition %d: %w", c.Key, c.Partition, err)
 		}
 		ap.deltas = append(ap.deltas, d)
+		ap.updates = append(ap.updates, u)
 	}
 	var v [8]byte
 	for p, next := range checkpoints {
@@ -252,9 +271,10 @@ func (s *Store) Apply(changes []Change, checkpoints map[int32]int64) error {
 // applier holds the open transaction of Apply and the Keys deltas of its
 // current chunk, counted once the chunk commits.
 type applier struct {
-	s      *Store
-	txn    *badger.Txn
-	deltas []keyDelta
+	s       *Store
+	txn     *badger.Txn
+	deltas  []keyDelta
+	updates []recentUpdate
 }
 
 // write sets e (or deletes k when e is nil), committing the current chunk
@@ -282,7 +302,8 @@ func (a *applier) commit() error {
 		return fmt.Errorf("state: commit: %w", err)
 	}
 	a.s.keys.apply(a.deltas)
-	a.deltas = a.deltas[:0]
+	a.s.recent.put(a.updates)
+	a.deltas, a.updates = a.deltas[:0], a.updates[:0]
 	return nil
 }
 
@@ -340,6 +361,7 @@ func (s *Store) WipePartition(partition int32) error {
 		}
 	}
 	s.keys.wipe(partition)
+	s.recent.forget(partitionPrefix(kindState, partition))
 	return nil
 }
 

@@ -1,0 +1,47 @@
+package state
+
+import "fmt"
+
+// DefaultMemory is Options.Memory when unset (HOOKLINE_STATE_MEMORY): with
+// it, a processor whose store holds 10 million keys stays under 300 MB of
+// RSS (make bench-state).
+const DefaultMemory = 128 << 20
+
+// MinMemory is the smallest Options.Memory: below it Badger's memtables get
+// too small for a transaction of one transaction's worth of changes.
+const MinMemory = 32 << 20
+
+// Memory is how Options.Memory is spent.
+type Memory struct {
+	// MemTable is the size of each of Badger's two memtables (skiplist
+	// arenas, allocated whole): an eighth each.
+	MemTable int64
+	// BlockCache holds decompressed table blocks: an eighth.
+	BlockCache int64
+	// IndexCache holds table indexes and bloom filters: an eighth. Indexes
+	// that do not fit are read again from the table files.
+	IndexCache int64
+	// Recent is the cache of states Apply wrote (Get's first stop): an
+	// eighth.
+	Recent int64
+	// Restore is the budget that restores of several partitions reserve
+	// before they read (Reserve): the remaining three eighths. Held only
+	// while partitions restore.
+	Restore int64
+}
+
+// Split divides total bytes (DefaultMemory when zero or less, at least
+// MinMemory) between Badger, the cache of recent states and restores.
+func Split(total int64) Memory {
+	if total <= 0 {
+		total = DefaultMemory
+	}
+	total = max(total, MinMemory)
+	e := total / 8
+	return Memory{MemTable: e, BlockCache: e, IndexCache: e, Recent: e, Restore: total - 2*e - 3*e}
+}
+
+func (m Memory) String() string {
+	return fmt.Sprintf("memtables 2x%d MiB, block cache %d MiB, index cache %d MiB, recent states %d MiB, restore %d MiB",
+		m.MemTable>>20, m.BlockCache>>20, m.IndexCache>>20, m.Recent>>20, m.Restore>>20)
+}

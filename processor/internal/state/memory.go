@@ -21,13 +21,18 @@ type Memory struct {
 	// IndexCache holds table indexes and bloom filters: an eighth. Indexes
 	// that do not fit are read again from the table files.
 	IndexCache int64
-	// Recent is the cache of states Apply wrote (Get's first stop): an
-	// eighth.
+	// Recent is the cache of states Apply wrote (Get's first stop): a
+	// quarter, about 250,000 states of 128 MiB.
 	Recent int64
 	// Restore is the budget that restores of several partitions reserve
-	// before they read (Reserve): the remaining three eighths. Held only
-	// while partitions restore.
+	// before they read (Reserve): the remaining quarter. Held only while
+	// partitions restore.
 	Restore int64
+	// Mapped is the file-backed RSS (RssFile: Badger's memory-mapped table
+	// files and write-ahead logs, the binary) above which the store hands
+	// its table pages back to the kernel (trim_linux.go): half of the
+	// total, checked every second. It is on top of the total.
+	Mapped int64
 }
 
 // Split divides total bytes (DefaultMemory when zero or less, at least
@@ -38,10 +43,10 @@ func Split(total int64) Memory {
 	}
 	total = max(total, MinMemory)
 	e := total / 8
-	return Memory{MemTable: e, BlockCache: e, IndexCache: e, Recent: e, Restore: total - 2*e - 3*e}
+	return Memory{MemTable: e, BlockCache: e, IndexCache: e, Recent: 2 * e, Restore: total - 6*e, Mapped: total / 2}
 }
 
 func (m Memory) String() string {
-	return fmt.Sprintf("memtables 2x%d MiB, block cache %d MiB, index cache %d MiB, recent states %d MiB, restore %d MiB",
-		m.MemTable>>20, m.BlockCache>>20, m.IndexCache>>20, m.Recent>>20, m.Restore>>20)
+	return fmt.Sprintf("memtables 2x%d MiB, block cache %d MiB, index cache %d MiB, recent states %d MiB, restore %d MiB, mapped files trimmed above %d MiB",
+		m.MemTable>>20, m.BlockCache>>20, m.IndexCache>>20, m.Recent>>20, m.Restore>>20, m.Mapped>>20)
 }

@@ -18,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -53,6 +55,8 @@ type Options struct {
 	// RestoreMemory, when above zero, replaces the restore budget that
 	// Memory gives (tests use a tiny one).
 	RestoreMemory int64
+	// noTrim leaves mapped table pages alone (TestRSS's "before").
+	noTrim bool
 }
 
 // Change is one state update to apply.
@@ -76,14 +80,17 @@ type Store struct {
 	recent *recent
 	stop   chan struct{}
 	done   chan struct{}
-	closed sync.Once
-	err    error
+	// trimmed counts trims of the mapped table pages (trim_linux.go).
+	trimmed atomic.Int64
+	closed  sync.Once
+	err     error
 }
 
 // Open opens (or creates) the store, tuned for a small footprint (see
 // badgerOptions), and starts a value-log GC goroutine that Close stops. It
-// counts the live keys once to seed Keys: a key-only scan, about 1 s per
-// million keys on 2 cores. A directory Badger cannot open gives an error
+// seeds Keys from the counts the last Close saved; after a crash it counts
+// the live keys instead: a key-only scan, about 1 s per million keys on 2
+// cores. A directory Badger cannot open gives an error
 // naming it; see OpenOrReset.
 func Open(o Options) (*Store, error) {
 	if !o.InMemory && o.Dir == "" {
@@ -108,10 +115,18 @@ func open(o Options, bo badger.Options) (*Store, error) {
 	}
 	s := &Store{db: db, keys: newKeyCounter(), budget: newBudget(m.Restore), recent: newRecent(m.Recent),
 		stop: make(chan struct{}), done: make(chan struct{})}
-	if err := s.keys.seed(db); err != nil {
-		return nil, errors.Join(fmt.Errorf("state: count keys: %w", err), db.Close())
+	if loaded, err := s.keys.loadCounts(db); err != nil || !loaded {
+		if err != nil {
+			logger(o.Logger).Warn("state: saved key counts unreadable, counting keys", "err", err)
+		}
+		if err := s.keys.seed(db); err != nil {
+			return nil, errors.Join(fmt.Errorf("state: count keys: %w", err), db.Close())
+		}
 	}
-	go s.gcLoop(o.InMemory)
+	if o.noTrim {
+		m.Mapped = math.MaxInt64
+	}
+	go s.gcLoop(o.InMemory, o.Dir, m.Mapped)
 	return s, nil
 }
 
@@ -133,17 +148,24 @@ func openBadger(opts badger.Options) (db *badger.DB, err error) {
 // cheap no-op; it runs for the rare large value.
 const gcInterval = 5 * time.Minute
 
-func (s *Store) gcLoop(inMemory bool) {
+// gcLoop garbage-collects the value log every gcInterval and trims the
+// mapped table pages every trimInterval, until Close.
+func (s *Store) gcLoop(inMemory bool, dir string, mapped int64) {
 	defer close(s.done)
 	if inMemory {
-		return // Badger refuses value-log GC in memory
+		return // Badger refuses value-log GC in memory; nothing is mapped
 	}
 	t := time.NewTicker(gcInterval)
 	defer t.Stop()
+	trim := time.NewTicker(trimInterval)
+	defer trim.Stop()
 	for {
+		s.trim(dir, mapped)
 		select {
 		case <-s.stop:
 			return
+		case <-trim.C:
+			continue
 		case <-t.C:
 		}
 		// Each successful call rewrites one file; repeat until nothing is
@@ -155,6 +177,18 @@ func (s *Store) gcLoop(inMemory bool) {
 			default:
 			}
 		}
+	}
+}
+
+// trimInterval is how often the file-backed RSS is checked against
+// Memory.Mapped: reading /proc/self/status, about 20 µs.
+const trimInterval = time.Second
+
+// trim hands Badger's mapped table pages back to the kernel when the
+// file-backed RSS is above mapped.
+func (s *Store) trim(dir string, mapped int64) {
+	if n, ok := rssFileBytes(); ok && n > mapped && trimTables(dir) > 0 {
+		s.trimmed.Add(1)
 	}
 }
 
@@ -372,15 +406,21 @@ func (s *Store) WipePartition(partition int32) error {
 // Cost: a mutex and a walk over the due buckets.
 func (s *Store) Keys() int64 { return s.keys.total(time.Now()) }
 
-// Close stops the GC goroutine and closes Badger (flushing the memtable).
-// Further calls return the first result.
+// Close stops the GC goroutine, saves the key counts (so the next Open
+// need not count) and closes Badger (flushing the memtable). Further calls
+// return the first result.
 func (s *Store) Close() error {
 	s.closed.Do(func() {
 		close(s.stop)
 		<-s.done
-		if err := s.db.Close(); err != nil {
-			s.err = fmt.Errorf("state: close badger: %w", err)
+		var errs []error
+		if err := s.keys.saveCounts(s.db); err != nil {
+			errs = append(errs, fmt.Errorf("state: save key counts: %w", err))
 		}
+		if err := s.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("state: close badger: %w", err))
+		}
+		s.err = errors.Join(errs...)
 	})
 	return s.err
 }

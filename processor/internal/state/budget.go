@@ -51,6 +51,13 @@ func (b *budget) tryAcquire(n int64) bool {
 	return true
 }
 
+// inUse reports whether any of the budget is held.
+func (b *budget) inUse() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used > 0
+}
+
 func (b *budget) release(n int64) {
 	if n == 0 {
 		return

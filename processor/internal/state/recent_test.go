@@ -11,7 +11,7 @@ import (
 // evicted, and forgets a partition that is wiped or bulk-loaded.
 func TestRecentCache(t *testing.T) {
 	s := mustOpen(t, Options{InMemory: true})
-	s.recent = newRecent(64 << 10) // small: evictions happen below
+	s.recent = newRecent(256 << 10) // small: evictions happen below
 	soon := time.Now().Add(1500 * time.Millisecond)
 	mustApply(t, s, []Change{
 		{Partition: 0, Key: "a", Value: []byte("a1")},
@@ -52,19 +52,21 @@ func TestRecentCache(t *testing.T) {
 	// Badger, the cache stays within its limit.
 	var changes []Change
 	for i := range 3000 {
-		changes = append(changes, Change{Partition: 2, Key: fmt.Sprintf("k%04d", i), Value: fmt.Appendf(nil, "v%d", i)})
+		changes = append(changes, Change{Partition: 2, Key: fmt.Sprintf("k%04d", i), Value: fmt.Appendf(nil, "v%d-%0100d", i, 0)})
 	}
 	mustApply(t, s, changes, nil)
 	if _, _, known := s.recent.get(stateKey(2, "k0000"), time.Now()); known {
-		t.Error("k0000 still cached after 3000 newer writes to a 64 KiB cache")
+		t.Error("k0000 still cached after 3000 newer writes to a 256 KiB cache")
 	}
 	for _, i := range []int{0, 1500, 2999} {
-		wantValue(t, s, 2, fmt.Sprintf("k%04d", i), fmt.Sprintf("v%d", i))
+		wantValue(t, s, 2, fmt.Sprintf("k%04d", i), fmt.Sprintf("v%d-%0100d", i, 0))
 	}
 	var held int64
-	for _, m := range []map[string]recentEntry{s.recent.cur, s.recent.old} {
-		for k, e := range m {
-			held += int64(len(k) + len(e.value) + entryOverhead)
+	for i := range s.recent.shards {
+		for _, m := range []map[string]recentEntry{s.recent.shards[i].cur, s.recent.shards[i].old} {
+			for k, e := range m {
+				held += int64(len(k) + len(e.value) + entryOverhead)
+			}
 		}
 	}
 	if held > s.recent.limit {

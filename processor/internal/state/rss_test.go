@@ -172,9 +172,9 @@ func TestRSSChild(t *testing.T) {
 	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
 		limit = fmt.Sprintf("%dMiB", l>>20)
 	}
-	t.Logf("rss: %-6s %-6s keys=%d VmRSS=%s VmHWM=%s RssAnon=%s RssFile=%s GoHeapInuse=%dMiB GOMEMLIMIT=%s | %s",
+	t.Logf("rss: %-6s %-6s keys=%d VmRSS=%s VmHWM=%s RssAnon=%s RssFile=%s GoHeapInuse=%dMiB GOMEMLIMIT=%s trims=%d | %s",
 		variant, phase, s.Keys(), procStatus("VmRSS"), procStatus("VmHWM"), procStatus("RssAnon"), procStatus("RssFile"),
-		ms.HeapInuse>>20, limit, did)
+		ms.HeapInuse>>20, limit, s.trimmed.Load(), did)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -31,6 +31,12 @@ import (
 // madvPageout is MADV_PAGEOUT (Linux 5.4); the syscall package lacks it.
 const madvPageout = 21
 
+// Before the pageout, each map is also advised MADV_RANDOM: without it, a
+// read that faults in one page of a table gets the kernel's readahead and
+// fault-around, about 64 KiB mapped for a 4 KiB block, and random reads map
+// the whole store again within milliseconds. With it, a read maps the pages
+// of its block. Compactions then read evicted pages without readahead.
+
 // rssFileBytes returns the process's RssFile: file-backed pages mapped,
 // which are mostly Badger's tables and write-ahead logs.
 func rssFileBytes() (int64, bool) {
@@ -88,8 +94,10 @@ func trimTables(dir string) int {
 		if err1 != nil || err2 != nil || end <= start {
 			continue
 		}
-		if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), madvPageout); errno != 0 {
-			return n
+		for _, advice := range []uintptr{syscall.MADV_RANDOM, madvPageout} {
+			if _, _, errno := syscall.Syscall(syscall.SYS_MADVISE, uintptr(start), uintptr(end-start), advice); errno != 0 {
+				return n
+			}
 		}
 		n++
 	}

@@ -6,7 +6,6 @@ import (
 	"reflect"
 	"strings"
 	"testing"
-	"time"
 )
 
 // TestStoredRoundTrip: every state shape Apply produces survives the stored
@@ -124,34 +123,4 @@ func TestDecodeStoredRejects(t *testing.T) {
 			t.Errorf("%s: DecodeStored(%x) = %+v, want an error", name, b, st)
 		}
 	}
-}
-
-// BenchmarkDecodeStored compares reading a state from the store in the
-// stored form against the JSON form it replaces, and restore's
-// StoredFromChangelog against the DecodeExpiry it replaces.
-func BenchmarkDecodeStored(b *testing.B) {
-	now := time.Now()
-	st := State{Status: StatusDone, Provider: "stripe", FirstSeenAt: now, UpdatedAt: now, ExpiresAt: now}
-	j, _ := Encode(st)
-	s, _ := EncodeStored(st)
-	b.Run("JSON", func(b *testing.B) {
-		for b.Loop() {
-			_, _ = DecodeStored(j)
-		}
-	})
-	b.Run("Stored", func(b *testing.B) {
-		for b.Loop() {
-			_, _ = DecodeStored(s)
-		}
-	})
-	b.Run("DecodeExpiry", func(b *testing.B) {
-		for b.Loop() {
-			_, _ = DecodeExpiry(j)
-		}
-	})
-	b.Run("StoredFromChangelog", func(b *testing.B) {
-		for b.Loop() {
-			_, _, _ = StoredFromChangelog(j)
-		}
-	})
 }

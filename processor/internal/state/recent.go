@@ -19,8 +19,10 @@ import (
 // (value nil). Loads and wipes drop a partition's entries (forget).
 //
 // Two generations per shard bound its memory: new entries go to cur; when
-// cur holds half the shard's limit it becomes old and a new cur starts; a
-// hit in old moves to cur. Each entry is charged its key, its value and
+// cur holds half the shard's limit it becomes old (the old one dropped) and
+// a new cur starts. So the cache keeps the latest writes, whether read or
+// not (moving a read entry to cur cost more than it saved), and a read
+// takes only a read lock. Each entry is charged its key, its value and
 // entryOverhead.
 type recent struct {
 	seed   maphash.Seed
@@ -34,7 +36,7 @@ type recent struct {
 const recentShards = 32
 
 type recentShard struct {
-	mu       sync.Mutex
+	mu       sync.RWMutex
 	cur, old map[string]recentEntry
 	curBytes int64
 	limit    int64
@@ -62,6 +64,12 @@ func (c *recent) shard(k string) *recentShard {
 	return &c.shards[maphash.String(c.seed, k)%recentShards]
 }
 
+// shardOf is shard for a key in bytes (the same hash: maphash's String and
+// Bytes agree), without converting it.
+func (c *recent) shardOf(k []byte) *recentShard {
+	return &c.shards[maphash.Bytes(c.seed, k)%recentShards]
+}
+
 // get returns the cached value of Badger key k: known reports a cache hit,
 // ok that the key holds a value not expired at now (Badger's rule: expired
 // when its expiry second has come).
@@ -69,16 +77,13 @@ func (c *recent) get(k []byte, now time.Time) (value []byte, ok, known bool) {
 	if c.limit <= 0 {
 		return nil, false, false
 	}
-	sh := c.shard(string(k))
-	sh.mu.Lock()
+	sh := c.shardOf(k)
+	sh.mu.RLock()
 	e, hit := sh.cur[string(k)]
 	if !hit {
-		if e, hit = sh.old[string(k)]; hit {
-			delete(sh.old, string(k))
-			sh.putLocked(string(k), e)
-		}
+		e, hit = sh.old[string(k)]
 	}
-	sh.mu.Unlock()
+	sh.mu.RUnlock()
 	if !hit {
 		return nil, false, false
 	}

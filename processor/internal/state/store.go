@@ -209,6 +209,13 @@ func stateKey(partition int32, key string) []byte {
 	return append(partitionPrefix(kindState, partition), key...)
 }
 
+// appendStateKey appends stateKey(partition, key) to b.
+func appendStateKey(b []byte, partition int32, key string) []byte {
+	b = append(b, kindState)
+	b = binary.BigEndian.AppendUint32(b, uint32(partition))
+	return append(b, key...)
+}
+
 func checkpointKey(partition int32) []byte { return partitionPrefix(kindCheckpoint, partition) }
 
 // badgerExpiry is Badger's expiry (unix seconds) for t, rounded up so a
@@ -230,10 +237,11 @@ func badgerExpiry(t time.Time) uint64 {
 // otherwise one Badger read (memtables, then the levels, skipped by bloom
 // filters) and one copy of the value.
 func (s *Store) Get(partition int32, key string) (value []byte, ok bool, err error) {
-	k := stateKey(partition, key)
-	if value, ok, known := s.recent.get(k, time.Now()); known {
+	var buf [64]byte // the cache's lookup key, on the stack for most keys
+	if value, ok, known := s.recent.get(appendStateKey(buf[:0], partition, key), time.Now()); known {
 		return value, ok, nil
 	}
+	k := stateKey(partition, key)
 	err = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(k)
 		if err != nil {

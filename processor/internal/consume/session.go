@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -252,7 +253,9 @@ func (s *session) run(it item) (*result, error) {
 	if process, why := decide.Admit(cur, a); !process {
 		res.outputs = []*kgo.Record{p.outcomeRecord(r, a, StatusDuplicate, 0, nil, decide.Route{})}
 		res.stat = stat{provider: p.providerLabel(a.Provider), status: StatusDuplicate, origin: a.Origin}
-		p.cfg.Logger.Debug("skipped", "key", key, "origin", a.Origin, "attempt", a.Attempt, "why", why)
+		if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
+			p.cfg.Logger.Debug("skipped", "key", key, "origin", a.Origin, "attempt", a.Attempt, "why", why)
+		}
 		return res, nil
 	}
 	ttl := decide.DefaultTTL

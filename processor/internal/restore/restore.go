@@ -21,9 +21,9 @@
 // memory is about 2 x 8 MiB of records plus two batches of changes (BatchSize
 // each: one decoded while a goroutine writes the other) plus the bulk
 // writes committing: about 32 MiB, reserved from the store's restore budget
-// (a quarter of state.Options.Memory, HOOKLINE_STATE_MEMORY: 32 MiB by
-// default) before reading, so one partition reads at full speed and the
-// others read on what is left or wait.
+// (three eighths of state.Options.Memory, HOOKLINE_STATE_MEMORY: 48 MiB by
+// default) before reading, so one partition reads at full speed, with room
+// left for a bulk load's key tracking, and the others wait.
 // CPU: the Decode of every record and a Badger write per record (plus a
 // read in the incremental path). All partitions share Badger's one write
 // goroutine (write-ahead log and memtable insert, about 1 µs a record on

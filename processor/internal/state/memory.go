@@ -14,19 +14,20 @@ const MinMemory = 32 << 20
 // Memory is how Options.Memory is spent.
 type Memory struct {
 	// MemTable is the size of each of Badger's two memtables (skiplist
-	// arenas, allocated whole): an eighth each.
+	// arenas, allocated whole): an eighth each (16 MiB of 128).
 	MemTable int64
 	// BlockCache holds decompressed table blocks: an eighth.
 	BlockCache int64
-	// IndexCache holds table indexes and bloom filters: an eighth. Indexes
-	// that do not fit are read again from the table files.
+	// IndexCache holds table indexes and bloom filters: a sixteenth.
+	// Indexes that do not fit are read again from the table files.
 	IndexCache int64
-	// Recent is the cache of states Apply wrote (Get's first stop): a
-	// quarter, about 250,000 states of 128 MiB.
+	// Recent is the cache of states Apply wrote (Get's first stop): three
+	// sixteenths, 24 MiB of 128: the latest 100,000 to 190,000 states.
 	Recent int64
 	// Restore is the budget that restores of several partitions reserve
-	// before they read (Reserve): the remaining quarter. Held only while
-	// partitions restore.
+	// before they read (Reserve), and bulk loads their key tracking: the
+	// remaining three eighths, 48 MiB of 128 (a restore reading at full
+	// speed reserves about 31 MiB). Held only while partitions restore.
 	Restore int64
 	// Mapped is the file-backed RSS (RssFile: Badger's memory-mapped table
 	// files and write-ahead logs, the binary) above which the store hands
@@ -42,8 +43,8 @@ func Split(total int64) Memory {
 		total = DefaultMemory
 	}
 	total = max(total, MinMemory)
-	e := total / 8
-	return Memory{MemTable: e, BlockCache: e, IndexCache: e, Recent: 2 * e, Restore: total - 6*e, Mapped: total / 2}
+	s := total / 16
+	return Memory{MemTable: 2 * s, BlockCache: 2 * s, IndexCache: s, Recent: 3 * s, Restore: total - 10*s, Mapped: total / 2}
 }
 
 func (m Memory) String() string {

@@ -26,8 +26,8 @@ import (
 //     chunking.
 //   - BlockCacheSize (Snappy-compressed blocks need a cache) and
 //     IndexCacheSize, which bounds the table indexes and bloom filters that
-//     Badger would otherwise keep in memory for every table: an eighth of
-//     Memory each.
+//     Badger would otherwise keep in memory for every table: an eighth and
+//     a sixteenth of Memory.
 //   - ValueLogFileSize 16 MiB: values below the value threshold (1 MiB) live
 //     in the LSM tree, so the value log is nearly empty; small files keep its
 //     mmap and its GC small.

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -120,29 +121,25 @@ type storedReader struct {
 }
 
 func (r *storedReader) uvarint() uint64 {
-	if r.err != nil {
-		return 0
-	}
 	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.err = errShort
-		return 0
-	}
-	r.b = r.b[n:]
+	r.skip(n)
 	return v
 }
 
 func (r *storedReader) varint() int64 {
-	if r.err != nil {
-		return 0
-	}
 	v, n := binary.Varint(r.b)
+	r.skip(n)
+	return v
+}
+
+// skip moves past a varint of n bytes (n <= 0: none could be read).
+func (r *storedReader) skip(n int) {
 	if n <= 0 {
-		r.err = errShort
-		return 0
+		r.err = cmp.Or(r.err, errShort)
+		r.b = nil
+		return
 	}
 	r.b = r.b[n:]
-	return v
 }
 
 func (r *storedReader) str() string {

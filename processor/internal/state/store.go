@@ -125,6 +125,8 @@ func open(o Options, bo badger.Options) (*Store, error) {
 	}
 	if o.noTrim {
 		m.Mapped = math.MaxInt64
+	} else if !o.InMemory {
+		dropCachedTables(o.Dir)
 	}
 	go s.gcLoop(o.InMemory, o.Dir, m.Mapped)
 	return s, nil

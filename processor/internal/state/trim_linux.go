@@ -37,6 +37,29 @@ const madvPageout = 21
 // the whole store again within milliseconds. With it, a read maps the pages
 // of its block. Compactions then read evicted pages without readahead.
 
+// fadvDontneed is POSIX_FADV_DONTNEED.
+const fadvDontneed = 4
+
+// dropCachedTables asks the kernel to drop the page cache of the store's
+// *.sst files (posix_fadvise DONTNEED, which leaves mapped and dirty pages
+// alone), then trims their maps. Open calls it: a store written a moment
+// ago (a restart, a restore) has its tables in the page cache, and a read
+// fault maps up to 16 cached neighbours of the page it needs
+// (fault-around), which MADV_RANDOM does not stop; the first random reads
+// would map hundreds of MB before the first trim.
+func dropCachedTables(dir string) {
+	names, _ := filepath.Glob(filepath.Join(dir, "*.sst"))
+	for _, name := range names {
+		f, err := os.Open(name)
+		if err != nil {
+			continue
+		}
+		_, _, _ = syscall.Syscall6(syscall.SYS_FADVISE64, f.Fd(), 0, 0, fadvDontneed, 0, 0)
+		f.Close()
+	}
+	trimTables(dir)
+}
+
 // rssFileBytes returns the process's RssFile: file-backed pages mapped,
 // which are mostly Badger's tables and write-ahead logs.
 func rssFileBytes() (int64, bool) {

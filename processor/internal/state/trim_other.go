@@ -6,3 +6,5 @@ package state
 func rssFileBytes() (int64, bool) { return 0, false }
 
 func trimTables(string) int { return 0 }
+
+func dropCachedTables(string) {}

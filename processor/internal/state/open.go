@@ -42,7 +42,7 @@ import (
 //     the durable copy; a lost tail is re-read from the checkpoint).
 //
 // Table files are memory-mapped by Badger: pages it reads count in the
-// process's RSS until the kernel or trimLoop drops them (see trim.go).
+// process's RSS until the kernel or the store's trim drops them (trim_linux.go).
 // Measured figures: README, make bench-state.
 func badgerOptions(o Options) badger.Options {
 	m := Split(o.Memory)

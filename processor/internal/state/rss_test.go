@@ -33,7 +33,7 @@ import (
 //   - "after": the stored form (decide.EncodeStored), Badger sized from
 //     Options.Memory (HOOKLINE_STATE_MEMORY, default unless set), key
 //     counts saved by Close, and Badger's table pages trimmed from RSS
-//     (trim.go).
+//     (trim_linux.go).
 //
 // Keys are 36 bytes over 12 partitions, states done with a 7-day TTL. The
 // "build" process bulk-loads them (Loader, as a restore from scratch does)

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run test test-e2e test-unit bench bench-ingest bench-processor bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -43,7 +43,7 @@ test-unit:
 	KAFKA_BROKERS= $(GO) test -count=1 -short ./...
 
 ## bench: every benchmark target.
-bench: bench-ingest bench-processor bench-retrier bench-e2e
+bench: bench-ingest bench-processor bench-state bench-retrier bench-e2e
 
 ## bench-ingest: ingest against a bare gin handler, same load, same run.
 bench-ingest: build $(KAFKA_DEP)
@@ -55,6 +55,13 @@ bench-processor: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-processor ./processor/internal/bench
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-processor
 	$(GO) test -run '^$$' -bench BenchmarkRestore -benchtime 2x ./processor/internal/restore/
+
+## bench-state: a state store of 10M keys reopened and read at random: RSS before and after HOOKLINE_STATE_MEMORY, under GOMEMLIMIT (no broker).
+STATE_KEYS ?= 10000000
+STATE_GOMEMLIMIT ?= 200MiB
+bench-state:
+	HOOKLINE_RSS=1 HOOKLINE_RSS_KEYS=$(STATE_KEYS) HOOKLINE_RSS_GOMEMLIMIT=$(STATE_GOMEMLIMIT) \
+		$(GO) test -count=1 -run '^TestRSS$$' -v -timeout 90m ./processor/internal/state/
 
 ## bench-retrier: retrier idle with 100k parked (CPU, RSS) and 100k due at once (moved/s vs ProducerPerformance).
 bench-retrier: build $(KAFKA_DEP)

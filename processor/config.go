@@ -9,6 +9,7 @@ import (
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/processor/internal/state"
 )
 
 // config is everything the processor reads from its environment.
@@ -20,6 +21,7 @@ type config struct {
 	MaxInflight     int           // HOOKLINE_MAX_INFLIGHT
 	MaxPending      int           // HOOKLINE_MAX_PENDING
 	MaxPendingBytes int64         // HOOKLINE_MAX_PENDING_BYTES
+	StateMemory     int64         // HOOKLINE_STATE_MEMORY
 	MaxBatch        int           // HOOKLINE_BATCH_MAX_RECORDS
 	ShutdownGrace   time.Duration // HOOKLINE_SHUTDOWN_GRACE
 	StandbyReplicas int           // HOOKLINE_STANDBY_REPLICAS
@@ -68,6 +70,9 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	c.MaxInflight = num("HOOKLINE_MAX_INFLIGHT", 64, 1, 4096)
 	c.MaxPending = num("HOOKLINE_MAX_PENDING", 10000, 1, 1000000)
 	c.MaxPendingBytes = int64(num("HOOKLINE_MAX_PENDING_BYTES", 256<<20, 1<<20, 1<<40))
+	// Badger's memtables and caches, the cache of recent states and the
+	// restore budget (state.Split).
+	c.StateMemory = sizeOf(get("HOOKLINE_STATE_MEMORY"), state.DefaultMemory, state.MinMemory, 1<<40, "HOOKLINE_STATE_MEMORY", &errs)
 	// A crash repeats the calls in flight and at most one transaction's
 	// finished calls. 500 bounds the records one transaction carries.
 	c.MaxBatch = num("HOOKLINE_BATCH_MAX_RECORDS", 500, 1, 100000)
@@ -107,6 +112,26 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		return config{}, err
 	}
 	return c, nil
+}
+
+// sizeOf reads a byte count: a whole number of bytes, or one with a KiB,
+// MiB or GiB suffix (as GOMEMLIMIT takes them).
+func sizeOf(v string, def, lo, hi int64, name string, errs *[]string) int64 {
+	if v == "" {
+		return def
+	}
+	num, unit := v, int64(1)
+	for suffix, u := range map[string]int64{"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30} {
+		if n, ok := strings.CutSuffix(v, suffix); ok {
+			num, unit = n, u
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < lo/unit || n > hi/unit || n*unit < lo {
+		*errs = append(*errs, fmt.Sprintf("%s=%q: want bytes from %d MiB to %d GiB, such as 128MiB", name, v, lo>>20, hi>>30))
+		return def
+	}
+	return n * unit
 }
 
 func orDefault(v, def string) string {

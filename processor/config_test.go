@@ -47,6 +47,7 @@ func TestPipelineSettings(t *testing.T) {
 		"HOOKLINE_SHUTDOWN_GRACE":    "soon",
 		"HOOKLINE_BATCH_TIMEOUT":     "20s",
 		"HOOKLINE_STANDBY_REPLICAS":  "-1",
+		"HOOKLINE_STATE_MEMORY":      "16MiB",
 	}
 	_, err := loadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err == nil {
@@ -58,6 +59,7 @@ func TestPipelineSettings(t *testing.T) {
 		`HOOKLINE_SHUTDOWN_GRACE="soon": want a positive duration`,
 		`HOOKLINE_BATCH_TIMEOUT="20s": no longer used`, "destination.timeout",
 		`HOOKLINE_STANDBY_REPLICAS="-1": want a whole number from 0 to 16`,
+		`HOOKLINE_STATE_MEMORY="16MiB": want bytes from 32 MiB`,
 	} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not say %q", err, want)
@@ -70,7 +72,17 @@ func TestPipelineSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxPending != 10000 || cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" || cfg.StandbyReplicas != 0 {
+	if cfg.MaxPending != 10000 || cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" ||
+		cfg.StateMemory != 128<<20 || cfg.StandbyReplicas != 0 {
 		t.Fatalf("defaults %+v", cfg)
+	}
+	for v, want := range map[string]int64{"64MiB": 64 << 20, "1GiB": 1 << 30, "50000000": 50000000} {
+		cfg, err := loadConfig(func(k string) (string, bool) {
+			v, ok := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_STATE_MEMORY": v}[k]
+			return v, ok
+		})
+		if err != nil || cfg.StateMemory != want {
+			t.Errorf("HOOKLINE_STATE_MEMORY=%s: %d, %v; want %d", v, cfg.StateMemory, err, want)
+		}
 	}
 }

@@ -11,8 +11,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 	"time"
 
@@ -127,7 +129,13 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
 	}
 
-	store, reset, err := state.OpenOrReset(state.Options{Dir: cfg.StateDir, Logger: log})
+	// The Go runtime honours GOMEMLIMIT by itself; the store's memory
+	// (HOOKLINE_STATE_MEMORY) is most of the heap, so a limit close to it
+	// makes the collector run without pause.
+	if lim := debug.SetMemoryLimit(-1); lim != math.MaxInt64 && lim < 2*cfg.StateMemory {
+		log.Warn("GOMEMLIMIT is below twice HOOKLINE_STATE_MEMORY: the Go collector will run very often", "gomemlimit", lim, "state_memory", cfg.StateMemory)
+	}
+	store, reset, err := state.OpenOrReset(state.Options{Dir: cfg.StateDir, Logger: log, Memory: cfg.StateMemory})
 	if err != nil {
 		return fmt.Errorf("HOOKLINE_STATE_DIR=%s: %w", cfg.StateDir, err)
 	}
@@ -174,7 +182,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return err
 	}
 	log.Info("processor starting", "kafka", cfg.Kafka.String(), "topic", names.Raw, "instance", cfg.InstanceID,
-		"state_dir", cfg.StateDir, "metrics", metricsAddr, "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight, "max_pending", cfg.MaxPending)
+		"state_dir", cfg.StateDir, "state_memory", state.Split(cfg.StateMemory).String(), "metrics", metricsAddr, "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight, "max_pending", cfg.MaxPending)
 	if err := proc.Run(ctx); err != nil {
 		return err
 	}

@@ -73,6 +73,15 @@ func ParseTime(s string) (time.Time, error) {
 // ErrMissing is returned by the typed getters when a header is absent.
 var ErrMissing = errors.New("header missing")
 
+// missingError is ErrMissing for one header, "<name>: header missing",
+// built without fmt: a record without an optional header is common (every
+// ingest record lacks first-seen-at), and fmt.Errorf cost the processor
+// about a tenth of its CPU per record.
+type missingError string
+
+func (e missingError) Error() string { return string(e) + ": " + ErrMissing.Error() }
+func (e missingError) Unwrap() error { return ErrMissing }
+
 // Get returns the value of the first header named name and whether it was
 // present.
 func Get(r *kgo.Record, name string) (string, bool) {
@@ -116,7 +125,7 @@ func Delete(r *kgo.Record, name string) {
 func GetAttempt(r *kgo.Record) (int, error) {
 	v, ok := Get(r, Attempt)
 	if !ok {
-		return 0, fmt.Errorf("%s: %w", Attempt, ErrMissing)
+		return 0, missingError(Attempt)
 	}
 	n, err := strconv.Atoi(v)
 	if err != nil || n < 1 {
@@ -132,7 +141,7 @@ func SetAttempt(r *kgo.Record, n int) { Set(r, Attempt, strconv.Itoa(n)) }
 func GetTime(r *kgo.Record, name string) (time.Time, error) {
 	v, ok := Get(r, name)
 	if !ok {
-		return time.Time{}, fmt.Errorf("%s: %w", name, ErrMissing)
+		return time.Time{}, missingError(name)
 	}
 	t, err := ParseTime(v)
 	if err != nil {

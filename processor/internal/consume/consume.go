@@ -321,7 +321,7 @@ func (p *Processor) restoreConfig() restore.Config {
 	return restore.Config{
 		Topic:     p.cfg.Names.Changelog,
 		NewClient: p.cfg.NewClient,
-		Decode:    decide.DecodeExpiry,
+		Decode:    decide.StoredFromChangelog,
 		Now:       p.cfg.Now,
 		Logger:    p.cfg.Logger,
 	}

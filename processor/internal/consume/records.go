@@ -1,7 +1,6 @@
 package consume
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -109,7 +108,7 @@ func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string
 	case StatusDead:
 		o.DeadReason = route.DeadReason
 	}
-	v, _ := json.Marshal(o) // plain fields: cannot fail
+	v := o.appendJSON(make([]byte, 0, 256)) // json.Marshal's bytes, without reflection
 	return &kgo.Record{Topic: p.cfg.Names.Outcomes, Key: r.Key, Value: v}
 }
 

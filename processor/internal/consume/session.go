@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -289,7 +290,9 @@ func (s *session) run(it *item) (*result, error) {
 	if process, why := decide.Admit(cur, a); !process {
 		res.outputs = []*kgo.Record{p.outcomeRecord(r, a, StatusDuplicate, 0, nil, decide.Route{})}
 		res.stat = stat{provider: p.providerLabel(a.Provider), status: StatusDuplicate, origin: a.Origin}
-		p.cfg.Logger.Debug("skipped", "key", key, "origin", a.Origin, "attempt", a.Attempt, "why", why)
+		if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
+			p.cfg.Logger.Debug("skipped", "key", key, "origin", a.Origin, "attempt", a.Attempt, "why", why)
+		}
 		return res, nil
 	}
 	ttl := decide.DefaultTTL
@@ -348,7 +351,11 @@ func (s *session) decided(res *result, next decide.State, val []byte, out []*kgo
 	r, key := res.r, string(res.r.Key)
 	res.outputs = out
 	res.stat = stat{provider: s.p.providerLabel(a.Provider), status: status, origin: a.Origin}
-	res.change = &state.Change{Partition: r.Partition, Key: key, Value: val, ExpiresAt: next.ExpiresAt}
+	stored, err := decide.EncodeStored(next) // val is Encode's JSON of next: cannot fail
+	if err != nil {
+		return nil, fmt.Errorf("encode stored state of %q: %w", key, err)
+	}
+	res.change = &state.Change{Partition: r.Partition, Key: key, Value: stored, ExpiresAt: next.ExpiresAt}
 	seq, ok := s.remember(res.ow, r.Partition, key, next)
 	if !ok {
 		s.release(res)
@@ -398,7 +405,7 @@ func (s *session) stateOf(part int32, key string) (*decide.State, error) {
 	if !ok {
 		return nil, nil
 	}
-	st, err := decide.Decode(v)
+	st, err := decide.DecodeStored(v)
 	if err != nil {
 		// Unreadable cached state: the changelog is the truth. Stop; the
 		// partition is rebuilt on restart.

@@ -1,7 +1,6 @@
 package decide
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -101,49 +100,4 @@ func (s State) check() error {
 		return fmt.Errorf("%d replay ids, at most %d", len(s.ReplayIDs), MaxReplayIDs)
 	}
 	return nil
-}
-
-var (
-	encodedPrefix = []byte(`{"v":1,`)
-	expiresKey    = []byte(`"expires_at":"`)
-)
-
-// encodedTimeLen is the length of a UTC time in headers.TimeLayout:
-// 2006-01-02T15:04:05.000Z.
-const encodedTimeLen = 24
-
-// DecodeExpiry reads only the version and expiry of a changelog value: what
-// restore needs to set the Badger TTL. It is Decode's cheap sibling (restore
-// reads every record of a partition; the processor fully decodes a state only
-// when a record of its key arrives, and rejects a bad one then).
-//
-// Values written by Encode start with {"v":1, and hold "expires_at":"<24
-// bytes>": those are read without a JSON parse (about 20x cheaper); anything
-// else takes the full JSON path.
-func DecodeExpiry(b []byte) (time.Time, error) {
-	if bytes.HasPrefix(b, encodedPrefix) {
-		if i := bytes.Index(b, expiresKey); i > 0 {
-			rest := b[i+len(expiresKey):]
-			if len(rest) > encodedTimeLen && rest[encodedTimeLen-1] == 'Z' && rest[encodedTimeLen] == '"' {
-				if t, err := time.Parse(headers.TimeLayout, string(rest[:encodedTimeLen])); err == nil {
-					return t, nil
-				}
-			}
-		}
-	}
-	var j struct {
-		V         int    `json:"v"`
-		ExpiresAt string `json:"expires_at"`
-	}
-	if err := json.Unmarshal(b, &j); err != nil {
-		return time.Time{}, fmt.Errorf("decode state: %w", err)
-	}
-	if j.V != stateVersion {
-		return time.Time{}, fmt.Errorf("decode state: version %d, want %d", j.V, stateVersion)
-	}
-	t, err := headers.ParseTime(j.ExpiresAt)
-	if err != nil {
-		return time.Time{}, fmt.Errorf("decode state: expires_at: %w", err)
-	}
-	return t, nil
 }

@@ -144,23 +144,6 @@ func TestEncodeRejects(t *testing.T) {
 	}
 }
 
-func TestDecodeExpiry(t *testing.T) {
-	exp := time.Date(2026, 12, 1, 10, 0, 0, 123_000_000, time.UTC)
-	b, err := Encode(State{Status: StatusDone, Provider: "stripe", FirstSeenAt: exp, UpdatedAt: exp, ExpiresAt: exp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := DecodeExpiry(b)
-	if err != nil || !got.Equal(exp) {
-		t.Fatalf("DecodeExpiry = %v, %v; want %v", got, err, exp)
-	}
-	for _, bad := range []string{`{`, `{"v":2,"expires_at":"2026-12-01T10:00:00.000Z"}`, `{"v":1,"expires_at":"soon"}`} {
-		if _, err := DecodeExpiry([]byte(bad)); err == nil {
-			t.Errorf("DecodeExpiry(%s) did not fail", bad)
-		}
-	}
-}
-
 func BenchmarkDecode(b *testing.B) {
 	now := time.Now()
 	v, _ := Encode(State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: now, UpdatedAt: now, ExpiresAt: now, ReplayIDs: []string{"dlq:1:2"}})
@@ -169,9 +152,15 @@ func BenchmarkDecode(b *testing.B) {
 			_, _ = Decode(v)
 		}
 	})
-	b.Run("DecodeExpiry", func(b *testing.B) {
+	s, _ := EncodeStored(State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: now, UpdatedAt: now, ExpiresAt: now, ReplayIDs: []string{"dlq:1:2"}})
+	b.Run("DecodeStored", func(b *testing.B) {
 		for b.Loop() {
-			_, _ = DecodeExpiry(v)
+			_, _ = DecodeStored(s)
+		}
+	})
+	b.Run("StoredFromChangelog", func(b *testing.B) {
+		for b.Loop() {
+			_, _, _ = StoredFromChangelog(v)
 		}
 	})
 }

@@ -52,13 +52,13 @@ func BenchmarkRestore(b *testing.B) {
 	}
 	hwm := e.hwm(b, 0)
 	cfg := e.config(nil)
-	cfg.Decode = decide.DecodeExpiry // what the processor restores with
+	cfg.Decode = decide.StoredFromChangelog // what the processor restores with
 	b.Logf("%d records of %d bytes, end offset %d", n, len(value), hwm)
 
 	// The store-bound variant: the same restore with a Decode that costs
 	// nothing, to split the cost between decoding and writing.
 	free := cfg
-	free.Decode = func([]byte) (time.Time, error) { return now.Add(decide.DefaultTTL), nil }
+	free.Decode = func(v []byte) ([]byte, time.Time, error) { return v, now.Add(decide.DefaultTTL), nil }
 
 	var plain, restore, restoreFree time.Duration
 	var bytes int64

@@ -21,8 +21,9 @@
 // memory is about 2 x 8 MiB of records plus two batches of changes (BatchSize
 // each: one decoded while a goroutine writes the other) plus the bulk
 // writes committing: about 32 MiB, reserved from the store's restore budget
-// (state.Options.RestoreMemory, 128 MiB by default) before reading, so
-// about four partitions read at full speed at once and the others wait.
+// (three eighths of state.Options.Memory, HOOKLINE_STATE_MEMORY: 48 MiB by
+// default) before reading, so one partition reads at full speed, with room
+// left for a bulk load's key tracking, and the others wait.
 // CPU: the Decode of every record and a Badger write per record (plus a
 // read in the incremental path). All partitions share Badger's one write
 // goroutine (write-ahead log and memtable insert, about 1 µs a record on
@@ -79,8 +80,10 @@ type Config struct {
 	// (kafkaconf) followed by opts; Partition adds its consumer options
 	// and closes the client when done.
 	NewClient func(opts ...kgo.Opt) (*kgo.Client, error)
-	// Decode returns the expiry of a state record (zero: none).
-	Decode func(value []byte) (expiresAt time.Time, err error)
+	// Decode turns a changelog value into what the store keeps for it
+	// (decide.StoredFromChangelog: the stored form) and returns its expiry
+	// (zero: none).
+	Decode func(value []byte) (stored []byte, expiresAt time.Time, err error)
 	// Now is the clock for expiry; default time.Now.
 	Now func() time.Time
 	// Logger gets a warning per skipped record and per rebuild, and a
@@ -464,7 +467,7 @@ func (r *restorer) add(rec *kgo.Record) {
 	}
 	c := state.Change{Partition: r.p, Key: string(rec.Key)}
 	if rec.Value != nil {
-		exp, err := r.cfg.Decode(rec.Value)
+		stored, exp, err := r.cfg.Decode(rec.Value)
 		if err != nil {
 			r.stats.Skipped++
 			r.log.Warn("restore: skipping an undecodable changelog record", "offset", rec.Offset, "key", c.Key, "err", err)
@@ -475,7 +478,7 @@ func (r *restorer) add(rec *kgo.Record) {
 			r.batch = append(r.batch, c)
 			return
 		}
-		c.Value, c.ExpiresAt = rec.Value, exp
+		c.Value, c.ExpiresAt = stored, exp
 	}
 	r.stats.Applied++
 	r.batch = append(r.batch, c)

@@ -33,15 +33,16 @@ func val(exp time.Time) []byte {
 	return []byte("exp=" + exp.UTC().Format(time.RFC3339Nano))
 }
 
-func decode(v []byte) (time.Time, error) {
+func decode(v []byte) ([]byte, time.Time, error) {
 	s, ok := strings.CutPrefix(string(v), "exp=")
 	if !ok {
-		return time.Time{}, fmt.Errorf("not a test state: %q", v)
+		return nil, time.Time{}, fmt.Errorf("not a test state: %q", v)
 	}
 	if s == "never" {
-		return time.Time{}, nil
+		return v, time.Time{}, nil
 	}
-	return time.Parse(time.RFC3339Nano, s)
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return v, t, err
 }
 
 // env is one test's changelog topic on the real broker.
@@ -489,7 +490,7 @@ func TestRestoreCancel(t *testing.T) {
 		cfg.BatchSize = 100
 		var once sync.Once
 		n := 0
-		cfg.Decode = func(b []byte) (time.Time, error) {
+		cfg.Decode = func(b []byte) ([]byte, time.Time, error) {
 			if n++; n == 250 {
 				once.Do(cancel)
 			}
@@ -670,7 +671,7 @@ func TestRestoreBulkResume(t *testing.T) {
 	cfg := e.config(nil)
 	cfg.BatchSize = 100
 	n := 0
-	cfg.Decode = func(b []byte) (time.Time, error) {
+	cfg.Decode = func(b []byte) ([]byte, time.Time, error) {
 		if n++; n == 1200 {
 			cancel()
 		}

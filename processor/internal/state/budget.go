@@ -5,11 +5,6 @@ import (
 	"sync"
 )
 
-// DefaultRestoreMemory is Options.RestoreMemory when unset: room for about
-// four restores reading at full speed at once (each reserves two fetches of
-// 8 MiB, its batches and the pending bulk writes; see package restore).
-const DefaultRestoreMemory = 128 << 20
-
 // budget is a weighted semaphore of bytes: restores reserve what they will
 // hold before they read, so several partitions restore at once without
 // their buffers adding up past the limit.
@@ -56,6 +51,13 @@ func (b *budget) tryAcquire(n int64) bool {
 	return true
 }
 
+// inUse reports whether any of the budget is held.
+func (b *budget) inUse() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.used > 0
+}
+
 func (b *budget) release(n int64) {
 	if n == 0 {
 		return
@@ -68,7 +70,7 @@ func (b *budget) release(n int64) {
 }
 
 // Reserve waits until bytes of the store's restore memory budget
-// (Options.RestoreMemory) are free, or ctx ends, and takes them; release
+// (Split(Options.Memory).Restore) are free, or ctx ends, and takes them; release
 // gives them back (calling it again does nothing). A reservation larger
 // than the whole budget waits for all of it. Package restore reserves what
 // one restore will hold before it reads, so restores of several partitions

@@ -63,6 +63,7 @@ const (
 // nothing (restore wipes it first): keys already there are not counted in
 // Keys until the partition is recounted.
 func (s *Store) NewLoader(partition int32) *Loader {
+	s.recent.forget(partitionPrefix(kindState, partition))
 	return &Loader{
 		s: s, p: partition, wb: s.newWriteBatch(), seed: maphash.MakeSeed(),
 		live: map[uint64]uint32{}, delta: map[uint64]int64{},

@@ -14,17 +14,20 @@ import (
 	"github.com/dgraph-io/badger/v4/options"
 )
 
-// badgerOptions tunes Badger for a small footprint on a 2-core host. Badger's
-// defaults aim at large servers: 5 memtables of 64 MiB, a 256 MiB block
-// cache, 1 GiB value-log files, 4 compactors. A dedup store holds small
-// values (about 250 bytes with the key) and is a cache of the changelog, so:
+// badgerOptions tunes Badger for a small footprint on a 2-core host, its
+// memory sized from Options.Memory (Split). Badger's defaults aim at large
+// servers: 5 memtables of 64 MiB, a 256 MiB block cache, 1 GiB value-log
+// files, 4 compactors. A dedup store holds small values (about 30 bytes in
+// the stored form, decide.EncodeStored, with a key of about 40) and is a
+// cache of the changelog, so:
 //
-//   - MemTableSize 16 MiB, NumMemtables 2: at most ~40 MiB of skiplist
-//     arenas; a transaction may hold 15% of a memtable (about 8000 changes
-//     of 300 bytes), which Apply handles by chunking.
-//   - BlockCacheSize 16 MiB (Snappy-compressed blocks need a cache) and
-//     IndexCacheSize 8 MiB, which bounds the table indexes and bloom filters
-//     that Badger would otherwise keep in memory for every table.
+//   - NumMemtables 2 of Split's MemTable (16 MiB each by default): a
+//     transaction may hold 15% of a memtable, which Apply handles by
+//     chunking.
+//   - BlockCacheSize (Snappy-compressed blocks need a cache) and
+//     IndexCacheSize, which bounds the table indexes and bloom filters that
+//     Badger would otherwise keep in memory for every table: an eighth and
+//     a sixteenth of Memory.
 //   - ValueLogFileSize 16 MiB: values below the value threshold (1 MiB) live
 //     in the LSM tree, so the value log is nearly empty; small files keep its
 //     mmap and its GC small.
@@ -38,23 +41,21 @@ import (
 //     expvar metrics are process-global), SyncWrites false (the changelog is
 //     the durable copy; a lost tail is re-read from the checkpoint).
 //
-// Measured with TestRSS (1M keys of ~300 bytes, 12 partitions, 2 cores):
-// reopened and serving reads, RSS is ~130 MB tuned against 630-910 MB with
-// Badger's defaults. While bulk-loading the 1M keys both peak high (tuned
-// 610-720 MB, defaults 740-820 MB), mostly garbage the Go collector has not
-// returned yet; with GOMEMLIMIT=200MiB the tuned peak is 300-360 MB (defaults
-// ~420 MB: their caches alone exceed the limit).
+// Table files are memory-mapped by Badger: pages it reads count in the
+// process's RSS until the kernel or the store's trim drops them (trim_linux.go).
+// Measured figures: README, make bench-state.
 func badgerOptions(o Options) badger.Options {
+	m := Split(o.Memory)
 	opts := badger.DefaultOptions(o.Dir)
 	if o.InMemory {
 		opts = badger.DefaultOptions("").WithInMemory(true)
 	}
 	return opts.
 		WithLogger(badgerLogger{logger(o.Logger)}).
-		WithMemTableSize(16 << 20).
+		WithMemTableSize(m.MemTable).
 		WithNumMemtables(2).
-		WithBlockCacheSize(16 << 20).
-		WithIndexCacheSize(8 << 20).
+		WithBlockCacheSize(m.BlockCache).
+		WithIndexCacheSize(m.IndexCache).
 		WithValueLogFileSize(16 << 20).
 		WithNumCompactors(2).
 		WithNumLevelZeroTables(4).

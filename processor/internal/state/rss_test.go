@@ -3,50 +3,88 @@ package state
 import (
 	"bufio"
 	"fmt"
+	"io/fs"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
+
+	"github.com/hookline/hookline/processor/internal/decide"
 )
 
-// TestRSS compares the memory of the tuned Badger options (badgerOptions)
-// with Badger's defaults on 1M keys of 12 partitions (~220-byte values,
-// 36-byte keys, 7-day TTL). Each configuration runs in its own process,
-// twice: "write" applies the keys in batches of 5000 then reads 200k random
-// keys; "reopen" opens the written directory (seeding Keys with a scan) and
-// reads 200k random keys. VmHWM is the peak RSS of that process. Run it
-// also with GOMEMLIMIT set (the children inherit it): the bulk load's peak is
-// mostly garbage the Go collector has not returned yet.
+// TestRSS measures the memory of a store holding many keys (1M by default,
+// HOOKLINE_RSS_KEYS; make bench-state runs 10M) in two variants, each in
+// processes of its own, one after the other in the same run:
+//
+//   - "before": the store as it was before HOOKLINE_STATE_MEMORY: the
+//     changelog's JSON as the value, the fixed Badger tuning of then
+//     (legacyOptions), and a key-only scan of the whole store at every Open
+//     to count keys;
+//   - "after": the stored form (decide.EncodeStored), Badger sized from
+//     Options.Memory (HOOKLINE_STATE_MEMORY, default unless set), key
+//     counts saved by Close, and Badger's table pages trimmed from RSS
+//     (trim_linux.go).
+//
+// Keys are 36 bytes over 12 partitions, states done with a 7-day TTL. The
+// "build" process bulk-loads them (Loader, as a restore from scratch does)
+// and closes the store; the "reopen" process opens it and serves 200,000
+// Gets of random keys, each decoded. Each prints VmRSS (now), VmHWM (its
+// peak), RssAnon and RssFile (Badger's memory-mapped table pages), the Go
+// heap and the GOMEMLIMIT it ran under (HOOKLINE_RSS_GOMEMLIMIT sets it
+// for the reopen processes; the children inherit GOMEMLIMIT otherwise).
+// HOOKLINE_RSS_VARIANTS picks variants ("after" alone skips the baseline).
 //
 //	HOOKLINE_RSS=1 go test -run '^TestRSS$' -v ./processor/internal/state/
-//	GOMEMLIMIT=200MiB HOOKLINE_RSS=1 go test -run '^TestRSS$' -v ./processor/internal/state/
-//	HOOKLINE_RSS_KEYS=10000000 HOOKLINE_RSS=1 go test -run '^TestRSS$' -v -timeout 30m ./processor/internal/state/
+//	make bench-state   # 10M keys, reopened under GOMEMLIMIT=200MiB
 func TestRSS(t *testing.T) {
 	if os.Getenv("HOOKLINE_RSS") == "" {
-		t.Skip("set HOOKLINE_RSS=1 to measure the RSS of 1M keys (about a minute)")
+		t.Skip("set HOOKLINE_RSS=1 to measure the RSS of a store of 1M keys (a few minutes; make bench-state: 10M)")
 	}
-	for _, tuning := range []string{"tuned", "default"} {
+	variants := strings.Fields(os.Getenv("HOOKLINE_RSS_VARIANTS"))
+	if len(variants) == 0 {
+		variants = []string{"before", "after"}
+	}
+	for _, variant := range variants {
 		dir := t.TempDir()
-		for _, phase := range []string{"write", "reopen"} {
-			cmd := exec.Command(os.Args[0], "-test.run=^TestRSSChild$", "-test.v")
-			cmd.Env = append(os.Environ(), "HOOKLINE_RSS_CHILD="+tuning+","+phase, "HOOKLINE_RSS_DIR="+dir)
+		for _, phase := range []string{"build", "reopen"} {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestRSSChild$", "-test.v", "-test.timeout=0")
+			cmd.Env = append(os.Environ(), "HOOKLINE_RSS_CHILD="+variant+","+phase, "HOOKLINE_RSS_DIR="+dir)
+			if l := os.Getenv("HOOKLINE_RSS_GOMEMLIMIT"); l != "" && phase == "reopen" {
+				cmd.Env = append(cmd.Env, "GOMEMLIMIT="+l)
+			}
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("%s %s: %v\n%s", tuning, phase, err, out)
+				t.Fatalf("%s %s: %v\n%s", variant, phase, err, out)
 			}
 			for _, l := range strings.Split(string(out), "\n") {
-				if strings.Contains(l, "rss:") {
-					t.Log(strings.TrimSpace(l[strings.Index(l, "rss:"):]))
+				if i := strings.Index(l, "rss:"); i >= 0 {
+					t.Log(strings.TrimSpace(l[i:]))
 				}
 			}
 		}
+		t.Logf("rss: %-6s store on disk: %d MB", variant, dirSize(dir)/1e6)
 	}
+}
+
+// legacyOptions is the Badger tuning before Options.Memory: fixed sizes.
+func legacyOptions(dir string) badger.Options {
+	return badger.DefaultOptions(dir).WithLogger(nil).
+		WithMemTableSize(16 << 20).WithNumMemtables(2).
+		WithBlockCacheSize(16 << 20).WithIndexCacheSize(8 << 20).
+		WithValueLogFileSize(16 << 20).WithNumCompactors(2).
+		WithNumLevelZeroTables(4).WithNumLevelZeroTablesStall(10).WithNumGoroutines(2).
+		WithNumVersionsToKeep(1).WithDetectConflicts(false).WithMetricsEnabled(false).
+		WithSyncWrites(false).WithCompression(options.Snappy).WithChecksumVerificationMode(options.OnBlockRead)
 }
 
 func TestRSSChild(t *testing.T) {
@@ -54,16 +92,16 @@ func TestRSSChild(t *testing.T) {
 	if mode == "" {
 		t.Skip("helper process of TestRSS")
 	}
-	tuning, phase, _ := strings.Cut(mode, ",")
+	variant, phase, _ := strings.Cut(mode, ",")
 	dir := os.Getenv("HOOKLINE_RSS_DIR")
-	o := Options{Dir: dir}
-	bo := badgerOptions(o)
-	if tuning == "default" {
-		bo = badger.DefaultOptions(dir).WithLogger(nil)
-	}
 	n, parts := 1_000_000, 12
 	if v, err := strconv.Atoi(os.Getenv("HOOKLINE_RSS_KEYS")); err == nil && v > 0 {
 		n = v
+	}
+	o := Options{Dir: dir}
+	bo := badgerOptions(o)
+	if variant == "before" {
+		o.noTrim, bo = true, legacyOptions(dir)
 	}
 	key := func(i int) string { return fmt.Sprintf("%08x-4b1d-4c2a-9e7f-%012x", i, i*7919) }
 	start := time.Now()
@@ -71,44 +109,88 @@ func TestRSSChild(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if variant == "before" && phase == "reopen" {
+		if err := newKeyCounter().seed(s.db); err != nil { // what Open spent counting keys
+			t.Fatal(err)
+		}
+	}
 	opened := time.Since(start)
-	if phase == "write" {
-		value := []byte(`{"v":1,"status":"done","provider":"stripe","first_seen_at":"2026-01-02T03:04:05.678Z","updated_at":"2026-01-02T03:04:05.678Z","expires_at":"2026-01-09T03:04:05.678Z","replay_ids":["r-0123456789abcdef","r-fedcba9876543210"]}`)
-		exp := time.Now().Add(7 * 24 * time.Hour)
-		batch := make([]Change, 0, 5000)
-		for i := range n {
-			batch = append(batch, Change{Partition: int32(i % parts), Key: key(i), Value: value, ExpiresAt: exp})
-			if len(batch) == cap(batch) {
-				if err := s.Apply(batch, map[int32]int64{int32(i % parts): int64(i)}); err != nil {
+	var did string
+	switch phase {
+	case "build":
+		now := time.Now().UTC().Truncate(time.Millisecond)
+		for p := range parts {
+			l := s.NewLoader(int32(p))
+			batch := make([]Change, 0, 5000)
+			for i := p; i < n; i += parts {
+				// Times a few ms apart, as keys arrive.
+				at := now.Add(time.Duration(i) * 3 * time.Millisecond)
+				st := decide.State{Status: decide.StatusDone, Provider: "stripe", FirstSeenAt: at, UpdatedAt: at, ExpiresAt: at.Add(decide.DefaultTTL)}
+				value, err := decide.EncodeStored(st)
+				if variant == "before" {
+					value, err = decide.Encode(st)
+				}
+				if err != nil {
 					t.Fatal(err)
 				}
-				batch = batch[:0]
+				batch = append(batch, Change{Partition: int32(p), Key: key(i), Value: value, ExpiresAt: st.ExpiresAt})
+				if len(batch) == cap(batch) {
+					if err := l.Add(batch); err != nil {
+						t.Fatal(err)
+					}
+					batch = batch[:0]
+				}
+			}
+			if err := l.Add(batch); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Checkpoint(int64(n)); err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
 			}
 		}
-	}
-	wrote := time.Since(start)
-	seedStart := time.Now()
-	if err := newKeyCounter().seed(s.db); err != nil { // what Open spends counting keys
-		t.Fatal(err)
-	}
-	seed := time.Since(seedStart)
-	start = start.Add(seed)
-	for range 200_000 {
-		i := rand.IntN(n)
-		if _, ok, err := s.Get(int32(i%parts), key(i)); err != nil || !ok {
-			t.Fatalf("get %d: ok=%t err=%v", i, ok, err)
+		did = fmt.Sprintf("bulk-loaded %d keys in %s", n, time.Since(start).Round(time.Second))
+	case "reopen":
+		readStart := time.Now()
+		for range 200_000 {
+			i := rand.IntN(n)
+			v, ok, err := s.Get(int32(i%parts), key(i))
+			if err != nil || !ok {
+				t.Fatalf("get %d: ok=%t err=%v", i, ok, err)
+			}
+			if _, err := decide.DecodeStored(v); err != nil {
+				t.Fatal(err)
+			}
 		}
+		did = fmt.Sprintf("opened in %s, 200k random reads in %s", opened.Round(time.Millisecond), time.Since(readStart).Round(time.Millisecond))
 	}
-	read := time.Since(start) - wrote
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	rss, hwm := procStatus("VmRSS"), procStatus("VmHWM")
-	t.Logf("rss: %-7s %-6s keys=%d open=%s seed=%s write=%s read200k=%s VmRSS=%s VmHWM=%s GoHeapInuse=%dMiB GoSys=%dMiB",
-		tuning, phase, s.Keys(), opened.Round(time.Millisecond), seed.Round(time.Millisecond), (wrote - opened).Round(time.Millisecond), read.Round(time.Millisecond),
-		rss, hwm, ms.HeapInuse>>20, ms.Sys>>20)
+	limit := "none"
+	if l := debug.SetMemoryLimit(-1); l != math.MaxInt64 {
+		limit = fmt.Sprintf("%dMiB", l>>20)
+	}
+	t.Logf("rss: %-6s %-6s keys=%d VmRSS=%s VmHWM=%s RssAnon=%s RssFile=%s GoHeapInuse=%dMiB GOMEMLIMIT=%s trims=%d | %s",
+		variant, phase, s.Keys(), procStatus("VmRSS"), procStatus("VmHWM"), procStatus("RssAnon"), procStatus("RssFile"),
+		ms.HeapInuse>>20, limit, s.trimmed.Load(), did)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
 }
 
 func procStatus(field string) string {

@@ -18,7 +18,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -45,9 +47,16 @@ type Options struct {
 	Logger *slog.Logger
 	// InMemory keeps everything in memory and ignores Dir (tests).
 	InMemory bool
-	// RestoreMemory bounds the memory that restores of several partitions
-	// hold at once (see Reserve); default DefaultRestoreMemory (128 MiB).
+	// Memory is what the store may hold in memory, split by Split between
+	// Badger's memtables, block cache and index cache, the cache of recent
+	// states, and the budget of restores (see Reserve); default
+	// DefaultMemory. HOOKLINE_STATE_MEMORY sets it.
+	Memory int64
+	// RestoreMemory, when above zero, replaces the restore budget that
+	// Memory gives (tests use a tiny one).
 	RestoreMemory int64
+	// noTrim leaves mapped table pages alone (TestRSS's "before").
+	noTrim bool
 }
 
 // Change is one state update to apply.
@@ -68,16 +77,20 @@ type Store struct {
 	db     *badger.DB
 	keys   *keyCounter
 	budget *budget
+	recent *recent
 	stop   chan struct{}
 	done   chan struct{}
-	closed sync.Once
-	err    error
+	// trimmed counts trims of the mapped table pages (trim_linux.go).
+	trimmed atomic.Int64
+	closed  sync.Once
+	err     error
 }
 
 // Open opens (or creates) the store, tuned for a small footprint (see
 // badgerOptions), and starts a value-log GC goroutine that Close stops. It
-// counts the live keys once to seed Keys: a key-only scan, about 1 s per
-// million keys on 2 cores. A directory Badger cannot open gives an error
+// seeds Keys from the counts the last Close saved; after a crash it counts
+// the live keys instead: a key-only scan, about 1 s per million keys on 2
+// cores. A directory Badger cannot open gives an error
 // naming it; see OpenOrReset.
 func Open(o Options) (*Store, error) {
 	if !o.InMemory && o.Dir == "" {
@@ -96,15 +109,26 @@ func open(o Options, bo badger.Options) (*Store, error) {
 		}
 		return nil, fmt.Errorf("state: open badger %s (the directory can be deleted: restore rebuilds it from the changelog): %w", where, err)
 	}
-	limit := o.RestoreMemory
-	if limit <= 0 {
-		limit = DefaultRestoreMemory
+	m := Split(o.Memory)
+	if o.RestoreMemory > 0 {
+		m.Restore = o.RestoreMemory
 	}
-	s := &Store{db: db, keys: newKeyCounter(), budget: newBudget(limit), stop: make(chan struct{}), done: make(chan struct{})}
-	if err := s.keys.seed(db); err != nil {
-		return nil, errors.Join(fmt.Errorf("state: count keys: %w", err), db.Close())
+	s := &Store{db: db, keys: newKeyCounter(), budget: newBudget(m.Restore), recent: newRecent(m.Recent),
+		stop: make(chan struct{}), done: make(chan struct{})}
+	if loaded, err := s.keys.loadCounts(db); err != nil || !loaded {
+		if err != nil {
+			logger(o.Logger).Warn("state: saved key counts unreadable, counting keys", "err", err)
+		}
+		if err := s.keys.seed(db); err != nil {
+			return nil, errors.Join(fmt.Errorf("state: count keys: %w", err), db.Close())
+		}
 	}
-	go s.gcLoop(o.InMemory)
+	if o.noTrim {
+		m.Mapped = math.MaxInt64
+	} else if !o.InMemory {
+		dropCachedTables(o.Dir)
+	}
+	go s.gcLoop(o.InMemory, o.Dir, m.Mapped)
 	return s, nil
 }
 
@@ -126,17 +150,24 @@ func openBadger(opts badger.Options) (db *badger.DB, err error) {
 // cheap no-op; it runs for the rare large value.
 const gcInterval = 5 * time.Minute
 
-func (s *Store) gcLoop(inMemory bool) {
+// gcLoop garbage-collects the value log every gcInterval and trims the
+// mapped table pages every trimInterval, until Close.
+func (s *Store) gcLoop(inMemory bool, dir string, mapped int64) {
 	defer close(s.done)
 	if inMemory {
-		return // Badger refuses value-log GC in memory
+		return // Badger refuses value-log GC in memory; nothing is mapped
 	}
 	t := time.NewTicker(gcInterval)
 	defer t.Stop()
+	trim := time.NewTicker(trimInterval)
+	defer trim.Stop()
 	for {
+		s.trim(dir, mapped)
 		select {
 		case <-s.stop:
 			return
+		case <-trim.C:
+			continue
 		case <-t.C:
 		}
 		// Each successful call rewrites one file; repeat until nothing is
@@ -151,6 +182,24 @@ func (s *Store) gcLoop(inMemory bool) {
 	}
 }
 
+// trimInterval is how often the file-backed RSS is checked against
+// Memory.Mapped: reading /proc/self/status, about 20 µs. Random reads at
+// 75,000/s map about 45 MB in that time.
+const trimInterval = 100 * time.Millisecond
+
+// trim hands Badger's mapped table pages back to the kernel when the
+// file-backed RSS is above mapped, except while partitions restore: their
+// writes create tables that compactions read back at once, which evicted
+// pages would slow down.
+func (s *Store) trim(dir string, mapped int64) {
+	if s.budget.inUse() {
+		return
+	}
+	if n, ok := rssFileBytes(); ok && n > mapped && trimTables(dir) > 0 {
+		s.trimmed.Add(1)
+	}
+}
+
 func partitionPrefix(kind byte, partition int32) []byte {
 	b := make([]byte, 5, 5+64)
 	b[0] = kind
@@ -160,6 +209,13 @@ func partitionPrefix(kind byte, partition int32) []byte {
 
 func stateKey(partition int32, key string) []byte {
 	return append(partitionPrefix(kindState, partition), key...)
+}
+
+// appendStateKey appends stateKey(partition, key) to b.
+func appendStateKey(b []byte, partition int32, key string) []byte {
+	b = append(b, kindState)
+	b = binary.BigEndian.AppendUint32(b, uint32(partition))
+	return append(b, key...)
 }
 
 func checkpointKey(partition int32) []byte { return partitionPrefix(kindCheckpoint, partition) }
@@ -178,11 +234,18 @@ func badgerExpiry(t time.Time) uint64 {
 }
 
 // Get returns the value of key in partition. A missing, deleted or expired
-// key gives ok == false. Cost: one Badger read (memtables, then the levels,
-// skipped by bloom filters), one copy of the value.
+// key gives ok == false. The caller must not modify value. Cost: a map
+// lookup when Apply wrote the key recently (the cache of recent states);
+// otherwise one Badger read (memtables, then the levels, skipped by bloom
+// filters) and one copy of the value.
 func (s *Store) Get(partition int32, key string) (value []byte, ok bool, err error) {
+	var buf [64]byte // the cache's lookup key, on the stack for most keys
+	if value, ok, known := s.recent.get(appendStateKey(buf[:0], partition, key), time.Now()); known {
+		return value, ok, nil
+	}
+	k := stateKey(partition, key)
 	err = s.db.View(func(txn *badger.Txn) error {
-		item, err := txn.Get(stateKey(partition, key))
+		item, err := txn.Get(k)
 		if err != nil {
 			return err
 		}
@@ -199,7 +262,9 @@ func (s *Store) Get(partition int32, key string) (value []byte, ok bool, err err
 }
 
 // Apply writes changes and checkpoints (partition -> next changelog offset
-// to read) in one Badger transaction, so the checkpoints never get ahead of
+// to read) in one Badger transaction, and the changes to the cache of recent
+// states once it committed (it keeps the Value slices: do not modify them
+// afterwards), so the checkpoints never get ahead of
 // the state. When Badger says the transaction is too big (more than 15% of
 // a memtable: about 8000 changes of 300 bytes), Apply commits it in
 // chunks, the checkpoints last: a crash in between leaves the old
@@ -227,17 +292,21 @@ func (s *Store) Apply(changes []Change, checkpoints map[int32]int64) error {
 			return fmt.Errorf("state: apply: read %q: %w", c.Key, err)
 		}
 		var e *badger.Entry
+		u := recentUpdate{key: string(k)}
 		if c.Value != nil && (c.ExpiresAt.IsZero() || c.ExpiresAt.After(now)) {
 			e = badger.NewEntry(k, c.Value)
 			e.ExpiresAt = badgerExpiry(c.ExpiresAt)
 			d.newExpiry, d.set = e.ExpiresAt, true
+			u.value, u.expiry = c.Value, e.ExpiresAt
 		} else if !d.had {
-			continue // nothing to delete: spare the write
+			ap.updates = append(ap.updates, u) // known to be absent
+			continue                           // nothing to delete: spare the write
 		}
 		if err := ap.write(k, e); err != nil {
 			return fmt.Errorf("state: apply %q in partition %d: %w", c.Key, c.Partition, err)
 		}
 		ap.deltas = append(ap.deltas, d)
+		ap.updates = append(ap.updates, u)
 	}
 	var v [8]byte
 	for p, next := range checkpoints {
@@ -252,9 +321,10 @@ func (s *Store) Apply(changes []Change, checkpoints map[int32]int64) error {
 // applier holds the open transaction of Apply and the Keys deltas of its
 // current chunk, counted once the chunk commits.
 type applier struct {
-	s      *Store
-	txn    *badger.Txn
-	deltas []keyDelta
+	s       *Store
+	txn     *badger.Txn
+	deltas  []keyDelta
+	updates []recentUpdate
 }
 
 // write sets e (or deletes k when e is nil), committing the current chunk
@@ -282,7 +352,8 @@ func (a *applier) commit() error {
 		return fmt.Errorf("state: commit: %w", err)
 	}
 	a.s.keys.apply(a.deltas)
-	a.deltas = a.deltas[:0]
+	a.s.recent.put(a.updates)
+	a.deltas, a.updates = a.deltas[:0], a.updates[:0]
 	return nil
 }
 
@@ -340,6 +411,7 @@ func (s *Store) WipePartition(partition int32) error {
 		}
 	}
 	s.keys.wipe(partition)
+	s.recent.forget(partitionPrefix(kindState, partition))
 	return nil
 }
 
@@ -350,15 +422,21 @@ func (s *Store) WipePartition(partition int32) error {
 // Cost: a mutex and a walk over the due buckets.
 func (s *Store) Keys() int64 { return s.keys.total(time.Now()) }
 
-// Close stops the GC goroutine and closes Badger (flushing the memtable).
-// Further calls return the first result.
+// Close stops the GC goroutine, saves the key counts (so the next Open
+// need not count) and closes Badger (flushing the memtable). Further calls
+// return the first result.
 func (s *Store) Close() error {
 	s.closed.Do(func() {
 		close(s.stop)
 		<-s.done
-		if err := s.db.Close(); err != nil {
-			s.err = fmt.Errorf("state: close badger: %w", err)
+		var errs []error
+		if err := s.keys.saveCounts(s.db); err != nil {
+			errs = append(errs, fmt.Errorf("state: save key counts: %w", err))
 		}
+		if err := s.db.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("state: close badger: %w", err))
+		}
+		s.err = errors.Join(errs...)
 	})
 	return s.err
 }

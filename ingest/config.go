@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookline/hookline/ingest/internal/api"
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
@@ -20,6 +21,8 @@ type config struct {
 	Kafka           kafkaconf.Config
 	Topics          topics.Env
 	Retry           retry.Schedule
+	// IPLimit is HOOKLINE_IP_RATE_LIMIT with HOOKLINE_TRUSTED_PROXIES; nil: off.
+	IPLimit *api.IPLimit
 }
 
 func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
@@ -46,6 +49,18 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	}
 	if c.Retry, _, err = retry.FromEnv(lookupEnv); err != nil {
 		return config{}, err
+	}
+	if c.IPLimit, err = api.ParseIPRateLimit(get("HOOKLINE_IP_RATE_LIMIT")); err != nil {
+		return config{}, err
+	}
+	trusted, err := api.ParseTrustedProxies(get("HOOKLINE_TRUSTED_PROXIES"))
+	switch {
+	case err != nil:
+		return config{}, err
+	case len(trusted) > 0 && c.IPLimit == nil:
+		return config{}, fmt.Errorf("HOOKLINE_TRUSTED_PROXIES is set but HOOKLINE_IP_RATE_LIMIT is off: the proxies are only used to find the client address the limit is keyed by")
+	case c.IPLimit != nil:
+		c.IPLimit.Trusted = trusted
 	}
 	return c, c.validate()
 }

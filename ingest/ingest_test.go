@@ -272,6 +272,13 @@ func TestGoCardlessBatch(t *testing.T) {
 	if got := headers.Value(byKey["gocardless:EV002"], headers.EventType); got != "mandates.cancelled" {
 		t.Errorf("event type %q, want mandates.cancelled", got)
 	}
+
+	// A batch of one is still a batch: idempotency_keys, no idempotency_key.
+	resp, b = e.post(t, base, "gocardless", "application/json", []byte(`{"events":[{"id":"EV004","action":"paid"}]}`), nil)
+	a = answer{}
+	if err := json.Unmarshal(b, &a); err != nil || resp.StatusCode != http.StatusAccepted || a.IdempotencyKey != "" || fmt.Sprint(a.IdempotencyKeys) != "[gocardless:EV004]" {
+		t.Fatalf("batch of one: %d %s, want 202 with idempotency_keys [gocardless:EV004] only", resp.StatusCode, b)
+	}
 }
 
 // TestRefusalsLeaveTopicUntouched sends one request for every refusal of

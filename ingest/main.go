@@ -167,6 +167,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Registry:     promReg,
 		Logger:       log,
 		Selftest:     tester,
+		IPLimit:      cfg.IPLimit,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),

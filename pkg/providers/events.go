@@ -165,7 +165,7 @@ func gocardlessEvents(p *Provider, _ http.Header, body []byte) (Delivery, error)
 	if err != nil {
 		return Delivery{}, err
 	}
-	d := Delivery{Events: make([]Event, 0, len(raws))}
+	d := Delivery{Events: make([]Event, 0, len(raws)), Batch: true}
 	for i, raw := range raws {
 		o, id, err := objectWith(raw, "events["+strconv.Itoa(i)+"]", "id")
 		if err != nil {

@@ -141,6 +141,9 @@ type Delivery struct {
 	// Events are the records to produce, in request order: one, or one per
 	// element of a batch.
 	Events []Event
+	// Batch says the body was a batch (GoCardless events[]): ingest then
+	// answers every key in idempotency_keys, even for a batch of one.
+	Batch bool
 	// Challenge, when non-nil, is the body to answer with (200) and nothing
 	// is produced (Slack url_verification).
 	Challenge            []byte

@@ -67,8 +67,11 @@ func (e *RetryAfterError) Error() string {
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
 // NotAttemptedError marks a failure before the destination was called (its
-// circuit breaker is open): the record goes straight to the first retry tier
-// and the attempt is not used up. Match it with errors.As.
+// circuit breaker is open): the attempt is not used up, and Route, if such a
+// failure reaches it, picks the first retry tier. The processor does not
+// route an open breaker's records to a tier: it parks them in the
+// provider's lane, webhooks.lane.<provider> (docs/processor.md). Match it
+// with errors.As.
 type NotAttemptedError struct{ Err error }
 
 // NotAttempted marks err as a call that was never made. NotAttempted(nil) is

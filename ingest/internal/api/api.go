@@ -57,12 +57,15 @@ type Config struct {
 	Now func() time.Time
 	// Selftest answers GET /selftest; nil: the route answers 404.
 	Selftest SelfTester
+	// IPLimit limits POST /webhooks/{provider} per client address; nil: off.
+	IPLimit *IPLimit
 }
 
 // Server answers webhook requests.
 type Server struct {
 	cfg      Config
 	limiters map[string]*rate.Limiter
+	ips      *ipLimiter // nil: no per-IP limit
 	m        *metrics
 }
 
@@ -77,6 +80,10 @@ func New(cfg Config) *Server {
 		if p.RateLimit != nil {
 			s.limiters[name] = rate.NewLimiter(rate.Limit(p.RateLimit.PerSecond), p.RateLimit.Burst)
 		}
+	}
+	if cfg.IPLimit != nil {
+		s.ips = newIPLimiter(*cfg.IPLimit)
+		s.m.registerIPLimit(cfg.Registry, s.ips)
 	}
 	return s
 }
@@ -105,7 +112,9 @@ func (s *Server) Handler() http.Handler {
 	return r
 }
 
-// accepted is the 202 answer. A batch lists every key in IdempotencyKeys.
+// accepted is the 202 answer. A batch (GoCardless events[]) lists every key
+// in IdempotencyKeys, even when it held one event; any other delivery is one
+// record and has IdempotencyKey.
 type accepted struct {
 	Status          string   `json:"status"`
 	IdempotencyKey  string   `json:"idempotency_key,omitempty"`
@@ -120,6 +129,17 @@ func (s *Server) webhook(c *gin.Context) {
 
 	name := c.Param("provider")
 	p, ok := s.cfg.Providers.Get(name)
+	if s.ips != nil {
+		if err := s.ips.allow(c.Request, receivedAt); err != nil {
+			label := name
+			if !ok {
+				label = "unknown"
+			}
+			s.m.ipLimited.Inc()
+			s.fail(c, label, err)
+			return
+		}
+	}
 	if !ok {
 		s.fail(c, "unknown", errorf(http.StatusNotFound, CodeUnknownProvider, fmt.Sprintf("unknown provider %q", name)))
 		return
@@ -138,7 +158,7 @@ func (s *Server) webhook(c *gin.Context) {
 // only when every one passed.
 func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, receivedAt time.Time) error {
 	if lim := s.limiters[p.Name]; lim != nil {
-		if err := limit(lim, receivedAt); err != nil {
+		if err := limit(lim, receivedAt, "provider rate limit"); err != nil {
 			return err
 		}
 	}
@@ -194,12 +214,13 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 	s.m.requests.WithLabelValues(p.Name, "202").Inc()
 
 	out := accepted{Status: "accepted", RequestID: reqID}
-	if len(d.Events) == 1 {
-		out.IdempotencyKey = d.Events[0].Key
-	} else {
-		for _, e := range d.Events {
-			out.IdempotencyKeys = append(out.IdempotencyKeys, e.Key)
+	if d.Batch {
+		out.IdempotencyKeys = make([]string, len(d.Events))
+		for i, e := range d.Events {
+			out.IdempotencyKeys[i] = e.Key
 		}
+	} else {
+		out.IdempotencyKey = d.Events[0].Key
 	}
 	c.JSON(http.StatusAccepted, out)
 	return nil
@@ -247,17 +268,19 @@ func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	return body, nil
 }
 
-// limit takes a token or answers 429 with the wait until one is free.
-func limit(lim *rate.Limiter, now time.Time) error {
+// limit takes a token or answers 429 rate_limited with the wait until one
+// is free. It serves the provider limits and the per-IP one; what names the
+// limit in the message.
+func limit(lim *rate.Limiter, now time.Time, what string) *apiError {
 	r := lim.ReserveN(now, 1)
 	if !r.OK() {
-		ae := errorf(http.StatusTooManyRequests, CodeRateLimited, "provider rate limit has no burst; check rate_limit in the providers file")
+		ae := errorf(http.StatusTooManyRequests, CodeRateLimited, what+" has no burst; check its configuration")
 		ae.retryAfter = 1
 		return ae
 	}
 	if d := r.DelayFrom(now); d > 0 {
 		r.CancelAt(now)
-		ae := errorf(http.StatusTooManyRequests, CodeRateLimited, "provider rate limit exceeded, retry after "+d.Round(time.Millisecond).String())
+		ae := errorf(http.StatusTooManyRequests, CodeRateLimited, what+" exceeded, retry after "+d.Round(time.Millisecond).String())
 		ae.retryAfter = ceilSeconds(d)
 		return ae
 	}

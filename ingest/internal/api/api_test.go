@@ -249,3 +249,28 @@ func TestRequestID(t *testing.T) {
 		}
 	}
 }
+
+// TestBatchAnswerShape: a GoCardless batch answers idempotency_keys, even
+// when it holds one event; a single delivery answers idempotency_key.
+func TestBatchAnswerShape(t *testing.T) {
+	h, reg := mustServer(t, &fakePublisher{})
+	now := time.Now()
+	for _, c := range []struct {
+		provider, body, want string
+	}{
+		{"gocardless", `{"events":[{"id":"EV1","action":"created"}]}`, `"idempotency_keys":["gocardless:EV1"]`},
+		{"gocardless", `{"events":[{"id":"EV2"},{"id":"EV3"}]}`, `"idempotency_keys":["gocardless:EV2","gocardless:EV3"]`},
+		{"stripe", `{"id":"evt_shape","object":"event","type":"x"}`, `"idempotency_key":"stripe:evt_shape"`},
+	} {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, signed(t, reg, c.provider, "application/json", []byte(c.body), now, nil))
+		if w.Code != http.StatusAccepted || !strings.Contains(w.Body.String(), c.want) {
+			t.Errorf("%s %s: %d %s, want 202 with %s", c.provider, c.body, w.Code, w.Body, c.want)
+		}
+		var keys map[string]json.RawMessage
+		_ = json.Unmarshal(w.Body.Bytes(), &keys)
+		if _, ok1 := keys["idempotency_key"]; ok1 == (keys["idempotency_keys"] != nil) {
+			t.Errorf("%s: %s has both shapes or neither", c.provider, w.Body)
+		}
+	}
+}

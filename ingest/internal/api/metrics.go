@@ -14,6 +14,7 @@ type metrics struct {
 	sigFails     *prometheus.CounterVec
 	bodyBytes    *prometheus.HistogramVec
 	records      *prometheus.CounterVec
+	ipLimited    prometheus.Counter
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -47,4 +48,16 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	}
 	reg.MustRegister(m.requests, m.ackSeconds, m.produceFails, m.sigFails, m.bodyBytes, m.records)
 	return m
+}
+
+// registerIPLimit adds the per-IP limit's series (only when it is on).
+func (m *metrics) registerIPLimit(reg prometheus.Registerer, l *ipLimiter) {
+	m.ipLimited = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "hookline_ingest_ip_rate_limited_total",
+		Help: "Webhook requests answered 429 by the per-client-address limit (HOOKLINE_IP_RATE_LIMIT).",
+	})
+	reg.MustRegister(m.ipLimited, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "hookline_ingest_ip_addresses",
+		Help: "Client addresses the per-IP limit keeps a bucket for (at most its table bound).",
+	}, func() float64 { return float64(l.len()) }))
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -130,15 +131,19 @@ func TestOpenAPI(t *testing.T) {
 	drained.Set("kafka", nil)
 	drained.Drain()
 
-	cases := []struct {
+	type openapiCase struct {
 		name   string
 		h      http.Handler
 		req    func() *http.Request
 		status int
-	}{
+	}
+	cases := []openapiCase{
 		{"stripe", ok, func() *http.Request { return signed(t, reg, "stripe", "application/json", stripe, now, nil) }, 202},
 		{"gocardless batch", ok, func() *http.Request {
 			return signed(t, reg, "gocardless", "application/json", []byte(`{"events":[{"id":"EV1","action":"created"},{"id":"EV2","action":"paid"}]}`), now, nil)
+		}, 202},
+		{"gocardless batch of one", ok, func() *http.Request {
+			return signed(t, reg, "gocardless", "application/json", []byte(`{"events":[{"id":"EV3","action":"created"}]}`), now, nil)
 		}, 202},
 		{"slack challenge", ok, func() *http.Request {
 			return signed(t, reg, "slack", "application/json", []byte(`{"type":"url_verification","challenge":"c-oa","token":"t"}`), now, nil)
@@ -200,13 +205,19 @@ func TestOpenAPI(t *testing.T) {
 		if i == 2 {
 			want = 429
 		}
-		cases = append(cases, struct {
-			name   string
-			h      http.Handler
-			req    func() *http.Request
-			status int
-		}{"rate limit", limited, func() *http.Request {
+		cases = append(cases, openapiCase{"rate limit", limited, func() *http.Request {
 			return signed(t, reg, "limited", "application/json", []byte(`{"n":1}`), now, nil)
+		}, want})
+	}
+	// The per-IP limit, 1/1: the second request from one address is refused.
+	ipLimited := New(Config{
+		Providers: reg, Publisher: &fakePublisher{}, Topic: "webhooks.raw", MaxBodyBytes: testLimit,
+		RetryAfter: 5 * time.Second, Health: ready, Registry: obs.NewRegistry(),
+		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), IPLimit: &IPLimit{PerSecond: 1, Burst: 1},
+	}).Handler()
+	for i, want := range []int{202, 429} {
+		cases = append(cases, openapiCase{"per-IP limit", ipLimited, func() *http.Request {
+			return signed(t, reg, "stripe", "application/json", []byte(fmt.Sprintf(`{"id":"evt_ip%d","object":"event"}`, i)), now, nil)
 		}, want})
 	}
 	for _, c := range cases {

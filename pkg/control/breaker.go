@@ -3,7 +3,6 @@ package control
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -78,34 +77,15 @@ func DecodeBreaker(r *kgo.Record) (b Breaker, ok bool, err error) {
 // calls apply for every breaker report, until ctx ends.
 func FollowBreakers(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
 	apply func(Breaker), bad func(error)) error {
-	cl, err := newClient(
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(500*time.Millisecond),
-	)
-	if err != nil {
-		return fmt.Errorf("control: %w", err)
-	}
-	defer cl.Close()
-	for ctx.Err() == nil {
-		fs := cl.PollFetches(ctx)
-		fs.EachError(func(t string, p int32, err error) {
-			if !errors.Is(err, context.Canceled) {
-				bad(fmt.Errorf("control: fetch %s[%d]: %w", t, p, err))
-			}
-		})
-		fs.EachRecord(func(r *kgo.Record) {
-			b, ok, err := DecodeBreaker(r)
-			switch {
-			case err != nil:
-				bad(err)
-			case ok:
-				apply(b)
-			}
-		})
-	}
-	return nil
+	return follow(ctx, newClient, topic, func(r *kgo.Record) {
+		b, ok, err := DecodeBreaker(r)
+		switch {
+		case err != nil:
+			bad(err)
+		case ok:
+			apply(b)
+		}
+	}, nil, bad)
 }
 
 // Breakers is what a reader knows of every processor's breakers. The zero

@@ -116,6 +116,22 @@ func Write(ctx context.Context, cl *kgo.Client, topic string, s Setting) error {
 // read is reported to bad and skipped (the setting stays as it was).
 func Follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
 	apply func(Setting), caughtUp func(), bad func(error)) error {
+	return follow(ctx, newClient, topic, func(r *kgo.Record) {
+		s, ok, err := Decode(r)
+		switch {
+		case err != nil:
+			bad(err)
+		case ok:
+			apply(s)
+		}
+	}, caughtUp, bad)
+}
+
+// follow reads the control topic from its start and hands every record to
+// record, in order, until ctx ends; caughtUp (optional) is called once the
+// end seen at start is reached. Fetch errors go to bad.
+func follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
+	record func(*kgo.Record), caughtUp func(), bad func(error)) error {
 	cl, err := newClient(
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
@@ -126,6 +142,9 @@ func Follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error)
 		return fmt.Errorf("control: %w", err)
 	}
 	defer cl.Close()
+	if caughtUp == nil {
+		caughtUp = func() {}
+	}
 	end, err := endOffsets(ctx, cl, topic)
 	if err != nil {
 		return err
@@ -153,13 +172,7 @@ func Follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error)
 		})
 		fs.EachRecord(func(r *kgo.Record) {
 			seen[r.Partition] = r.Offset + 1
-			s, ok, err := Decode(r)
-			switch {
-			case err != nil:
-				bad(err)
-			case ok:
-				apply(s)
-			}
+			record(r)
 		})
 		fs.EachPartition(func(p kgo.FetchTopicPartition) {
 			if len(p.Records) == 0 && p.Err == nil { // at the end: compaction may have left a gap before it

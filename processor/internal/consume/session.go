@@ -341,17 +341,18 @@ func (s *session) run(it *item) (*result, error) {
 		out = append(out, dr)
 	}
 	out = append(out, p.outcomeRecord(r, a, status, took, herr, route))
-	return s.decided(res, next, val, out, status, a)
+	return s.decided(res, next, out, status, a)
 }
 
-// decided completes a result with the key's next state (encoded as val) and
-// the records to produce, and puts the state in the overlay; nil when the
-// partition went away meanwhile.
-func (s *session) decided(res *result, next decide.State, val []byte, out []*kgo.Record, status string, a decide.Arrival) (*result, error) {
+// decided completes a result with the key's next state (its changelog
+// record is in out; the store gets its binary form) and the records to
+// produce, and puts the state in the overlay; nil when the partition went
+// away meanwhile.
+func (s *session) decided(res *result, next decide.State, out []*kgo.Record, status string, a decide.Arrival) (*result, error) {
 	r, key := res.r, string(res.r.Key)
 	res.outputs = out
 	res.stat = stat{provider: s.p.providerLabel(a.Provider), status: status, origin: a.Origin}
-	stored, err := decide.EncodeStored(next) // val is Encode's JSON of next: cannot fail
+	stored, err := decide.EncodeStored(next)
 	if err != nil {
 		return nil, fmt.Errorf("encode stored state of %q: %w", key, err)
 	}
@@ -385,7 +386,7 @@ func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arriva
 	o := p.outcomeRecord(r, a, StatusParked, 0, why, decide.Route{})
 	out := []*kgo.Record{{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val}, lr, o}
 	ln.parked.Inc()
-	return s.decided(res, next, val, out, StatusParked, a)
+	return s.decided(res, next, out, StatusParked, a)
 }
 
 // stateOf is the key's state as the last decision left it: from the

@@ -80,7 +80,7 @@ func (e *testEnv) start(tb testing.TB) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	ready := make(chan string, 1)
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, e.lookup, io.Discard, ready) }()
+	go func() { done <- run(ctx, e.lookup, io.Discard, ready, false) }()
 	select {
 	case addr := <-ready:
 		tb.Cleanup(func() {

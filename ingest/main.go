@@ -20,14 +20,14 @@ import (
 	"github.com/gin-gonic/gin"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/hookline/hookline/ingest/internal/api"
 	"github.com/hookline/hookline/ingest/internal/publish"
 	"github.com/hookline/hookline/ingest/internal/selftest"
+	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/obs"
-	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/startup"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -36,28 +36,12 @@ func main() {
 	ensureOnly := flag.Bool("ensure-topics", false, "create missing topics, check existing ones, and exit")
 	flag.Parse()
 	gin.SetMode(gin.ReleaseMode)
-	lookup := os.LookupEnv
-	if *providersFlag != "" {
-		lookup = withEnv(lookup, "HOOKLINE_PROVIDERS", *providersFlag)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if *ensureOnly {
-		lookup = withEnv(lookup, "HOOKLINE_ENSURE_TOPICS_ONLY", "true")
-	}
-	if err := run(ctx, lookup, os.Stderr, nil); err != nil {
+	lookup := envconf.Override(os.LookupEnv, "HOOKLINE_PROVIDERS", *providersFlag)
+	if err := run(ctx, lookup, os.Stderr, nil, *ensureOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "ingest:", err)
 		os.Exit(1)
-	}
-}
-
-// withEnv overrides one variable of lookup.
-func withEnv(lookup func(string) (string, bool), name, value string) func(string) (string, bool) {
-	return func(k string) (string, bool) {
-		if k == name {
-			return value, true
-		}
-		return lookup(k)
 	}
 }
 
@@ -65,45 +49,31 @@ func withEnv(lookup func(string) (string, bool), name, value string) func(string
 // listener stops, in-flight requests finish, the producer flushes. ready, when
 // not nil, receives the listening address once the topics are in place and
 // webhooks are accepted (before, they are answered 503 kafka_unavailable).
-func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.Writer, ready chan<- string) error {
+// With ensureOnly (--ensure-topics) it creates the missing topics, checks the
+// others and returns, serving nothing.
+func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.Writer, ready chan<- string, ensureOnly bool) error {
 	cfg, err := loadConfig(lookupEnv)
 	if err != nil {
 		return err
 	}
-	log, err := obs.NewLogger(logOut, cfg.LogLevel, "ingest")
+	svc, err := startup.New("ingest", cfg.Common, logOut)
 	if err != nil {
 		return err
 	}
-	ensureOnly := false
-	if v, _ := lookupEnv("HOOKLINE_ENSURE_TOPICS_ONLY"); v == "true" {
-		ensureOnly = true
-	}
-	var reg *providers.Registry
+	log, names := svc.Log, svc.Names
+	secrets := lookupEnv
 	if ensureOnly { // only the dedup TTLs matter: no signing secret needed
-		reg, err = providers.LoadWithoutSecrets(cfg.ProvidersFile)
-	} else {
-		reg, err = providers.Load(cfg.ProvidersFile, lookupEnv)
+		secrets = nil
 	}
+	reg, _, err := svc.LoadProviders(cfg.ProvidersFile, secrets)
 	if err != nil {
 		return err
 	}
-	// The processor applies retry policies; refusing a bad one here too
-	// keeps every service that reads the file in agreement.
-	if _, err := reg.RetrySchedules(cfg.Retry); err != nil {
-		return err
-	}
-	names := topics.NewNames(cfg.Topics.Prefix, cfg.Retry.Names())
-	promReg := obs.NewRegistry()
-	kmetrics := kprom.NewMetrics("hookline_ingest_kafka", kprom.Registerer(promReg), kprom.Gatherer(promReg))
-
-	opts, err := cfg.Kafka.Opts(
+	opts, err := svc.KafkaOpts("hookline-ingest",
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0), // the caller waits for the ack: send now
-		kgo.ProducerBatchMaxBytes(int32(cfg.Topics.MaxRecordBytes())),
 		kgo.RecordDeliveryTimeout(cfg.ProduceDeadline),
-		kgo.WithHooks(kmetrics),
-		kgo.ClientID("hookline-ingest"),
-		kgo.WithLogger(obs.KafkaLogger(log)),
+		kgo.WithHooks(svc.KafkaMetrics),
 	)
 	if err != nil {
 		return err
@@ -115,11 +85,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	defer cl.Close()
 	adm := kadm.NewClient(cl)
 
-	specs := names.Specs(topics.Shape{
-		Partitions:         cfg.Topics.Partitions,
-		ChangelogRetention: reg.MaxDedupTTL(),
-		MaxMessageBytes:    cfg.Topics.MaxRecordBytes(),
-	})
+	specs := names.Specs(svc.Shape(reg))
 	if ensureOnly {
 		startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
 		err = topics.Ensure(startCtx, cl, specs, cfg.Topics.Replication)
@@ -141,7 +107,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 
 	// The self-test lists topics and reads its record back with clients of
 	// its own, made per self-test with the same connection settings.
-	testOpts, err := cfg.Kafka.Opts(kgo.ClientID("hookline-ingest-selftest"), kgo.WithLogger(obs.KafkaLogger(log)))
+	testOpts, err := svc.KafkaOpts("hookline-ingest-selftest")
 	if err != nil {
 		return err
 	}
@@ -164,7 +130,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		MaxBodyBytes: int64(cfg.Topics.MaxBodyBytes),
 		RetryAfter:   cfg.ProduceDeadline,
 		Health:       health,
-		Registry:     promReg,
+		Registry:     svc.Metrics,
 		Logger:       log,
 		Selftest:     tester,
 		IPLimit:      cfg.IPLimit,
@@ -188,7 +154,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	go func() { serveErr <- hs.Serve(ln) }()
 	ensured := make(chan error, 1)
 	go func() {
-		ensured <- ensureTopics(ctx, cl, specs, cfg, gate, health, log)
+		ensured <- ensureTopics(ctx, svc, cl, specs, gate, health)
 	}()
 wait:
 	for {
@@ -255,25 +221,20 @@ func (g *startGate) Publish(ctx context.Context, recs []*kgo.Record) error {
 
 // ensureTopics creates the missing topics and checks the others, trying
 // again while Kafka cannot be reached or refuses ingest, with the reason in
-// the log and on /readyz (topics.EnsureRetrying); then it opens the gate.
-// Topics of the wrong shape end it with an error: an operator must decide.
-// It returns nil when ctx ends first.
-func ensureTopics(ctx context.Context, cl *kgo.Client, specs []topics.Spec, cfg config, gate *startGate, health *obs.Health, log *slog.Logger) error {
-	err := topics.EnsureRetrying(ctx, cl, specs, cfg.Topics.Replication, 15*time.Second, func(err error, retryIn time.Duration) {
-		err = fmt.Errorf("kafka unavailable: %w", cfg.Kafka.Explain(err))
-		gate.close(err)
-		health.Set("kafka", err)
-		log.Error("cannot check the topics; answering 503 kafka_unavailable until Kafka lets ingest in", "kafka", cfg.Kafka.String(), "err", err, "retry_in", retryIn.String())
-	})
+// the log, on /readyz and in every 503 (startup.Service.EnsureTopics); then
+// it opens the gate. Topics of the wrong shape end it with an error: an
+// operator must decide. It returns nil when ctx ends first.
+func ensureTopics(ctx context.Context, svc *startup.Service, cl *kgo.Client, specs []topics.Spec, gate *startGate, health *obs.Health) error {
+	err := svc.EnsureTopics(ctx, cl, specs, health, "answering 503 kafka_unavailable until Kafka lets ingest in", gate.close)
 	switch {
 	case ctx.Err() != nil:
 		return nil
 	case err != nil:
-		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
+		return err
 	}
 	gate.open()
 	health.Set("kafka", nil)
-	log.Info("topics are in place; accepting webhooks", "kafka", cfg.Kafka.String())
+	svc.Log.Info("topics are in place; accepting webhooks", "kafka", svc.Kafka.String())
 	return nil
 }
 

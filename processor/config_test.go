@@ -1,88 +1,77 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookline/hookline/pkg/envconf/envconftest"
 )
 
-func TestSessionTimeoutSetting(t *testing.T) {
-	for _, tc := range []struct {
-		value   string
-		want    time.Duration
-		wantErr string
-	}{
-		{"", 10 * time.Second, ""},
-		{"30s", 30 * time.Second, ""},
-		{"5s", 0, "HOOKLINE_SESSION_TIMEOUT=5s: want 6s to 5m"},
-		{"6m", 0, "HOOKLINE_SESSION_TIMEOUT=6m0s: want 6s to 5m"},
-		{"soon", 0, `HOOKLINE_SESSION_TIMEOUT="soon": want a positive duration`},
-	} {
-		t.Run(tc.value, func(t *testing.T) {
-			env := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_INSTANCE_ID": "p1", "HOOKLINE_SESSION_TIMEOUT": tc.value}
-			cfg, err := loadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || strings.Count(err.Error(), "HOOKLINE_SESSION_TIMEOUT") != 1 {
-					t.Fatalf("err = %v, want it to say %q, once", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if cfg.SessionTimeout != tc.want {
-				t.Fatalf("SessionTimeout = %s, want %s", cfg.SessionTimeout, tc.want)
-			}
-		})
-	}
+func loadErr(lookup func(string) (string, bool)) error { _, err := loadConfig(lookup); return err }
+
+func env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
-// TestPipelineSettings: each bad value of the pipeline's settings is named,
-// all at once, and the removed batch timeout says what replaced it.
-func TestPipelineSettings(t *testing.T) {
-	env := map[string]string{
-		"HOOKLINE_PROVIDERS":         "p.yaml",
-		"HOOKLINE_MAX_PENDING":       "0",
-		"HOOKLINE_MAX_PENDING_BYTES": "1024",
-		"HOOKLINE_SHUTDOWN_GRACE":    "soon",
-		"HOOKLINE_BATCH_TIMEOUT":     "20s",
-		"HOOKLINE_STANDBY_REPLICAS":  "-1",
-		"HOOKLINE_STATE_MEMORY":      "16MiB",
-	}
-	_, err := loadConfig(func(k string) (string, bool) { v, ok := env[k]; return v, ok })
-	if err == nil {
-		t.Fatal("loadConfig accepted bad pipeline settings")
-	}
-	for _, want := range []string{
-		`HOOKLINE_MAX_PENDING="0": want a whole number from 1 to 1000000`,
-		`HOOKLINE_MAX_PENDING_BYTES="1024": want a whole number from 1048576`,
-		`HOOKLINE_SHUTDOWN_GRACE="soon": want a positive duration`,
-		`HOOKLINE_BATCH_TIMEOUT="20s": no longer used`, "destination.timeout",
-		`HOOKLINE_STANDBY_REPLICAS="-1": want a whole number from 0 to 16`,
-		`HOOKLINE_STATE_MEMORY="16MiB": want bytes from 32 MiB`,
-	} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not say %q", err, want)
-		}
-	}
-	cfg, err := loadConfig(func(k string) (string, bool) {
-		v, ok := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}[k]
-		return v, ok
-	})
+// TestConfigBadValues: every variable the processor reads, given a bad
+// value, is named by its own message, and all of them at once; the removed
+// batch timeout says what replaced it.
+func TestConfigBadValues(t *testing.T) {
+	bad := append(append([]envconftest.Bad(nil), envconftest.Shared...), envconftest.Retry...)
+	bad = append(bad,
+		envconftest.Bad{Name: "HOOKLINE_METRICS_ADDR", Value: "9101", Says: `HOOKLINE_METRICS_ADDR="9101": want host:port or :port, such as :9101`},
+		envconftest.Bad{Name: "HOOKLINE_PROVIDERS", Value: "", Says: `HOOKLINE_PROVIDERS is not set: want the providers file's path (or --providers)`},
+		envconftest.Bad{Name: "HOOKLINE_INSTANCE_ID", Value: "a/b", Says: `HOOKLINE_INSTANCE_ID="a/b": want a name without spaces or slashes, unique per running processor`},
+		envconftest.Bad{Name: "HOOKLINE_MAX_INFLIGHT", Value: "0", Says: `HOOKLINE_MAX_INFLIGHT="0": want a whole number from 1 to 4096`},
+		envconftest.Bad{Name: "HOOKLINE_MAX_PENDING", Value: "0", Says: `HOOKLINE_MAX_PENDING="0": want a whole number from 1 to 1000000`},
+		envconftest.Bad{Name: "HOOKLINE_MAX_PENDING_BYTES", Value: "1024", Says: `HOOKLINE_MAX_PENDING_BYTES="1024": want a whole number from 1048576 to 1099511627776`},
+		envconftest.Bad{Name: "HOOKLINE_STATE_MEMORY", Value: "16MiB", Says: `HOOKLINE_STATE_MEMORY="16MiB": want bytes from 32MiB to 1024GiB, such as 128MiB`},
+		envconftest.Bad{Name: "HOOKLINE_BATCH_MAX_RECORDS", Value: "many", Says: `HOOKLINE_BATCH_MAX_RECORDS="many": want a whole number from 1 to 100000`},
+		envconftest.Bad{Name: "HOOKLINE_SHUTDOWN_GRACE", Value: "soon", Says: `HOOKLINE_SHUTDOWN_GRACE="soon": want a positive duration such as 5s`},
+		envconftest.Bad{Name: "HOOKLINE_STANDBY_REPLICAS", Value: "-1", Says: `HOOKLINE_STANDBY_REPLICAS="-1": want a whole number from 0 to 16`},
+		envconftest.Bad{Name: "HOOKLINE_BREAKER_FAILURES", Value: "-2", Says: `HOOKLINE_BREAKER_FAILURES="-2": want a whole number from -1 to 1000000`},
+		envconftest.Bad{Name: "HOOKLINE_BREAKER_COOLDOWN", Value: "0s", Says: `HOOKLINE_BREAKER_COOLDOWN="0s": want a positive duration such as 30s`},
+		envconftest.Bad{Name: "HOOKLINE_SESSION_TIMEOUT", Value: "5s", Says: `HOOKLINE_SESSION_TIMEOUT="5s": want a duration from 6s to 5m`},
+		envconftest.Bad{Name: "HOOKLINE_BATCH_TIMEOUT", Value: "20s", Says: `HOOKLINE_BATCH_TIMEOUT="20s": no longer used; a destination call is bounded by its own destination.timeout`},
+	)
+	envconftest.Check(t, loadErr, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad,
+		append([]string{"HOOKLINE_STATE_DIR"}, envconftest.SharedCombined...)...)
+}
+
+// TestConfigReadme: README's configuration table and the variables the
+// processor reads agree.
+func TestConfigReadme(t *testing.T) {
+	envconftest.Readme(t, "../README.md", "processor", loadErr, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
+}
+
+// TestConfigValues: the defaults, and the values a setting takes.
+func TestConfigValues(t *testing.T) {
+	cfg, err := loadConfig(env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.MaxPending != 10000 || cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" ||
-		cfg.StateMemory != 128<<20 || cfg.StandbyReplicas != 0 {
+	if cfg.MetricsAddr != ":9101" || cfg.StateDir != "data/processor" || cfg.MaxInflight != 64 || cfg.MaxPending != 10000 ||
+		cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" ||
+		cfg.StateMemory != 128<<20 || cfg.StandbyReplicas != 0 || cfg.BreakerFailures != 5 || cfg.BreakerCooldown != 30*time.Second ||
+		cfg.SessionTimeout != 10*time.Second || cfg.LogLevel != "info" || cfg.Retry.String() != "1m,5m,15m,1h,6h" || cfg.Jitter != 0 {
 		t.Fatalf("defaults %+v", cfg)
 	}
-	for v, want := range map[string]int64{"64MiB": 64 << 20, "1GiB": 1 << 30, "50000000": 50000000} {
-		cfg, err := loadConfig(func(k string) (string, bool) {
-			v, ok := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_STATE_MEMORY": v}[k]
-			return v, ok
-		})
-		if err != nil || cfg.StateMemory != want {
-			t.Errorf("HOOKLINE_STATE_MEMORY=%s: %d, %v; want %d", v, cfg.StateMemory, err, want)
+	for _, tc := range []struct {
+		name, value string
+		got         func(config) any
+		want        any
+	}{
+		{"HOOKLINE_STATE_MEMORY", "64MiB", func(c config) any { return c.StateMemory }, int64(64 << 20)},
+		{"HOOKLINE_STATE_MEMORY", "1GiB", func(c config) any { return c.StateMemory }, int64(1 << 30)},
+		{"HOOKLINE_STATE_MEMORY", "50000000", func(c config) any { return c.StateMemory }, int64(50000000)},
+		{"HOOKLINE_SESSION_TIMEOUT", "30s", func(c config) any { return c.SessionTimeout }, 30 * time.Second},
+		{"HOOKLINE_SESSION_TIMEOUT", "5m", func(c config) any { return c.SessionTimeout }, 5 * time.Minute},
+		{"HOOKLINE_BREAKER_FAILURES", "-1", func(c config) any { return c.BreakerFailures }, -1},
+		{"HOOKLINE_LOG_LEVEL", "DEBUG", func(c config) any { return c.LogLevel }, "debug"},
+	} {
+		cfg, err := loadConfig(env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", tc.name: tc.value}))
+		if err != nil || tc.got(cfg) != tc.want {
+			t.Errorf("%s=%s: %v, %v; want %v", tc.name, tc.value, tc.got(cfg), err, tc.want)
 		}
 	}
 }

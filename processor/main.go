@@ -16,14 +16,13 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"syscall"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 
+	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
-	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/pkg/startup"
 	"github.com/hookline/hookline/processor/internal/consume"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
@@ -32,42 +31,35 @@ import (
 func main() {
 	providersFlag := flag.String("providers", "", "providers file (overrides HOOKLINE_PROVIDERS)")
 	flag.Parse()
-	lookup := os.LookupEnv
-	if *providersFlag != "" {
-		lookup = func(k string) (string, bool) {
-			if k == "HOOKLINE_PROVIDERS" {
-				return *providersFlag, true
-			}
-			return os.LookupEnv(k)
-		}
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
+	lookup := envconf.Override(os.LookupEnv, "HOOKLINE_PROVIDERS", *providersFlag)
 	if err := run(ctx, lookup, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "processor:", err)
 		os.Exit(1)
 	}
 }
 
-// run processes until ctx is done. Shutdown order: stop polling and abort the
-// open transaction, leave the group, close the client, close Badger, stop the
-// metrics server.
+// run processes until ctx is done. Shutdown order: proc.Run stops polling,
+// aborts the open transaction, leaves the group and closes its clients;
+// then the deferred calls run, last deferred first: Badger closes (flushing
+// its memtable), then the metrics server stops. The metrics server goes
+// last so that /healthz, /readyz (draining) and /metrics answer until the
+// process has let go of everything; nothing it serves reads Badger (the key
+// gauge reads a counter kept in memory).
 func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.Writer) (err error) {
 	cfg, err := loadConfig(lookupEnv)
 	if err != nil {
 		return err
 	}
-	log, err := obs.NewLogger(logOut, cfg.LogLevel, "processor")
+	svc, err := startup.New("processor", cfg.Common, logOut)
 	if err != nil {
 		return err
 	}
+	log, names := svc.Log, svc.Names
 	// The processor verifies no signature: it needs TTLs and destinations,
 	// not the signing secrets.
-	reg, err := providers.LoadWithoutSecrets(cfg.ProvidersFile)
-	if err != nil {
-		return err
-	}
-	policies, err := reg.RetrySchedules(cfg.Retry)
+	reg, policies, err := svc.LoadProviders(cfg.ProvidersFile, nil)
 	if err != nil {
 		return err
 	}
@@ -76,14 +68,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 			return fmt.Errorf("HOOKLINE_STATE_DIR=%s: %w (or set HOOKLINE_INSTANCE_ID)", cfg.StateDir, err)
 		}
 	}
-	names := topics.NewNames(cfg.Topics.Prefix, cfg.Retry.Names())
-	promReg := obs.NewRegistry()
-	kmetrics := kprom.NewMetrics("hookline_processor_kafka", kprom.Registerer(promReg), kprom.Gatherer(promReg))
-	connOpts, err := cfg.Kafka.Opts(
-		kgo.ProducerBatchMaxBytes(int32(cfg.Topics.MaxRecordBytes())),
-		kgo.ClientID("hookline-processor-"+cfg.InstanceID),
-		kgo.WithLogger(obs.KafkaLogger(log)),
-	)
+	connOpts, err := svc.KafkaOpts("hookline-processor-" + cfg.InstanceID)
 	if err != nil {
 		return err
 	}
@@ -94,39 +79,30 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	// /readyz is served from the start: while Kafka cannot be reached or
 	// refuses the processor, it says why.
 	health := obs.NewHealth("kafka", "restore", "control")
-	metricsAddr, stopMetrics, err := obs.ServeSide(cfg.MetricsAddr, health, promReg)
+	metricsAddr, stopMetrics, err := obs.ServeSide(cfg.MetricsAddr, health, svc.Metrics)
 	if err != nil {
 		return err
 	}
-	defer stopMetrics()
+	defer stopMetrics() // deferred first: runs last, after Badger is closed
 
 	adminCl, err := newClient()
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
-	shape := topics.Shape{
-		Partitions:         cfg.Topics.Partitions,
-		ChangelogRetention: reg.MaxDedupTTL(),
-		MaxMessageBytes:    cfg.Topics.MaxRecordBytes(),
-	}
+	shape := svc.Shape(reg)
 	var withDestination []string
 	for _, name := range reg.Names() {
 		if p, _ := reg.Get(name); p.Destination != nil {
 			withDestination = append(withDestination, name)
 		}
 	}
-	err = topics.EnsureRetrying(ctx, adminCl, append(names.Specs(shape), names.LaneSpecs(withDestination, shape)...), cfg.Topics.Replication,
-		15*time.Second, func(err error, retryIn time.Duration) {
-			err = fmt.Errorf("kafka unavailable: %w", cfg.Kafka.Explain(err))
-			health.Set("kafka", err)
-			log.Error("cannot check the topics; trying again", "kafka", cfg.Kafka.String(), "err", err, "retry_in", retryIn.String())
-		})
+	err = svc.EnsureTopics(ctx, adminCl, append(names.Specs(shape), names.LaneSpecs(withDestination, shape)...), health, "trying again", nil)
 	adminCl.Close()
 	if ctx.Err() != nil {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
+		return err
 	}
 
 	// The Go runtime honours GOMEMLIMIT by itself; the store's memory
@@ -142,7 +118,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if reset {
 		log.Warn("state dir was unreadable and has been reset; partitions are rebuilt from the changelog", "dir", cfg.StateDir)
 	}
-	defer func() {
+	defer func() { // deferred after stopMetrics: runs before it
 		if cerr := store.Close(); cerr != nil {
 			err = errors.Join(err, fmt.Errorf("close store: %w", cerr))
 		}
@@ -169,13 +145,13 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		MaxPendingBytes: cfg.MaxPendingBytes,
 		MaxBatch:        cfg.MaxBatch,
 		ShutdownGrace:   cfg.ShutdownGrace,
-		SessionOpts: append(append([]kgo.Opt(nil), connOpts...), kgo.WithHooks(kmetrics),
+		SessionOpts: append(append([]kgo.Opt(nil), connOpts...), kgo.WithHooks(svc.KafkaMetrics),
 			kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10)),
 		NewClient:       newClient,
 		TransactionalID: cfg.Topics.Prefix + "hookline-processor-" + cfg.InstanceID,
 		InstanceID:      cfg.InstanceID,
 		Logger:          log,
-		Registry:        promReg,
+		Registry:        svc.Metrics,
 		Health:          health,
 	})
 	if err != nil {

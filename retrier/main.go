@@ -10,17 +10,15 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/signal"
 	"slices"
 	"syscall"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
 
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/startup"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/retrier/internal/tier"
 )
@@ -42,18 +40,12 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
-	log, err := obs.NewLogger(logOut, cfg.LogLevel, "retrier")
+	svc, err := startup.New("retrier", cfg.Common, logOut)
 	if err != nil {
 		return err
 	}
-	names := topics.NewNames(cfg.Topics.Prefix, cfg.Retry.Names())
-	promReg := obs.NewRegistry()
-	kmetrics := kprom.NewMetrics("hookline_retrier_kafka", kprom.Registerer(promReg), kprom.Gatherer(promReg))
-	connOpts, err := cfg.Kafka.Opts(
-		kgo.ProducerBatchMaxBytes(int32(cfg.Topics.MaxRecordBytes())),
-		kgo.ClientID("hookline-retrier"),
-		kgo.WithLogger(obs.KafkaLogger(log)),
-	)
+	log, names := svc.Log, svc.Names
+	connOpts, err := svc.KafkaOpts("hookline-retrier")
 	if err != nil {
 		return err
 	}
@@ -61,12 +53,12 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	// /readyz is served from the start: while Kafka cannot be reached or
 	// refuses the retrier, it says why.
 	health := obs.NewHealth("kafka")
-	metricsAddr, stopMetrics, err := obs.ServeSide(cfg.MetricsAddr, health, promReg)
+	metricsAddr, stopMetrics, err := obs.ServeSide(cfg.MetricsAddr, health, svc.Metrics)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	if err := ensureTopics(ctx, connOpts, names, cfg, health, log); err != nil {
+	if err := ensureTopics(ctx, svc, connOpts, health); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -77,9 +69,9 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	mover, err := tier.New(tier.Config{
 		Names:      names,
 		Schedule:   cfg.Retry,
-		ClientOpts: append(slices.Clone(connOpts), kgo.WithHooks(kmetrics)),
+		ClientOpts: append(slices.Clone(connOpts), kgo.WithHooks(svc.KafkaMetrics)),
 		Logger:     log,
-		Registry:   promReg,
+		Registry:   svc.Metrics,
 		Health:     health,
 	})
 	if err != nil {
@@ -104,26 +96,18 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 // retention follows the providers' dedup TTLs, which only the processor and
 // ingest read; Ensure does not check retention on an existing topic, so a
 // retrier creating it with a default would go unnoticed.
-func ensureTopics(ctx context.Context, connOpts []kgo.Opt, names topics.Names, cfg config, health *obs.Health, log *slog.Logger) error {
+func ensureTopics(ctx context.Context, svc *startup.Service, connOpts []kgo.Opt, health *obs.Health) error {
 	cl, err := kgo.NewClient(connOpts...)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	defer cl.Close()
-	mine := append([]string{names.Raw}, names.Retry...)
+	mine := append([]string{svc.Names.Raw}, svc.Names.Retry...)
 	var specs []topics.Spec
-	for _, s := range names.Specs(topics.Shape{Partitions: cfg.Topics.Partitions, MaxMessageBytes: cfg.Topics.MaxRecordBytes()}) {
+	for _, s := range svc.Names.Specs(svc.Shape(nil)) {
 		if slices.Contains(mine, s.Name) {
 			specs = append(specs, s)
 		}
 	}
-	err = topics.EnsureRetrying(ctx, cl, specs, cfg.Topics.Replication, 15*time.Second, func(err error, retryIn time.Duration) {
-		err = fmt.Errorf("kafka unavailable: %w", cfg.Kafka.Explain(err))
-		health.Set("kafka", err)
-		log.Error("cannot check the topics; trying again", "kafka", cfg.Kafka.String(), "err", err, "retry_in", retryIn.String())
-	})
-	if err != nil {
-		return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, err)
-	}
-	return nil
+	return svc.EnsureTopics(ctx, cl, specs, health, "trying again", nil)
 }

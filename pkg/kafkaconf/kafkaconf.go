@@ -7,9 +7,9 @@ package kafkaconf
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/hookline/hookline/pkg/envconf"
 )
 
 // DefaultBrokers is where `make kafka-up` starts the local broker.
@@ -40,69 +42,76 @@ type Config struct {
 }
 
 // FromEnv reads the configuration; lookupEnv is os.LookupEnv in production.
-// An unset KAFKA_BROKERS means DefaultBrokers.
+// An unset KAFKA_BROKERS means DefaultBrokers. The error names every wrong
+// variable (Read).
 func FromEnv(lookupEnv func(string) (string, bool)) (Config, error) {
-	get := func(k string) string { v, _ := lookupEnv(k); return strings.TrimSpace(v) }
-	var c Config
-	brokers := get("KAFKA_BROKERS")
-	if brokers == "" {
-		brokers = DefaultBrokers
+	r := envconf.New(lookupEnv)
+	c := Read(r)
+	if err := r.Err(); err != nil {
+		return Config{}, err
 	}
-	for _, b := range strings.Split(brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			c.Brokers = append(c.Brokers, b)
+	return c, nil
+}
+
+// mechanisms are the KAFKA_SASL_MECHANISM values hookline supports.
+var mechanisms = []string{"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+
+// Read reads the configuration with r, which collects every problem with
+// it, the variables' combinations included (validate). A service reads its
+// own settings with the same r, so one error names them all.
+func Read(r *envconf.Reader) Config {
+	c := Config{
+		Brokers:       envconf.Parse(r, "KAFKA_BROKERS", []string{DefaultBrokers}, "host:port addresses, comma-separated", parseBrokers),
+		TLS:           r.Bool("KAFKA_TLS", false),
+		TLSCAFile:     r.String("KAFKA_TLS_CA_FILE", ""),
+		TLSInsecure:   r.Bool("KAFKA_TLS_INSECURE", false),
+		SASLMechanism: r.OneOf("KAFKA_SASL_MECHANISM", "", mechanisms...),
+		SASLUser:      r.String("KAFKA_SASL_USER", ""),
+		SASLPassword:  r.Secret("KAFKA_SASL_PASSWORD"), // a password may have spaces
+	}
+	r.Add(c.validate())
+	return c
+}
+
+func parseBrokers(v string) ([]string, error) {
+	var out []string
+	for _, b := range strings.Split(v, ",") {
+		if b = strings.TrimSpace(b); b == "" {
+			continue
 		}
-	}
-	var err error
-	if c.TLS, err = parseBool("KAFKA_TLS", get("KAFKA_TLS")); err != nil {
-		return Config{}, err
-	}
-	if c.TLSInsecure, err = parseBool("KAFKA_TLS_INSECURE", get("KAFKA_TLS_INSECURE")); err != nil {
-		return Config{}, err
-	}
-	c.TLSCAFile = get("KAFKA_TLS_CA_FILE")
-	c.SASLMechanism = strings.ToUpper(get("KAFKA_SASL_MECHANISM"))
-	c.SASLUser = get("KAFKA_SASL_USER")
-	c.SASLPassword, _ = lookupEnv("KAFKA_SASL_PASSWORD") // a password may have spaces
-	return c, c.validate()
-}
-
-func parseBool(name, v string) (bool, error) {
-	if v == "" {
-		return false, nil
-	}
-	b, err := strconv.ParseBool(v)
-	if err != nil {
-		return false, fmt.Errorf("%s=%q: want true or false", name, v)
-	}
-	return b, nil
-}
-
-func (c Config) validate() error {
-	if len(c.Brokers) == 0 {
-		return fmt.Errorf("KAFKA_BROKERS: no broker address")
-	}
-	for _, b := range c.Brokers {
 		if !strings.Contains(b, ":") {
-			return fmt.Errorf("KAFKA_BROKERS: %q has no port (want host:port)", b)
+			return nil, fmt.Errorf("%q has no port", b)
 		}
+		out = append(out, b)
 	}
+	if len(out) == 0 {
+		return nil, errors.New("no broker address")
+	}
+	return out, nil
+}
+
+// validate checks what no single variable shows: SASL settings that go
+// together, TLS options without TLS.
+func (c Config) validate() error {
+	var errs []error
 	switch c.SASLMechanism {
 	case "":
 		if c.SASLUser != "" {
-			return fmt.Errorf("KAFKA_SASL_USER is set but KAFKA_SASL_MECHANISM is not (want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512)")
-		}
-	case "PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512":
-		if c.SASLUser == "" || c.SASLPassword == "" {
-			return fmt.Errorf("KAFKA_SASL_MECHANISM=%s needs KAFKA_SASL_USER and KAFKA_SASL_PASSWORD", c.SASLMechanism)
+			errs = append(errs, &envconf.Error{Name: "KAFKA_SASL_MECHANISM", Why: "not set, but KAFKA_SASL_USER is", Want: "PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512"})
 		}
 	default:
-		return fmt.Errorf("KAFKA_SASL_MECHANISM=%q: want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512", c.SASLMechanism)
+		needs := "not set, but KAFKA_SASL_MECHANISM=" + c.SASLMechanism + " needs it"
+		if c.SASLUser == "" {
+			errs = append(errs, &envconf.Error{Name: "KAFKA_SASL_USER", Why: needs, Want: "the SASL user name"})
+		}
+		if c.SASLPassword == "" {
+			errs = append(errs, &envconf.Error{Name: "KAFKA_SASL_PASSWORD", Why: needs, Want: "the SASL user's password"})
+		}
 	}
 	if (c.TLSCAFile != "" || c.TLSInsecure) && !c.TLS {
-		return fmt.Errorf("KAFKA_TLS_CA_FILE or KAFKA_TLS_INSECURE is set but KAFKA_TLS is not true")
+		errs = append(errs, &envconf.Error{Name: "KAFKA_TLS", Why: "not true, but KAFKA_TLS_CA_FILE or KAFKA_TLS_INSECURE is set", Want: "true"})
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // Opts returns the franz-go options for this configuration followed by

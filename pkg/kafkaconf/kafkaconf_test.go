@@ -33,7 +33,16 @@ func TestFromEnv(t *testing.T) {
 		{"scram without password", map[string]string{"KAFKA_SASL_MECHANISM": "SCRAM-SHA-256", "KAFKA_SASL_USER": "u"}, "KAFKA_SASL_PASSWORD", 0},
 		{"unknown mechanism", map[string]string{"KAFKA_SASL_MECHANISM": "GSSAPI", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p"}, "GSSAPI", 0},
 		{"user without mechanism", map[string]string{"KAFKA_SASL_USER": "u"}, "KAFKA_SASL_MECHANISM", 0},
-		{"ca without tls", map[string]string{"KAFKA_TLS_CA_FILE": "/x"}, "KAFKA_TLS is not true", 0},
+		{"ca without tls", map[string]string{"KAFKA_TLS_CA_FILE": "/x"}, "KAFKA_TLS: not true, but KAFKA_TLS_CA_FILE", 0},
+		{"every wrong variable at once", map[string]string{"KAFKA_BROKERS": "a:1,kafka", "KAFKA_TLS": "maybe", "KAFKA_TLS_INSECURE": "sure", "KAFKA_SASL_MECHANISM": "MD5"},
+			"4 settings are wrong:\n" +
+				`  KAFKA_BROKERS="a:1,kafka": "kafka" has no port (want host:port addresses, comma-separated)` + "\n" +
+				`  KAFKA_TLS="maybe": want true or false` + "\n" +
+				`  KAFKA_TLS_INSECURE="sure": want true or false` + "\n" +
+				`  KAFKA_SASL_MECHANISM="MD5": want PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512`, 0},
+		{"sasl without user and password", map[string]string{"KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_PASSWORD": ""},
+			"KAFKA_SASL_USER: not set, but KAFKA_SASL_MECHANISM=PLAIN needs it (want the SASL user name)\n" +
+				"  KAFKA_SASL_PASSWORD: not set, but KAFKA_SASL_MECHANISM=PLAIN needs it (want the SASL user's password)", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,6 +21,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/envconf"
 )
 
 // NewLogger returns a JSON logger at the level named by level ("debug",
@@ -214,4 +216,10 @@ func (k kafkaLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 		return
 	}
 	k.log.Log(context.Background(), l, msg, keyvals...)
+}
+
+// ReadLogLevel reads HOOKLINE_LOG_LEVEL with r: debug, info (the default),
+// warn or error, for NewLogger.
+func ReadLogLevel(r *envconf.Reader) string {
+	return r.OneOf("HOOKLINE_LOG_LEVEL", "info", "debug", "info", "warn", "error")
 }

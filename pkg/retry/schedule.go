@@ -1,17 +1,17 @@
 package retry
 
 import (
-	"errors"
 	"fmt"
 	"math"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/pkg/envconf"
 )
 
-// Environment variables read by FromEnv; the processor and the retrier read
+// Environment variables read by Read; the processor and the retrier read
 // the same ones (DESIGN §7).
 const (
 	EnvTiers  = "HOOKLINE_RETRY_TIERS"
@@ -79,49 +79,39 @@ func ParseSchedule(s string) (Schedule, error) {
 	if s == "" {
 		return DefaultSchedule(), nil
 	}
-	bad := func(err error) (Schedule, error) {
+	sch, err := parseTiers(s)
+	if err != nil {
 		return Schedule{}, fmt.Errorf("%s=%q: %w (want durations such as %s)", EnvTiers, s, err, DefaultTiers)
 	}
+	return sch, nil
+}
+
+// parseTiers reads a non-empty HOOKLINE_RETRY_TIERS; the error names the
+// bad tier.
+func parseTiers(s string) (Schedule, error) {
 	parts := strings.Split(s, ",")
 	tiers := make([]time.Duration, len(parts))
 	for i, p := range parts {
 		p = strings.TrimSpace(p)
 		if p == "" {
-			return bad(fmt.Errorf("tier %d is empty", i+1))
+			return Schedule{}, fmt.Errorf("tier %d is empty", i+1)
 		}
 		d, err := time.ParseDuration(p)
 		if err != nil {
-			return bad(fmt.Errorf("tier %d %q is not a duration", i+1, p))
+			return Schedule{}, fmt.Errorf("tier %d %q is not a duration", i+1, p)
 		}
 		tiers[i] = d
 	}
-	sch, err := NewSchedule(tiers...)
-	if err != nil {
-		return bad(err)
-	}
-	return sch, nil
+	return NewSchedule(tiers...)
 }
 
-// FromEnv reads the retry settings; lookupEnv is os.LookupEnv in production.
-// HOOKLINE_RETRY_TIERS gives the schedule (unset or empty: DefaultSchedule);
-// HOOKLINE_RETRY_JITTER the jitter fraction in [0, 1] (unset or empty: 0).
-// When both are wrong the error names both.
-func FromEnv(lookupEnv func(string) (string, bool)) (Schedule, float64, error) {
-	get := func(k string) string { v, _ := lookupEnv(k); return strings.TrimSpace(v) }
-	sch, errTiers := ParseSchedule(get(EnvTiers))
-	var jitter float64
-	var errJitter error
-	if v := get(EnvJitter); v != "" {
-		j, err := strconv.ParseFloat(v, 64)
-		if err != nil || !(j >= 0 && j <= 1) { // also rejects NaN
-			errJitter = fmt.Errorf("%s=%q: want a fraction from 0 to 1, such as 0.2", EnvJitter, v)
-		}
-		jitter = j
-	}
-	if err := errors.Join(errTiers, errJitter); err != nil {
-		return Schedule{}, 0, err
-	}
-	return sch, jitter, nil
+// Read reads the retry settings with r, which collects every problem:
+// HOOKLINE_RETRY_TIERS gives the schedule (unset or empty:
+// DefaultSchedule), HOOKLINE_RETRY_JITTER the jitter fraction from 0 to 1
+// (unset or empty: 0).
+func Read(r *envconf.Reader) (Schedule, float64) {
+	sch := envconf.Parse(r, EnvTiers, DefaultSchedule(), "durations such as "+DefaultTiers, parseTiers)
+	return sch, r.Float(EnvJitter, 0, 0, 1)
 }
 
 // Only returns s restricted to the tiers given, a provider's retry.tiers: a

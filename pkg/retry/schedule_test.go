@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookline/hookline/pkg/envconf"
 )
 
 func mustSchedule(tb testing.TB, s string) Schedule {
@@ -88,7 +90,7 @@ func TestNewScheduleCopies(t *testing.T) {
 	}
 }
 
-func TestFromEnv(t *testing.T) {
+func TestRead(t *testing.T) {
 	tests := []struct {
 		name       string
 		env        map[string]string
@@ -101,8 +103,8 @@ func TestFromEnv(t *testing.T) {
 		{"set", map[string]string{EnvTiers: "1s,2s", EnvJitter: "0.2"}, "1s,2s", 0.2, nil},
 		{"jitter bounds", map[string]string{EnvJitter: "1"}, DefaultTiers, 1, nil},
 		{"jitter zero", map[string]string{EnvJitter: " 0 "}, DefaultTiers, 0, nil},
-		{"bad tiers", map[string]string{EnvTiers: "1m,soon"}, "", 0, []string{`HOOKLINE_RETRY_TIERS="1m,soon": tier 2 "soon"`}},
-		{"jitter not a number", map[string]string{EnvJitter: "lots"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="lots"`}},
+		{"bad tiers", map[string]string{EnvTiers: "1m,soon"}, "", 0, []string{`HOOKLINE_RETRY_TIERS="1m,soon": tier 2 "soon" is not a duration (want durations such as 1m,5m,15m,1h,6h)`}},
+		{"jitter not a number", map[string]string{EnvJitter: "lots"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="lots": want a number from 0 to 1`}},
 		{"jitter negative", map[string]string{EnvJitter: "-0.1"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="-0.1"`}},
 		{"jitter above one", map[string]string{EnvJitter: "1.5"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="1.5"`}},
 		{"jitter NaN", map[string]string{EnvJitter: "NaN"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="NaN"`}},
@@ -112,7 +114,9 @@ func TestFromEnv(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
-			sch, jitter, err := FromEnv(lookup)
+			r := envconf.New(lookup)
+			sch, jitter := Read(r)
+			err := r.Err()
 			if tt.wantErr != nil {
 				if err == nil {
 					t.Fatal("want an error")

@@ -1,10 +1,10 @@
 package topics
 
 import (
-	"fmt"
 	"regexp"
 	"strconv"
-	"strings"
+
+	"github.com/hookline/hookline/pkg/envconf"
 )
 
 // DefaultPartitions is the partition count of every topic unless
@@ -29,35 +29,25 @@ type Env struct {
 	MaxBodyBytes int    // HOOKLINE_MAX_BODY_BYTES
 }
 
-// EnvFrom reads the topic settings; lookupEnv is os.LookupEnv in production.
-func EnvFrom(lookupEnv func(string) (string, bool)) (Env, error) {
-	get := func(k string) string { v, _ := lookupEnv(k); return strings.TrimSpace(v) }
-	e := Env{Prefix: get("HOOKLINE_TOPIC_PREFIX"), Partitions: DefaultPartitions, Replication: -1, MaxBodyBytes: DefaultMaxBodyBytes}
-	if !prefixRE.MatchString(e.Prefix) {
-		return Env{}, fmt.Errorf("HOOKLINE_TOPIC_PREFIX=%q: only letters, digits, '.', '_' and '-' are allowed in topic names", e.Prefix)
+// ReadEnv reads the topic settings with r, which collects every problem.
+func ReadEnv(r *envconf.Reader) Env {
+	return Env{
+		Prefix: envconf.Parse(r, "HOOKLINE_TOPIC_PREFIX", "", "letters, digits, '.', '_' and '-' only: they are allowed in topic names", func(v string) (string, error) {
+			if !prefixRE.MatchString(v) {
+				return "", new(envconf.Error)
+			}
+			return v, nil
+		}),
+		Partitions: int32(r.Int("HOOKLINE_PARTITIONS", DefaultPartitions, 1, 10000)),
+		Replication: envconf.Parse(r, "HOOKLINE_REPLICATION_FACTOR", int16(-1), "a whole number from 1, or -1 for the broker's default", func(v string) (int16, error) {
+			n, err := strconv.ParseInt(v, 10, 16)
+			if err != nil || (n < 1 && n != -1) {
+				return 0, new(envconf.Error)
+			}
+			return int16(n), nil
+		}),
+		MaxBodyBytes: r.Int("HOOKLINE_MAX_BODY_BYTES", DefaultMaxBodyBytes, 1, 64<<20),
 	}
-	if v := get("HOOKLINE_PARTITIONS"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 32)
-		if err != nil || n < 1 || n > 10000 {
-			return Env{}, fmt.Errorf("HOOKLINE_PARTITIONS=%q: want a whole number from 1 to 10000", v)
-		}
-		e.Partitions = int32(n)
-	}
-	if v := get("HOOKLINE_REPLICATION_FACTOR"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 16)
-		if err != nil || (n < 1 && n != -1) {
-			return Env{}, fmt.Errorf("HOOKLINE_REPLICATION_FACTOR=%q: want a whole number from 1, or -1 for the broker's default", v)
-		}
-		e.Replication = int16(n)
-	}
-	if v := get("HOOKLINE_MAX_BODY_BYTES"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 64<<20 {
-			return Env{}, fmt.Errorf("HOOKLINE_MAX_BODY_BYTES=%q: want a whole number of bytes from 1 to 67108864", v)
-		}
-		e.MaxBodyBytes = n
-	}
-	return e, nil
 }
 
 // MaxRecordBytes is the largest record hookline produces: the body limit

@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/retry"
 )
@@ -37,7 +38,7 @@ func TestRetryTopicNames(t *testing.T) {
 	}
 }
 
-func TestEnvFrom(t *testing.T) {
+func TestReadEnv(t *testing.T) {
 	cases := []struct {
 		env     map[string]string
 		wantErr string
@@ -48,9 +49,15 @@ func TestEnvFrom(t *testing.T) {
 		{map[string]string{"HOOKLINE_REPLICATION_FACTOR": "0"}, "HOOKLINE_REPLICATION_FACTOR"},
 		{map[string]string{"HOOKLINE_TOPIC_PREFIX": "bad prefix/"}, "HOOKLINE_TOPIC_PREFIX"},
 		{map[string]string{"HOOKLINE_MAX_BODY_BYTES": "-1"}, "HOOKLINE_MAX_BODY_BYTES"},
+		{map[string]string{"HOOKLINE_TOPIC_PREFIX": "a b", "HOOKLINE_PARTITIONS": "x", "HOOKLINE_REPLICATION_FACTOR": "0", "HOOKLINE_MAX_BODY_BYTES": "1e9"},
+			`HOOKLINE_TOPIC_PREFIX="a b": want letters, digits, '.', '_' and '-' only: they are allowed in topic names` + "\n" +
+				`  HOOKLINE_PARTITIONS="x": want a whole number from 1 to 10000` + "\n" +
+				`  HOOKLINE_REPLICATION_FACTOR="0": want a whole number from 1, or -1 for the broker's default` + "\n" +
+				`  HOOKLINE_MAX_BODY_BYTES="1e9": want a whole number from 1 to 67108864`},
 	}
 	for _, tc := range cases {
-		e, err := EnvFrom(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		r := envconf.New(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
+		e, err := ReadEnv(r), r.Err()
 		if tc.wantErr == "" {
 			if err != nil || e.Partitions != DefaultPartitions || e.Replication != -1 || e.MaxBodyBytes != DefaultMaxBodyBytes {
 				t.Errorf("defaults: %+v, %v", e, err)

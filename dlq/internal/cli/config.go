@@ -2,10 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"strings"
 	"time"
 
+	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/kafkaconf"
+	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -17,57 +18,50 @@ const DefaultAdminAddr = "127.0.0.1:8081"
 // /metrics unless HOOKLINE_DLQ_METRICS_INTERVAL says otherwise.
 const DefaultMetricsInterval = 30 * time.Second
 
-// config is everything dlq reads from its environment.
+// minTokenLen is the shortest HOOKLINE_ADMIN_TOKEN accepted.
+const minTokenLen = 16
+
+// config is everything dlq reads from its environment. Every command reads
+// and checks all of it, so a wrong variable is named whichever command runs
+// first, with every other wrong one.
 type config struct {
 	Kafka      kafkaconf.Config
 	Topics     topics.Env
-	AdminAddr  string // HOOKLINE_ADMIN_ADDR
-	AdminToken string // HOOKLINE_ADMIN_TOKEN
-	User       string // USER: the default of --by
+	AdminAddr  string // HOOKLINE_ADMIN_ADDR (serve listens, trace asks serve there)
+	AdminToken string // HOOKLINE_ADMIN_TOKEN (serve, trace)
 	LogLevel   string // HOOKLINE_LOG_LEVEL (serve)
 	// ProvidersFile is HOOKLINE_PROVIDERS (provider, serve): the provider
 	// names a setting may name; "" accepts any name.
 	ProvidersFile string
-	// MetricsInterval is HOOKLINE_DLQ_METRICS_INTERVAL (serve; read by
-	// metricsInterval, so other commands ignore it).
-	MetricsInterval string
+	// MetricsInterval is HOOKLINE_DLQ_METRICS_INTERVAL (serve): how often
+	// serve tallies the DLQ for /metrics.
+	MetricsInterval time.Duration
 	// TraceDir is HOOKLINE_TRACE_DIR (trace, serve): the trace index.
 	TraceDir string
 }
 
+// loadConfig reads the configuration; the error names every wrong variable.
 func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
-	get := func(k string) string { v, _ := lookupEnv(k); return strings.TrimSpace(v) }
+	r := envconf.New(lookupEnv)
 	c := config{
-		AdminAddr: get("HOOKLINE_ADMIN_ADDR"),
-		User:      get("USER"),
-		LogLevel:  get("HOOKLINE_LOG_LEVEL"),
-
-		ProvidersFile: get("HOOKLINE_PROVIDERS"),
+		Kafka:           kafkaconf.Read(r),
+		Topics:          topics.ReadEnv(r),
+		AdminAddr:       r.Addr("HOOKLINE_ADMIN_ADDR", DefaultAdminAddr),
+		AdminToken:      r.Secret("HOOKLINE_ADMIN_TOKEN"), // a token is taken as is
+		LogLevel:        obs.ReadLogLevel(r),
+		ProvidersFile:   r.String("HOOKLINE_PROVIDERS", ""),
+		MetricsInterval: r.Duration("HOOKLINE_DLQ_METRICS_INTERVAL", DefaultMetricsInterval, 100*time.Millisecond, 0),
+		TraceDir:        r.String("HOOKLINE_TRACE_DIR", DefaultTraceDir),
 	}
-	c.AdminToken, _ = lookupEnv("HOOKLINE_ADMIN_TOKEN") // a token is taken as is
-	if c.AdminAddr == "" {
-		c.AdminAddr = DefaultAdminAddr
-	}
-	c.MetricsInterval = get("HOOKLINE_DLQ_METRICS_INTERVAL")
-	c.TraceDir = get("HOOKLINE_TRACE_DIR")
-	var err error
-	if c.Kafka, err = kafkaconf.FromEnv(lookupEnv); err != nil {
-		return config{}, err
-	}
-	if c.Topics, err = topics.EnvFrom(lookupEnv); err != nil {
-		return config{}, err
-	}
-	return c, nil
+	r.Add(c.validate())
+	return c, r.Err()
 }
 
-// metricsInterval is how often serve tallies the DLQ for /metrics.
-func (c config) metricsInterval() (time.Duration, error) {
-	if c.MetricsInterval == "" {
-		return DefaultMetricsInterval, nil
+// validate checks the token's length. Whether serve needs a token at all
+// depends on its --addr, so serve checks that itself.
+func (c config) validate() error {
+	if c.AdminToken != "" && len(c.AdminToken) < minTokenLen {
+		return &envconf.Error{Name: "HOOKLINE_ADMIN_TOKEN", Value: c.AdminToken, Secret: true, Want: fmt.Sprintf("%d or more characters", minTokenLen)}
 	}
-	d, err := time.ParseDuration(c.MetricsInterval)
-	if err != nil || d < 100*time.Millisecond {
-		return 0, fmt.Errorf("HOOKLINE_DLQ_METRICS_INTERVAL=%q: want a duration of 100ms or more, such as 30s", c.MetricsInterval)
-	}
-	return d, nil
+	return nil
 }

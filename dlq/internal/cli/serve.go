@@ -84,9 +84,6 @@ entries are never re-driven.
 // again after it could not (the topic missing, Kafka unreachable).
 const controlRetry = 5 * time.Second
 
-// minTokenLen is the shortest HOOKLINE_ADMIN_TOKEN accepted.
-const minTokenLen = 16
-
 func runServe(ctx context.Context, env Env, args []string) error {
 	fs := newFlags("serve")
 	addrFlag := fs.String("addr", "", "listen on `HOST:PORT` (overrides HOOKLINE_ADMIN_ADDR)")
@@ -98,10 +95,6 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		return usagef("serve takes no arguments, got %q", pos[0])
 	}
 	cfg, err := loadConfig(env.Lookup)
-	if err != nil {
-		return usagef("%v", err)
-	}
-	interval, err := cfg.metricsInterval()
 	if err != nil {
 		return usagef("%v", err)
 	}
@@ -119,8 +112,6 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		return usagef("HOOKLINE_ADMIN_TOKEN is not set: refusing to serve on %s, which is not loopback only (set a token of %d or more characters, or listen on 127.0.0.1)", addr, minTokenLen)
 	case token == "":
 		token, generated = newToken(), true
-	case len(token) < minTokenLen:
-		return usagef("HOOKLINE_ADMIN_TOKEN is %d characters: want %d or more", len(token), minTokenLen)
 	}
 	log, err := obs.NewLogger(env.Stderr, cfg.LogLevel, "dlq")
 	if err != nil {
@@ -141,8 +132,8 @@ func runServe(ctx context.Context, env Env, args []string) error {
 	}
 	reg := obs.NewRegistry()
 	metrics := admin.NewMetrics(reg)
-	go keep(ctx, log, "dlq metrics", interval, func(ctx context.Context) error {
-		return a.store.Track(ctx, interval, metrics.Set)
+	go keep(ctx, log, "dlq metrics", cfg.MetricsInterval, func(ctx context.Context) error {
+		return a.store.Track(ctx, cfg.MetricsInterval, metrics.Set)
 	})
 	live := settings.NewLive(known, reg)
 	go keep(ctx, log, "provider settings", controlRetry, func(ctx context.Context) error {
@@ -150,7 +141,7 @@ func runServe(ctx context.Context, env Env, args []string) error {
 			log.Warn("provider settings", "topic", a.names.Control, "err", err)
 		})
 	})
-	ix, closeIndex, err := a.serveTrace(ctx, log, cfg, reg, interval)
+	ix, closeIndex, err := a.serveTrace(ctx, log, cfg, reg, cfg.MetricsInterval)
 	if err != nil {
 		return err
 	}

@@ -36,9 +36,9 @@ func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg 
 			}
 		}
 	}
-	ix, err = trace.Open(trace.Options{Dir: cfg.traceDir(), Names: a.names, Logger: log})
+	ix, err = trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Logger: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("HOOKLINE_TRACE_DIR=%s: %w", cfg.traceDir(), err)
+		return nil, nil, fmt.Errorf("HOOKLINE_TRACE_DIR=%s: %w", cfg.TraceDir, err)
 	}
 	ctx, stop := context.WithCancel(ctx)
 	var users sync.WaitGroup // what writes or scans the index in the background

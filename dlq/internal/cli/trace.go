@@ -90,7 +90,7 @@ func localTrace(ctx context.Context, env Env, cfg config, key string) (trace.Tra
 	if err != nil {
 		return trace.Trace{}, err
 	}
-	ix, err := trace.Open(trace.Options{Dir: cfg.traceDir(), Names: a.names, Logger: log})
+	ix, err := trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Logger: log})
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
 			return trace.Trace{}, errIndexBusy
@@ -107,7 +107,7 @@ func localTrace(ctx context.Context, env Env, cfg config, key string) (trace.Tra
 // remoteTrace asks a running dlq serve.
 func remoteTrace(ctx context.Context, cfg config, key string) (trace.Trace, error) {
 	if cfg.AdminToken == "" {
-		return trace.Trace{}, fmt.Errorf("%w (%s): set HOOKLINE_ADMIN_TOKEN to ask the dlq serve holding it, or HOOKLINE_TRACE_DIR to another directory", errIndexBusy, cfg.traceDir())
+		return trace.Trace{}, fmt.Errorf("%w (%s): set HOOKLINE_ADMIN_TOKEN to ask the dlq serve holding it, or HOOKLINE_TRACE_DIR to another directory", errIndexBusy, cfg.TraceDir)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -197,12 +197,4 @@ func nowText(n trace.Now) string {
 		return "done at " + n.Since
 	}
 	return "accepted, not processed yet"
-}
-
-// traceDir is HOOKLINE_TRACE_DIR or its default.
-func (c config) traceDir() string {
-	if c.TraceDir != "" {
-		return c.TraceDir
-	}
-	return DefaultTraceDir
 }

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/hookline/hookline/pkg/envconf"
 )
 
 // IPLimit is the per-client-address rate limit on POST /webhooks/{provider}
@@ -37,7 +39,7 @@ func ParseIPRateLimit(v string) (*IPLimit, error) {
 		return nil, nil
 	}
 	bad := func(why string) error {
-		return fmt.Errorf("HOOKLINE_IP_RATE_LIMIT=%q: %s (want per_second/burst such as 5/10, or off)", v, why)
+		return &envconf.Error{Name: "HOOKLINE_IP_RATE_LIMIT", Value: v, Why: why, Want: "per_second/burst such as 5/10, or off"}
 	}
 	ps, b, ok := strings.Cut(v, "/")
 	if !ok {
@@ -66,11 +68,11 @@ func ParseTrustedProxies(v string) ([]netip.Prefix, error) {
 		if strings.Contains(f, "/") {
 			p, err := netip.ParsePrefix(f)
 			if err != nil {
-				return nil, fmt.Errorf("HOOKLINE_TRUSTED_PROXIES: %q is not a CIDR such as 10.0.0.0/8", f)
+				return nil, badProxies(v, fmt.Sprintf("%q is not a CIDR", f))
 			}
 			if p.Addr().Is4In6() {
 				if p.Bits() < 96 {
-					return nil, fmt.Errorf("HOOKLINE_TRUSTED_PROXIES: %q: an IPv4-mapped prefix needs at least 96 bits", f)
+					return nil, badProxies(v, fmt.Sprintf("%q: an IPv4-mapped prefix needs at least 96 bits", f))
 				}
 				p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
 			}
@@ -79,12 +81,16 @@ func ParseTrustedProxies(v string) ([]netip.Prefix, error) {
 		}
 		a, err := netip.ParseAddr(f)
 		if err != nil {
-			return nil, fmt.Errorf("HOOKLINE_TRUSTED_PROXIES: %q is not an IP address or CIDR", f)
+			return nil, badProxies(v, fmt.Sprintf("%q is not an IP address or CIDR", f))
 		}
 		a = a.Unmap()
 		out = append(out, netip.PrefixFrom(a, a.BitLen()))
 	}
 	return out, nil
+}
+
+func badProxies(v, why string) error {
+	return &envconf.Error{Name: "HOOKLINE_TRUSTED_PROXIES", Value: strings.TrimSpace(v), Why: why, Want: "addresses or CIDRs such as 10.0.0.0/8, comma-separated"}
 }
 
 // ipLimiter keeps one token bucket per client address, in a table of at

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"net/netip"
 	"strings"
 	"time"
@@ -29,7 +28,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	c := config{
 		Common:          startup.ReadCommon(r),
 		Addr:            r.Addr("HOOKLINE_INGEST_ADDR", ":8080"),
-		ProvidersFile:   r.String("HOOKLINE_PROVIDERS", ""),
+		ProvidersFile:   startup.ReadProvidersFile(r),
 		ProduceDeadline: r.Duration("HOOKLINE_PRODUCE_DEADLINE", 5*time.Second, 100*time.Millisecond, 5*time.Minute),
 		ShutdownTimeout: r.Duration("HOOKLINE_SHUTDOWN_TIMEOUT", 30*time.Second, time.Nanosecond, 0),
 		IPLimit:         envconf.Parse(r, "HOOKLINE_IP_RATE_LIMIT", nil, "", api.ParseIPRateLimit),
@@ -42,18 +41,15 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	return c, r.Err()
 }
 
-// validate checks what no single variable shows.
+// validate checks what no single variable shows: trusted proxies serve
+// only the per-address limit.
 func (c config) validate() error {
-	var errs []error
-	if c.ProvidersFile == "" {
-		errs = append(errs, &envconf.Error{Name: "HOOKLINE_PROVIDERS", Want: "the providers file's path (or --providers)"})
-	}
 	if len(c.Trusted) > 0 && c.IPLimit == nil {
-		errs = append(errs, &envconf.Error{Name: "HOOKLINE_TRUSTED_PROXIES", Value: prefixes(c.Trusted),
+		return &envconf.Error{Name: "HOOKLINE_TRUSTED_PROXIES", Value: prefixes(c.Trusted),
 			Why:  "HOOKLINE_IP_RATE_LIMIT is off, and the proxies only serve to find the client address the limit is keyed by",
-			Want: "HOOKLINE_IP_RATE_LIMIT set too, or this unset"})
+			Want: "HOOKLINE_IP_RATE_LIMIT set too, or this unset"}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // prefixes prints HOOKLINE_TRUSTED_PROXIES back: a single address without

@@ -7,27 +7,21 @@ import (
 	"github.com/hookline/hookline/pkg/envconf/envconftest"
 )
 
-func loadErr(lookup func(string) (string, bool)) error { _, err := loadConfig(lookup); return err }
-
 // TestConfigBadValues: every variable ingest reads, given a bad value, is
 // named by its own message, and all of them at once.
 func TestConfigBadValues(t *testing.T) {
-	bad := append(append([]envconftest.Bad(nil), envconftest.Shared...), envconftest.Retry...)
-	bad = append(bad,
+	bad := envconftest.Common(
 		envconftest.Bad{Name: "HOOKLINE_INGEST_ADDR", Value: "8080", Says: `HOOKLINE_INGEST_ADDR="8080": want host:port or :port, such as :8080`},
-		envconftest.Bad{Name: "HOOKLINE_PROVIDERS", Value: " ", Says: `HOOKLINE_PROVIDERS is not set: want the providers file's path (or --providers)`},
+		envconftest.Providers,
 		envconftest.Bad{Name: "HOOKLINE_PRODUCE_DEADLINE", Value: "10ms", Says: `HOOKLINE_PRODUCE_DEADLINE="10ms": want a duration from 100ms to 5m`},
 		envconftest.Bad{Name: "HOOKLINE_SHUTDOWN_TIMEOUT", Value: "-1s", Says: `HOOKLINE_SHUTDOWN_TIMEOUT="-1s": want a positive duration such as 30s`},
 		envconftest.Bad{Name: "HOOKLINE_IP_RATE_LIMIT", Value: "5", Says: `HOOKLINE_IP_RATE_LIMIT="5": no / (want per_second/burst such as 5/10, or off)`},
 		envconftest.Bad{Name: "HOOKLINE_TRUSTED_PROXIES", Value: "10.0.0.0/8,proxy", Says: `HOOKLINE_TRUSTED_PROXIES="10.0.0.0/8,proxy": "proxy" is not an IP address or CIDR`},
 	)
-	envconftest.Check(t, loadErr, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad, envconftest.SharedCombined...)
+	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad, envconftest.SharedCombined...)
 
 	// Trusted proxies without the limit they serve.
-	_, err := loadConfig(func(k string) (string, bool) {
-		v, ok := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_TRUSTED_PROXIES": "10.0.0.0/8"}[k]
-		return v, ok
-	})
+	_, err := loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_TRUSTED_PROXIES": "10.0.0.0/8"}))
 	if want := `HOOKLINE_TRUSTED_PROXIES="10.0.0.0/8": HOOKLINE_IP_RATE_LIMIT is off`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("trusted proxies without a limit: %v, want %q", err, want)
 	}
@@ -36,5 +30,5 @@ func TestConfigBadValues(t *testing.T) {
 // TestConfigReadme: README's configuration table and the variables ingest
 // reads agree.
 func TestConfigReadme(t *testing.T) {
-	envconftest.Readme(t, "../README.md", "ingest", loadErr, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
+	envconftest.Readme(t, "../README.md", "ingest", loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
 }

@@ -56,10 +56,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
-	svc, err := startup.New("ingest", cfg.Common, logOut)
-	if err != nil {
-		return err
-	}
+	svc := startup.New("ingest", cfg.Common, logOut)
 	log, names := svc.Log, svc.Names
 	secrets := lookupEnv
 	if ensureOnly { // only the dedup TTLs matter: no signing secret needed

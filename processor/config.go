@@ -40,7 +40,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	c := config{
 		Common:        startup.ReadCommon(r),
 		MetricsAddr:   r.Addr("HOOKLINE_METRICS_ADDR", ":9101"),
-		ProvidersFile: r.String("HOOKLINE_PROVIDERS", ""),
+		ProvidersFile: startup.ReadProvidersFile(r),
 		StateDir:      r.String("HOOKLINE_STATE_DIR", "data/processor"),
 		InstanceID:    r.String("HOOKLINE_INSTANCE_ID", ""),
 		MaxInflight:   r.Int("HOOKLINE_MAX_INFLIGHT", 64, 1, 4096),
@@ -71,14 +71,10 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	return c, r.Err()
 }
 
-// validate checks what no single getter does: the providers file is
-// required, an instance id must be usable in a transactional id, and the
-// removed batch timeout must not be set.
+// validate checks what no getter does: an instance id must be usable in a
+// transactional id, and the removed batch timeout must not be set.
 func (c config) validate() error {
 	var errs []error
-	if c.ProvidersFile == "" {
-		errs = append(errs, &envconf.Error{Name: "HOOKLINE_PROVIDERS", Want: "the providers file's path (or --providers)"})
-	}
 	if strings.ContainsAny(c.InstanceID, " /\\") {
 		errs = append(errs, &envconf.Error{Name: "HOOKLINE_INSTANCE_ID", Value: c.InstanceID, Want: "a name without spaces or slashes, unique per running processor"})
 	}

@@ -1,26 +1,20 @@
 package main
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/hookline/hookline/pkg/envconf/envconftest"
 )
 
-func loadErr(lookup func(string) (string, bool)) error { _, err := loadConfig(lookup); return err }
-
-func env(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
-
 // TestConfigBadValues: every variable the processor reads, given a bad
 // value, is named by its own message, and all of them at once; the removed
 // batch timeout says what replaced it.
 func TestConfigBadValues(t *testing.T) {
-	bad := append(append([]envconftest.Bad(nil), envconftest.Shared...), envconftest.Retry...)
-	bad = append(bad,
+	bad := envconftest.Common(
 		envconftest.Bad{Name: "HOOKLINE_METRICS_ADDR", Value: "9101", Says: `HOOKLINE_METRICS_ADDR="9101": want host:port or :port, such as :9101`},
-		envconftest.Bad{Name: "HOOKLINE_PROVIDERS", Value: "", Says: `HOOKLINE_PROVIDERS is not set: want the providers file's path (or --providers)`},
+		envconftest.Providers,
 		envconftest.Bad{Name: "HOOKLINE_INSTANCE_ID", Value: "a/b", Says: `HOOKLINE_INSTANCE_ID="a/b": want a name without spaces or slashes, unique per running processor`},
 		envconftest.Bad{Name: "HOOKLINE_MAX_INFLIGHT", Value: "0", Says: `HOOKLINE_MAX_INFLIGHT="0": want a whole number from 1 to 4096`},
 		envconftest.Bad{Name: "HOOKLINE_MAX_PENDING", Value: "0", Says: `HOOKLINE_MAX_PENDING="0": want a whole number from 1 to 1000000`},
@@ -34,26 +28,26 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_SESSION_TIMEOUT", Value: "5s", Says: `HOOKLINE_SESSION_TIMEOUT="5s": want a duration from 6s to 5m`},
 		envconftest.Bad{Name: "HOOKLINE_BATCH_TIMEOUT", Value: "20s", Says: `HOOKLINE_BATCH_TIMEOUT="20s": no longer used; a destination call is bounded by its own destination.timeout`},
 	)
-	envconftest.Check(t, loadErr, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad,
+	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad,
 		append([]string{"HOOKLINE_STATE_DIR"}, envconftest.SharedCombined...)...)
 }
 
 // TestConfigReadme: README's configuration table and the variables the
 // processor reads agree.
 func TestConfigReadme(t *testing.T) {
-	envconftest.Readme(t, "../README.md", "processor", loadErr, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
+	envconftest.Readme(t, "../README.md", "processor", loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
 }
 
 // TestConfigValues: the defaults, and the values a setting takes.
 func TestConfigValues(t *testing.T) {
-	cfg, err := loadConfig(env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}))
+	cfg, err := loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if cfg.MetricsAddr != ":9101" || cfg.StateDir != "data/processor" || cfg.MaxInflight != 64 || cfg.MaxPending != 10000 ||
 		cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" ||
 		cfg.StateMemory != 128<<20 || cfg.StandbyReplicas != 0 || cfg.BreakerFailures != 5 || cfg.BreakerCooldown != 30*time.Second ||
-		cfg.SessionTimeout != 10*time.Second || cfg.LogLevel != "info" || cfg.Retry.String() != "1m,5m,15m,1h,6h" || cfg.Jitter != 0 {
+		cfg.SessionTimeout != 10*time.Second || cfg.LogLevel != slog.LevelInfo || cfg.Retry.String() != "1m,5m,15m,1h,6h" || cfg.Jitter != 0 {
 		t.Fatalf("defaults %+v", cfg)
 	}
 	for _, tc := range []struct {
@@ -67,9 +61,9 @@ func TestConfigValues(t *testing.T) {
 		{"HOOKLINE_SESSION_TIMEOUT", "30s", func(c config) any { return c.SessionTimeout }, 30 * time.Second},
 		{"HOOKLINE_SESSION_TIMEOUT", "5m", func(c config) any { return c.SessionTimeout }, 5 * time.Minute},
 		{"HOOKLINE_BREAKER_FAILURES", "-1", func(c config) any { return c.BreakerFailures }, -1},
-		{"HOOKLINE_LOG_LEVEL", "DEBUG", func(c config) any { return c.LogLevel }, "debug"},
+		{"HOOKLINE_LOG_LEVEL", "DEBUG", func(c config) any { return c.LogLevel }, slog.LevelDebug},
 	} {
-		cfg, err := loadConfig(env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", tc.name: tc.value}))
+		cfg, err := loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", tc.name: tc.value}))
 		if err != nil || tc.got(cfg) != tc.want {
 			t.Errorf("%s=%s: %v, %v; want %v", tc.name, tc.value, tc.got(cfg), err, tc.want)
 		}

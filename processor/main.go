@@ -52,10 +52,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
-	svc, err := startup.New("processor", cfg.Common, logOut)
-	if err != nil {
-		return err
-	}
+	svc := startup.New("processor", cfg.Common, logOut)
 	log, names := svc.Log, svc.Names
 	// The processor verifies no signature: it needs TTLs and destinations,
 	// not the signing secrets.

@@ -40,10 +40,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
-	svc, err := startup.New("retrier", cfg.Common, logOut)
-	if err != nil {
-		return err
-	}
+	svc := startup.New("retrier", cfg.Common, logOut)
 	log, names := svc.Log, svc.Names
 	connOpts, err := svc.KafkaOpts("hookline-retrier")
 	if err != nil {

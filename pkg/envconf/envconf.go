@@ -145,6 +145,16 @@ func (r *Reader) String(name, def string) string {
 	return def
 }
 
+// Required returns name's value; unset or empty, it is a problem that
+// says want.
+func (r *Reader) Required(name, want string) string {
+	v := r.get(name)
+	if v == "" {
+		r.fail(name, "", want)
+	}
+	return v
+}
+
 // Secret returns name's value as given, spaces included (a password may
 // have them); a problem with it never shows the value.
 func (r *Reader) Secret(name string) string {

@@ -6,16 +6,14 @@ import (
 	"strings"
 	"testing"
 	"time"
-)
 
-func lookup(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
+	"github.com/hookline/hookline/pkg/envconf/envconftest"
+)
 
 // TestGetters: every getter's value for unset, good and bad input; every bad
 // one is reported, with the value and what was wanted, in one error.
 func TestGetters(t *testing.T) {
-	r := New(lookup(map[string]string{
+	r := New(envconftest.Env(map[string]string{
 		"S": " x ", "SECRET": " p w ",
 		"I": "7", "I_BAD": "8", "I_NAN": "seven",
 		"F": "0.5", "F_BAD": "NaN",
@@ -35,7 +33,7 @@ func TestGetters(t *testing.T) {
 		return n, err
 	}
 	got := []any{
-		r.String("S", "d"), r.String("UNSET", "d"), r.Secret("SECRET"),
+		r.String("S", "d"), r.String("UNSET", "d"), r.Secret("SECRET"), r.Required("S", "x"), r.Required("REQUIRED", "a path"),
 		r.Int("I", 1, 0, 10), r.Int("I_BAD", 1, 0, 7), r.Int("I_NAN", 1, 0, 7), r.Int("UNSET", 3, 0, 7),
 		r.Float("F", 0, 0, 1), r.Float("F_BAD", 0.1, 0, 1),
 		r.Bool("B", false), r.Bool("B_BAD", false), r.Bool("UNSET", true),
@@ -48,7 +46,7 @@ func TestGetters(t *testing.T) {
 		Parse(r, "P", 0, "a count", pos), Parse(r, "P_BAD", 1, "a count", pos),
 	}
 	want := []any{
-		"x", "d", " p w ",
+		"x", "d", " p w ", "x", "",
 		7, 1, 1, 3,
 		0.5, 0.1,
 		true, false, true,
@@ -68,6 +66,7 @@ func TestGetters(t *testing.T) {
 		t.Fatal("no error")
 	}
 	msgs := []string{
+		`REQUIRED is not set: want a path`,
 		`I_BAD="8": want a whole number from 0 to 7`,
 		`I_NAN="seven": want a whole number from 0 to 7`,
 		`F_BAD="NaN": want a number from 0 to 1`,
@@ -103,7 +102,7 @@ func atoi(v string) (int, error) {
 // TestAdd: validate()'s problems join the getters', once per variable;
 // the forms of a message; errors.As finds each problem.
 func TestAdd(t *testing.T) {
-	r := New(lookup(map[string]string{"N": "x"}))
+	r := New(envconftest.Env(map[string]string{"N": "x"}))
 	r.Int("N", 1, 0, 9)
 	r.Add(nil,
 		&Error{Name: "N", Value: "1", Want: "reported twice"},
@@ -125,10 +124,10 @@ func TestAdd(t *testing.T) {
 	if !errors.As(err, &e) || e.Name != "N" {
 		t.Fatalf("errors.As: %v", e)
 	}
-	if New(lookup(nil)).Err() != nil {
+	if New(envconftest.Env(nil)).Err() != nil {
 		t.Fatal("a reader with no problem returns an error")
 	}
-	one := New(lookup(map[string]string{"N": "x"}))
+	one := New(envconftest.Env(map[string]string{"N": "x"}))
 	one.Int("N", 1, 0, 9)
 	if got := one.Err().Error(); got != `N="x": want a whole number from 0 to 9` {
 		t.Fatalf("one problem: %q", got)

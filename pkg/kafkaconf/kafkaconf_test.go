@@ -10,11 +10,9 @@ import (
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kerr"
-)
 
-func env(m map[string]string) func(string) (string, bool) {
-	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
-}
+	"github.com/hookline/hookline/pkg/envconf/envconftest"
+)
 
 func TestFromEnv(t *testing.T) {
 	cases := []struct {
@@ -46,7 +44,7 @@ func TestFromEnv(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := FromEnv(env(tc.env))
+			c, err := FromEnv(envconftest.Env(tc.env))
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err %v, want one containing %q", err, tc.wantErr)
@@ -73,7 +71,7 @@ func TestCAFile(t *testing.T) {
 	if err := os.WriteFile(bad, []byte("not a cert"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c, err := FromEnv(env(map[string]string{"KAFKA_TLS": "true", "KAFKA_TLS_CA_FILE": bad}))
+	c, err := FromEnv(envconftest.Env(map[string]string{"KAFKA_TLS": "true", "KAFKA_TLS_CA_FILE": bad}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -25,16 +25,10 @@ import (
 	"github.com/hookline/hookline/pkg/envconf"
 )
 
-// NewLogger returns a JSON logger at the level named by level ("debug",
-// "info", "warn", "error"; "" means info). The service name is on every line.
-func NewLogger(w io.Writer, level, service string) (*slog.Logger, error) {
-	var l slog.Level
-	if level != "" {
-		if err := l.UnmarshalText([]byte(level)); err != nil {
-			return nil, fmt.Errorf("HOOKLINE_LOG_LEVEL=%q: want debug, info, warn or error", level)
-		}
-	}
-	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})).With("service", service), nil
+// NewLogger returns a JSON logger at level (ReadLogLevel reads it). The
+// service name is on every line.
+func NewLogger(w io.Writer, level slog.Level, service string) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})).With("service", service)
 }
 
 // NewRegistry returns a registry with the Go runtime and process collectors.
@@ -220,6 +214,8 @@ func (k kafkaLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
 
 // ReadLogLevel reads HOOKLINE_LOG_LEVEL with r: debug, info (the default),
 // warn or error, for NewLogger.
-func ReadLogLevel(r *envconf.Reader) string {
-	return r.OneOf("HOOKLINE_LOG_LEVEL", "info", "debug", "info", "warn", "error")
+func ReadLogLevel(r *envconf.Reader) slog.Level {
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(r.OneOf("HOOKLINE_LOG_LEVEL", "info", "debug", "info", "warn", "error"))) // each choice parses
+	return l
 }

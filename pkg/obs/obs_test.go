@@ -4,12 +4,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/envconf"
 )
 
 func get(t *testing.T, h http.Handler, path string) (int, string) {
@@ -48,14 +51,18 @@ func TestReadiness(t *testing.T) {
 }
 
 func TestNewLogger(t *testing.T) {
-	if _, err := NewLogger(io.Discard, "loud", "x"); err == nil || !strings.Contains(err.Error(), "HOOKLINE_LOG_LEVEL") {
-		t.Fatalf("bad level: %v", err)
+	for v, want := range map[string]slog.Level{"": slog.LevelInfo, "debug": slog.LevelDebug, "WARN": slog.LevelWarn, "error": slog.LevelError} {
+		r := envconf.New(func(string) (string, bool) { return v, true })
+		if got := ReadLogLevel(r); got != want || r.Err() != nil {
+			t.Errorf("HOOKLINE_LOG_LEVEL=%q: %v, %v; want %v", v, got, r.Err(), want)
+		}
+	}
+	r := envconf.New(func(string) (string, bool) { return "loud", true })
+	if ReadLogLevel(r); r.Err() == nil || !strings.Contains(r.Err().Error(), "HOOKLINE_LOG_LEVEL") {
+		t.Fatalf("bad level: %v", r.Err())
 	}
 	var b strings.Builder
-	l, err := NewLogger(&b, "warn", "ingest")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := NewLogger(&b, slog.LevelWarn, "ingest")
 	l.Info("hidden")
 	l.Warn("shown")
 	if strings.Contains(b.String(), "hidden") || !strings.Contains(b.String(), `"service":"ingest"`) {
@@ -65,18 +72,15 @@ func TestNewLogger(t *testing.T) {
 
 func TestKafkaLogger(t *testing.T) {
 	for _, c := range []struct {
-		level     string
+		level     slog.Level
 		wantLevel kgo.LogLevel
 		want      []string // lines written, as "LEVEL msg"
 	}{
-		{"info", kgo.LogLevelWarn, []string{"ERROR e", "WARN w"}},
-		{"debug", kgo.LogLevelInfo, []string{"ERROR e", "WARN w", "DEBUG i"}},
+		{slog.LevelInfo, kgo.LogLevelWarn, []string{"ERROR e", "WARN w"}},
+		{slog.LevelDebug, kgo.LogLevelInfo, []string{"ERROR e", "WARN w", "DEBUG i"}},
 	} {
 		var b strings.Builder
-		l, err := NewLogger(&b, c.level, "processor")
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := NewLogger(&b, c.level, "processor")
 		kl := KafkaLogger(l)
 		if kl.Level() != c.wantLevel {
 			t.Errorf("%s: Level() = %v, want %v", c.level, kl.Level(), c.wantLevel)

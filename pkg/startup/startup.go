@@ -27,7 +27,7 @@ import (
 
 // Common is the part of the configuration every service reads.
 type Common struct {
-	LogLevel string           // HOOKLINE_LOG_LEVEL
+	LogLevel slog.Level       // HOOKLINE_LOG_LEVEL
 	Kafka    kafkaconf.Config // KAFKA_BROKERS, KAFKA_TLS*, KAFKA_SASL_*
 	Topics   topics.Env       // HOOKLINE_TOPIC_PREFIX, _PARTITIONS, _REPLICATION_FACTOR, _MAX_BODY_BYTES
 	Retry    retry.Schedule   // HOOKLINE_RETRY_TIERS: tier topics' names
@@ -41,6 +41,13 @@ func ReadCommon(r *envconf.Reader) Common {
 	c := Common{LogLevel: obs.ReadLogLevel(r), Kafka: kafkaconf.Read(r), Topics: topics.ReadEnv(r)}
 	c.Retry, c.Jitter = retry.Read(r)
 	return c
+}
+
+// ReadProvidersFile reads HOOKLINE_PROVIDERS with r: the providers file,
+// which ingest and the processor require (their --providers flag sets it:
+// envconf.Override).
+func ReadProvidersFile(r *envconf.Reader) string {
+	return r.Required("HOOKLINE_PROVIDERS", "the providers file's path (or --providers)")
 }
 
 // Service is what a service builds first from Common.
@@ -59,20 +66,16 @@ type Service struct {
 
 // New returns the Service named name: its JSON logger on logOut, its
 // registry and topic names.
-func New(name string, c Common, logOut io.Writer) (*Service, error) {
-	log, err := obs.NewLogger(logOut, c.LogLevel, name)
-	if err != nil {
-		return nil, err
-	}
+func New(name string, c Common, logOut io.Writer) *Service {
 	reg := obs.NewRegistry()
 	return &Service{
 		Common:       c,
 		Name:         name,
-		Log:          log,
+		Log:          obs.NewLogger(logOut, c.LogLevel, name),
 		Names:        topics.NewNames(c.Topics.Prefix, c.Retry.Names()),
 		Metrics:      reg,
 		KafkaMetrics: kprom.NewMetrics("hookline_"+name+"_kafka", kprom.Registerer(reg), kprom.Gatherer(reg)),
-	}, nil
+	}
 }
 
 // LoadProviders reads the providers file at path, with the signing secrets

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/hookline/hookline/pkg/envconf"
@@ -27,9 +28,9 @@ const minTokenLen = 16
 type config struct {
 	Kafka      kafkaconf.Config
 	Topics     topics.Env
-	AdminAddr  string // HOOKLINE_ADMIN_ADDR (serve listens, trace asks serve there)
-	AdminToken string // HOOKLINE_ADMIN_TOKEN (serve, trace)
-	LogLevel   string // HOOKLINE_LOG_LEVEL (serve)
+	AdminAddr  string     // HOOKLINE_ADMIN_ADDR (serve listens, trace asks serve there)
+	AdminToken string     // HOOKLINE_ADMIN_TOKEN (serve, trace)
+	LogLevel   slog.Level // HOOKLINE_LOG_LEVEL (serve)
 	// ProvidersFile is HOOKLINE_PROVIDERS (provider, serve): the provider
 	// names a setting may name; "" accepts any name.
 	ProvidersFile string

@@ -113,10 +113,7 @@ func runServe(ctx context.Context, env Env, args []string) error {
 	case token == "":
 		token, generated = newToken(), true
 	}
-	log, err := obs.NewLogger(env.Stderr, cfg.LogLevel, "dlq")
-	if err != nil {
-		return usagef("%v", err)
-	}
+	log := obs.NewLogger(env.Stderr, cfg.LogLevel, "dlq")
 
 	a, err := connect(env)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -86,10 +87,7 @@ func localTrace(ctx context.Context, env Env, cfg config, key string) (trace.Tra
 		return trace.Trace{}, err
 	}
 	defer a.close()
-	log, err := obs.NewLogger(env.Stderr, "warn", "dlq")
-	if err != nil {
-		return trace.Trace{}, err
-	}
+	log := obs.NewLogger(env.Stderr, slog.LevelWarn, "dlq")
 	ix, err := trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Logger: log})
 	if err != nil {
 		if strings.Contains(err.Error(), "Cannot acquire directory lock") {

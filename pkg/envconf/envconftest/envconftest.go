@@ -15,8 +15,13 @@ import (
 	"testing"
 )
 
-// Load is a service's loadConfig with its result dropped.
-type Load func(lookup func(string) (string, bool)) error
+// Load is a service's loadConfig.
+type Load[C any] func(lookup func(string) (string, bool)) (C, error)
+
+// Env returns a lookup function over m, for a loader under test.
+func Env(m map[string]string) func(string) (string, bool) {
+	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+}
 
 // Bad is a variable given a wrong value and what the error must say of it.
 type Bad struct {
@@ -49,20 +54,30 @@ var Retry = []Bad{
 	{"HOOKLINE_RETRY_JITTER", "2", `HOOKLINE_RETRY_JITTER="2": want a number from 0 to 1`},
 }
 
+// Providers is HOOKLINE_PROVIDERS left empty, where it is required
+// (startup.ReadProvidersFile).
+var Providers = Bad{"HOOKLINE_PROVIDERS", " ", `HOOKLINE_PROVIDERS is not set: want the providers file's path (or --providers)`}
+
+// Common returns Shared, Retry and own: the bad values of a service that
+// reads startup.Common and own variables.
+func Common(own ...Bad) []Bad {
+	return slices.Concat(Shared, Retry, own)
+}
+
 // Check runs load with base plus each bad value alone, and wants its
 // message and no other; then with every bad value at once, and wants every
 // message, each once, counted in the first line. Every variable load reads
 // must be in bad or in anyValue (the variables no value alone makes wrong),
 // so a variable added without a case here fails the test.
-func Check(t *testing.T, load Load, base map[string]string, bad []Bad, anyValue ...string) {
+func Check[C any](t *testing.T, load Load[C], base map[string]string, bad []Bad, anyValue ...string) {
 	t.Helper()
 	env := func(extra map[string]string) func(string) (string, bool) {
 		m := map[string]string{}
 		maps.Copy(m, base)
 		maps.Copy(m, extra)
-		return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
+		return Env(m)
 	}
-	if err := load(env(nil)); err != nil {
+	if _, err := load(env(nil)); err != nil {
 		t.Fatalf("the base environment is refused: %v", err)
 	}
 	covered := slices.Clone(anyValue)
@@ -70,7 +85,7 @@ func Check(t *testing.T, load Load, base map[string]string, bad []Bad, anyValue 
 	for _, b := range bad {
 		covered = append(covered, b.Name)
 		all[b.Name] = b.Value
-		err := load(env(map[string]string{b.Name: b.Value}))
+		_, err := load(env(map[string]string{b.Name: b.Value}))
 		switch {
 		case err == nil:
 			t.Errorf("%s=%q is accepted", b.Name, b.Value)
@@ -80,7 +95,7 @@ func Check(t *testing.T, load Load, base map[string]string, bad []Bad, anyValue 
 			t.Errorf("%s=%q alone: error names more than it:\n%s", b.Name, b.Value, err)
 		}
 	}
-	err := load(env(all))
+	_, err := load(env(all))
 	if err == nil {
 		t.Fatal("every bad value at once is accepted")
 	}
@@ -101,9 +116,9 @@ func Check(t *testing.T, load Load, base map[string]string, bad []Bad, anyValue 
 }
 
 // Reads returns the variables load looks up, sorted, with base set.
-func Reads(load Load, base map[string]string) []string {
+func Reads[C any](load Load[C], base map[string]string) []string {
 	seen := map[string]bool{}
-	_ = load(func(k string) (string, bool) {
+	_, _ = load(func(k string) (string, bool) {
 		seen[k] = true
 		v, ok := base[k]
 		return v, ok
@@ -170,7 +185,7 @@ func Table(tb testing.TB, path string) []Row {
 // variable of a row naming the service (or "all") is read by load, and
 // each variable load reads is in a row naming the service, or mentioned in
 // such a row (a removed variable the table says is gone).
-func Readme(t *testing.T, path, service string, load Load, base map[string]string) {
+func Readme[C any](t *testing.T, path, service string, load Load[C], base map[string]string) {
 	t.Helper()
 	reads := Reads(load, base)
 	var mine []Row

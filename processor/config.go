@@ -62,10 +62,16 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		// restart: processing of those partitions stops for this long.
 		// franz-go's 45s default stalled the kill test 40s per kill; 10s
 		// heartbeating every 1s keeps a stall short without expiring a busy
-		// member. 6s to 5m are the broker's default
-		// group.min/max.session.timeout.ms.
-		SessionTimeout: r.Duration("HOOKLINE_SESSION_TIMEOUT", 10*time.Second, 6*time.Second, 5*time.Minute),
-		BatchTimeout:   r.String("HOOKLINE_BATCH_TIMEOUT", ""),
+		// member.
+		SessionTimeout: envconf.Parse(r, "HOOKLINE_SESSION_TIMEOUT", 10*time.Second,
+			"a duration from 6s to 5m (the broker's default group.min/max.session.timeout.ms)", func(v string) (time.Duration, error) {
+				d, err := time.ParseDuration(v)
+				if err != nil || d < 6*time.Second || d > 5*time.Minute {
+					return 0, new(envconf.Error)
+				}
+				return d, nil
+			}),
+		BatchTimeout: r.String("HOOKLINE_BATCH_TIMEOUT", ""),
 	}
 	r.Add(c.validate())
 	return c, r.Err()

@@ -25,7 +25,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_STANDBY_REPLICAS", Value: "-1", Says: `HOOKLINE_STANDBY_REPLICAS="-1": want a whole number from 0 to 16`},
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_FAILURES", Value: "-2", Says: `HOOKLINE_BREAKER_FAILURES="-2": want a whole number from -1 to 1000000`},
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_COOLDOWN", Value: "0s", Says: `HOOKLINE_BREAKER_COOLDOWN="0s": want a positive duration such as 30s`},
-		envconftest.Bad{Name: "HOOKLINE_SESSION_TIMEOUT", Value: "5s", Says: `HOOKLINE_SESSION_TIMEOUT="5s": want a duration from 6s to 5m`},
+		envconftest.Bad{Name: "HOOKLINE_SESSION_TIMEOUT", Value: "5s", Says: `HOOKLINE_SESSION_TIMEOUT="5s": want a duration from 6s to 5m (the broker's default group.min/max.session.timeout.ms)`},
 		envconftest.Bad{Name: "HOOKLINE_BATCH_TIMEOUT", Value: "20s", Says: `HOOKLINE_BATCH_TIMEOUT="20s": no longer used; a destination call is bounded by its own destination.timeout`},
 	)
 	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad,

@@ -176,20 +176,6 @@ func (r *Reader) Int(name string, def, lo, hi int) int {
 	return n
 }
 
-// Float returns name's value as a number from lo to hi, or def.
-func (r *Reader) Float(name string, def, lo, hi float64) float64 {
-	v := r.get(name)
-	if v == "" {
-		return def
-	}
-	f, err := strconv.ParseFloat(v, 64)
-	if err != nil || !(f >= lo && f <= hi) { // also refuses NaN
-		r.fail(name, v, fmt.Sprintf("a number from %g to %g", lo, hi))
-		return def
-	}
-	return f
-}
-
 // Bool returns name's value as true or false (also 1, 0, t, f, TRUE, ...:
 // strconv.ParseBool), or def.
 func (r *Reader) Bool(name string, def bool) bool {
@@ -305,21 +291,6 @@ func orList(choices []string) string {
 	return strings.Join(choices[:len(choices)-1], ", ") + " or " + choices[len(choices)-1]
 }
 
-// List returns name's value split at commas, each element trimmed, empty
-// ones dropped; def when none is left.
-func (r *Reader) List(name string, def []string) []string {
-	var out []string
-	for _, f := range strings.Split(r.get(name), ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	if len(out) == 0 {
-		return def
-	}
-	return out
-}
-
 // Addr returns name's value as a listen address, host:port or :port, or def.
 func (r *Reader) Addr(name, def string) string {
 	v := r.get(name)
@@ -334,7 +305,8 @@ func (r *Reader) Addr(name, def string) string {
 }
 
 // Parse returns parse(value) for a set variable, or def when it is unset
-// or empty. An error of parse that is an *Error is recorded with its empty
+// or empty: for lists (each wants its own check of its elements) and for
+// values whose message says more than a getter's would. An error of parse that is an *Error is recorded with its empty
 // Name, Value and Want filled in (so new(Error) says "want want"); any
 // other error becomes the Why of an Error that wants want. On an error
 // Parse returns def.

@@ -108,8 +108,19 @@ func (c Config) validate() error {
 			errs = append(errs, &envconf.Error{Name: "KAFKA_SASL_PASSWORD", Why: needs, Want: "the SASL user's password"})
 		}
 	}
-	if (c.TLSCAFile != "" || c.TLSInsecure) && !c.TLS {
-		errs = append(errs, &envconf.Error{Name: "KAFKA_TLS", Why: "not true, but KAFKA_TLS_CA_FILE or KAFKA_TLS_INSECURE is set", Want: "true"})
+	var tlsOpts []string
+	if c.TLSCAFile != "" {
+		tlsOpts = append(tlsOpts, "KAFKA_TLS_CA_FILE")
+	}
+	if c.TLSInsecure {
+		tlsOpts = append(tlsOpts, "KAFKA_TLS_INSECURE")
+	}
+	if len(tlsOpts) > 0 && !c.TLS {
+		set := " is set"
+		if len(tlsOpts) > 1 {
+			set = " are set"
+		}
+		errs = append(errs, &envconf.Error{Name: "KAFKA_TLS", Why: "not true, but " + strings.Join(tlsOpts, " and ") + set + ", for TLS only", Want: "true"})
 	}
 	return errors.Join(errs...)
 }

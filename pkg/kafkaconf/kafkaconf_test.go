@@ -31,7 +31,8 @@ func TestFromEnv(t *testing.T) {
 		{"scram without password", map[string]string{"KAFKA_SASL_MECHANISM": "SCRAM-SHA-256", "KAFKA_SASL_USER": "u"}, "KAFKA_SASL_PASSWORD", 0},
 		{"unknown mechanism", map[string]string{"KAFKA_SASL_MECHANISM": "GSSAPI", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p"}, "GSSAPI", 0},
 		{"user without mechanism", map[string]string{"KAFKA_SASL_USER": "u"}, "KAFKA_SASL_MECHANISM", 0},
-		{"ca without tls", map[string]string{"KAFKA_TLS_CA_FILE": "/x"}, "KAFKA_TLS: not true, but KAFKA_TLS_CA_FILE", 0},
+		{"ca without tls", map[string]string{"KAFKA_TLS_CA_FILE": "/x"}, "KAFKA_TLS: not true, but KAFKA_TLS_CA_FILE is set, for TLS only (want true)", 0},
+		{"ca and insecure without tls", map[string]string{"KAFKA_TLS_CA_FILE": "/x", "KAFKA_TLS_INSECURE": "true"}, "KAFKA_TLS: not true, but KAFKA_TLS_CA_FILE and KAFKA_TLS_INSECURE are set, for TLS only (want true)", 0},
 		{"every wrong variable at once", map[string]string{"KAFKA_BROKERS": "a:1,kafka", "KAFKA_TLS": "maybe", "KAFKA_TLS_INSECURE": "sure", "KAFKA_SASL_MECHANISM": "MD5"},
 			"4 settings are wrong:\n" +
 				`  KAFKA_BROKERS="a:1,kafka": "kafka" has no port (want host:port addresses, comma-separated)` + "\n" +

@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -111,7 +112,14 @@ func parseTiers(s string) (Schedule, error) {
 // (unset or empty: 0).
 func Read(r *envconf.Reader) (Schedule, float64) {
 	sch := envconf.Parse(r, EnvTiers, DefaultSchedule(), "durations such as "+DefaultTiers, parseTiers)
-	return sch, r.Float(EnvJitter, 0, 0, 1)
+	jitter := envconf.Parse(r, EnvJitter, 0.0, "a fraction from 0 to 1, such as 0.2", func(v string) (float64, error) {
+		j, err := strconv.ParseFloat(v, 64)
+		if err != nil || !(j >= 0 && j <= 1) { // also refuses NaN
+			return 0, new(envconf.Error)
+		}
+		return j, nil
+	})
+	return sch, jitter
 }
 
 // Only returns s restricted to the tiers given, a provider's retry.tiers: a

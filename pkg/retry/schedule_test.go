@@ -104,7 +104,7 @@ func TestRead(t *testing.T) {
 		{"jitter bounds", map[string]string{EnvJitter: "1"}, DefaultTiers, 1, nil},
 		{"jitter zero", map[string]string{EnvJitter: " 0 "}, DefaultTiers, 0, nil},
 		{"bad tiers", map[string]string{EnvTiers: "1m,soon"}, "", 0, []string{`HOOKLINE_RETRY_TIERS="1m,soon": tier 2 "soon" is not a duration (want durations such as 1m,5m,15m,1h,6h)`}},
-		{"jitter not a number", map[string]string{EnvJitter: "lots"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="lots": want a number from 0 to 1`}},
+		{"jitter not a number", map[string]string{EnvJitter: "lots"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="lots": want a fraction from 0 to 1, such as 0.2`}},
 		{"jitter negative", map[string]string{EnvJitter: "-0.1"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="-0.1"`}},
 		{"jitter above one", map[string]string{EnvJitter: "1.5"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="1.5"`}},
 		{"jitter NaN", map[string]string{EnvJitter: "NaN"}, "", 0, []string{`HOOKLINE_RETRY_JITTER="NaN"`}},

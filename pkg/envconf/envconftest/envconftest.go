@@ -51,7 +51,7 @@ var SharedCombined = []string{"KAFKA_TLS_CA_FILE", "KAFKA_SASL_USER", "KAFKA_SAS
 // Retry are bad values of HOOKLINE_RETRY_TIERS and HOOKLINE_RETRY_JITTER.
 var Retry = []Bad{
 	{"HOOKLINE_RETRY_TIERS", "5m,1m", `HOOKLINE_RETRY_TIERS="5m,1m": tier 2 (1m) is not longer than tier 1 (5m)`},
-	{"HOOKLINE_RETRY_JITTER", "2", `HOOKLINE_RETRY_JITTER="2": want a number from 0 to 1`},
+	{"HOOKLINE_RETRY_JITTER", "2", `HOOKLINE_RETRY_JITTER="2": want a fraction from 0 to 1, such as 0.2`},
 }
 
 // Providers is HOOKLINE_PROVIDERS left empty, where it is required

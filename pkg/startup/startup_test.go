@@ -27,12 +27,9 @@ func service(t *testing.T, env map[string]string) *Service {
 	return New("processor", c, io.Discard)
 }
 
-// TestEnsureTopicsRefused: while Kafka cannot be reached, each failure
-// reaches /readyz, the caller and the log as "kafka unavailable", and the
-// wait ends with the context.
-func TestEnsureTopicsRefused(t *testing.T) {
-	svc := service(t, map[string]string{"KAFKA_BROKERS": "127.0.0.1:1", "HOOKLINE_TOPIC_PREFIX": "x."})
-	opts, err := svc.KafkaOpts("test", kgo.DialTimeout(200*time.Millisecond))
+func client(t *testing.T, svc *Service, extra ...kgo.Opt) *kgo.Client {
+	t.Helper()
+	opts, err := svc.KafkaOpts("test", extra...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,12 +37,21 @@ func TestEnsureTopicsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
+	return cl
+}
+
+// TestEnsureTopicsRefused: while Kafka cannot be reached, each failure
+// reaches /readyz, the caller and the log as "kafka unavailable", and the
+// wait ends with the context.
+func TestEnsureTopicsRefused(t *testing.T) {
+	svc := service(t, map[string]string{"KAFKA_BROKERS": "127.0.0.1:1", "HOOKLINE_TOPIC_PREFIX": "x."})
+	cl := client(t, svc, kgo.DialTimeout(200*time.Millisecond))
 	health := obs.NewHealth("kafka")
 	var refusals []error
 	ctx, cancel := context.WithTimeout(t.Context(), 1200*time.Millisecond)
 	defer cancel()
-	err = svc.EnsureTopics(ctx, cl, svc.Names.Specs(svc.Shape(nil)), health, "trying again", func(err error) { refusals = append(refusals, err) })
+	err := svc.EnsureTopics(ctx, cl, svc.Names.Specs(svc.Shape(nil)), health, "trying again", func(err error) { refusals = append(refusals, err) })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("EnsureTopics: %v, want the context's deadline", err)
 	}
@@ -62,15 +68,7 @@ func TestEnsureTopicsRefused(t *testing.T) {
 func TestEnsureTopicsCreates(t *testing.T) {
 	addrs := kafkatest.Fake(t)
 	svc := service(t, map[string]string{"KAFKA_BROKERS": strings.Join(addrs, ","), "HOOKLINE_PARTITIONS": "3", "HOOKLINE_RETRY_TIERS": "1s"})
-	opts, err := svc.KafkaOpts("test", kgo.WithHooks(svc.KafkaMetrics))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
+	cl := client(t, svc, kgo.WithHooks(svc.KafkaMetrics))
 	specs := svc.Names.Specs(svc.Shape(nil))
 	if err := svc.EnsureTopics(t.Context(), cl, specs, obs.NewHealth("kafka"), "trying again", nil); err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -130,11 +131,30 @@ func Reads[C any](load Load[C], base map[string]string) []string {
 type Row struct {
 	Vars     []string // the variables named in its first column
 	Services []string // "all", or the services of its second column ("dlq serve" is "dlq")
-	Text     string   // the whole row, to look up a variable mentioned in its meaning
+	// Defaults are the values in backquotes in its third column: one per
+	// variable, one per service, or one for all.
+	Defaults []string
+	Text     string // the whole row, to look up a variable mentioned in its meaning
+}
+
+// Default returns the default the row gives variable v for service, or
+// false when the row gives none in backquotes ("empty", "none", "broker
+// default") or gives them in a way this cannot pair.
+func (r Row) Default(v, service string) (string, bool) {
+	switch {
+	case len(r.Defaults) == 1 && len(r.Vars) == 1:
+		return r.Defaults[0], true
+	case len(r.Vars) > 1 && len(r.Defaults) == len(r.Vars):
+		return r.Defaults[slices.Index(r.Vars, v)], true
+	case len(r.Vars) == 1 && len(r.Defaults) == len(r.Services) && slices.Contains(r.Services, service):
+		return r.Defaults[slices.Index(r.Services, service)], true
+	}
+	return "", false
 }
 
 var (
 	varRE     = regexp.MustCompile("`([A-Z][A-Z0-9_]+)`")
+	quotedRE  = regexp.MustCompile("`([^`]*)`")
 	serviceRE = regexp.MustCompile(`^(all|ingest|processor|retrier|dlq)\b`)
 )
 
@@ -171,6 +191,9 @@ func Table(tb testing.TB, path string) []Row {
 				r.Services = append(r.Services, m)
 			}
 		}
+		for _, m := range quotedRE.FindAllStringSubmatch(cells[3], -1) {
+			r.Defaults = append(r.Defaults, m[1])
+		}
 		if len(r.Vars) > 0 { // the header and the rule have none
 			rows = append(rows, r)
 		}
@@ -183,11 +206,17 @@ func Table(tb testing.TB, path string) []Row {
 
 // Readme checks the README's table at path against service's load: each
 // variable of a row naming the service (or "all") is read by load, and
-// each variable load reads is in a row naming the service, or mentioned in
-// such a row (a removed variable the table says is gone).
+// setting it to the default the row gives loads the same configuration as
+// leaving it unset; and each variable load reads is in a row naming the
+// service, or mentioned in such a row (a removed variable the table says
+// is gone).
 func Readme[C any](t *testing.T, path, service string, load Load[C], base map[string]string) {
 	t.Helper()
 	reads := Reads(load, base)
+	unset, err := load(Env(base))
+	if err != nil {
+		t.Fatalf("the base environment is refused: %v", err)
+	}
 	var mine []Row
 	for _, r := range Table(t, path) {
 		if slices.Contains(r.Services, "all") || slices.Contains(r.Services, service) {
@@ -195,6 +224,20 @@ func Readme[C any](t *testing.T, path, service string, load Load[C], base map[st
 			for _, v := range r.Vars {
 				if !slices.Contains(reads, v) {
 					t.Errorf("README's configuration table says %s reads %s; it does not", service, v)
+					continue
+				}
+				def, ok := r.Default(v, service)
+				if !ok {
+					continue
+				}
+				m := map[string]string{}
+				maps.Copy(m, base)
+				m[v] = def
+				switch got, err := load(Env(m)); {
+				case err != nil:
+					t.Errorf("README's default of %s for %s, %q, is refused: %v", v, service, def, err)
+				case !reflect.DeepEqual(got, unset):
+					t.Errorf("README's default of %s for %s, %q, is not what %s uses when it is unset:\n set:   %+v\n unset: %+v", v, service, def, service, got, unset)
 				}
 			}
 		}

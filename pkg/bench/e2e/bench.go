@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +20,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/e2e/isolation"
+	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/proctest"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
@@ -61,7 +61,7 @@ type phaseReport struct {
 type bench struct {
 	cfg     config
 	out     io.Writer
-	brokers []string
+	kafka   kafkaconf.Config
 	names   topics.Names
 	tmp     string
 	track   *tracker
@@ -78,12 +78,12 @@ type bench struct {
 
 func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error) {
 	b := &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), tl: isolation.NewTimeline(), pad: strings.Repeat("x", cfg.BodySize)}
-	if b.brokers, err = loadtest.LoopbackBrokers(); err != nil {
+	if b.kafka, err = loadtest.KafkaConfig(); err != nil {
 		return rep, err
 	}
 	var bins [3]string
 	for i, name := range []string{"ingest", "processor", "retrier"} {
-		if bins[i], err = loadtest.Binary(name); err != nil {
+		if bins[i], err = proctest.BinaryPath(name); err != nil {
 			return rep, err
 		}
 	}
@@ -91,11 +91,9 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 		return rep, err
 	}
 	defer os.RemoveAll(b.tmp)
-	var rnd [3]byte
-	_, _ = rand.Read(rnd[:])
-	b.names = topics.NewNames("bench-e2e-"+hex.EncodeToString(rnd[:])+".", retry.DefaultSchedule().Names())
+	b.names = topics.NewNames(loadtest.Prefix("bench-e2e"), retry.DefaultSchedule().Names())
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
+	cl, err := b.kafka.NewClient()
 	if err != nil {
 		return rep, err
 	}
@@ -116,7 +114,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 
 	fmt.Fprintf(out, "hookline end-to-end benchmark: POST -> ingest -> processor -> destination (200, in this process) -> `done` outcome read back read_committed;\n")
 	fmt.Fprintf(out, "then isolation: fastpay's 202 -> destination call alone, and with slowcrm's slow destination loaded\n")
-	fmt.Fprintf(out, "%d-byte signed Stripe events, %d partitions, broker %s, topic prefix %s\n", cfg.BodySize, cfg.Partitions, strings.Join(b.brokers, ","), b.names.Prefix)
+	fmt.Fprintf(out, "%d-byte signed Stripe events, %d partitions, broker %s, topic prefix %s\n", cfg.BodySize, cfg.Partitions, strings.Join(b.kafka.Brokers, ","), b.names.Prefix)
 	fmt.Fprintf(out, "service settings from the environment: %s\n\n", settings())
 
 	// Baseline: the broker's own producer, before the services start and
@@ -126,7 +124,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 	_, err = adm.CreateTopic(cctx, int32(cfg.Partitions), -1, nil, perfTopic)
 	cancel()
 	if err != nil {
-		return rep, fmt.Errorf("create %s: %w", perfTopic, err)
+		return rep, fmt.Errorf("create %s: %w", perfTopic, b.kafka.Explain(err))
 	}
 	if err := b.baseline(ctx, &rep.Perf[0], perfTopic, "before"); err != nil {
 		return rep, err
@@ -141,7 +139,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 		}
 	}()
 
-	reader, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ConsumeTopics(b.names.Outcomes),
+	reader, err := b.kafka.NewClient(kgo.ConsumeTopics(b.names.Outcomes),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Bounds how late the reader may see an outcome when the broker
 		// does not answer its fetch at once; with data waiting it does.
@@ -215,7 +213,7 @@ func (b *bench) baseline(ctx context.Context, p *loadtest.Perf, topic, when stri
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var err error
-	if *p, err = loadtest.ProducerPerformance(ctx, strings.Join(b.brokers, ","), topic, b.cfg.PerfRecords, 1024); err != nil {
+	if *p, err = loadtest.ProducerPerformance(ctx, b.kafka, topic, b.cfg.PerfRecords, 1024); err != nil {
 		return err
 	}
 	fmt.Fprintf(b.out, "baseline %s: ProducerPerformance, %d records of 1024 bytes, acks=all, %d partitions: %.0f records/s (%.1f ms average latency)\n",
@@ -259,7 +257,8 @@ func (b *bench) start(ctx context.Context, bins [3]string) error {
 		return err
 	}
 	b.reg = reg
-	common := []string{"KAFKA_BROKERS=" + strings.Join(b.brokers, ","), "HOOKLINE_TOPIC_PREFIX=" + b.names.Prefix,
+	// KAFKA_* (TLS, SASL too) come with this process's environment.
+	common := []string{"HOOKLINE_TOPIC_PREFIX=" + b.names.Prefix,
 		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", b.cfg.Partitions), "HOOKLINE_PROVIDERS=" + prov,
 		"BENCH_E2E_SECRET=" + secret, "HOOKLINE_LOG_LEVEL=warn"}
 	addrs := make([]string, 3)

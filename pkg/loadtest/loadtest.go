@@ -4,8 +4,9 @@
 // from /proc, the broker's own ProducerPerformance as the baseline every
 // ratio is taken against, a scrape of a Prometheus counter, closed- and
 // open-loop load phases, the service binaries (found by
-// proctest.BinaryPath) run as processes, and a run's topic prefix and its
-// clean-up. Linux only; loopback only.
+// proctest.BinaryPath) run as processes; Run sets all of that up for one
+// benchmark and deletes its topics and folder at the end. Linux only;
+// loopback only.
 package loadtest
 
 import (

@@ -15,7 +15,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -28,10 +27,8 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
-	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/hookline/hookline/pkg/loadtest"
-	"github.com/hookline/hookline/pkg/proctest"
 	"github.com/hookline/hookline/pkg/providers"
 )
 
@@ -76,32 +73,13 @@ func bare(addr string) error {
 const secret = "bench-secret"
 
 func run(ctx context.Context, conns int, dur time.Duration, bodySize int) (err error) {
-	kafka, err := loadtest.KafkaConfig()
+	r, err := loadtest.NewRun("bench-ingest", []string{"ingest"})
 	if err != nil {
 		return err
 	}
-	bin, err := proctest.BinaryPath("ingest")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp("", "hookline-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
-	// ingest creates the run's topics at start; they go at the end.
-	prefix := loadtest.Prefix("bench-ingest")
-	cl, err := kafka.NewClient()
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = errors.Join(err, kafka.Explain(loadtest.DeletePrefix(cctx, kadm.NewClient(cl), prefix)))
-	}()
-	provFile := filepath.Join(tmp, "providers.yaml")
+	defer func() { err = r.Close(err) }()
+	prefix := r.Prefix("bench-ingest") // ingest creates the topics at start
+	provFile := filepath.Join(r.Dir, "providers.yaml")
 	if err := os.WriteFile(provFile, []byte("providers:\n  stripe:\n    preset: stripe\n    secret_env: [BENCH_STRIPE_SECRET]\n"), 0o600); err != nil {
 		return err
 	}
@@ -123,10 +101,10 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) (err e
 		env, args  []string
 	}{
 		{self, bareAddr, nil, []string{"-serve-bare", bareAddr}},
-		{bin, ingestAddr, []string{"HOOKLINE_INGEST_ADDR=" + ingestAddr, "HOOKLINE_PROVIDERS=" + provFile, "BENCH_STRIPE_SECRET=" + secret,
+		{r.Bins["ingest"], ingestAddr, []string{"HOOKLINE_INGEST_ADDR=" + ingestAddr, "HOOKLINE_PROVIDERS=" + provFile, "BENCH_STRIPE_SECRET=" + secret,
 			"HOOKLINE_TOPIC_PREFIX=" + prefix, "HOOKLINE_LOG_LEVEL=warn"}, nil},
 	} {
-		p, err := loadtest.Start(c.path, c.env, filepath.Join(tmp, filepath.Base(c.path)+".log"), c.args...)
+		p, err := loadtest.Start(c.path, c.env, filepath.Join(r.Dir, filepath.Base(c.path)+".log"), c.args...)
 		if err != nil {
 			return err
 		}
@@ -141,7 +119,7 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) (err e
 		return err
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
-	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase, broker %s\n", bodySize, conns, dur, strings.Join(kafka.Brokers, ","))
+	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase, broker %s\n", bodySize, conns, dur, strings.Join(r.Kafka.Brokers, ","))
 
 	// Warm both up (JIT on the broker side, connection pools, topic leaders).
 	_ = closedLoop(ctx, client, "http://"+bareAddr, reqs, conns, 2*time.Second)

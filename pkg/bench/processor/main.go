@@ -22,7 +22,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
@@ -34,12 +33,10 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/loadtest"
-	"github.com/hookline/hookline/pkg/proctest"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -58,19 +55,12 @@ func main() {
 const partitions = 12
 
 func run(ctx context.Context, n, slowN int) (err error) {
-	kafka, err := loadtest.KafkaConfig()
+	r, err := loadtest.NewRun("bench-processor", []string{"processor"}, kgo.ProducerBatchMaxBytes(2<<20))
 	if err != nil {
 		return err
 	}
-	bin, err := proctest.BinaryPath("processor")
-	if err != nil {
-		return err
-	}
-	tmp, err := os.MkdirTemp("", "hookline-bench-processor-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(tmp)
+	defer func() { err = r.Close(err) }()
+	tmp, cl := r.Dir, r.Client
 
 	// A destination that takes 50 ms.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -98,20 +88,10 @@ func run(ctx context.Context, n, slowN int) (err error) {
 `, ln.Addr())), 0o600); err != nil {
 		return err
 	}
-	prefix := loadtest.Prefix("bench-proc")
+	prefix := r.Prefix("bench-proc")
 	names := topics.NewNames(prefix, []string{"1m", "5m", "15m", "1h", "6h"})
-	cl, err := kafka.NewClient(kgo.ProducerBatchMaxBytes(2 << 20))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = errors.Join(err, loadtest.DeletePrefix(cctx, kadm.NewClient(cl), prefix))
-	}()
 	if err := topics.Ensure(ctx, cl, names.Specs(topics.Shape{Partitions: partitions, MaxMessageBytes: 2 << 20}), -1); err != nil {
-		return kafka.Explain(err)
+		return r.Kafka.Explain(err)
 	}
 
 	// Baseline: the broker's own producer, 1 KiB records, acks=all.
@@ -119,8 +99,8 @@ func run(ctx context.Context, n, slowN int) (err error) {
 	if err := topics.Ensure(ctx, cl, []topics.Spec{{Name: perfTopic, Partitions: partitions, Cleanup: "delete", Configs: map[string]string{"cleanup.policy": "delete"}}}, -1); err != nil {
 		return err
 	}
-	fmt.Printf("hookline processor benchmark: %d events of 1 KiB, %d partitions, broker %s\n", n, partitions, strings.Join(kafka.Brokers, ","))
-	perf, err := loadtest.ProducerPerformance(ctx, kafka, perfTopic, n, 1024)
+	fmt.Printf("hookline processor benchmark: %d events of 1 KiB, %d partitions, broker %s\n", n, partitions, strings.Join(r.Kafka.Brokers, ","))
+	perf, err := loadtest.ProducerPerformance(ctx, r.Kafka, perfTopic, n, 1024)
 	if err != nil {
 		return err
 	}
@@ -143,7 +123,7 @@ func run(ctx context.Context, n, slowN int) (err error) {
 	if err != nil {
 		return err
 	}
-	proc, err := loadtest.Start(bin, []string{"HOOKLINE_PROVIDERS=" + prov, "HOOKLINE_TOPIC_PREFIX=" + prefix,
+	proc, err := loadtest.Start(r.Bins["processor"], []string{"HOOKLINE_PROVIDERS=" + prov, "HOOKLINE_TOPIC_PREFIX=" + prefix,
 		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", partitions), "HOOKLINE_METRICS_ADDR=" + metricsAddr,
 		"HOOKLINE_STATE_DIR=" + filepath.Join(tmp, "state"), "HOOKLINE_INSTANCE_ID=bench", "HOOKLINE_LOG_LEVEL=warn"},
 		filepath.Join(tmp, "processor.log"))

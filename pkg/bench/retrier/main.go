@@ -23,7 +23,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	mrand "math/rand/v2"
@@ -41,9 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/loadtest"
-	"github.com/hookline/hookline/pkg/proctest"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
 )
@@ -67,50 +64,29 @@ func main() {
 }
 
 type bench struct {
-	kafka    kafkaconf.Config
-	bin      string
-	tmp      string // the retriers' logs
-	cl       *kgo.Client
-	adm      *kadm.Client
-	parts    int32
-	prefixes []string // of the topics and groups to delete at the end
+	*loadtest.Run
+	parts int32
 }
 
 func run(ctx context.Context, n, size int, idle time.Duration, parts int32) (err error) {
-	b := &bench{parts: parts}
-	if b.kafka, err = loadtest.KafkaConfig(); err != nil {
-		return err
-	}
-	if b.bin, err = proctest.BinaryPath("retrier"); err != nil {
-		return err
-	}
-	if b.tmp, err = os.MkdirTemp("", "hookline-bench-retrier-"); err != nil {
-		return err
-	}
-	defer func() {
-		if err == nil { // a failed run keeps the retriers' logs its error names
-			os.RemoveAll(b.tmp)
-		}
-	}()
-	b.cl, err = b.kafka.NewClient(kgo.ProducerLinger(5*time.Millisecond),
+	r, err := loadtest.NewRun("bench-retrier", []string{"retrier"}, kgo.ProducerLinger(5*time.Millisecond),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(20000))
 	if err != nil {
 		return err
 	}
-	defer b.cl.Close()
-	b.adm = kadm.NewClient(b.cl)
-	defer func() { err = errors.Join(err, b.cleanup()) }()
+	defer func() { err = r.Close(err) }()
+	b := &bench{Run: r, parts: parts}
 
 	sched := retry.DefaultSchedule()
-	parked := topics.NewNames(loadtest.Prefix("bench"), sched.Names())
-	empty := topics.NewNames(loadtest.Prefix("bench-empty"), sched.Names())
+	parked := topics.NewNames(b.Prefix("bench"), sched.Names())
+	empty := topics.NewNames(b.Prefix("bench-empty"), sched.Names())
 	for _, nm := range []topics.Names{parked, empty} {
 		if err := b.ensure(ctx, nm); err != nil {
-			return b.kafka.Explain(err)
+			return b.Kafka.Explain(err)
 		}
 	}
 	fmt.Printf("retrier benchmark: %d records of %d bytes per phase, %d partitions per topic, tiers %s, broker %s\n\n",
-		n, size, parts, sched.String(), strings.Join(b.kafka.Brokers, ","))
+		n, size, parts, sched.String(), strings.Join(b.Kafka.Brokers, ","))
 
 	// Phase 1: park n records in the 1h tier, due in an hour.
 	hourTier := parked.Retry[slices.Index(sched.Names(), "1h")]
@@ -239,28 +215,16 @@ func (b *bench) ensure(ctx context.Context, nm topics.Names) error {
 			specs = append(specs, s)
 		}
 	}
-	b.prefixes = append(b.prefixes, nm.Prefix)
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return topics.Ensure(cctx, b.cl, specs, -1)
+	return topics.Ensure(cctx, b.Client, specs, -1)
 }
 
 // createTopic creates a topic named with one of the run's prefixes.
 func (b *bench) createTopic(ctx context.Context, name string) error {
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	_, err := b.adm.CreateTopic(cctx, b.parts, -1, nil, name)
-	return err
-}
-
-// cleanup deletes the benchmark's topics and groups.
-func (b *bench) cleanup() error {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var err error
-	for _, p := range b.prefixes {
-		err = errors.Join(err, loadtest.DeletePrefix(ctx, b.adm, p))
-	}
+	_, err := b.Admin.CreateTopic(cctx, b.parts, -1, nil, name)
 	return err
 }
 
@@ -299,7 +263,7 @@ func (b *bench) park(ctx context.Context, topic string, n, size int, due time.Ti
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
 		}
 		wg.Add(1)
-		b.cl.Produce(pctx, r, func(_ *kgo.Record, err error) {
+		b.Client.Produce(pctx, r, func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			if err != nil {
 				mu.Lock()
@@ -326,7 +290,7 @@ func cmpOr(a, b error) error {
 func (b *bench) count(ctx context.Context, topic string) int64 {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	offs, err := b.adm.ListEndOffsets(cctx, topic)
+	offs, err := b.Admin.ListEndOffsets(cctx, topic)
 	if err != nil {
 		return -1
 	}
@@ -365,7 +329,7 @@ func (b *bench) waitMoved(ctx context.Context, raw string, n int, due time.Time)
 func (b *bench) producerPerformance(ctx context.Context, topic string, n, size int) (loadtest.Perf, error) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	p, err := loadtest.ProducerPerformance(pctx, b.kafka, topic, n, size)
+	p, err := loadtest.ProducerPerformance(pctx, b.Kafka, topic, n, size)
 	if p.Command != "" {
 		fmt.Printf("baseline: %s\n", p.Command)
 	}
@@ -385,9 +349,9 @@ func (b *bench) startRetrier(ctx context.Context, nm topics.Names, name string) 
 	if err != nil {
 		return nil, err
 	}
-	p, err := loadtest.Start(b.bin, []string{"HOOKLINE_TOPIC_PREFIX=" + nm.Prefix,
+	p, err := loadtest.Start(b.Bins["retrier"], []string{"HOOKLINE_TOPIC_PREFIX=" + nm.Prefix,
 		"HOOKLINE_PARTITIONS=" + strconv.Itoa(int(b.parts)), "HOOKLINE_METRICS_ADDR=" + addr, "HOOKLINE_LOG_LEVEL=warn"},
-		filepath.Join(b.tmp, "retrier-"+name+".log"))
+		filepath.Join(b.Dir, "retrier-"+name+".log"))
 	if err != nil {
 		return nil, err
 	}

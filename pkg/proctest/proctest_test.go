@@ -27,6 +27,12 @@ func TestBinaryPathBuilds(t *testing.T) {
 		t.Skip("go build ./dlq: not in -short")
 	}
 	t.Setenv("HOOKLINE_BIN_DIR", "")
+	t.Cleanup(func() { // this test's builds only: it is the package's one caller
+		built.Lock()
+		defer built.Unlock()
+		os.RemoveAll(built.dir)
+		built.dir, built.paths = "", nil
+	})
 	p, err := BinaryPath("dlq")
 	if err != nil {
 		t.Fatal(err)

@@ -43,7 +43,13 @@ import (
 func main() {
 	n := flag.Int("n", 100000, "events in the backlog")
 	slowN := flag.Int("slow-n", 20000, "events for the slow destination")
+	parts := flag.Int("partitions", 12, "partitions of the topics (1 measures what one partition takes)")
 	flag.Parse()
+	if *parts < 1 || *parts > 1000 {
+		fmt.Fprintf(os.Stderr, "bench: -partitions=%d: want 1 to 1000\n", *parts)
+		os.Exit(2)
+	}
+	partitions = int32(*parts)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *n, *slowN); err != nil {
@@ -52,7 +58,8 @@ func main() {
 	}
 }
 
-const partitions = 12
+// partitions of every topic of the run (-partitions).
+var partitions int32 = 12
 
 func run(ctx context.Context, n, slowN int) (err error) {
 	r, err := loadtest.NewRun("bench-processor", []string{"processor"}, kgo.ProducerBatchMaxBytes(2<<20))

@@ -42,18 +42,19 @@ test-e2e: build $(KAFKA_DEP)
 test-unit:
 	KAFKA_BROKERS= $(GO) test -count=1 -short ./...
 
-## bench: every benchmark target.
+## bench: every benchmark target. The programs live in pkg/bench/; BENCH_FLAGS goes to one
+## bench-* program (a shorter run: `make bench-retrier BENCH_FLAGS='-n 10000 -idle 10s'`; -h lists them).
 bench: bench-ingest bench-processor bench-state bench-retrier bench-e2e
 
 ## bench-ingest: ingest against a bare gin handler, same load, same run.
 bench-ingest: build $(KAFKA_DEP)
-	$(GO) build -o $(BIN)/loadgen ./ingest/internal/loadgen
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen
+	$(GO) build -o $(BIN)/loadgen ./pkg/bench/ingest
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(BENCH_FLAGS)
 
 ## bench-processor: processor throughput and CPU against ProducerPerformance, duplicates, a slow destination, restore.
 bench-processor: build $(KAFKA_DEP)
-	$(GO) build -o $(BIN)/bench-processor ./processor/internal/bench
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-processor
+	$(GO) build -o $(BIN)/bench-processor ./pkg/bench/processor
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-processor $(BENCH_FLAGS)
 	$(GO) test -run '^$$' -bench BenchmarkRestore -benchtime 2x ./processor/internal/restore/
 
 ## bench-state: a state store of 10M keys reopened and read at random: RSS before and after HOOKLINE_STATE_MEMORY, under GOMEMLIMIT (no broker).
@@ -65,13 +66,13 @@ bench-state:
 
 ## bench-retrier: retrier idle with 100k parked (CPU, RSS) and 100k due at once (moved/s vs ProducerPerformance).
 bench-retrier: build $(KAFKA_DEP)
-	$(GO) build -o $(BIN)/retrier-bench ./retrier/internal/bench
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/retrier-bench
+	$(GO) build -o $(BIN)/retrier-bench ./pkg/bench/retrier
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/retrier-bench $(BENCH_FLAGS)
 
 ## bench-e2e: POST to `done` outcome through ingest, processor and retrier: events/s and 202-to-outcome latency against ProducerPerformance.
 bench-e2e: build $(KAFKA_DEP)
-	$(GO) build -o $(BIN)/bench-e2e ./pkg/e2e/internal/bench
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e
+	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BENCH_FLAGS)
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

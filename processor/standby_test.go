@@ -1,14 +1,23 @@
 package main
 
 import (
+	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/e2e"
+	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/processor/internal/decide"
 )
 
 // restored reads the "partition restored" lines of a processor's log: the
@@ -70,5 +79,213 @@ func TestStandbyTakesOverAfterSIGKILL(t *testing.T) {
 		if done[k] != 1 {
 			t.Fatalf("%s has %d done outcomes, want 1", k, done[k])
 		}
+	}
+}
+
+// TestStandbyResumesWithinTwoSeconds is issue 12's standby acceptance: two
+// processors with HOOKLINE_STANDBY_REPLICAS=1 over six partitions whose
+// changelog holds standbyKeys states (1,000,000 by default), a flow of
+// deliveries running. One processor is stopped with SIGTERM: each of its
+// partitions must resume on the other within 2 s of the assignment (the
+// "first record processed since restore" line's since_assigned). It comes
+// back, both are warm again, and it is killed with SIGKILL: each partition
+// must resume within 2 s after the session timeout. The ledger ends lost 0,
+// doubled 0.
+func TestStandbyResumesWithinTwoSeconds(t *testing.T) {
+	skipShort(t)
+	keys := 1_000_000
+	if v := os.Getenv("HOOKLINE_STANDBY_TEST_KEYS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 6 {
+			t.Fatalf("HOOKLINE_STANDBY_TEST_KEYS=%q: want a number of keys, at least 6", v)
+		}
+		keys = n
+	}
+	const (
+		session = 6 * time.Second
+		within  = 2 * time.Second
+	)
+	sys := e2e.New(t, e2e.Options{Partitions: 6})
+	sys.EnsureTopics()
+	fillChangelog(t, sys, keys, 6)
+	sys.StartIngest()
+	env := map[string]string{"HOOKLINE_STANDBY_REPLICAS": "1", "HOOKLINE_SESSION_TIMEOUT": session.String()}
+	p1 := sys.StartProcessor("p1", env)
+	p2 := sys.StartProcessor("p2", env)
+	warm(t, 3*time.Minute, p1, p2)
+	var read int64
+	for _, r := range append(restored(t, p1.Output()), restored(t, p2.Output())...) {
+		read += r
+	}
+	t.Logf("owners' restores read %d changelog records before the standbys were warm", read)
+	if read < int64(keys)/2 {
+		t.Fatalf("owners' restores read %d changelog records, want at least half of the %d states: the test must restore a full changelog", read, keys)
+	}
+
+	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: 1500, Rate: 150, ID: "standby-term", Duplicates: 0.1})
+	time.Sleep(3 * time.Second)
+	mark := len(p1.Output())
+	p2.Stop(t)
+	term := takeovers(t, p1, mark, 3, 30*time.Second)
+	t.Logf("SIGTERM: p1's restores of p2's partitions read %v changelog records", restored(t, p1.Output()[mark:]))
+	for part, r := range term {
+		t.Logf("SIGTERM: partition %d: first record on p1 %s after its assignment", part, r.SinceAssigned)
+		if r.SinceAssigned > within {
+			t.Errorf("SIGTERM: partition %d resumed %s after its assignment, want within %s (a warm standby restores seconds of changelog)", part, r.SinceAssigned, within)
+		}
+	}
+
+	flow.Wait()
+
+	p2 = sys.Restart(p2)
+	warm(t, 3*time.Minute, p1, p2)
+	flow = sys.StartFlow(e2e.FlowOptions{Deliveries: 1500, Rate: 150, ID: "standby-kill", Duplicates: 0.1})
+	time.Sleep(3 * time.Second)
+	mark = len(p1.Output())
+	killed := time.Now()
+	p2.Kill(t)
+	kill := takeovers(t, p1, mark, 3, 60*time.Second)
+	t.Logf("SIGKILL: p1's restores of p2's partitions read %v changelog records", restored(t, p1.Output()[mark:]))
+	for part, r := range kill {
+		t.Logf("SIGKILL: partition %d: first record on p1 %s after its assignment, %s after the kill (session timeout %s)",
+			part, r.SinceAssigned, r.At.Sub(killed).Round(time.Millisecond), session)
+		if r.SinceAssigned > within {
+			t.Errorf("SIGKILL: partition %d resumed %s after its assignment, want within %s", part, r.SinceAssigned, within)
+		}
+		if late := r.At.Sub(killed) - session; late > within {
+			t.Errorf("SIGKILL: partition %d's first record came %s after the session timeout, want within %s", part, late.Round(time.Millisecond), within)
+		}
+	}
+	flow.Wait()
+	// A kill repeats the calls of the open transaction (its records are read
+	// again by the new owner).
+	sys.Ledger().Settle(t, e2e.SettleOptions{AllDone: true, ExtraCalls: 500})
+}
+
+// fillChangelog writes n done states, spread over the changelog's
+// partitions, as a processor would have: the store every restore and
+// standby of the test rebuilds.
+func fillChangelog(t *testing.T, sys *e2e.System, n, parts int) {
+	t.Helper()
+	now := time.Now().UTC().Truncate(time.Millisecond)
+	v, err := decide.Encode(decide.State{Status: decide.StatusDone, Provider: "stripe", FirstSeenAt: now, UpdatedAt: now, ExpiresAt: now.Add(7 * 24 * time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl := kafkatest.Client(t, sys.Brokers, kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(5*time.Millisecond),
+		kgo.MaxBufferedRecords(100_000))
+	start := time.Now()
+	var failed atomic.Value
+	for i := range n {
+		r := &kgo.Record{Topic: sys.Names.Changelog, Partition: int32(i % parts), Key: fmt.Appendf(nil, "stripe:evt_fill_%08d", i), Value: v}
+		cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				failed.CompareAndSwap(nil, err)
+			}
+		})
+	}
+	if err := cl.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err, _ := failed.Load().(error); err != nil {
+		t.Fatalf("filling the changelog: %v", err)
+	}
+	t.Logf("changelog: %d states written in %s", n, time.Since(start).Round(time.Millisecond))
+}
+
+// warm waits until every processor is ready and has caught up its three
+// standby partitions with the changelog: each named, each with a lag
+// gauge (set by a catch-up) under 1,000 records.
+func warm(t *testing.T, timeout time.Duration, procs ...*e2e.Service) {
+	t.Helper()
+	start := time.Now()
+	deadline := start.Add(timeout)
+	for _, p := range procs {
+		for {
+			lags, named := standbyLags(t, p)
+			ok := named == 3 && len(lags) == 3
+			for _, l := range lags {
+				ok = ok && l < 1000
+			}
+			if ok {
+				t.Logf("processor at %s: standbys warm after %s (lag %v)", p.Addr, time.Since(start).Round(time.Millisecond), lags)
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("processor at %s: standbys not warm within %s: %v standby partitions, lags %v", p.Addr, timeout, named, lags)
+			}
+			time.Sleep(500 * time.Millisecond)
+		}
+	}
+}
+
+// standbyLags scrapes a processor's standby gauges.
+func standbyLags(t *testing.T, p *e2e.Service) (map[string]float64, float64) {
+	t.Helper()
+	resp, err := http.Get("http://" + p.Addr + "/metrics")
+	if err != nil {
+		return nil, 0
+	}
+	defer resp.Body.Close()
+	lags, named := map[string]float64{}, 0.0
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		sp := strings.LastIndexByte(line, ' ')
+		if sp < 0 || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, err := strconv.ParseFloat(line[sp+1:], 64)
+		if err != nil {
+			continue
+		}
+		if part, ok := strings.CutPrefix(line[:sp], `hookline_processor_standby_lag{partition="`); ok {
+			lags[strings.TrimSuffix(part, `"}`)] = v
+		} else if line[:sp] == "hookline_processor_standby_partitions" {
+			named = v
+		}
+	}
+	return lags, named
+}
+
+// resumed is one "first record processed since restore" line.
+type resumed struct {
+	At            time.Time
+	SinceAssigned time.Duration
+}
+
+// takeovers waits until p's log, past mark, holds n "first record
+// processed since restore" lines and returns them by partition.
+func takeovers(t *testing.T, p *e2e.Service, mark, n int, timeout time.Duration) map[int32]resumed {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out := map[int32]resumed{}
+		for _, line := range strings.Split(p.Output()[mark:], "\n") {
+			if !strings.Contains(line, `"first record processed since restore"`) {
+				continue
+			}
+			var l struct {
+				Time          time.Time `json:"time"`
+				Partition     int32     `json:"partition"`
+				SinceAssigned string    `json:"since_assigned"`
+			}
+			if err := json.Unmarshal([]byte(line), &l); err != nil {
+				t.Fatalf("%s: log line %q: %v", p.Name, line, err)
+			}
+			d, err := time.ParseDuration(l.SinceAssigned)
+			if err != nil {
+				t.Fatalf("%s: since_assigned in %q: %v", p.Name, line, err)
+			}
+			out[l.Partition] = resumed{At: l.Time, SinceAssigned: d}
+		}
+		if len(out) >= n {
+			return out
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d partitions resumed within %s, want %d (%v)\n%s", p.Name, len(out), timeout, n, out, p.Output()[mark:])
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/kafkatest"
 )
 
 func TestSettingValidate(t *testing.T) {
@@ -38,9 +40,7 @@ func TestFollow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	newClient := func(opts ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
-	}
+	newClient := kafkatest.NewClient(c.ListenAddrs())
 	cl, err := newClient()
 	if err != nil {
 		t.Fatal(err)

@@ -119,3 +119,40 @@ func TestExplain(t *testing.T) {
 		})
 	}
 }
+
+func TestJavaProperties(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		env     map[string]string
+		want    string
+		wantErr string
+	}{
+		{"plaintext", nil, "", ""},
+		{"tls", map[string]string{"KAFKA_TLS": "true"}, "security.protocol=SSL\n", ""},
+		{"tls with ca", map[string]string{"KAFKA_TLS": "true", "KAFKA_TLS_CA_FILE": "/ca.pem"},
+			"security.protocol=SSL\nssl.truststore.type=PEM\nssl.truststore.location=/ca.pem\n", ""},
+		{"sasl plain, no tls", map[string]string{"KAFKA_SASL_MECHANISM": "PLAIN", "KAFKA_SASL_USER": "u", "KAFKA_SASL_PASSWORD": "p"},
+			"security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\nsasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"u\" password=\"p\";\n", ""},
+		{"scram over tls, a password to escape", map[string]string{"KAFKA_TLS": "true", "KAFKA_TLS_CA_FILE": "/ca.pem", "KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "KAFKA_SASL_USER": "svc", "KAFKA_SASL_PASSWORD": `a"b\c`},
+			"security.protocol=SASL_SSL\nssl.truststore.type=PEM\nssl.truststore.location=/ca.pem\nsasl.mechanism=SCRAM-SHA-512\n" +
+				`sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="svc" password="a\\"b\\\\c";` + "\n", ""},
+		{"insecure", map[string]string{"KAFKA_TLS": "true", "KAFKA_TLS_INSECURE": "true"}, "", "KAFKA_TLS_INSECURE"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := FromEnv(env(tc.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := c.JavaProperties()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("JavaProperties() = %q, %v\nwant %q", got, err, tc.want)
+			}
+		})
+	}
+}

@@ -7,13 +7,14 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/hookline/hookline/pkg/proctest"
 )
 
 // Cluster is a private Apache Kafka for one test, that the test may stop,
@@ -42,7 +43,7 @@ func StartCluster(tb testing.TB, nodes int) *Cluster {
 	if nodes < 1 {
 		tb.Fatalf("kafkatest.StartCluster: %d nodes; want at least 1", nodes)
 	}
-	root := repoRoot()
+	root := proctest.RepoRoot()
 	if _, err := exec.LookPath(javaCommand()); err != nil {
 		tb.Skipf("private Kafka cluster: java not found (%v); install Java 17+ or set JAVA_HOME", err)
 	}
@@ -219,10 +220,4 @@ func javaCommand() string {
 		return filepath.Join(h, "bin", "java")
 	}
 	return "java"
-}
-
-// repoRoot is the repository's top folder (compose/kafka.sh lives below it).
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
 }

@@ -27,6 +27,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/kafkaconf"
 )
 
 // ContainerImage is the image testcontainers' Kafka module accepts.
@@ -110,15 +112,35 @@ func Prefix(tb testing.TB) string {
 	return "t-" + name + "-" + hex.EncodeToString(b[:]) + "."
 }
 
-// Client returns a client for brokers, closed at the end of the test.
+// Client returns a client for brokers, closed at the end of the test. Like
+// every client of the tests and benchmarks, it is made through kafkaconf,
+// plaintext (SecureBroker.Client for TLS and SASL), opts last.
 func Client(tb testing.TB, brokers []string, opts ...kgo.Opt) *kgo.Client {
 	tb.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, opts...)...)
+	cl, err := kafkaconf.Config{Brokers: brokers}.NewClient(opts...)
 	if err != nil {
 		tb.Fatalf("kafka client: %v", err)
 	}
 	tb.Cleanup(cl.Close)
 	return cl
+}
+
+// Opts are the plaintext connection options for brokers (from kafkaconf),
+// then extra: for code under test that takes options rather than a client.
+func Opts(tb testing.TB, brokers []string, extra ...kgo.Opt) []kgo.Opt {
+	tb.Helper()
+	opts, err := kafkaconf.Config{Brokers: brokers}.Opts(extra...)
+	if err != nil {
+		tb.Fatalf("kafka options: %v", err)
+	}
+	return opts
+}
+
+// NewClient is a client factory for brokers, for code under test that makes
+// its own clients (func(...kgo.Opt) (*kgo.Client, error)); the caller
+// closes what it makes.
+func NewClient(brokers []string) func(extra ...kgo.Opt) (*kgo.Client, error) {
+	return kafkaconf.Config{Brokers: brokers}.NewClient
 }
 
 // EndOffsets returns the sum over partitions of topic's end offsets: the

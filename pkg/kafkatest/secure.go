@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
+	"github.com/hookline/hookline/pkg/proctest"
 )
 
 // SecureBroker is the local secure broker of `make kafka-secure-up`
@@ -60,7 +61,7 @@ func Secure(tb testing.TB) *SecureBroker {
 }
 
 func startSecure() (*SecureBroker, string, error) {
-	root := repoRoot()
+	root := proctest.RepoRoot()
 	for _, tool := range []string{javaCommand(), "openssl"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, tool + " not found", nil
@@ -144,7 +145,12 @@ func (b *SecureBroker) Opts(tb testing.TB, user string) []kgo.Opt {
 // Client is a client acting as user, closed at the end of the test.
 func (b *SecureBroker) Client(tb testing.TB, user string, opts ...kgo.Opt) *kgo.Client {
 	tb.Helper()
-	return Client(tb, b.Brokers, append(b.Opts(tb, user), opts...)...)
+	cl, err := b.Config(tb, user).NewClient(opts...)
+	if err != nil {
+		tb.Fatalf("kafka client as %s: %v", user, err)
+	}
+	tb.Cleanup(cl.Close)
+	return cl
 }
 
 // Grant gives every service its ACLs for topics and groups named with

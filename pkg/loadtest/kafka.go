@@ -2,12 +2,23 @@ package loadtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
+
+// Prefix is a topic and group prefix for one benchmark run, name and six
+// random hex digits, ending in '.' as DeletePrefix wants:
+// "bench-e2e-3f9a1c.".
+func Prefix(name string) string {
+	var r [3]byte
+	_, _ = rand.Read(r[:])
+	return name + "-" + hex.EncodeToString(r[:]) + "."
+}
 
 // DeletePrefix deletes every topic and consumer group whose name starts with
 // prefix: a benchmark's clean-up on a shared broker. The prefix must be

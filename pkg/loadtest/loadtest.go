@@ -1,15 +1,19 @@
-// Package loadtest holds what hookline's benchmark programs share: a
-// process's CPU time and RSS read from /proc, the broker's own
-// ProducerPerformance as the baseline every ratio is taken against, a
-// scrape of a Prometheus counter, closed- and open-loop load phases, the
-// service binaries run as processes, and the clean-up of a run's topics.
-// Linux only; loopback only.
+// Package loadtest holds what hookline's benchmark programs (pkg/bench/...)
+// share: the cluster to run against and its clients (through kafkaconf, so
+// TLS and SASL work as in the services), a process's CPU time and RSS read
+// from /proc, the broker's own ProducerPerformance as the baseline every
+// ratio is taken against, a scrape of a Prometheus counter, closed- and
+// open-loop load phases, the service binaries (found by
+// proctest.BinaryPath) run as processes; Run sets all of that up for one
+// benchmark and deletes its topics and folder at the end. Linux only;
+// loopback only.
 package loadtest
 
 import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -17,10 +21,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/pkg/kafkaconf"
+	"github.com/hookline/hookline/pkg/proctest"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat; 100
@@ -50,8 +56,15 @@ func CPU(pid int) (time.Duration, error) {
 	return time.Duration(utime+stime) * time.Second / clockTicks, nil
 }
 
-// RSS returns the resident set size of the process in bytes.
-func RSS(pid int) (int64, error) {
+// RSS returns the resident set size of the process in bytes (VmRSS).
+func RSS(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+// PeakRSS returns the largest resident set size the process has had, in
+// bytes (VmHWM).
+func PeakRSS(pid int) (int64, error) { return statusBytes(pid, "VmHWM") }
+
+// statusBytes reads a "<field>: N kB" line of /proc/<pid>/status.
+func statusBytes(pid int, field string) (int64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
@@ -59,15 +72,15 @@ func RSS(pid int) (int64, error) {
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("/proc/%d/status: no VmRSS", pid)
+	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
 
-var perfLine = regexp.MustCompile(`(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency`)
+var perfLine = regexp.MustCompile(`(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency.*`)
 
 // Perf is the summary line of ProducerPerformance.
 type Perf struct {
@@ -75,36 +88,64 @@ type Perf struct {
 	RecordsPerSec float64
 	MBPerSec      float64
 	AvgLatencyMS  float64
+	// Line is the summary line as the tool printed it; Command is how it
+	// was run ("compose/kafka.sh perf ...", the client properties file
+	// named, not shown).
+	Line    string
+	Command string
 }
 
 // ProducerPerformance runs the broker's own perf tool (compose/kafka.sh perf)
-// against an existing topic: records of recordSize bytes, acks=all, as fast
-// as it can. It is the physical-limit baseline of every benchmark here.
-func ProducerPerformance(ctx context.Context, brokers, topic string, records, recordSize int) (Perf, error) {
-	cmd := exec.CommandContext(ctx, filepath.Join(RepoRoot(), "compose", "kafka.sh"), "perf",
-		"--bootstrap-server", brokers, "--topic", topic, "--num-records", strconv.Itoa(records),
-		"--record-size", strconv.Itoa(recordSize), "--throughput", "-1", "--producer-props", "acks=all")
-	out, err := cmd.CombinedOutput()
+// against an existing topic of the cluster cfg names, as cfg says to reach
+// it (TLS and SASL through a client properties file, kafkaconf's
+// JavaProperties): records of recordSize bytes, acks=all, as fast as it can.
+// It is the physical-limit baseline of every benchmark here.
+func ProducerPerformance(ctx context.Context, cfg kafkaconf.Config, topic string, records, recordSize int) (Perf, error) {
+	args := []string{"perf", "--bootstrap-server", strings.Join(cfg.Brokers, ","), "--topic", topic,
+		"--num-records", strconv.Itoa(records), "--record-size", strconv.Itoa(recordSize), "--throughput", "-1",
+		"--command-property", "acks=all"}
+	props, err := cfg.JavaProperties()
+	if err != nil {
+		return Perf{}, fmt.Errorf("ProducerPerformance: %w", err)
+	}
+	if props != "" {
+		f, err := os.CreateTemp("", "hookline-perf-*.properties") // mode 0600: it holds the password
+		if err != nil {
+			return Perf{}, err
+		}
+		defer os.Remove(f.Name())
+		_, err = f.WriteString(props)
+		if err = errors.Join(err, f.Close()); err != nil {
+			return Perf{}, err
+		}
+		args = append(args, "--command-config", f.Name())
+	}
+	out, err := exec.CommandContext(ctx, filepath.Join(proctest.RepoRoot(), "compose", "kafka.sh"), args...).CombinedOutput()
 	if err != nil {
 		return Perf{}, fmt.Errorf("ProducerPerformance: %w\n%s", err, out)
 	}
-	m := perfLine.FindAllStringSubmatch(string(out), -1)
+	p, err := parsePerf(string(out), records)
+	p.Command = "compose/kafka.sh " + strings.Join(args, " ")
+	return p, err
+}
+
+// parsePerf reads the summary of ProducerPerformance's output (the last
+// line of its shape), which must count all of records.
+func parsePerf(out string, records int) (Perf, error) {
+	m := perfLine.FindAllStringSubmatch(out, -1)
 	if len(m) == 0 {
 		return Perf{}, fmt.Errorf("ProducerPerformance: no summary line in\n%s", out)
 	}
 	last := m[len(m)-1]
-	p := Perf{}
+	p := Perf{Line: strings.TrimSpace(last[0])}
 	p.Records, _ = strconv.Atoi(last[1])
 	p.RecordsPerSec, _ = strconv.ParseFloat(last[2], 64)
 	p.MBPerSec, _ = strconv.ParseFloat(last[3], 64)
 	p.AvgLatencyMS, _ = strconv.ParseFloat(last[4], 64)
+	if p.Records != records {
+		return p, fmt.Errorf("ProducerPerformance sent %d records, not %d:\n%s", p.Records, records, out)
+	}
 	return p, nil
-}
-
-// RepoRoot is the repository's top folder.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
 // CounterSum scrapes url (a /metrics endpoint) and sums every sample of the
@@ -162,39 +203,25 @@ func FreeAddr() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-// WaitReady polls url until it answers 200, for at most timeout.
-func WaitReady(ctx context.Context, url string, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		if resp, err := http.Get(url); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return nil
-			}
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	return fmt.Errorf("%s not ready within %s", url, timeout)
-}
-
-// LoopbackBrokers reads KAFKA_BROKERS (default 127.0.0.1:9092) and refuses
-// anything that is not a loopback address: benchmarks load only this
+// KafkaConfig is the cluster a benchmark runs against, read as the services
+// read it (kafkaconf: KAFKA_BROKERS, KAFKA_TLS*, KAFKA_SASL_*; an unset
+// KAFKA_BROKERS is 127.0.0.1:9092), so a benchmark reaches any cluster they
+// can, and the services it starts inherit the same variables. It refuses
+// brokers that are not loopback addresses: benchmarks load only this
 // machine.
-func LoopbackBrokers() ([]string, error) {
-	v := strings.TrimSpace(os.Getenv("KAFKA_BROKERS"))
-	if v == "" {
-		v = "127.0.0.1:9092"
+func KafkaConfig() (kafkaconf.Config, error) {
+	cfg, err := kafkaconf.FromEnv(os.LookupEnv)
+	if err != nil {
+		return cfg, err
 	}
-	var out []string
-	for _, b := range strings.Split(v, ",") {
-		host, _, err := net.SplitHostPort(strings.TrimSpace(b))
+	for _, b := range cfg.Brokers {
+		host, _, err := net.SplitHostPort(b)
 		if err != nil {
-			return nil, fmt.Errorf("KAFKA_BROKERS=%q: %w", v, err)
+			return cfg, fmt.Errorf("KAFKA_BROKERS: %q: %w", b, err)
 		}
 		if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-			return nil, fmt.Errorf("KAFKA_BROKERS=%q: the benchmark runs against a loopback broker only", v)
+			return cfg, fmt.Errorf("KAFKA_BROKERS: %q: the benchmark runs against a loopback broker only", b)
 		}
-		out = append(out, strings.TrimSpace(b))
 	}
-	return out, nil
+	return cfg, nil
 }

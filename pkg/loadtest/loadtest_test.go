@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -43,5 +45,80 @@ hookline_processor_transactions_total{instance="p1",result="committed"} 40
 	}
 	if _, err := CounterSum(t.Context(), srv.URL+"/nothing", "absent"); err == nil {
 		t.Error("a 404 summed to a number")
+	}
+}
+
+func TestParsePerf(t *testing.T) {
+	out := `log4j: a warning
+9000 records sent, 1799.6 records/sec (1.76 MB/sec), 12.3 ms avg latency, 400.0 ms max latency.
+10000 records sent, 1981.378 records/sec (1.93 MB/sec), 11.52 ms avg latency, 412.00 ms max latency, 8 ms 50th, 30 ms 95th, 60 ms 99th, 400 ms 99.9th.
+`
+	p, err := parsePerf(out, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Records != 10000 || p.RecordsPerSec != 1981.378 || p.MBPerSec != 1.93 || p.AvgLatencyMS != 11.52 ||
+		p.Line != "10000 records sent, 1981.378 records/sec (1.93 MB/sec), 11.52 ms avg latency, 412.00 ms max latency, 8 ms 50th, 30 ms 95th, 60 ms 99th, 400 ms 99.9th." {
+		t.Errorf("parsePerf = %+v: want the last line's figures, and the line", p)
+	}
+	if _, err := parsePerf(out, 20000); err == nil || !strings.Contains(err.Error(), "sent 10000 records, not 20000") {
+		t.Errorf("a short run: err %v, want one naming the counts", err)
+	}
+	if _, err := parsePerf("Exception in thread main", 10); err == nil {
+		t.Error("no summary line: no error")
+	}
+}
+
+func TestProcessFigures(t *testing.T) {
+	pid := os.Getpid()
+	rss, err := RSS(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak, err := PeakRSS(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rss <= 0 || peak < rss {
+		t.Errorf("RSS %d, peak %d: want a positive RSS at most the peak", rss, peak)
+	}
+	if _, err := CPU(pid); err != nil {
+		t.Error(err)
+	}
+	if _, err := RSS(-1); err == nil {
+		t.Error("RSS of no process: no error")
+	}
+}
+
+func TestKafkaConfig(t *testing.T) {
+	for _, k := range []string{"KAFKA_TLS", "KAFKA_TLS_CA_FILE", "KAFKA_TLS_INSECURE", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_USER", "KAFKA_SASL_PASSWORD"} {
+		t.Setenv(k, "") // empty is unset to kafkaconf
+	}
+	for _, c := range []struct {
+		brokers, wantErr string
+	}{
+		{"", ""}, // 127.0.0.1:9092, as the services
+		{"127.0.0.1:29300,localhost:9092,[::1]:9092", ""},
+		{"10.0.0.5:9092", "loopback broker only"},
+		{"127.0.0.1:9092,kafka.example:9092", "loopback broker only"},
+		{"127.0.0.1", "no port"},
+	} {
+		t.Setenv("KAFKA_BROKERS", c.brokers)
+		cfg, err := KafkaConfig()
+		if c.wantErr == "" && (err != nil || len(cfg.Brokers) == 0) || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("KAFKA_BROKERS=%q: %+v, %v; want error %q", c.brokers, cfg, err, c.wantErr)
+		}
+	}
+	t.Setenv("KAFKA_BROKERS", "127.0.0.1:9092")
+	t.Setenv("KAFKA_SASL_MECHANISM", "SCRAM-SHA-512") // without a user: as the services, an error
+	if _, err := KafkaConfig(); err == nil || !strings.Contains(err.Error(), "KAFKA_SASL_USER") {
+		t.Errorf("SASL without a user: %v", err)
+	}
+}
+
+func TestPrefix(t *testing.T) {
+	a, b := Prefix("bench-x"), Prefix("bench-x")
+	if a == b || !strings.HasPrefix(a, "bench-x-") || !strings.HasSuffix(a, ".") || len(a) != len("bench-x-")+6+1 {
+		t.Errorf("Prefix: %q and %q; want two distinct bench-x-<6 hex>.", a, b)
 	}
 }

@@ -11,22 +11,8 @@ import (
 	"time"
 )
 
-// Binary is the path of a service binary (ingest, processor, retrier, dlq)
-// in $HOOKLINE_BIN_DIR, or in the repository's bin/ when that is unset
-// (make build puts them there). It fails when the file is missing.
-func Binary(name string) (string, error) {
-	dir := os.Getenv("HOOKLINE_BIN_DIR")
-	if dir == "" {
-		dir = filepath.Join(RepoRoot(), "bin")
-	}
-	p := filepath.Join(dir, name)
-	if _, err := os.Stat(p); err != nil {
-		return "", fmt.Errorf("%s binary: %w (run make build, or set HOOKLINE_BIN_DIR)", name, err)
-	}
-	return p, nil
-}
-
-// Proc is a service binary a benchmark runs, its output in a log file.
+// Proc is a service binary a benchmark runs (its path from
+// proctest.BinaryPath), its output in a log file.
 type Proc struct {
 	Name string
 	Log  string // path of the output file

@@ -1,7 +1,8 @@
 // Package proctest runs hookline's service binaries as real processes in
 // tests, so a test can send them signals (SIGTERM, SIGKILL) and count what
 // survives. Binaries come from HOOKLINE_BIN_DIR (make test sets it to bin/)
-// or are built once per test binary into a temporary folder.
+// or are built once per process into a temporary folder: BinaryPath is how
+// every test and benchmark (pkg/bench) finds them.
 package proctest
 
 import (
@@ -17,46 +18,66 @@ import (
 	"time"
 )
 
-// built caches binaries built by this test process, by service name.
+// built caches binaries built by this process, by service name.
 var built struct {
 	sync.Mutex
 	dir   string
 	paths map[string]string
 }
 
-// Binary returns the path of the service's binary (ingest, processor,
-// retrier, dlq).
-func Binary(tb testing.TB, service string) string {
-	tb.Helper()
+// RepoRoot is the repository's top folder (go.mod, compose/, bin/), found
+// from where this file was compiled: the source tree must be on the machine
+// that runs the tests or benchmarks, as it is for the ones built here.
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// BinaryPath is the one way tests and benchmarks find a service binary
+// (ingest, processor, retrier, dlq): $HOOKLINE_BIN_DIR/<service> when
+// HOOKLINE_BIN_DIR is set (make build, make test and make bench-* point it
+// at bin/; the file must be there), else `go build ./<service>` into a
+// temporary folder, once per process and service (seconds the first time,
+// less from Go's build cache; the folder is left for the OS to clean).
+func BinaryPath(service string) (string, error) {
 	if dir := os.Getenv("HOOKLINE_BIN_DIR"); dir != "" {
 		p := filepath.Join(dir, service)
 		if _, err := os.Stat(p); err != nil {
-			tb.Fatalf("HOOKLINE_BIN_DIR=%s: %v (run make build)", dir, err)
+			return "", fmt.Errorf("HOOKLINE_BIN_DIR=%s: %w (run make build)", dir, err)
 		}
-		return p
+		return p, nil
 	}
 	built.Lock()
 	defer built.Unlock()
 	if p, ok := built.paths[service]; ok {
-		return p
+		return p, nil
 	}
 	if built.dir == "" {
 		d, err := os.MkdirTemp("", "hookline-bin-")
 		if err != nil {
-			tb.Fatal(err)
+			return "", err
 		}
 		built.dir, built.paths = d, map[string]string{}
 	}
-	_, file, _, _ := runtime.Caller(0)
-	root := filepath.Join(filepath.Dir(file), "..", "..")
 	out := filepath.Join(built.dir, service)
 	cmd := exec.Command("go", "build", "-o", out, "./"+service)
-	cmd.Dir = root
+	cmd.Dir = RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		tb.Fatalf("go build ./%s: %v\n%s", service, err, b)
+		return "", fmt.Errorf("go build ./%s: %w\n%s", service, err, b)
 	}
 	built.paths[service] = out
-	return out
+	return out, nil
+}
+
+// Binary is BinaryPath for a test: it fails tb when the binary is missing
+// or does not build.
+func Binary(tb testing.TB, service string) string {
+	tb.Helper()
+	p, err := BinaryPath(service)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return p
 }
 
 // Proc is a running service process whose output is kept for the test log.

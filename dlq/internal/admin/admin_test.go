@@ -33,9 +33,7 @@ func server(t *testing.T) http.Handler {
 	if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	st := store.New(store.Config{Names: names, Client: cl, NewClient: func(extra ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, extra...)...)
-	}})
+	st := store.New(store.Config{Names: names, Client: cl, NewClient: kafkatest.NewClient(addrs)})
 	return New(Config{Store: st, Replayer: replay.New(cl), Token: token}).Handler()
 }
 

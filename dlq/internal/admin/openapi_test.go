@@ -54,9 +54,7 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	t.Cleanup(c.Close)
 	addrs := c.ListenAddrs()
 	cl := kafkatest.Client(t, addrs)
-	newClient := func(extra ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, extra...)...)
-	}
+	newClient := kafkatest.NewClient(addrs)
 	r := &kgo.Record{Topic: names.DLQ, Key: []byte("stripe:evt_oa"), Value: []byte(`{"id":"evt_oa"}`)}
 	headers.Set(r, headers.Provider, "stripe")
 	headers.Set(r, headers.DeadReason, headers.DeadPermanent)

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kfake"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/dlq/internal/store"
@@ -29,9 +28,7 @@ func providerServer(t *testing.T, providersFile string, set func(context.Context
 	names := topics.NewNames("", nil)
 	addrs := kafkatest.Fake(t, kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.DLQ, names.DLQStatus))
 	cl := kafkatest.Client(t, addrs)
-	newClient := func(extra ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, extra...)...)
-	}
+	newClient := kafkatest.NewClient(addrs)
 	known, err := settings.LoadKnown(providersFile)
 	if err != nil {
 		t.Fatal(err)

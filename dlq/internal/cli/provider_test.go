@@ -26,9 +26,7 @@ func controlEnv(t *testing.T) (map[string]string, func() map[string]control.Sett
 	env := map[string]string{"KAFKA_BROKERS": strings.Join(addrs, ","), "HOOKLINE_PROVIDERS": providersFile, "USER": "tester"}
 	read := func() map[string]control.Setting {
 		t.Helper()
-		got, err := settings.Read(t.Context(), func(o ...kgo.Opt) (*kgo.Client, error) {
-			return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, o...)...)
-		}, "webhooks.control", func(err error) { t.Errorf("bad control record: %v", err) })
+		got, err := settings.Read(t.Context(), kafkatest.NewClient(addrs), "webhooks.control", func(err error) { t.Errorf("bad control record: %v", err) })
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -243,9 +243,7 @@ func TestRunRateAndInterrupt(t *testing.T) {
 func TestRunAndWaitOnKafka(t *testing.T) {
 	addrs := kafkatest.Fake(t, kfake.SeedTopics(2, "raw", "status", "outcomes"))
 	cl := kafkatest.Client(t, addrs)
-	newClient := func(extra ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, extra...)...)
-	}
+	newClient := kafkatest.NewClient(addrs)
 	ctx := t.Context()
 	// An old outcome of the same replay id, before the watch: not this run's.
 	if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "outcomes", Key: []byte("stripe:evt_0"),

@@ -25,9 +25,7 @@ func TestEnsureStatusTopicKeepsWrites(t *testing.T) {
 	}
 	brokers := kafkatest.Brokers(t)
 	names := topics.NewNames(kafkatest.Prefix(t), nil)
-	newClient := func(extra ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(brokers...)}, extra...)...)
-	}
+	newClient := kafkatest.NewClient(brokers)
 	cl := kafkatest.Client(t, brokers, kgo.RequiredAcks(kgo.AllISRAcks())) // idempotent, as dlq's
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

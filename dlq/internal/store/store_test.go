@@ -167,9 +167,7 @@ func fakeStore(t *testing.T) (*Store, *kgo.Client, []string, topics.Names, *[]st
 	t.Helper()
 	names := topics.NewNames("", nil)
 	addrs := kafkatest.Fake(t, kfake.SeedTopics(3, names.DLQ, names.DLQStatus))
-	newClient := func(extra ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, extra...)...)
-	}
+	newClient := kafkatest.NewClient(addrs)
 	cl := kafkatest.Client(t, addrs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	var warnings []string
 	s := New(Config{Names: names, NewClient: newClient, Client: cl, Stall: 3 * time.Second, Warn: func(w string) { warnings = append(warnings, w) }})
@@ -275,9 +273,7 @@ func TestMissingTopic(t *testing.T) {
 	names := topics.NewNames("nothing.", nil)
 	addrs := kafkatest.Fake(t)
 	cl := kafkatest.Client(t, addrs)
-	s := New(Config{Names: names, NewClient: func(extra ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(addrs...)}, extra...)...)
-	}, Client: cl})
+	s := New(Config{Names: names, NewClient: kafkatest.NewClient(addrs), Client: cl})
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	if _, err := s.List(ctx, Filter{}, false); !errors.Is(err, ErrNoTopic) {

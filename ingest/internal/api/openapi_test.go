@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookline/hookline/ingest/internal/publish"
 	"github.com/hookline/hookline/ingest/internal/selftest"
+	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/topics"
@@ -53,7 +54,7 @@ func unreachablePublisher(t *testing.T) Publisher {
 	}
 	addr := ln.Addr().String()
 	ln.Close()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(time.Second))
+	cl, err := kafkatest.NewClient([]string{addr})(kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,9 +76,7 @@ func selftester(t *testing.T, reg *providers.Registry, missing bool) SelfTester 
 	if missing {
 		specs = append(specs, topics.Spec{Name: "webhooks.missing", Partitions: 1})
 	}
-	newClient := func(opts ...kgo.Opt) (*kgo.Client, error) {
-		return kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.ListenAddrs()...)}, opts...)...)
-	}
+	newClient := kafkatest.NewClient(c.ListenAddrs())
 	cl, err := newClient()
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/ingest/internal/publish"
+	"github.com/hookline/hookline/pkg/kafkatest"
 )
 
 // TestBrokerUnreachable points a real franz-go producer at a closed port:
@@ -23,7 +24,7 @@ func TestBrokerUnreachable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 
-	cl, err := kgo.NewClient(kgo.SeedBrokers(addr), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(time.Second))
+	cl, err := kafkatest.NewClient([]string{addr})(kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -91,7 +91,7 @@ providers:
 		t.Fatal(err)
 	}
 	var net cuttable
-	conn := []kgo.Opt{kgo.SeedBrokers(brokers...), kgo.Dialer(net.dial), kgo.RetryTimeout(time.Second)}
+	conn := kafkatest.Opts(t, brokers, kgo.Dialer(net.dial), kgo.RetryTimeout(time.Second))
 	cl := kafkatest.Client(t, brokers, append(conn, kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0))...)
 	now := time.Now()
 	clock := func() time.Time { return now } // frozen: every Run is a new self-test only when the test moves it

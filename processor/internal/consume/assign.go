@@ -29,8 +29,9 @@ type ownership struct {
 	mu    sync.Mutex
 	parts map[int32]*owned
 	// fresh holds partitions restored but not yet seen in a committed batch,
-	// for the "restored before its first record" log line.
-	fresh map[int32]bool
+	// with the time each was assigned, for the "first record processed since
+	// restore" log line: how long a takeover kept the partition waiting.
+	fresh map[int32]time.Time
 	// doom is closed when partitions are revoked or lost, then replaced: a
 	// transaction holding the channel it took at its start knows its batch
 	// can no longer commit.
@@ -43,6 +44,8 @@ type ownership struct {
 // owned is one partition while this session owns it.
 type owned struct {
 	ready bool
+	// at is when the partition was assigned.
+	at time.Time
 	// ctx ends when the partition goes away or the session stops: it
 	// cancels the restore and every call of the partition's records.
 	ctx    context.Context
@@ -56,7 +59,7 @@ type owned struct {
 func newOwnership(s *session) *ownership {
 	clean := make(chan struct{})
 	close(clean)
-	return &ownership{s: s, p: s.p, parts: map[int32]*owned{}, fresh: map[int32]bool{}, doom: make(chan struct{}), clean: clean}
+	return &ownership{s: s, p: s.p, parts: map[int32]*owned{}, fresh: map[int32]time.Time{}, doom: make(chan struct{}), clean: clean}
 }
 
 // assigned runs in the group goroutine before fetching starts for the new
@@ -68,6 +71,7 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 	}
 	cl.PauseFetchPartitions(map[string][]int32{o.p.cfg.Names.Raw: parts})
 	o.p.m.rebalances.WithLabelValues("assigned").Add(float64(len(parts)))
+	at := time.Now()
 	o.p.cfg.Logger.Info("partitions assigned: restoring before processing", "topic", o.p.cfg.Names.Raw, "partitions", parts)
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -82,7 +86,7 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 			old.cancel()
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		ow := &owned{ctx: rctx, cancel: cancel, done: make(chan struct{})}
+		ow := &owned{at: at, ctx: rctx, cancel: cancel, done: make(chan struct{})}
 		o.parts[part] = ow
 		go o.restore(rctx, cl, part, ow)
 	}
@@ -142,7 +146,8 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		}
 	}
 	o.s.reader.add(part, wins)
-	o.fresh[part] = true
+	o.fresh[part] = ow.at
+	o.p.m.resumeSeconds.Observe(time.Since(ow.at).Seconds())
 	o.updateHealth()
 }
 
@@ -375,9 +380,10 @@ func (o *ownership) committed(batch []*result, points map[topicPart]commitPoint)
 	for _, res := range batch {
 		tp := topicPart{res.r.Topic, res.r.Partition}
 		byPart[tp] = append(byPart[tp], res.r.Offset)
-		if o.fresh[res.r.Partition] {
+		if at, ok := o.fresh[res.r.Partition]; ok {
 			delete(o.fresh, res.r.Partition)
-			o.p.cfg.Logger.Info("first record processed since restore", "partition", res.r.Partition, "offset", res.r.Offset)
+			o.p.cfg.Logger.Info("first record processed since restore", "partition", res.r.Partition, "offset", res.r.Offset,
+				"since_assigned", time.Since(at).Round(time.Millisecond).String())
 		}
 	}
 	for part, ow := range o.parts {

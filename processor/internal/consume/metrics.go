@@ -23,6 +23,7 @@ type metrics struct {
 	rebalances        *prometheus.CounterVec
 	restoreSeconds    prometheus.Histogram
 	restoreRecords    prometheus.Counter
+	resumeSeconds     prometheus.Histogram
 	batchSeconds      prometheus.Histogram
 	lag               *prometheus.GaugeVec
 	hanging           *prometheus.CounterVec
@@ -73,6 +74,11 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		restoreRecords: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "hookline_processor_restore_records_total",
 			Help: "Changelog records read while restoring.",
+		}),
+		resumeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookline_processor_resume_seconds",
+			Help:    "Time from a partition's assignment to its records being read again: the hanging-transaction check, the restore and the committed offsets. A takeover by a warm standby should take well under a second.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
 		}),
 		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "hookline_processor_transaction_seconds",
@@ -147,7 +153,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		Help: "Keys in the local Badger state store (approximate).",
 	}, func() float64 { return float64(st.Keys()) })
 	reg.MustRegister(m.records, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
-		m.restoreSeconds, m.restoreRecords, m.batchSeconds, m.lag, m.hanging, m.sessions, keys,
+		m.restoreSeconds, m.restoreRecords, m.resumeSeconds, m.batchSeconds, m.lag, m.hanging, m.sessions, keys,
 		m.batchRecords, m.pending, m.classPending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag, m.lanePaused, m.laneRate,
 		m.standbyLag, m.standbyPartitions)
 	return m

@@ -24,6 +24,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/retry"
@@ -60,7 +61,7 @@ func newFakeKafkaN(t *testing.T, n int32) *fakeKafka {
 
 func (f *fakeKafka) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.c.ListenAddrs()...)}, opts...)...)
+	cl, err := kafkatest.NewClient(f.c.ListenAddrs())(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,14 +253,12 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 	if testing.Verbose() {
 		log = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	seeds := kgo.SeedBrokers(f.c.ListenAddrs()...)
+	conn := kafkatest.Opts(t, f.c.ListenAddrs())
 	p, err := New(Config{
 		Names: f.names, Schedule: sched, Providers: reg, Router: deliver.NewRouter(handlers), Store: store,
 		MaxInflight: 4, MaxPending: cmp.Or(o.maxPending, 1000), MaxPendingBytes: 1 << 20, MaxBatch: 50, ShutdownGrace: 50 * time.Millisecond,
-		SessionOpts: []kgo.Opt{seeds},
-		NewClient: func(opts ...kgo.Opt) (*kgo.Client, error) {
-			return kgo.NewClient(append([]kgo.Opt{seeds}, opts...)...)
-		},
+		SessionOpts:     conn,
+		NewClient:       kafkatest.NewClient(f.c.ListenAddrs()),
 		TransactionalID: "hookline-processor-" + id, InstanceID: id,
 		StandbyReplicas: o.standbys,
 		Logger:          log, Registry: o.metrics, Health: obs.NewHealth("restore", "control"),

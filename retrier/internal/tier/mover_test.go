@@ -18,6 +18,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
 )
@@ -47,7 +48,7 @@ func newFake(t *testing.T, partitions int32, tiers ...time.Duration) *fakeSystem
 
 func (f *fakeSystem) client(t *testing.T, opts ...kgo.Opt) *kgo.Client {
 	t.Helper()
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.addrs...)}, opts...)...)
+	cl, err := kafkatest.NewClient(f.addrs)(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +169,7 @@ func (f *fakeSystem) runMover(t *testing.T, opts ...kgo.Opt) (mv *Mover, stop fu
 	mv, err := New(Config{
 		Names:       f.names,
 		Schedule:    f.sched,
-		ClientOpts:  append([]kgo.Opt{kgo.SeedBrokers(f.addrs...), kgo.HeartbeatInterval(200 * time.Millisecond)}, opts...),
+		ClientOpts:  kafkatest.Opts(t, f.addrs, append([]kgo.Opt{kgo.HeartbeatInterval(200 * time.Millisecond)}, opts...)...),
 		Logger:      slog.New(slog.NewTextHandler(testWriter(t), nil)),
 		Registry:    prometheus.NewRegistry(),
 		LagInterval: time.Hour,

@@ -1,6 +1,6 @@
-// Command bench is hookline's end-to-end benchmark (make bench-e2e). It runs
-// the real bin/ingest, bin/processor and bin/retrier against the local
-// broker, with a stripe provider whose destination is an HTTP server in this
+// Command e2e is hookline's end-to-end benchmark (make bench-e2e, built as
+// bin/bench-e2e). It runs the real bin/ingest, bin/processor and
+// bin/retrier against the local broker, with a stripe provider whose destination is an HTTP server in this
 // process answering 200, and measures from the POST to the `done` outcome
 // becoming visible to a read_committed consumer of webhooks.outcomes:
 //
@@ -28,7 +28,9 @@
 // fails.
 //
 // Loopback only (it refuses a KAFKA_BROKERS elsewhere), bounded in time;
-// its processes, topics and groups are removed at the end.
+// its processes, topics and groups are removed at the end. It reaches the
+// broker as the services do (KAFKA_TLS*, KAFKA_SASL_*: pkg/kafkaconf), and
+// the services it starts inherit those settings.
 package main
 
 import (

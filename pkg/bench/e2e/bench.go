@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -18,7 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/e2e/isolation"
@@ -61,9 +58,8 @@ type phaseReport struct {
 type bench struct {
 	cfg     config
 	out     io.Writer
-	brokers []string
+	run     *loadtest.Run // cluster, client, binaries, folder, prefix
 	names   topics.Names
-	tmp     string
 	track   *tracker
 	iso     isolation.Scenario
 	tl      *isolation.Timeline // 202 -> destination call of the isolation phases
@@ -78,34 +74,11 @@ type bench struct {
 
 func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error) {
 	b := &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), tl: isolation.NewTimeline(), pad: strings.Repeat("x", cfg.BodySize)}
-	if b.brokers, err = loadtest.LoopbackBrokers(); err != nil {
+	if b.run, err = loadtest.NewRun("bench-e2e", []string{"ingest", "processor", "retrier"}); err != nil {
 		return rep, err
 	}
-	var bins [3]string
-	for i, name := range []string{"ingest", "processor", "retrier"} {
-		if bins[i], err = loadtest.Binary(name); err != nil {
-			return rep, err
-		}
-	}
-	if b.tmp, err = os.MkdirTemp("", "hookline-bench-e2e-"); err != nil {
-		return rep, err
-	}
-	defer os.RemoveAll(b.tmp)
-	var rnd [3]byte
-	_, _ = rand.Read(rnd[:])
-	b.names = topics.NewNames("bench-e2e-"+hex.EncodeToString(rnd[:])+".", retry.DefaultSchedule().Names())
-
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...))
-	if err != nil {
-		return rep, err
-	}
-	defer cl.Close()
-	adm := kadm.NewClient(cl)
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		err = errors.Join(err, loadtest.DeletePrefix(cctx, adm, b.names.Prefix))
-	}()
+	defer func() { err = b.run.Close(err) }()
+	b.names = topics.NewNames(b.run.Prefix("bench-e2e"), retry.DefaultSchedule().Names())
 
 	if b.dest, err = startDestination(b.iso.Delay, b.tl.Called); err != nil {
 		return rep, err
@@ -116,23 +89,23 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 
 	fmt.Fprintf(out, "hookline end-to-end benchmark: POST -> ingest -> processor -> destination (200, in this process) -> `done` outcome read back read_committed;\n")
 	fmt.Fprintf(out, "then isolation: fastpay's 202 -> destination call alone, and with slowcrm's slow destination loaded\n")
-	fmt.Fprintf(out, "%d-byte signed Stripe events, %d partitions, broker %s, topic prefix %s\n", cfg.BodySize, cfg.Partitions, strings.Join(b.brokers, ","), b.names.Prefix)
+	fmt.Fprintf(out, "%d-byte signed Stripe events, %d partitions, broker %s, topic prefix %s\n", cfg.BodySize, cfg.Partitions, strings.Join(b.run.Kafka.Brokers, ","), b.names.Prefix)
 	fmt.Fprintf(out, "service settings from the environment: %s\n\n", settings())
 
 	// Baseline: the broker's own producer, before the services start and
 	// again after the phases, so the ratio sees the machine's noise.
 	perfTopic := b.names.Prefix + "perf"
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
-	_, err = adm.CreateTopic(cctx, int32(cfg.Partitions), -1, nil, perfTopic)
+	_, err = b.run.Admin.CreateTopic(cctx, int32(cfg.Partitions), -1, nil, perfTopic)
 	cancel()
 	if err != nil {
-		return rep, fmt.Errorf("create %s: %w", perfTopic, err)
+		return rep, fmt.Errorf("create %s: %w", perfTopic, b.run.Kafka.Explain(err))
 	}
 	if err := b.baseline(ctx, &rep.Perf[0], perfTopic, "before"); err != nil {
 		return rep, err
 	}
 
-	if err := b.start(ctx, bins); err != nil {
+	if err := b.start(ctx); err != nil {
 		return rep, err
 	}
 	defer func() {
@@ -141,7 +114,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 		}
 	}()
 
-	reader, err := kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ConsumeTopics(b.names.Outcomes),
+	reader, err := b.run.Kafka.NewClient(kgo.ConsumeTopics(b.names.Outcomes),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// Bounds how late the reader may see an outcome when the broker
 		// does not answer its fetch at once; with data waiting it does.
@@ -215,7 +188,7 @@ func (b *bench) baseline(ctx context.Context, p *loadtest.Perf, topic, when stri
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	var err error
-	if *p, err = loadtest.ProducerPerformance(ctx, strings.Join(b.brokers, ","), topic, b.cfg.PerfRecords, 1024); err != nil {
+	if *p, err = loadtest.ProducerPerformance(ctx, b.run.Kafka, topic, b.cfg.PerfRecords, 1024); err != nil {
 		return err
 	}
 	fmt.Fprintf(b.out, "baseline %s: ProducerPerformance, %d records of 1024 bytes, acks=all, %d partitions: %.0f records/s (%.1f ms average latency)\n",
@@ -244,8 +217,8 @@ func settings() string {
 
 // start runs ingest (which creates the topics), then processor and retrier,
 // and waits until each is ready.
-func (b *bench) start(ctx context.Context, bins [3]string) error {
-	prov := filepath.Join(b.tmp, "providers.yaml")
+func (b *bench) start(ctx context.Context) error {
+	prov := filepath.Join(b.run.Dir, "providers.yaml")
 	if err := os.WriteFile(prov, []byte(fmt.Sprintf(`providers:
   stripe:
     preset: stripe
@@ -259,7 +232,8 @@ func (b *bench) start(ctx context.Context, bins [3]string) error {
 		return err
 	}
 	b.reg = reg
-	common := []string{"KAFKA_BROKERS=" + strings.Join(b.brokers, ","), "HOOKLINE_TOPIC_PREFIX=" + b.names.Prefix,
+	// KAFKA_* (TLS, SASL too) come with this process's environment.
+	common := []string{"HOOKLINE_TOPIC_PREFIX=" + b.names.Prefix,
 		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", b.cfg.Partitions), "HOOKLINE_PROVIDERS=" + prov,
 		"BENCH_E2E_SECRET=" + secret, "HOOKLINE_LOG_LEVEL=warn"}
 	addrs := make([]string, 3)
@@ -272,11 +246,12 @@ func (b *bench) start(ctx context.Context, bins [3]string) error {
 	}
 	envs := [3][]string{
 		{"HOOKLINE_INGEST_ADDR=" + addrs[0]},
-		{"HOOKLINE_METRICS_ADDR=" + addrs[1], "HOOKLINE_STATE_DIR=" + filepath.Join(b.tmp, "state"), "HOOKLINE_INSTANCE_ID=bench-e2e"},
+		{"HOOKLINE_METRICS_ADDR=" + addrs[1], "HOOKLINE_STATE_DIR=" + filepath.Join(b.run.Dir, "state"), "HOOKLINE_INSTANCE_ID=bench-e2e"},
 		{"HOOKLINE_METRICS_ADDR=" + addrs[2]},
 	}
-	for i, bin := range bins {
-		p, err := loadtest.Start(bin, append(append([]string(nil), common...), envs[i]...), filepath.Join(b.tmp, filepath.Base(bin)+".log"))
+	for i, name := range []string{"ingest", "processor", "retrier"} {
+		bin := b.run.Bins[name]
+		p, err := loadtest.Start(bin, append(append([]string(nil), common...), envs[i]...), filepath.Join(b.run.Dir, filepath.Base(bin)+".log"))
 		if err != nil {
 			return err
 		}

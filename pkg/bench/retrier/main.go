@@ -1,6 +1,7 @@
-// Command bench is the retrier's benchmark (make bench-retrier). It runs the
-// real retrier binary against the local broker and prints every figure next
-// to its baseline, all taken in one run on one machine:
+// Command retrier is the retrier's benchmark (make bench-retrier, built as
+// bin/retrier-bench). It runs the real retrier binary against the local
+// broker and prints every figure next to its baseline, all taken in one run
+// on one machine:
 //
 //  1. Idle: N records (default 100,000, 1 KiB) parked in the 1h tier of the
 //     default schedule. CPU of the retrier over 60 idle seconds, read from
@@ -14,26 +15,20 @@
 //     right after on the same broker.
 //
 // Everything is bounded (counts, timeouts) and talks to loopback only: it
-// refuses a KAFKA_BROKERS that is not a loopback address. Its topics and
-// groups are deleted at the end.
+// refuses a KAFKA_BROKERS that is not a loopback address. It reaches the
+// broker as the services do (KAFKA_TLS*, KAFKA_SASL_*: pkg/kafkaconf), and
+// the retriers it starts inherit those settings. Its topics and groups are
+// deleted at the end.
 package main
 
 import (
-	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"flag"
 	"fmt"
 	mrand "math/rand/v2"
-	"net"
-	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -49,10 +44,6 @@ import (
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
 )
-
-// userHZ is the unit of utime and stime in /proc/<pid>/stat (USER_HZ, 100
-// on every Linux architecture Go supports).
-const userHZ = 100
 
 func main() {
 	n := flag.Int("n", 100000, "records per phase (at most 1,000,000)")
@@ -73,46 +64,29 @@ func main() {
 }
 
 type bench struct {
-	brokers []string
-	root    string
-	bin     string
-	cl      *kgo.Client
-	adm     *kadm.Client
-	parts   int32
-	topics  []string // to delete at the end
-	groups  []string
+	*loadtest.Run
+	parts int32
 }
 
 func run(ctx context.Context, n, size int, idle time.Duration, parts int32) (err error) {
-	b := &bench{parts: parts}
-	if b.brokers, err = loadtest.LoopbackBrokers(); err != nil {
-		return err
-	}
-	if b.root, err = repoRoot(); err != nil {
-		return err
-	}
-	if b.bin, err = retrierBinary(b.root); err != nil {
-		return err
-	}
-	b.cl, err = kgo.NewClient(kgo.SeedBrokers(b.brokers...), kgo.ProducerLinger(5*time.Millisecond),
+	r, err := loadtest.NewRun("bench-retrier", []string{"retrier"}, kgo.ProducerLinger(5*time.Millisecond),
 		kgo.ProducerBatchMaxBytes(1<<20), kgo.MaxBufferedRecords(20000))
 	if err != nil {
 		return err
 	}
-	defer b.cl.Close()
-	b.adm = kadm.NewClient(b.cl)
-	defer b.cleanup()
+	defer func() { err = r.Close(err) }()
+	b := &bench{Run: r, parts: parts}
 
 	sched := retry.DefaultSchedule()
-	parked := topics.NewNames(prefix("bench"), sched.Names())
-	empty := topics.NewNames(prefix("bench-empty"), sched.Names())
+	parked := topics.NewNames(b.Prefix("bench"), sched.Names())
+	empty := topics.NewNames(b.Prefix("bench-empty"), sched.Names())
 	for _, nm := range []topics.Names{parked, empty} {
 		if err := b.ensure(ctx, nm); err != nil {
-			return err
+			return b.Kafka.Explain(err)
 		}
 	}
 	fmt.Printf("retrier benchmark: %d records of %d bytes per phase, %d partitions per topic, tiers %s, broker %s\n\n",
-		n, size, parts, sched.String(), strings.Join(b.brokers, ","))
+		n, size, parts, sched.String(), strings.Join(b.Kafka.Brokers, ","))
 
 	// Phase 1: park n records in the 1h tier, due in an hour.
 	hourTier := parked.Retry[slices.Index(sched.Names(), "1h")]
@@ -126,12 +100,12 @@ func run(ctx context.Context, n, size int, idle time.Duration, parts int32) (err
 	if err != nil {
 		return err
 	}
-	defer full.stop()
+	defer full.Kill()
 	bare, err := b.startRetrier(ctx, empty, "empty")
 	if err != nil {
 		return err
 	}
-	defer bare.stop()
+	defer bare.Kill()
 	wantAssigned := float64(int(parts) * sched.Len())
 	if err := full.waitMetric(ctx, "hookline_retrier_paused_partitions", 2*time.Minute, func(v float64) bool { return v == float64(parts) }); err != nil {
 		return err
@@ -202,20 +176,21 @@ func run(ctx context.Context, n, size int, idle time.Duration, parts int32) (err
 	if err := b.createTopic(ctx, perfTopic); err != nil {
 		return err
 	}
-	perf, perfLine, err := b.producerPerformance(ctx, perfTopic, n, size)
+	perf, err := b.producerPerformance(ctx, perfTopic, n, size)
 	if err != nil {
 		return err
 	}
 	fmt.Printf("  moved: %d records, first %s after due, last %s after due (mean lateness %s)\n", n,
 		first.Sub(due).Round(time.Millisecond), last.Sub(due).Round(time.Millisecond), (time.Duration(lat / latN * float64(time.Second))).Round(time.Millisecond))
-	fmt.Printf("  retrier moved/s (due -> last in raw): %9.0f records/s | ProducerPerformance %9.0f records/s: ratio %.2f\n", rate, perf, rate/perf)
-	fmt.Printf("  retrier moved/s (first -> last):      %9.0f records/s | ProducerPerformance %9.0f records/s: ratio %.2f\n", steady, perf, steady/perf)
+	pr := perf.RecordsPerSec
+	fmt.Printf("  retrier moved/s (due -> last in raw): %9.0f records/s | ProducerPerformance %9.0f records/s: ratio %.2f\n", rate, pr, rate/pr)
+	fmt.Printf("  retrier moved/s (first -> last):      %9.0f records/s | ProducerPerformance %9.0f records/s: ratio %.2f\n", steady, pr, steady/pr)
 	fmt.Printf("  retrier CPU for the move: %.2f s (%.1f µs per record)\n", moveCPU.Seconds(), float64(moveCPU.Microseconds())/float64(n))
-	fmt.Printf("  ProducerPerformance: %s\n", perfLine)
+	fmt.Printf("  ProducerPerformance: %s\n", perf.Line)
 
 	// A clean stop: SIGTERM, exit 0.
 	for _, r := range []*retrier{full, bare} {
-		if err := r.terminate(); err != nil {
+		if err := r.Stop(30 * time.Second); err != nil {
 			return err
 		}
 	}
@@ -231,53 +206,6 @@ func ratio(a, b float64) string {
 
 func mib(b int64) float64 { return float64(b) / (1 << 20) }
 
-func prefix(name string) string {
-	var r [3]byte
-	_, _ = rand.Read(r[:])
-	return name + "-" + hex.EncodeToString(r[:]) + "."
-}
-
-// repoRoot is the nearest folder up from the working directory holding
-// compose/kafka.sh.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "compose", "kafka.sh")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", errors.New("run from the repository (compose/kafka.sh not found above the working directory)")
-		}
-		dir = parent
-	}
-}
-
-// retrierBinary is $HOOKLINE_BIN_DIR/retrier, or a fresh build.
-func retrierBinary(root string) (string, error) {
-	if dir := os.Getenv("HOOKLINE_BIN_DIR"); dir != "" {
-		p := filepath.Join(dir, "retrier")
-		if _, err := os.Stat(p); err != nil {
-			return "", fmt.Errorf("HOOKLINE_BIN_DIR=%s: %w (run make build)", dir, err)
-		}
-		return p, nil
-	}
-	dir, err := os.MkdirTemp("", "hookline-bench-")
-	if err != nil {
-		return "", err
-	}
-	p := filepath.Join(dir, "retrier")
-	cmd := exec.Command("go", "build", "-o", p, "./retrier")
-	cmd.Dir = root
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./retrier: %w\n%s", err, out)
-	}
-	return p, nil
-}
-
 // ensure creates the raw and tier topics of nm as the retrier would.
 func (b *bench) ensure(ctx context.Context, nm topics.Names) error {
 	mine := append([]string{nm.Raw}, nm.Retry...)
@@ -287,31 +215,17 @@ func (b *bench) ensure(ctx context.Context, nm topics.Names) error {
 			specs = append(specs, s)
 		}
 	}
-	b.topics = append(b.topics, mine...)
-	b.groups = append(b.groups, nm.Group(topics.GroupRetrier))
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	return topics.Ensure(cctx, b.cl, specs, -1)
+	return topics.Ensure(cctx, b.Client, specs, -1)
 }
 
+// createTopic creates a topic named with one of the run's prefixes.
 func (b *bench) createTopic(ctx context.Context, name string) error {
-	b.topics = append(b.topics, name)
 	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	_, err := b.adm.CreateTopic(cctx, b.parts, -1, nil, name)
+	_, err := b.Admin.CreateTopic(cctx, b.parts, -1, nil, name)
 	return err
-}
-
-// cleanup deletes the benchmark's topics and groups.
-func (b *bench) cleanup() {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := b.adm.DeleteGroups(ctx, b.groups...); err != nil {
-		fmt.Fprintln(os.Stderr, "bench: delete groups:", err)
-	}
-	if _, err := b.adm.DeleteTopics(ctx, b.topics...); err != nil {
-		fmt.Fprintln(os.Stderr, "bench: delete topics:", err)
-	}
 }
 
 // park writes n records to a tier topic, each shaped as the processor
@@ -349,7 +263,7 @@ func (b *bench) park(ctx context.Context, topic string, n, size int, due time.Ti
 			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
 		}
 		wg.Add(1)
-		b.cl.Produce(pctx, r, func(_ *kgo.Record, err error) {
+		b.Client.Produce(pctx, r, func(_ *kgo.Record, err error) {
 			defer wg.Done()
 			if err != nil {
 				mu.Lock()
@@ -376,7 +290,7 @@ func cmpOr(a, b error) error {
 func (b *bench) count(ctx context.Context, topic string) int64 {
 	cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	offs, err := b.adm.ListEndOffsets(cctx, topic)
+	offs, err := b.Admin.ListEndOffsets(cctx, topic)
 	if err != nil {
 		return -1
 	}
@@ -410,147 +324,56 @@ func (b *bench) waitMoved(ctx context.Context, raw string, n int, due time.Time)
 	return first, last, fmt.Errorf("not every record moved within 5 minutes of its due time")
 }
 
-var perfRE = regexp.MustCompile(`(\d+) records sent, ([0-9.]+) records/sec`)
-
-// producerPerformance runs the broker's ProducerPerformance tool and returns
-// its records/s and its summary line.
-func (b *bench) producerPerformance(ctx context.Context, topic string, n, size int) (float64, string, error) {
+// producerPerformance runs the broker's ProducerPerformance tool, saying
+// how.
+func (b *bench) producerPerformance(ctx context.Context, topic string, n, size int) (loadtest.Perf, error) {
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	args := []string{"perf", "--bootstrap-server", b.brokers[0], "--topic", topic, "--num-records", strconv.Itoa(n),
-		"--record-size", strconv.Itoa(size), "--throughput", "-1", "--command-property", "acks=all"}
-	fmt.Printf("baseline: compose/kafka.sh %s\n", strings.Join(args, " "))
-	cmd := exec.CommandContext(pctx, filepath.Join(b.root, "compose", "kafka.sh"), args...)
-	cmd.Dir = b.root
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return 0, "", fmt.Errorf("compose/kafka.sh perf: %w\n%s", err, out)
+	p, err := loadtest.ProducerPerformance(pctx, b.Kafka, topic, n, size)
+	if p.Command != "" {
+		fmt.Printf("baseline: %s\n", p.Command)
 	}
-	var line string
-	for _, l := range strings.Split(string(out), "\n") {
-		if perfRE.MatchString(l) {
-			line = strings.TrimSpace(l) // the last one is the summary
-		}
-	}
-	m := perfRE.FindStringSubmatch(line)
-	if m == nil || m[1] != strconv.Itoa(n) {
-		return 0, "", fmt.Errorf("no summary line for %d records in the perf output:\n%s", n, out)
-	}
-	rate, err := strconv.ParseFloat(m[2], 64)
-	return rate, line, err
+	return p, err
 }
 
-// retrier is a running retrier process.
+// retrier is a running retrier process and its metrics address.
 type retrier struct {
-	name string
-	cmd  *exec.Cmd
+	*loadtest.Proc
 	addr string
-	log  string
-	done chan error
 }
 
+// startRetrier runs the retrier on the topics of nm (its settings from this
+// process's environment, KAFKA_* included) and waits until it is healthy.
 func (b *bench) startRetrier(ctx context.Context, nm topics.Names, name string) (*retrier, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := loadtest.FreeAddr()
 	if err != nil {
 		return nil, err
 	}
-	addr := ln.Addr().String()
-	ln.Close()
-	logf, err := os.CreateTemp("", "hookline-bench-retrier-"+name+"-*.log")
+	p, err := loadtest.Start(b.Bins["retrier"], []string{"HOOKLINE_TOPIC_PREFIX=" + nm.Prefix,
+		"HOOKLINE_PARTITIONS=" + strconv.Itoa(int(b.parts)), "HOOKLINE_METRICS_ADDR=" + addr, "HOOKLINE_LOG_LEVEL=warn"},
+		filepath.Join(b.Dir, "retrier-"+name+".log"))
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(b.bin)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"),
-		"KAFKA_BROKERS=" + strings.Join(b.brokers, ","), "HOOKLINE_TOPIC_PREFIX=" + nm.Prefix,
-		"HOOKLINE_PARTITIONS=" + strconv.Itoa(int(b.parts)), "HOOKLINE_METRICS_ADDR=" + addr, "HOOKLINE_LOG_LEVEL=warn"}
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
+	p.Name = "retrier " + name
+	r := &retrier{Proc: p, addr: addr}
+	if err := p.WaitReady(ctx, "http://"+addr+"/healthz", time.Minute); err != nil {
+		p.Kill()
 		return nil, err
 	}
-	logf.Close()
-	r := &retrier{name: name, cmd: cmd, addr: addr, log: logf.Name(), done: make(chan error, 1)}
-	go func() { r.done <- cmd.Wait() }()
-	deadline := time.Now().Add(time.Minute)
-	for {
-		resp, err := http.Get("http://" + addr + "/healthz")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return r, nil
-			}
-		}
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			r.stop()
-			return nil, fmt.Errorf("retrier %s not healthy within a minute (log %s)", name, r.log)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return r, nil
 }
 
-// stop kills the process if it still runs.
-func (r *retrier) stop() {
-	select {
-	case <-r.done:
-		r.done <- nil
-	default:
-		_ = r.cmd.Process.Kill()
-	}
-}
-
-// terminate sends SIGTERM and requires exit status 0 within 30s.
-func (r *retrier) terminate() error {
-	if err := r.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return err
-	}
-	select {
-	case err := <-r.done:
-		r.done <- err
-		if err != nil {
-			return fmt.Errorf("retrier %s: %w on SIGTERM (log %s)", r.name, err, r.log)
-		}
-		return nil
-	case <-time.After(30 * time.Second):
-		return fmt.Errorf("retrier %s still running 30s after SIGTERM", r.name)
-	}
-}
-
-// cpu is the process's user plus system CPU time, from /proc/<pid>/stat.
+// cpu is the process's user plus system CPU time.
 func (r *retrier) cpu() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", r.cmd.Process.Pid))
-	if err != nil {
-		return 0
-	}
-	// Fields after the command name, which is in parentheses and may hold
-	// spaces: state is field 3, utime 14, stime 15.
-	s := string(b)
-	f := strings.Fields(s[strings.LastIndexByte(s, ')')+2:])
-	ut, _ := strconv.ParseInt(f[11], 10, 64)
-	st, _ := strconv.ParseInt(f[12], 10, 64)
-	return time.Duration(ut+st) * time.Second / userHZ
+	d, _ := loadtest.CPU(r.Pid())
+	return d
 }
 
-// rss returns VmRSS and VmHWM (peak RSS) in bytes, from /proc/<pid>/status.
+// rss returns the process's RSS and its peak, in bytes.
 func (r *retrier) rss() (rss, hwm int64) {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", r.cmd.Process.Pid))
-	if err != nil {
-		return 0, 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		k, v, ok := strings.Cut(sc.Text(), ":")
-		if !ok {
-			continue
-		}
-		kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-		switch k {
-		case "VmRSS":
-			rss = kb << 10
-		case "VmHWM":
-			hwm = kb << 10
-		}
-	}
+	rss, _ = loadtest.RSS(r.Pid())
+	hwm, _ = loadtest.PeakRSS(r.Pid())
 	return rss, hwm
 }
 
@@ -567,7 +390,7 @@ func (r *retrier) waitMetric(ctx context.Context, name string, timeout time.Dura
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("retrier %s: %s is %v after %s (log %s)", r.name, name, v, timeout, r.log)
+			return fmt.Errorf("%s: %s is %v after %s (log %s)", r.Name, name, v, timeout, r.Log)
 		}
 		select {
 		case <-ctx.Done():

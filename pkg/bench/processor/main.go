@@ -1,5 +1,6 @@
-// Command bench is the processor's benchmark (make bench-processor). In one
-// run, against one broker, it measures:
+// Command processor is the processor's benchmark (make bench-processor,
+// built as bin/bench-processor). In one run, against one broker, it
+// measures:
 //
 //   - events/s through the real processor binary for a provider without a
 //     destination, from a backlog in webhooks.raw, against the broker's own
@@ -13,18 +14,19 @@
 //     0.9x).
 //
 // Restore speed is BenchmarkRestore in processor/internal/restore. Every load
-// is bounded and stays on loopback.
+// is bounded and stays on loopback; the broker is reached as the services
+// reach it (KAFKA_TLS*, KAFKA_SASL_*: pkg/kafkaconf), and the processor it
+// starts inherits those settings. Its topics and groups are deleted at the
+// end.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -41,7 +43,13 @@ import (
 func main() {
 	n := flag.Int("n", 100000, "events in the backlog")
 	slowN := flag.Int("slow-n", 20000, "events for the slow destination")
+	parts := flag.Int("partitions", 12, "partitions of the topics (1 measures what one partition takes)")
 	flag.Parse()
+	if *parts < 1 || *parts > 1000 {
+		fmt.Fprintf(os.Stderr, "bench: -partitions=%d: want 1 to 1000\n", *parts)
+		os.Exit(2)
+	}
+	partitions = int32(*parts)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, *n, *slowN); err != nil {
@@ -50,22 +58,16 @@ func main() {
 	}
 }
 
-const partitions = 12
+// partitions of every topic of the run (-partitions).
+var partitions int32 = 12
 
-func run(ctx context.Context, n, slowN int) error {
-	brokers := os.Getenv("KAFKA_BROKERS")
-	if brokers == "" {
-		return errors.New("KAFKA_BROKERS is not set (make bench-processor starts a broker and sets it)")
-	}
-	binDir := os.Getenv("HOOKLINE_BIN_DIR")
-	if binDir == "" {
-		binDir = "bin"
-	}
-	tmp, err := os.MkdirTemp("", "hookline-bench-processor-")
+func run(ctx context.Context, n, slowN int) (err error) {
+	r, err := loadtest.NewRun("bench-processor", []string{"processor"}, kgo.ProducerBatchMaxBytes(2<<20))
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
+	defer func() { err = r.Close(err) }()
+	tmp, cl := r.Dir, r.Client
 
 	// A destination that takes 50 ms.
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -93,15 +95,10 @@ func run(ctx context.Context, n, slowN int) error {
 `, ln.Addr())), 0o600); err != nil {
 		return err
 	}
-	prefix := fmt.Sprintf("bench-proc-%d.", time.Now().Unix())
+	prefix := r.Prefix("bench-proc")
 	names := topics.NewNames(prefix, []string{"1m", "5m", "15m", "1h", "6h"})
-	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...), kgo.ProducerBatchMaxBytes(2<<20))
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
 	if err := topics.Ensure(ctx, cl, names.Specs(topics.Shape{Partitions: partitions, MaxMessageBytes: 2 << 20}), -1); err != nil {
-		return err
+		return r.Kafka.Explain(err)
 	}
 
 	// Baseline: the broker's own producer, 1 KiB records, acks=all.
@@ -109,8 +106,8 @@ func run(ctx context.Context, n, slowN int) error {
 	if err := topics.Ensure(ctx, cl, []topics.Spec{{Name: perfTopic, Partitions: partitions, Cleanup: "delete", Configs: map[string]string{"cleanup.policy": "delete"}}}, -1); err != nil {
 		return err
 	}
-	fmt.Printf("hookline processor benchmark: %d events of 1 KiB, %d partitions, broker %s\n", n, partitions, brokers)
-	perf, err := loadtest.ProducerPerformance(ctx, brokers, perfTopic, n, 1024)
+	fmt.Printf("hookline processor benchmark: %d events of 1 KiB, %d partitions, broker %s\n", n, partitions, strings.Join(r.Kafka.Brokers, ","))
+	perf, err := loadtest.ProducerPerformance(ctx, r.Kafka, perfTopic, n, 1024)
 	if err != nil {
 		return err
 	}
@@ -133,37 +130,35 @@ func run(ctx context.Context, n, slowN int) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "processor"))
-	cmd.Env = append(os.Environ(), "HOOKLINE_PROVIDERS="+prov, "HOOKLINE_TOPIC_PREFIX="+prefix,
-		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", partitions), "HOOKLINE_METRICS_ADDR="+metricsAddr,
-		"HOOKLINE_STATE_DIR="+filepath.Join(tmp, "state"), "HOOKLINE_INSTANCE_ID=bench", "HOOKLINE_LOG_LEVEL=warn")
-	cmd.Stderr = os.Stderr
-	if err := cmd.Start(); err != nil {
+	proc, err := loadtest.Start(r.Bins["processor"], []string{"HOOKLINE_PROVIDERS=" + prov, "HOOKLINE_TOPIC_PREFIX=" + prefix,
+		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", partitions), "HOOKLINE_METRICS_ADDR=" + metricsAddr,
+		"HOOKLINE_STATE_DIR=" + filepath.Join(tmp, "state"), "HOOKLINE_INSTANCE_ID=bench", "HOOKLINE_LOG_LEVEL=warn"},
+		filepath.Join(tmp, "processor.log"))
+	if err != nil {
 		return err
 	}
-	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
-	pid := cmd.Process.Pid
+	defer func() { _ = proc.Stop(30 * time.Second) }()
 	metrics := "http://" + metricsAddr + "/metrics"
 
-	first, err := phase(ctx, pid, metrics, 0, float64(n))
+	first, err := phase(ctx, proc, metrics, 0, float64(n))
 	if err != nil {
 		return fmt.Errorf("first-seen phase: %w", err)
 	}
 	if err := produce("fast", n, "evt"); err != nil {
 		return err
 	}
-	dup, err := phase(ctx, pid, metrics, float64(n), float64(2*n))
+	dup, err := phase(ctx, proc, metrics, float64(n), float64(2*n))
 	if err != nil {
 		return fmt.Errorf("duplicate phase: %w", err)
 	}
 	if err := produce("slow", slowN, "evt"); err != nil {
 		return err
 	}
-	slowRes, err := phase(ctx, pid, metrics, float64(2*n), float64(2*n+slowN))
+	slowRes, err := phase(ctx, proc, metrics, float64(2*n), float64(2*n+slowN))
 	if err != nil {
 		return fmt.Errorf("slow destination phase: %w", err)
 	}
-	rss, _ := loadtest.RSS(pid)
+	rss, _ := loadtest.RSS(proc.Pid())
 
 	fmt.Printf("%-52s %12s %14s\n", "measure", "events/s", "CPU us/event")
 	fmt.Printf("%-52s %12.0f %14s\n", "broker ProducerPerformance, 1 KiB, acks=all (baseline)", perf.RecordsPerSec, "-")
@@ -190,8 +185,10 @@ func (r result) cpuPerEvent() float64 {
 }
 
 // phase waits until the processor's committed record count passes from, then
-// measures wall time and CPU until it reaches to (at most 10 minutes).
-func phase(ctx context.Context, pid int, metrics string, from, to float64) (result, error) {
+// measures wall time and CPU until it reaches to (at most 10 minutes, or
+// until the processor exits).
+func phase(ctx context.Context, proc *loadtest.Proc, metrics string, from, to float64) (result, error) {
+	pid := proc.Pid()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
 	// Records ended: a parked record counts once its lane copy ends.
@@ -201,6 +198,9 @@ func phase(ctx context.Context, pid int, metrics string, from, to float64) (resu
 		return v - parked
 	}
 	for count() <= from {
+		if err := proc.Err(); err != nil {
+			return result{}, err
+		}
 		if ctx.Err() != nil {
 			return result{}, fmt.Errorf("no progress past %.0f records", from)
 		}
@@ -214,6 +214,9 @@ func phase(ctx context.Context, pid int, metrics string, from, to float64) (resu
 	startCount := count()
 	var c float64
 	for c = count(); c < to; c = count() {
+		if err := proc.Err(); err != nil {
+			return result{}, err
+		}
 		if ctx.Err() != nil {
 			return result{}, fmt.Errorf("stuck at %.0f of %.0f records", c, to)
 		}

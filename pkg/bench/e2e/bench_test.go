@@ -4,12 +4,9 @@ import (
 	"bytes"
 	"context"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/hookline/hookline/pkg/proctest"
 )
 
 // TestBenchSmall runs the whole benchmark with tiny phases, so the program
@@ -22,12 +19,6 @@ func TestBenchSmall(t *testing.T) {
 	}
 	if os.Getenv("KAFKA_BROKERS") == "" {
 		t.Skip("KAFKA_BROKERS is not set (the benchmark uses the broker's ProducerPerformance; make test sets it)")
-	}
-	if os.Getenv("HOOKLINE_BIN_DIR") == "" {
-		for _, s := range []string{"ingest", "processor"} {
-			proctest.Binary(t, s)
-		}
-		t.Setenv("HOOKLINE_BIN_DIR", filepath.Dir(proctest.Binary(t, "retrier")))
 	}
 	c := defaultConfig()
 	c.Conns, c.Closed, c.Open, c.PerfRecords, c.Warmup, c.Drain = 4, time.Second, time.Second, 1000, 300*time.Millisecond, time.Minute

@@ -1,24 +1,25 @@
-// Command loadgen is ingest's benchmark (make bench-ingest): it drives the
-// real ingest binary on loopback with signed 1 KiB Stripe deliveries and, in
+// Command ingest is ingest's benchmark (make bench-ingest, built as
+// bin/loadgen): it drives the real ingest binary on loopback with signed 1 KiB Stripe deliveries and, in
 // the same run, a bare gin handler that answers 202 without Kafka, so the
 // figures are a ratio taken on one machine at one time.
 //
 // Phases: closed-loop maximum rate against each target (C connections, D
 // seconds), then open-loop at half of ingest's maximum, where latency is
 // measured from each request's scheduled send time (no coordinated omission).
-// Every phase is bounded in time and count and targets 127.0.0.1 only.
+// Every phase is bounded in time and count and targets 127.0.0.1 only. The
+// broker is reached as the services reach it (KAFKA_TLS*, KAFKA_SASL_*:
+// pkg/kafkaconf), and ingest inherits those settings; the run's topics are
+// deleted at the end.
 package main
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strings"
@@ -71,21 +72,14 @@ func bare(addr string) error {
 
 const secret = "bench-secret"
 
-func run(ctx context.Context, conns int, dur time.Duration, bodySize int) error {
-	brokers := os.Getenv("KAFKA_BROKERS")
-	if brokers == "" {
-		return errors.New("KAFKA_BROKERS is not set (make bench-ingest starts a broker and sets it)")
-	}
-	binDir := os.Getenv("HOOKLINE_BIN_DIR")
-	if binDir == "" {
-		binDir = "bin"
-	}
-	tmp, err := os.MkdirTemp("", "hookline-bench-")
+func run(ctx context.Context, conns int, dur time.Duration, bodySize int) (err error) {
+	r, err := loadtest.NewRun("bench-ingest", []string{"ingest"})
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(tmp)
-	provFile := filepath.Join(tmp, "providers.yaml")
+	defer func() { err = r.Close(err) }()
+	prefix := r.Prefix("bench-ingest") // ingest creates the topics at start
+	provFile := filepath.Join(r.Dir, "providers.yaml")
 	if err := os.WriteFile(provFile, []byte("providers:\n  stripe:\n    preset: stripe\n    secret_env: [BENCH_STRIPE_SECRET]\n"), 0o600); err != nil {
 		return err
 	}
@@ -98,22 +92,24 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) error 
 	if err != nil {
 		return err
 	}
-	self, _ := os.Executable()
-	bareCmd := exec.CommandContext(ctx, self, "-serve-bare", bareAddr)
-	bareCmd.Stderr = os.Stderr
-	ingestCmd := exec.CommandContext(ctx, filepath.Join(binDir, "ingest"))
-	ingestCmd.Env = append(os.Environ(),
-		"HOOKLINE_INGEST_ADDR="+ingestAddr, "HOOKLINE_PROVIDERS="+provFile, "BENCH_STRIPE_SECRET="+secret,
-		fmt.Sprintf("HOOKLINE_TOPIC_PREFIX=bench-%d.", time.Now().Unix()), "HOOKLINE_LOG_LEVEL=warn")
-	ingestCmd.Stderr = os.Stderr
-	for _, c := range []*exec.Cmd{bareCmd, ingestCmd} {
-		if err := c.Start(); err != nil {
-			return fmt.Errorf("start %s: %w", c.Path, err)
-		}
-		defer func(c *exec.Cmd) { _ = c.Process.Signal(syscall.SIGTERM); _ = c.Wait() }(c)
+	self, err := os.Executable()
+	if err != nil {
+		return err
 	}
-	for _, a := range []string{bareAddr, ingestAddr} {
-		if err := loadtest.WaitReady(ctx, "http://"+a+"/readyz", 60*time.Second); err != nil {
+	for _, c := range []struct {
+		path, addr string
+		env, args  []string
+	}{
+		{self, bareAddr, nil, []string{"-serve-bare", bareAddr}},
+		{r.Bins["ingest"], ingestAddr, []string{"HOOKLINE_INGEST_ADDR=" + ingestAddr, "HOOKLINE_PROVIDERS=" + provFile, "BENCH_STRIPE_SECRET=" + secret,
+			"HOOKLINE_TOPIC_PREFIX=" + prefix, "HOOKLINE_LOG_LEVEL=warn"}, nil},
+	} {
+		p, err := loadtest.Start(c.path, c.env, filepath.Join(r.Dir, filepath.Base(c.path)+".log"), c.args...)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = p.Stop(30 * time.Second) }()
+		if err := p.WaitReady(ctx, "http://"+c.addr+"/readyz", 60*time.Second); err != nil {
 			return err
 		}
 	}
@@ -123,7 +119,7 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) error 
 		return err
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
-	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase, broker %s\n", bodySize, conns, dur, brokers)
+	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase, broker %s\n", bodySize, conns, dur, strings.Join(r.Kafka.Brokers, ","))
 
 	// Warm both up (JIT on the broker side, connection pools, topic leaders).
 	_ = closedLoop(ctx, client, "http://"+bareAddr, reqs, conns, 2*time.Second)

@@ -139,7 +139,7 @@ func TestJavaProperties(t *testing.T) {
 		{"insecure", map[string]string{"KAFKA_TLS": "true", "KAFKA_TLS_INSECURE": "true"}, "", "KAFKA_TLS_INSECURE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := FromEnv(env(tc.env))
+			c, err := FromEnv(envconftest.Env(tc.env))
 			if err != nil {
 				t.Fatal(err)
 			}

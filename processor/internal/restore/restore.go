@@ -418,6 +418,7 @@ func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err
 			return err
 		}
 		before := pos
+		now := r.cfg.Now() // for expiry: once a fetch
 		for it := fs.RecordIter(); !it.Done(); {
 			rec := it.Next()
 			if rec.Partition != r.p || rec.Offset < pos {
@@ -427,7 +428,7 @@ func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err
 			if rec.Attrs.IsControl() {
 				continue
 			}
-			r.add(rec)
+			r.add(rec, now)
 			if len(r.batch) >= r.cfg.BatchSize {
 				if r.batch, err = w.submit(ctx, r.batch, pos); err != nil {
 					return err
@@ -456,8 +457,9 @@ func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err
 	return err
 }
 
-// add turns a changelog record into a change of the batch.
-func (r *restorer) add(rec *kgo.Record) {
+// add turns a changelog record into a change of the batch; now is the
+// time expiries are compared with.
+func (r *restorer) add(rec *kgo.Record, now time.Time) {
 	r.stats.Records++
 	r.stats.Bytes += int64(len(rec.Key) + len(rec.Value))
 	if len(rec.Key) == 0 {
@@ -473,7 +475,7 @@ func (r *restorer) add(rec *kgo.Record) {
 			r.log.Warn("restore: skipping an undecodable changelog record", "offset", rec.Offset, "key", c.Key, "err", err)
 			return
 		}
-		if !exp.IsZero() && !exp.After(r.cfg.Now()) {
+		if !exp.IsZero() && !exp.After(now) {
 			r.stats.Expired++ // c stays a delete: an older value must not outlive it
 			r.batch = append(r.batch, c)
 			return

@@ -373,6 +373,78 @@ func TestLoader(t *testing.T) {
 	}
 }
 
+// TestLoaderVersions: the Loader writes with versions of its own (one per
+// Add); on disk, with another partition committing transactions in
+// between, the last change of each key wins, across Adds and within one,
+// after a reopen and after Badger compacted everything into one level; a
+// delete of a key set by an earlier Add hides it; a tombstone the partition
+// held before (WipePartition leaves it: nothing live to drop) does not hide
+// a loaded key; and a transaction after the load (Apply, once the partition
+// is restored) wins over the loaded value.
+func TestLoaderVersions(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir})
+	const p = 2
+	mustApply(t, s, []Change{{Partition: p, Key: "k0", Value: []byte("stale")}}, nil)
+	mustApply(t, s, []Change{{Partition: p, Key: "k0"}}, nil)
+	if err := s.WipePartition(p); err != nil { // what restore does first
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	l := s.NewLoader(p)
+	for round := range 20 {
+		var batch []Change
+		for i := range 50 {
+			k := fmt.Sprintf("k%d", (round*7+i)%40)
+			c := Change{Partition: p, Key: k, Value: fmt.Appendf(nil, "r%d-i%d", round, i)}
+			if (round+i)%9 == 0 {
+				c.Value = nil
+			}
+			batch = append(batch, c)
+			want[k] = string(c.Value)
+		}
+		if err := l.Add(batch); err != nil {
+			t.Fatal(err)
+		}
+		// Another partition commits between the Adds.
+		mustApply(t, s, []Change{{Partition: p + 1, Key: fmt.Sprintf("o%d", round), Value: []byte("other")}}, nil)
+	}
+	if err := l.Checkpoint(1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		live := int64(0)
+		for k, w := range want {
+			if w != "" {
+				live++
+			}
+			v, ok, err := s.Get(p, k)
+			if err != nil || ok != (w != "") || string(v) != w {
+				t.Errorf("%s: %s = %q (ok=%t, err=%v), want %q", when, k, v, ok, err, w)
+			}
+		}
+		wantKeys(t, s, live+20) // and partition p+1's 20 keys
+	}
+	check("loaded")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, Options{Dir: dir})
+	check("reopened")
+	if err := s.db.Flatten(1); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted")
+	mustApply(t, s, []Change{{Partition: p, Key: "k1", Value: []byte("applied")}, {Partition: p, Key: "k2"}}, map[int32]int64{p: 1001})
+	want["k1"], want["k2"] = "applied", ""
+	check("applied after the load")
+	wantCheckpoint(t, s, p, 1001, true)
+}
+
 // TestLoaderCloseWithoutCheckpoint: changes added after the last checkpoint
 // may be stored, uncovered by it; Close then recounts Keys from the store.
 func TestLoaderCloseWithoutCheckpoint(t *testing.T) {

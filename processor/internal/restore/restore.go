@@ -56,8 +56,9 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultBatchSize     = 5000
-	DefaultSettleTimeout = 60 * time.Second
+	DefaultBatchSize       = 5000
+	DefaultSettleTimeout   = 60 * time.Second
+	DefaultCheckpointBytes = 64 << 20
 )
 
 const (
@@ -89,8 +90,14 @@ type Config struct {
 	// Logger gets a warning per skipped record and per rebuild, and a
 	// debug line per restore; default discards.
 	Logger *slog.Logger
-	// BatchSize is the number of changes per Store.Apply; default 5000.
+	// BatchSize is the number of changes per Store.Apply (per Loader.Add
+	// in bulk); default 5000.
 	BatchSize int
+	// CheckpointBytes is how much a bulk restore writes (keys and values)
+	// between two checkpoints: what a crash in the middle of it costs to
+	// read again. Each checkpoint waits for the writes in flight. Default
+	// 64 MiB.
+	CheckpointBytes int64
 	// SettleTimeout bounds the wait for transactions open on the partition
 	// when the restore starts to commit or abort; past it, Partition logs a
 	// warning and reads only to the last stable offset. Default 60s.
@@ -157,6 +164,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.SettleTimeout <= 0 {
 		c.SettleTimeout = DefaultSettleTimeout
+	}
+	if c.CheckpointBytes <= 0 {
+		c.CheckpointBytes = DefaultCheckpointBytes
 	}
 	return c, nil
 }
@@ -388,7 +398,7 @@ func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err
 		return err
 	}
 	defer release()
-	w, batch := startWriter(r.st, r.p, bulk, min(r.cfg.BatchSize, int(min(end-from, 1<<20))))
+	w, batch := startWriter(r.st, r.p, bulk, min(r.cfg.BatchSize, int(min(end-from, 1<<20))), r.cfg.CheckpointBytes, r.log)
 	r.batch = batch
 	defer func() {
 		to, ok, werr := w.close()

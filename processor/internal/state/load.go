@@ -196,18 +196,21 @@ func (l *Loader) Add(changes []Change) error {
 	kv := &l.entry // KVLoader.Set copies all but the value
 	for i := range changes {
 		c := &changes[i]
+		if l.last[c.Key] != int32(i) {
+			// A later change of the key follows: only the last one is
+			// written, and counted (with what the store held before this
+			// Add: earlier changes of this Add are not stored).
+			continue
+		}
 		l.key = appendStateKey(l.key[:0], l.p, c.Key)
 		kv.Key, kv.Value, kv.ExpiresAt, kv.Meta, kv.Version = l.key, nil, 0, nil, v
 		if c.Value != nil && (c.ExpiresAt.IsZero() || c.ExpiresAt.After(now)) {
 			kv.Value, kv.ExpiresAt = c.Value, badgerExpiry(c.ExpiresAt)
 			l.track(l.key, kv.ExpiresAt, true)
 		} else if !l.track(l.key, 0, false) {
-			continue // never set: nothing to delete
+			continue // not stored: nothing to delete
 		} else {
 			kv.Meta = l.deleted
-		}
-		if l.last[c.Key] != int32(i) {
-			continue // a later change of the key follows
 		}
 		if err := l.kv.Set(kv); err != nil {
 			return l.fail(fmt.Errorf("write %q: %w", c.Key, err))

@@ -301,6 +301,14 @@ func TestKeysCounter(t *testing.T) {
 	}
 }
 
+// TestOpenMinMemory: the smallest Memory opens an on-disk store (Badger
+// checks its value threshold against the memtable size).
+func TestOpenMinMemory(t *testing.T) {
+	s := mustOpen(t, Options{Dir: t.TempDir(), Memory: MinMemory})
+	mustApply(t, s, []Change{{Partition: 0, Key: "a", Value: []byte("v")}}, nil)
+	wantValue(t, s, 0, "a", "v")
+}
+
 func TestOpenErrors(t *testing.T) {
 	if _, err := Open(Options{}); err == nil {
 		t.Error("open without a directory: no error")
@@ -328,10 +336,22 @@ func TestLoader(t *testing.T) {
 			changes = append(changes, Change{Partition: p, Key: k, Value: fmt.Appendf(nil, "v%d", i)})
 		}
 	}
-	changes = append(changes, Change{Partition: p, Key: "never-set"})
+	// Keys the first half set, deleted twice in the second: the last
+	// change alone is written, and it must be.
+	changes = append(changes,
+		Change{Partition: p, Key: "k001", Value: []byte("old"), ExpiresAt: now.Add(-time.Minute)}, Change{Partition: p, Key: "k001"},
+		Change{Partition: p, Key: "k002"}, Change{Partition: p, Key: "k002"},
+		Change{Partition: p, Key: "k003", Value: []byte("old"), ExpiresAt: now.Add(-time.Minute)},
+		Change{Partition: p, Key: "k003", Value: []byte("old"), ExpiresAt: now.Add(-time.Minute)},
+		Change{Partition: p, Key: "never-set"})
 
 	want := mustOpen(t, Options{InMemory: true})
 	mustApply(t, want, changes, map[int32]int64{p: 301})
+	for _, k := range []string{"k001", "k002", "k003"} {
+		if _, ok, _ := want.Get(p, k); ok {
+			t.Fatalf("%s is live after Apply: the test's changes do not delete it", k)
+		}
+	}
 
 	for _, tc := range []struct {
 		name   string

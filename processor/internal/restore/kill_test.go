@@ -170,6 +170,7 @@ func TestRestoreKilled(t *testing.T) {
 					t.Errorf("after the restart: %s = %q (ok=%t, err=%v), want %q", k, got, present, err, want)
 				}
 			}
+			st.WaitKeys()
 			if n := st.Keys(); n != live {
 				t.Errorf("Keys() = %d, want %d", n, live)
 			}

@@ -602,6 +602,8 @@ func changelogMix(tb testing.TB, cl *kgo.Client, p int32, n int) []string {
 // same Keys count.
 func sameStore(tb testing.TB, a, b *state.Store, p int32, keys []string) {
 	tb.Helper()
+	a.WaitKeys()
+	b.WaitKeys()
 	for _, k := range keys {
 		va, oka, erra := a.Get(p, k)
 		vb, okb, errb := b.Get(p, k)

@@ -2,7 +2,6 @@ package state
 
 import (
 	"encoding/binary"
-	"errors"
 	"fmt"
 	"hash/maphash"
 	"sync"
@@ -284,9 +283,10 @@ func (l *Loader) Checkpoint(next int64) error {
 // Close ends the load: it waits for the writes in flight (changes added
 // after the last checkpoint are stored, or lost if writing failed: either
 // is consistent, the checkpoint does not cover them), gives the tracking
-// memory back to the budget, and rebuilds the partition's Keys count by a
-// scan if it cannot be trusted (tracking ran out of budget, or uncounted
-// changes may be stored).
+// memory back to the budget, and, if the partition's Keys count cannot be
+// trusted (tracking ran out of budget, or uncounted changes may be
+// stored), starts rebuilding it by a scan in the background (see
+// Store.WaitKeys).
 func (l *Loader) Close() error {
 	ferr := l.kv.Finish()
 	l.bumps.Wait()
@@ -296,9 +296,7 @@ func (l *Loader) Close() error {
 		return nil
 	}
 	l.recount, l.dirty = false, false
-	if err := l.s.keys.recount(l.s.db, l.p); err != nil {
-		return errors.Join(ferr, fmt.Errorf("state: load partition %d: count keys: %w", l.p, err))
-	}
+	l.s.keys.recountLater(l.s.db, l.p)
 	if ferr != nil {
 		return fmt.Errorf("state: load partition %d: %w", l.p, ferr)
 	}

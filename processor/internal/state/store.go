@@ -425,6 +425,12 @@ func (s *Store) WipePartition(partition int32) error {
 // Cost: a mutex and a walk over the due buckets.
 func (s *Store) Keys() int64 { return s.keys.total(time.Now()) }
 
+// WaitKeys waits until Keys is exact again: a bulk load whose key tracking
+// ran out of the restore budget (Loader) has its partition's keys counted
+// by a scan in the background after it, during which Keys leaves the
+// partition out. Close waits for these scans too.
+func (s *Store) WaitKeys() { s.keys.recounts.Wait() }
+
 // Close stops the GC goroutine, saves the key counts (so the next Open
 // need not count) and closes Badger (flushing the memtable). Further calls
 // return the first result.

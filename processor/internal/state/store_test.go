@@ -376,6 +376,7 @@ func TestLoader(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
+			s.WaitKeys()
 			wantCheckpoint(t, s, p, 301, true)
 			for i := range 120 {
 				k := fmt.Sprintf("k%03d", i)
@@ -466,9 +467,11 @@ func TestLoaderVersions(t *testing.T) {
 }
 
 // TestLoaderCloseWithoutCheckpoint: changes added after the last checkpoint
-// may be stored, uncovered by it; Close then recounts Keys from the store.
+// may be stored, uncovered by it; Close then recounts Keys from the store,
+// in the background: writes right after Close count on top of the scan,
+// and a wipe during the scan drops it.
 func TestLoaderCloseWithoutCheckpoint(t *testing.T) {
-	s := mustOpen(t, Options{InMemory: true})
+	s := mustOpen(t, Options{Dir: t.TempDir()})
 	l := s.NewLoader(0)
 	if err := l.Add([]Change{{Partition: 0, Key: "a", Value: []byte("1")}}); err != nil {
 		t.Fatal(err)
@@ -476,17 +479,44 @@ func TestLoaderCloseWithoutCheckpoint(t *testing.T) {
 	if err := l.Checkpoint(1); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Add([]Change{{Partition: 0, Key: "b", Value: []byte("2")}}); err != nil {
+	var more []Change
+	for i := range 20_000 {
+		more = append(more, Change{Partition: 0, Key: fmt.Sprintf("b%05d", i), Value: []byte("2")})
+	}
+	if err := l.Add(more); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantCheckpoint(t, s, 0, 1, true)
-	n := int64(1)
-	if _, ok, _ := s.Get(0, "b"); ok {
-		n = 2
+	// The partition resumes at once: its writes count on top of the scan.
+	mustApply(t, s, []Change{{Partition: 0, Key: "a"}, {Partition: 0, Key: "c", Value: []byte("3")}}, map[int32]int64{0: 2})
+	s.WaitKeys()
+	wantCheckpoint(t, s, 0, 2, true)
+	n := int64(1) // c
+	for _, c := range more {
+		if _, ok, _ := s.Get(0, c.Key); ok {
+			n++
+		}
 	}
+	wantKeys(t, s, n)
+
+	// A wipe while the scan runs: the scan's count is dropped.
+	l = s.NewLoader(1)
+	other := make([]Change, 5000)
+	for i := range other {
+		other[i] = Change{Partition: 1, Key: more[i].Key, Value: []byte("4")}
+	}
+	if err := l.Add(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WipePartition(1); err != nil {
+		t.Fatal(err)
+	}
+	s.WaitKeys()
 	wantKeys(t, s, n)
 }
 

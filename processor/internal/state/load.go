@@ -28,7 +28,11 @@ import (
 //     change of each key, so no key has two entries of one version.
 //   - Each Add's version is above the previous one: Add takes it as the read
 //     timestamp of a transaction that it commits right away (a tombstone of
-//     the partition's marker key, markerKey), asynchronously; the next
+//     the partition's marker key, markerKey, inside the partition's key
+//     range: a key outside it made every table Badger built from the load
+//     overlap the other partitions' tables, and their compactions left the
+//     10M-key store of make bench-state in 1.3 to 1.8 times as many
+//     tables, 235-480 MB of peak RSS when reopened), asynchronously; the next
 //     Add's read timestamp is at least that commit's, so above. The first
 //     is above every version the store held when the Loader started.
 //   - Every version is a read timestamp Badger has issued, so every later
@@ -228,13 +232,11 @@ const settleWait = time.Second
 // settle waits, settleWait at most, while Badger's level 0 holds as many
 // tables as its compaction trigger (NumLevelZeroTables), so the load goes
 // at the pace of the compactions that merge what it wrote. Unchecked, a
-// bulk load outruns them: it left level 0 full (10 tables, where Badger
-// stalls writes) and level 6 in many small tables, and the process that
-// reopened the store paid for it (make bench-state, 10 million keys: 388
-// and 431 MB of peak RSS at reopen and random reads 2-3 times slower,
-// against 235 and 249 MB with this wait, 230-248 MB with the WriteBatch
-// before). Cost: a look at Badger's levels (a few microseconds) per Add,
-// and the wait.
+// bulk load outruns them: a load of 10 million keys (make bench-state) left
+// level 0 full (10 tables, where Badger stalls every write) for whoever
+// writes or reopens the store next to pay for; with the wait it ends with
+// 3. Cost: a look at Badger's levels (a few microseconds) per Add, and the
+// wait.
 func (l *Loader) settle() {
 	deadline := time.Now().Add(settleWait)
 	for l.s.db.Levels()[0].NumTables >= l.l0 && time.Now().Before(deadline) {

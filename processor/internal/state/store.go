@@ -30,7 +30,6 @@ import (
 const (
 	kindState      byte = 's' // 's' | partition | idempotency key -> state value
 	kindCheckpoint byte = 'c' // 'c' | partition -> next changelog offset, 8 bytes big-endian
-	kindLoad       byte = 'l' // 'l' | partition: never set; Loader commits tombstones of it (bump)
 )
 
 // ErrCorrupt reports a stored value the store cannot read (today: a
@@ -221,7 +220,11 @@ func appendStateKey(b []byte, partition int32, key string) []byte {
 
 func checkpointKey(partition int32) []byte { return partitionPrefix(kindCheckpoint, partition) }
 
-func markerKey(partition int32) []byte { return partitionPrefix(kindLoad, partition) }
+// markerKey is the key whose tombstones Loader commits (bump): the state
+// key of the empty idempotency key, never set (Apply and Loader refuse an
+// empty key), inside the partition's key range so that the tables Badger
+// builds from a bulk load span that partition alone.
+func markerKey(partition int32) []byte { return partitionPrefix(kindState, partition) }
 
 // badgerExpiry is Badger's expiry (unix seconds) for t, rounded up so a
 // state never disappears before its ExpiresAt; 0 means no expiry.

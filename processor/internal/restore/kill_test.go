@@ -107,7 +107,7 @@ func TestRestoreKilled(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			lines := runAndKill(t, e.topic, dir, tc.checkpointBytes, tc.holdAt)
+			lines := runAndKill(t, e.brokers, e.topic, dir, tc.checkpointBytes, tc.holdAt)
 
 			st, err := state.Open(state.Options{Dir: dir})
 			if err != nil {
@@ -230,12 +230,15 @@ func killChangelog(tb testing.TB, cl *kgo.Client, n, keys int) map[string]keyHis
 	return hist
 }
 
-// runAndKill runs the restore child on dir and kills it with SIGKILL when
-// it says it is held. It returns the lines it wrote.
-func runAndKill(tb testing.TB, topic, dir string, checkpointBytes int64, holdAt int) []string {
+// runAndKill runs the restore child on dir (reading brokers) and kills it
+// with SIGKILL when it says it is held. It returns the lines it wrote.
+func runAndKill(tb testing.TB, brokers []string, topic, dir string, checkpointBytes int64, holdAt int) []string {
 	tb.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^TestRestoreKilledChild$", "-test.v", "-test.timeout=2m")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("HOOKLINE_KILL_CHILD=%s,%s,%d,%d", topic, dir, checkpointBytes, holdAt))
+	// The child reads the same broker, also when this process started
+	// one in a container.
+	cmd.Env = append(os.Environ(), "KAFKA_BROKERS="+strings.Join(brokers, ","),
+		fmt.Sprintf("HOOKLINE_KILL_CHILD=%s,%s,%d,%d", topic, dir, checkpointBytes, holdAt))
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		tb.Fatal(err)

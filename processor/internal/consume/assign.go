@@ -110,7 +110,8 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 			o.p.m.restoreRecords.Add(float64(stats.Records))
 			log.Info("partition restored", "from", stats.From, "to", stats.To, "records", stats.Records,
 				"applied", stats.Applied, "expired", stats.Expired, "skipped", stats.Skipped, "rebuilt", stats.Rebuilt,
-				"took", stats.Duration.String())
+				"bulk", stats.Bulk, "took", stats.Duration.String(),
+				"records_per_second", int64(stats.RecordsPerSecond()), "mb_per_second", fmt.Sprintf("%.1f", stats.MBPerSecond()))
 		}
 		return err
 	})

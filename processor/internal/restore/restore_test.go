@@ -571,21 +571,7 @@ func changelogMix(tb testing.TB, cl *kgo.Client, p int32, n int) []string {
 	}
 	var rs []*kgo.Record
 	for i := range n {
-		k := keys[(i*7)%len(keys)]
-		var v []byte
-		switch {
-		case i%13 == 0:
-			v = nil // tombstone
-		case i%17 == 0:
-			v = val(now.Add(-time.Minute)) // expired
-		case i%19 == 0:
-			v = []byte("not a state")
-		case i%2 == 0:
-			v = val(now.Add(time.Duration(i) * time.Minute))
-		default:
-			v = nv()
-		}
-		rs = append(rs, rec(p, k, v))
+		rs = append(rs, rec(p, keys[(i*7)%len(keys)], mixValue(i, now)))
 		if len(rs) == 100 {
 			txn(tb, cl, true, rs...)
 			rs = rs[:0]
@@ -598,10 +584,30 @@ func changelogMix(tb testing.TB, cl *kgo.Client, p int32, n int) []string {
 	return keys
 }
 
+// mixValue is the value of the i-th record of a mixed changelog: a
+// tombstone, an expired state, a record that does not decode, a state
+// expiring later or one that never does.
+func mixValue(i int, now time.Time) []byte {
+	switch {
+	case i%13 == 0:
+		return nil // tombstone
+	case i%17 == 0:
+		return val(now.Add(-time.Minute)) // expired
+	case i%19 == 0:
+		return []byte("not a state")
+	case i%2 == 0:
+		return val(now.Add(time.Duration(i) * time.Minute))
+	default:
+		return nv()
+	}
+}
+
 // sameStore checks that a and b hold the same value for every key and the
 // same Keys count.
 func sameStore(tb testing.TB, a, b *state.Store, p int32, keys []string) {
 	tb.Helper()
+	a.WaitKeys()
+	b.WaitKeys()
 	for _, k := range keys {
 		va, oka, erra := a.Get(p, k)
 		vb, okb, errb := b.Get(p, k)
@@ -688,4 +694,50 @@ func TestRestoreBulkResume(t *testing.T) {
 		t.Errorf("resume: %+v, want incremental from %d to %d", s, cp, hwm)
 	}
 	sameStore(t, st, whole, p, keys)
+}
+
+// TestRestoreBulkConcurrent: three partitions restored from scratch at
+// once into one on-disk store, within a restore budget that holds two of
+// them (the third waits), each bulk-loading with versions of its own, give
+// what restoring each incrementally gives.
+func TestRestoreBulkConcurrent(t *testing.T) {
+	e, cl := mustFixture(t)
+	keys := map[int32][]string{}
+	for p := range int32(3) {
+		keys[p] = changelogMix(t, cl, p, 1500)
+	}
+	cfg := e.config(nil)
+	cfg.BatchSize = 200
+
+	incr := mustStore(t)
+	if err := incr.Apply(nil, map[int32]int64{0: 0, 1: 0, 2: 0}); err != nil {
+		t.Fatal(err)
+	}
+	conc, err := state.Open(state.Options{Dir: t.TempDir(), RestoreMemory: 2 * (1500*512 + 1<<20)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conc.Close() })
+	var wg sync.WaitGroup
+	stats := make([]Stats, 3)
+	for p := range int32(3) {
+		mustRestore(t, cfg, incr, p)
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var err error
+			if stats[p], err = Partition(ctx, cfg, conc, p); err != nil {
+				t.Errorf("restore %d: %v", p, err)
+			}
+		}()
+	}
+	wg.Wait()
+	for p := range int32(3) {
+		if !stats[p].Bulk || stats[p].To != e.hwm(t, p) {
+			t.Errorf("partition %d: %+v, want a bulk restore to %d", p, stats[p], e.hwm(t, p))
+		}
+		sameStore(t, conc, incr, p, keys[p])
+	}
 }

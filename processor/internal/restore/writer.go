@@ -3,14 +3,10 @@ package restore
 import (
 	"context"
 	"errors"
+	"log/slog"
 
 	"github.com/hookline/hookline/processor/internal/state"
 )
-
-// segmentBytes is how much a bulk restore writes (keys and values) between
-// two checkpoints: what a crash in the middle of it costs to read again.
-// Each checkpoint waits for Badger's write pipeline to drain.
-const segmentBytes = 64 << 20
 
 // writer applies batches of one partition in a goroutine of its own, one at
 // a time, so that decoding the next batch overlaps Badger writing the
@@ -20,19 +16,22 @@ const segmentBytes = 64 << 20
 // Incrementally (the partition has a checkpoint) each batch is one
 // Store.Apply with its checkpoint. In bulk (the partition is restored from
 // scratch) batches go to a state.Loader, with a checkpoint every
-// segmentBytes and one at the end: after the last batch handed over, also
+// Config.CheckpointBytes and one at the end: after the last batch handed over, also
 // when the restore is cancelled or fails, so a later restore resumes from
 // there.
 type writer struct {
-	st   *state.Store
-	p    int32
-	load *state.Loader // nil: incremental
-	todo chan pending
-	free chan []state.Change
-	errc chan error // the first error
-	done chan struct{}
-	to   int64 // the last checkpoint written; read after done
-	ok   bool  // whether to was set
+	st  *state.Store
+	p   int32
+	log *slog.Logger
+	// every is the bytes (keys and values) between two bulk checkpoints.
+	every int64
+	load  *state.Loader // nil: incremental
+	todo  chan pending
+	free  chan []state.Change
+	errc  chan error // the first error
+	done  chan struct{}
+	to    int64 // the last checkpoint written; read after done
+	ok    bool  // whether to was set
 }
 
 type pending struct {
@@ -40,10 +39,11 @@ type pending struct {
 	next    int64
 }
 
-// startWriter starts the writer of partition p; bulk selects a Loader.
-func startWriter(st *state.Store, p int32, bulk bool, batchCap int) (*writer, []state.Change) {
+// startWriter starts the writer of partition p; bulk selects a Loader,
+// checkpointed every checkpointBytes.
+func startWriter(st *state.Store, p int32, bulk bool, batchCap int, checkpointBytes int64, log *slog.Logger) (*writer, []state.Change) {
 	w := &writer{
-		st: st, p: p,
+		st: st, p: p, log: log, every: checkpointBytes,
 		todo: make(chan pending),
 		free: make(chan []state.Change, 1),
 		errc: make(chan error, 1),
@@ -77,7 +77,7 @@ func (w *writer) run() {
 				for i := range pd.changes {
 					since += int64(len(pd.changes[i].Key) + len(pd.changes[i].Value))
 				}
-				if since >= segmentBytes {
+				if since >= w.every {
 					err = w.checkpoint(last)
 					since, unsaved = 0, false
 				}
@@ -111,6 +111,7 @@ func (w *writer) checkpoint(next int64) error {
 		return err
 	}
 	w.to, w.ok = next, true
+	w.log.Debug("restore: bulk checkpoint", "offset", next)
 	return nil
 }
 

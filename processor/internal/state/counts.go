@@ -23,6 +23,7 @@ const (
 // saveCounts writes every partition's count, by expiry bucket, and the
 // marker. It replaces any counts saved before.
 func (c *keyCounter) saveCounts(db *badger.DB) error {
+	c.recounts.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return db.Update(func(txn *badger.Txn) error {

@@ -28,9 +28,10 @@ import (
 //     IndexCacheSize, which bounds the table indexes and bloom filters that
 //     Badger would otherwise keep in memory for every table: an eighth and
 //     a sixteenth of Memory.
-//   - ValueLogFileSize 16 MiB: values below the value threshold (1 MiB) live
-//     in the LSM tree, so the value log is nearly empty; small files keep its
-//     mmap and its GC small.
+//   - ValueLogFileSize 16 MiB: values below the value threshold (1 MiB, an
+//     eighth of a memtable below 8 MiB: Badger refuses a threshold above
+//     the 15% of a memtable one write may take) live in the LSM tree, so the
+//     value log is nearly empty; small files keep its mmap and its GC small.
 //   - NumCompactors 2 (Badger's minimum), NumLevelZeroTables 4 and stall at
 //     10: compaction keeps up on 2 cores without bursts of goroutines.
 //   - ChecksumVerificationMode OnBlockRead: a block read from disk is
@@ -57,6 +58,7 @@ func badgerOptions(o Options) badger.Options {
 		WithBlockCacheSize(m.BlockCache).
 		WithIndexCacheSize(m.IndexCache).
 		WithValueLogFileSize(16 << 20).
+		WithValueThreshold(min(1<<20, m.MemTable/8)).
 		WithNumCompactors(2).
 		WithNumLevelZeroTables(4).
 		WithNumLevelZeroTablesStall(10).

@@ -220,6 +220,12 @@ func appendStateKey(b []byte, partition int32, key string) []byte {
 
 func checkpointKey(partition int32) []byte { return partitionPrefix(kindCheckpoint, partition) }
 
+// markerKey is the key whose tombstones Loader commits (bump): the state
+// key of the empty idempotency key, never set (Apply and Loader refuse an
+// empty key), inside the partition's key range so that the tables Badger
+// builds from a bulk load span that partition alone.
+func markerKey(partition int32) []byte { return partitionPrefix(kindState, partition) }
+
 // badgerExpiry is Badger's expiry (unix seconds) for t, rounded up so a
 // state never disappears before its ExpiresAt; 0 means no expiry.
 func badgerExpiry(t time.Time) uint64 {
@@ -421,6 +427,12 @@ func (s *Store) WipePartition(partition int32) error {
 // counted in 10-minute buckets, so it can lag an expiry by up to 10 minutes.
 // Cost: a mutex and a walk over the due buckets.
 func (s *Store) Keys() int64 { return s.keys.total(time.Now()) }
+
+// WaitKeys waits until Keys is exact again: a bulk load whose key tracking
+// ran out of the restore budget (Loader) has its partition's keys counted
+// by a scan in the background after it, during which Keys leaves the
+// partition out. Close waits for these scans too.
+func (s *Store) WaitKeys() { s.keys.recounts.Wait() }
 
 // Close stops the GC goroutine, saves the key counts (so the next Open
 // need not count) and closes Badger (flushing the memtable). Further calls

@@ -301,6 +301,14 @@ func TestKeysCounter(t *testing.T) {
 	}
 }
 
+// TestOpenMinMemory: the smallest Memory opens an on-disk store (Badger
+// checks its value threshold against the memtable size).
+func TestOpenMinMemory(t *testing.T) {
+	s := mustOpen(t, Options{Dir: t.TempDir(), Memory: MinMemory})
+	mustApply(t, s, []Change{{Partition: 0, Key: "a", Value: []byte("v")}}, nil)
+	wantValue(t, s, 0, "a", "v")
+}
+
 func TestOpenErrors(t *testing.T) {
 	if _, err := Open(Options{}); err == nil {
 		t.Error("open without a directory: no error")
@@ -328,10 +336,22 @@ func TestLoader(t *testing.T) {
 			changes = append(changes, Change{Partition: p, Key: k, Value: fmt.Appendf(nil, "v%d", i)})
 		}
 	}
-	changes = append(changes, Change{Partition: p, Key: "never-set"})
+	// Keys the first half set, deleted twice in the second: the last
+	// change alone is written, and it must be.
+	changes = append(changes,
+		Change{Partition: p, Key: "k001", Value: []byte("old"), ExpiresAt: now.Add(-time.Minute)}, Change{Partition: p, Key: "k001"},
+		Change{Partition: p, Key: "k002"}, Change{Partition: p, Key: "k002"},
+		Change{Partition: p, Key: "k003", Value: []byte("old"), ExpiresAt: now.Add(-time.Minute)},
+		Change{Partition: p, Key: "k003", Value: []byte("old"), ExpiresAt: now.Add(-time.Minute)},
+		Change{Partition: p, Key: "never-set"})
 
 	want := mustOpen(t, Options{InMemory: true})
 	mustApply(t, want, changes, map[int32]int64{p: 301})
+	for _, k := range []string{"k001", "k002", "k003"} {
+		if _, ok, _ := want.Get(p, k); ok {
+			t.Fatalf("%s is live after Apply: the test's changes do not delete it", k)
+		}
+	}
 
 	for _, tc := range []struct {
 		name   string
@@ -356,6 +376,7 @@ func TestLoader(t *testing.T) {
 			if err := l.Close(); err != nil {
 				t.Fatal(err)
 			}
+			s.WaitKeys()
 			wantCheckpoint(t, s, p, 301, true)
 			for i := range 120 {
 				k := fmt.Sprintf("k%03d", i)
@@ -373,10 +394,84 @@ func TestLoader(t *testing.T) {
 	}
 }
 
+// TestLoaderVersions: the Loader writes with versions of its own (one per
+// Add); on disk, with another partition committing transactions in
+// between, the last change of each key wins, across Adds and within one,
+// after a reopen and after Badger compacted everything into one level; a
+// delete of a key set by an earlier Add hides it; a tombstone the partition
+// held before (WipePartition leaves it: nothing live to drop) does not hide
+// a loaded key; and a transaction after the load (Apply, once the partition
+// is restored) wins over the loaded value.
+func TestLoaderVersions(t *testing.T) {
+	dir := t.TempDir()
+	s := mustOpen(t, Options{Dir: dir})
+	const p = 2
+	mustApply(t, s, []Change{{Partition: p, Key: "k0", Value: []byte("stale")}}, nil)
+	mustApply(t, s, []Change{{Partition: p, Key: "k0"}}, nil)
+	if err := s.WipePartition(p); err != nil { // what restore does first
+		t.Fatal(err)
+	}
+	want := map[string]string{}
+	l := s.NewLoader(p)
+	for round := range 20 {
+		var batch []Change
+		for i := range 50 {
+			k := fmt.Sprintf("k%d", (round*7+i)%40)
+			c := Change{Partition: p, Key: k, Value: fmt.Appendf(nil, "r%d-i%d", round, i)}
+			if (round+i)%9 == 0 {
+				c.Value = nil
+			}
+			batch = append(batch, c)
+			want[k] = string(c.Value)
+		}
+		if err := l.Add(batch); err != nil {
+			t.Fatal(err)
+		}
+		// Another partition commits between the Adds.
+		mustApply(t, s, []Change{{Partition: p + 1, Key: fmt.Sprintf("o%d", round), Value: []byte("other")}}, nil)
+	}
+	if err := l.Checkpoint(1000); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	check := func(when string) {
+		t.Helper()
+		live := int64(0)
+		for k, w := range want {
+			if w != "" {
+				live++
+			}
+			v, ok, err := s.Get(p, k)
+			if err != nil || ok != (w != "") || string(v) != w {
+				t.Errorf("%s: %s = %q (ok=%t, err=%v), want %q", when, k, v, ok, err, w)
+			}
+		}
+		wantKeys(t, s, live+20) // and partition p+1's 20 keys
+	}
+	check("loaded")
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = mustOpen(t, Options{Dir: dir})
+	check("reopened")
+	if err := s.db.Flatten(1); err != nil {
+		t.Fatal(err)
+	}
+	check("compacted")
+	mustApply(t, s, []Change{{Partition: p, Key: "k1", Value: []byte("applied")}, {Partition: p, Key: "k2"}}, map[int32]int64{p: 1001})
+	want["k1"], want["k2"] = "applied", ""
+	check("applied after the load")
+	wantCheckpoint(t, s, p, 1001, true)
+}
+
 // TestLoaderCloseWithoutCheckpoint: changes added after the last checkpoint
-// may be stored, uncovered by it; Close then recounts Keys from the store.
+// may be stored, uncovered by it; Close then recounts Keys from the store,
+// in the background: writes right after Close count on top of the scan,
+// and a wipe during the scan drops it.
 func TestLoaderCloseWithoutCheckpoint(t *testing.T) {
-	s := mustOpen(t, Options{InMemory: true})
+	s := mustOpen(t, Options{Dir: t.TempDir()})
 	l := s.NewLoader(0)
 	if err := l.Add([]Change{{Partition: 0, Key: "a", Value: []byte("1")}}); err != nil {
 		t.Fatal(err)
@@ -384,17 +479,44 @@ func TestLoaderCloseWithoutCheckpoint(t *testing.T) {
 	if err := l.Checkpoint(1); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.Add([]Change{{Partition: 0, Key: "b", Value: []byte("2")}}); err != nil {
+	var more []Change
+	for i := range 20_000 {
+		more = append(more, Change{Partition: 0, Key: fmt.Sprintf("b%05d", i), Value: []byte("2")})
+	}
+	if err := l.Add(more); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
-	wantCheckpoint(t, s, 0, 1, true)
-	n := int64(1)
-	if _, ok, _ := s.Get(0, "b"); ok {
-		n = 2
+	// The partition resumes at once: its writes count on top of the scan.
+	mustApply(t, s, []Change{{Partition: 0, Key: "a"}, {Partition: 0, Key: "c", Value: []byte("3")}}, map[int32]int64{0: 2})
+	s.WaitKeys()
+	wantCheckpoint(t, s, 0, 2, true)
+	n := int64(1) // c
+	for _, c := range more {
+		if _, ok, _ := s.Get(0, c.Key); ok {
+			n++
+		}
 	}
+	wantKeys(t, s, n)
+
+	// A wipe while the scan runs: the scan's count is dropped.
+	l = s.NewLoader(1)
+	other := make([]Change, 5000)
+	for i := range other {
+		other[i] = Change{Partition: 1, Key: more[i].Key, Value: []byte("4")}
+	}
+	if err := l.Add(other); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WipePartition(1); err != nil {
+		t.Fatal(err)
+	}
+	s.WaitKeys()
 	wantKeys(t, s, n)
 }
 

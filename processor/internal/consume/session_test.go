@@ -286,7 +286,9 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 // waitFor polls cond until it holds or 10s pass.
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	// Long enough for a loaded machine (make test runs the packages side by
+	// side with the broker); a condition met returns at once.
+	deadline := time.Now().Add(30 * time.Second)
 	for !cond() {
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out waiting for %s", what)
@@ -535,15 +537,21 @@ func TestPauseResumeDrain(t *testing.T) {
 	}
 	f.produce(t, "slowcrm", keys...)
 	f.produce(t, "fastpay", "f1")
+	var seen map[string][]Outcome
+	defer func() {
+		if t.Failed() {
+			t.Logf("outcomes seen: %+v", seen)
+		}
+	}()
 	waitFor(t, "fastpay done and slowcrm parked", func() bool {
-		out := f.outcomes(t)
+		seen = f.outcomes(t)
 		parked := 0
 		for _, k := range keys {
-			if len(out[k]) == 1 && out[k][0].Status == StatusParked && out[k][0].Error == errPaused.Error() {
+			if len(seen[k]) == 1 && seen[k][0].Status == StatusParked && seen[k][0].Error == errPaused.Error() {
 				parked++
 			}
 		}
-		return parked == len(keys) && len(out["f1"]) == 1
+		return parked == len(keys) && len(seen["f1"]) == 1
 	})
 	for _, k := range keys {
 		if slow.count(k) != 0 {

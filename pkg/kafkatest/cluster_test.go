@@ -52,13 +52,25 @@ func TestClusterKillAndRejoin(t *testing.T) {
 			t.Errorf("partition %d has replicas %v: want the broker default of 3", p.Partition, p.Replicas)
 		}
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rc, err := rcs.On(topic, nil)
-	if err != nil {
-		t.Fatal(err)
+	// A broker that has not yet seen the new topic in its metadata answers
+	// UNKNOWN_TOPIC_OR_PARTITION for it (the resource's own error, with no
+	// configs): ask again until one knows it.
+	var rc kadm.ResourceConfig
+	for {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rc, err = rcs.On(topic, nil); err != nil {
+			t.Fatal(err)
+		}
+		if rc.Err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("configs of %s: %v", topic, rc.Err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 	minISR := ""
 	for _, cfg := range rc.Configs {

@@ -83,7 +83,7 @@ func Binary(tb testing.TB, service string) string {
 // Proc is a running service process whose output is kept for the test log.
 type Proc struct {
 	Cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *Buffer
 	done chan struct{}
 	err  error
 }
@@ -94,7 +94,7 @@ func Start(tb testing.TB, path string, env []string, args ...string) *Proc {
 	tb.Helper()
 	cmd := exec.Command(path, args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}, env...)
-	p := &Proc{Cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Proc{Cmd: cmd, out: &Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.out, p.out
 	if err := cmd.Start(); err != nil {
 		tb.Fatalf("start %s: %v", path, err)
@@ -141,18 +141,20 @@ func (p *Proc) Exited() bool {
 // Output is everything the process printed so far.
 func (p *Proc) Output() string { return p.out.String() }
 
-type syncBuffer struct {
+// Buffer is a bytes.Buffer that goroutines may write at once: a process's
+// output, or a logger's destination in a test.
+type Buffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (s *syncBuffer) Write(p []byte) (int, error) {
+func (s *Buffer) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.Write(p)
 }
 
-func (s *syncBuffer) String() string {
+func (s *Buffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()

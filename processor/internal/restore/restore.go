@@ -85,6 +85,15 @@ const (
 	stallAfter = time.Second
 )
 
+// progressEvery is how often a restore still running logs how far it is
+// (a cold restore of a large partition takes minutes). A variable for the
+// tests.
+var progressEvery = 10 * time.Second
+
+// progressRecords is how many records a restore reads between two looks at
+// the clock for its progress line.
+const progressRecords = 4096
+
 // Config configures Partition.
 type Config struct {
 	// Topic is the changelog topic, with its prefix.
@@ -99,8 +108,9 @@ type Config struct {
 	Decode func(value []byte) (stored []byte, expiresAt time.Time, err error)
 	// Now is the clock for expiry; default time.Now.
 	Now func() time.Time
-	// Logger gets a warning per skipped record and per rebuild, and a
-	// debug line per restore; default discards.
+	// Logger gets a warning per skipped record and per rebuild, an info
+	// line every progressEvery while a restore runs, and a debug line per
+	// restore; default discards.
 	Logger *slog.Logger
 	// BatchSize is the number of changes per Store.Apply (per Loader.Add
 	// in bulk); default 5000.
@@ -423,7 +433,15 @@ func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err
 	}()
 	pos := from // the next offset to read
 	lastProgress := time.Now()
+	started, lastLog := lastProgress, lastProgress
+	logProgress := func() {
+		if time.Since(lastLog) >= progressEvery {
+			lastLog = time.Now()
+			r.progress(from, pos, end, time.Since(started))
+		}
+	}
 	for pos < end {
+		logProgress()
 		pctx, cancel := context.WithTimeout(ctx, stallAfter)
 		fs := r.cl.PollFetches(pctx)
 		cancel()
@@ -451,6 +469,9 @@ func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err
 				continue
 			}
 			r.add(rec, now)
+			if r.stats.Records%progressRecords == 0 {
+				logProgress() // one poll may bring a great many records
+			}
 			if len(r.batch) >= r.cfg.BatchSize {
 				if r.batch, err = w.submit(ctx, r.batch, pos); err != nil {
 					return err
@@ -477,6 +498,20 @@ func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err
 	}
 	r.batch, err = w.submit(ctx, r.batch, pos)
 	return err
+}
+
+// progress logs how far a restore of [from, end) is at pos after took:
+// offsets left, the rate so far and, from it, the time left.
+func (r *restorer) progress(from, pos, end int64, took time.Duration) {
+	rate := float64(pos-from) / took.Seconds() // offsets a second
+	left := "unknown"
+	if rate > 0 {
+		left = time.Duration(float64(end-pos) / rate * float64(time.Second)).Round(time.Second).String()
+	}
+	r.log.Info("restore in progress", "offset", pos, "end", end, "remaining", end-pos,
+		"done_percent", int64(100*float64(pos-from)/float64(max(end-from, 1))),
+		"records", r.stats.Records, "records_per_second", int64(float64(r.stats.Records)/took.Seconds()),
+		"bulk", r.stats.Bulk, "time_left", left)
 }
 
 // add turns a changelog record into a change of the batch; now is the

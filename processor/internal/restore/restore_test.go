@@ -3,9 +3,11 @@ package restore
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/proctest"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/state"
 )
@@ -739,5 +742,50 @@ func TestRestoreBulkConcurrent(t *testing.T) {
 			t.Errorf("partition %d: %+v, want a bulk restore to %d", p, stats[p], e.hwm(t, p))
 		}
 		sameStore(t, conc, incr, p, keys[p])
+	}
+}
+
+// TestRestoreLogsProgress: a restore still running logs how far it is,
+// offset by offset up to the end, with what is left.
+func TestRestoreLogsProgress(t *testing.T) {
+	e, cl := mustFixture(t)
+	defer func(d time.Duration) { progressEvery = d }(progressEvery)
+	progressEvery = time.Nanosecond // a line at every look at the clock
+	const p = 0
+	// 20,000 records: a look at the clock every 4,096.
+	rs := make([]*kgo.Record, 0, 20_000)
+	for i := range cap(rs) {
+		rs = append(rs, rec(p, fmt.Sprintf("k%d", i), nv()))
+	}
+	txn(t, cl, true, rs...)
+	end := e.hwm(t, p)
+	var logs proctest.Buffer
+	s := mustRestore(t, e.config(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))), mustStore(t), p)
+	if s.Records != 20_000 {
+		t.Fatalf("stats %+v: want the 20,000 records read", s)
+	}
+	var offsets []int64
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if !strings.Contains(line, `"restore in progress"`) {
+			continue
+		}
+		var l struct {
+			Offset      int64  `json:"offset"`
+			End         int64  `json:"end"`
+			Remaining   int64  `json:"remaining"`
+			DonePercent int64  `json:"done_percent"`
+			TimeLeft    string `json:"time_left"`
+		}
+		if err := json.Unmarshal([]byte(line), &l); err != nil {
+			t.Fatalf("progress line %q: %v", line, err)
+		}
+		if l.End != end || l.Remaining != end-l.Offset || l.DonePercent < 0 || l.DonePercent > 100 || l.TimeLeft == "" {
+			t.Errorf("progress line %q: want end %d, remaining = end - offset, a percentage and a time left", line, end)
+		}
+		offsets = append(offsets, l.Offset)
+	}
+	t.Logf("progress at offsets %v of %d", offsets, end)
+	if len(offsets) < 2 || !slices.IsSorted(offsets) || offsets[len(offsets)-1] <= offsets[0] {
+		t.Fatalf("progress at offsets %v: want several lines, moving towards %d", offsets, end)
 	}
 }

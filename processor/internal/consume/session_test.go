@@ -219,6 +219,7 @@ type procOptions struct {
 	standbys    int               // StandbyReplicas
 	store       **state.Store     // set to the processor's store
 	metrics     *prometheus.Registry
+	health      *obs.Health // the processor's health; default a new one
 }
 
 func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler, o procOptions) (stop func() error) {
@@ -261,7 +262,7 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 		NewClient:       kafkatest.NewClient(f.c.ListenAddrs()),
 		TransactionalID: "hookline-processor-" + id, InstanceID: id,
 		StandbyReplicas: o.standbys,
-		Logger:          log, Registry: o.metrics, Health: obs.NewHealth("restore", "control"),
+		Logger:          log, Registry: o.metrics, Health: cmp.Or(o.health, obs.NewHealth("restore", "control")),
 	})
 	if err != nil {
 		t.Fatal(err)

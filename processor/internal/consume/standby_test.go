@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
 )
@@ -43,9 +44,9 @@ func TestStandbyTakesOverWarm(t *testing.T) {
 	h := &counter{}
 	handlers := map[string]deliver.Handler{"fastpay": h}
 	var st1, st2 *state.Store
-	reg2 := prometheus.NewRegistry()
+	reg2, health2 := prometheus.NewRegistry(), obs.NewHealth("restore", "control")
 	stop1 := runProcessorWith(t, f, "p1", handlers, procOptions{standbys: 1, store: &st1})
-	runProcessorWith(t, f, "p2", handlers, procOptions{standbys: 1, store: &st2, metrics: reg2})
+	runProcessorWith(t, f, "p2", handlers, procOptions{standbys: 1, store: &st2, metrics: reg2, health: health2})
 
 	var keys []string
 	for i := range 200 {
@@ -79,7 +80,18 @@ func TestStandbyTakesOverWarm(t *testing.T) {
 		}
 		return true
 	}
-	waitFor(t, "both stores warm on both partitions", func() bool { return warm(st1) && warm(st2) })
+	// p2's own partition restored too: its restore counter is added to
+	// before the partition is ready, and its store holds the checkpoint
+	// before that, so warm alone could see the counter short by that
+	// restore. p2's readiness starts pending, so ready means every
+	// partition it was given is restored and counted.
+	restored := func() bool {
+		ready, _ := health2.Ready()
+		return ready
+	}
+	waitFor(t, "p2 restored what it owns and both stores warm on both partitions", func() bool {
+		return restored() && warm(st1) && warm(st2)
+	})
 
 	before := counterValue(t, reg2, "hookline_processor_restore_records_total")
 	if err := stop1(); err != nil {

@@ -186,23 +186,40 @@ func (l *reader) pace(ctx context.Context) {
 			l.ungate()
 		}
 		for _, ln := range l.s.p.lanes {
-			l.mu.Lock()
-			gated := len(l.gated[ln.class]) > 0
-			l.mu.Unlock()
-			full := !ln.room() || gated || !l.s.budget.room(ln.class)
-			l.mu.Lock()
-			changed := l.paused[ln.topic] != full
-			l.paused[ln.topic] = full
-			l.mu.Unlock()
-			if !changed {
-				continue
-			}
-			if full {
-				l.cl.PauseFetchTopics(ln.topic)
-			} else {
-				l.cl.ResumeFetchTopics(ln.topic)
-			}
+			l.pace1(ln)
 		}
+	}
+}
+
+// pace1 pauses or resumes one lane. The look at its room and the pause
+// or resume are one step under l.mu, so a hold in between is not undone by
+// a look taken before it.
+func (l *reader) pace1(ln *lane) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	full := !ln.room() || len(l.gated[ln.class]) > 0 || !l.s.budget.room(ln.class)
+	if l.paused[ln.topic] == full {
+		return
+	}
+	l.paused[ln.topic] = full
+	if full {
+		l.cl.PauseFetchTopics(ln.topic)
+	} else {
+		l.cl.ResumeFetchTopics(ln.topic)
+	}
+}
+
+// hold pauses a lane at once, without waiting for pace: a record is being
+// parked in it because its destination has no room, and reading it back
+// before the destination has room would only park it again. franz-go drops
+// what it buffered of a paused topic at the next poll, so nothing parked
+// from now on is read before pace resumes the lane.
+func (l *reader) hold(ln *lane) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.paused[ln.topic] {
+		l.paused[ln.topic] = true
+		l.cl.PauseFetchTopics(ln.topic)
 	}
 }
 

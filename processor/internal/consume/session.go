@@ -382,6 +382,9 @@ func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arriva
 	if err != nil {
 		return nil, fmt.Errorf("encode state of %q: %w", r.Key, err)
 	}
+	if !ln.room() {
+		s.reader.hold(ln)
+	}
 	lr := &kgo.Record{Topic: ln.topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
 	o := p.outcomeRecord(r, a, StatusParked, 0, why, decide.Route{})
 	out := []*kgo.Record{{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val}, lr, o}

@@ -38,11 +38,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/hookline/hookline/pkg/e2e/isolation"
+	"github.com/hookline/hookline/pkg/loadtest"
 )
 
 func main() {
@@ -61,12 +60,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := run(ctx, c, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
-		os.Exit(1)
-	}
+	loadtest.Main("bench-e2e", func(ctx context.Context) error {
+		_, err := run(ctx, c, os.Stdout)
+		return err
+	})
 }
 
 // config shapes one run.

@@ -20,10 +20,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/gin-gonic/gin"
@@ -47,12 +45,7 @@ func main() {
 		}
 		return
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *conns, *dur, *bodySize); err != nil {
-		fmt.Fprintln(os.Stderr, "loadgen:", err)
-		os.Exit(1)
-	}
+	loadtest.Main("loadgen", func(ctx context.Context) error { return run(ctx, *conns, *dur, *bodySize) })
 }
 
 // bare answers like ingest does, reading the body, without Kafka.

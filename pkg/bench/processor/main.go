@@ -27,10 +27,8 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -50,12 +48,7 @@ func main() {
 		os.Exit(2)
 	}
 	partitions = int32(*parts)
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, *n, *slowN); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN) })
 }
 
 // partitions of every topic of the run (-partitions).

@@ -27,13 +27,11 @@ import (
 	"fmt"
 	mrand "math/rand/v2"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -51,16 +49,11 @@ func main() {
 	idle := flag.Duration("idle", 60*time.Second, "idle measurement window")
 	partitions := flag.Int("partitions", topics.DefaultPartitions, "partitions per topic")
 	flag.Parse()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if *n < 1 || *n > 1000000 || *size < 1 || *size > 1<<20 || *idle <= 0 || *idle > 10*time.Minute || *partitions < 1 || *partitions > 100 {
 		fmt.Fprintln(os.Stderr, "bench: -n 1..1000000, -size 1..1048576, -idle up to 10m, -partitions 1..100")
 		os.Exit(2)
 	}
-	if err := run(ctx, *n, *size, *idle, int32(*partitions)); err != nil {
-		fmt.Fprintln(os.Stderr, "bench:", err)
-		os.Exit(1)
-	}
+	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *size, *idle, int32(*partitions)) })
 }
 
 type bench struct {

@@ -103,7 +103,7 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		// writer per partition of the store.
 		o.p.standby.claim(part)
 	}
-	restored := retrying(ctx, log, "restore failed", func() error {
+	restored := retrying(ctx, log, "restore failed", slowBackoff, func() error {
 		stats, err := restore.Partition(ctx, o.p.restoreConfig(), o.p.cfg.Store, part)
 		if err == nil {
 			o.p.m.restoreSeconds.Observe(stats.Duration.Seconds())
@@ -128,7 +128,7 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 	case <-clean:
 	}
 	var wins map[string]*window
-	if !retrying(ctx, log, "reading the committed offsets failed", func() (err error) {
+	if !retrying(ctx, log, "reading the committed offsets failed", offsetsBackoff, func() (err error) {
 		wins, err = o.committedWindows(ctx, cl, part)
 		return err
 	}) {
@@ -235,10 +235,27 @@ func (o *ownership) cancelWork() {
 	}
 }
 
+// backoff is how long retrying waits after each failure: from first,
+// doubling, up to most.
+type backoff struct{ first, most time.Duration }
+
+var (
+	// slowBackoff is for work whose failure says something is wrong
+	// (a restore, the control topic).
+	slowBackoff = backoff{time.Second, 30 * time.Second}
+	// offsetsBackoff is for the committed-offset read after an
+	// assignment, which fails for as long as a transaction of the
+	// previous owner still holds an offset commit for the partition
+	// (UNSTABLE_OFFSET_COMMIT): usually milliseconds (its markers being
+	// written), and every moment waited past its end is a moment the
+	// partition stands still.
+	offsetsBackoff = backoff{50 * time.Millisecond, time.Second}
+)
+
 // retrying runs fn until it succeeds (true) or ctx ends (false), logging
-// each failure and backing off from 1s to 30s.
-func retrying(ctx context.Context, log *slog.Logger, what string, fn func() error) bool {
-	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+// each failure and backing off as b says.
+func retrying(ctx context.Context, log *slog.Logger, what string, b backoff, fn func() error) bool {
+	for backoff := b.first; ; backoff = min(2*backoff, b.most) {
 		err := fn()
 		if err == nil {
 			return true

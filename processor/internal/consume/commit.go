@@ -128,11 +128,26 @@ func (s *session) begin() error {
 	return nil
 }
 
+// endTimeout bounds one End of a transaction: its flush, offset commit,
+// heartbeat and EndTxn. Half the transaction timeout (consume.go), so a
+// broker that does not answer breaks the session well before the broker
+// aborts the transaction itself.
+const endTimeout = 30 * time.Second
+
 // end ends the open transaction (opening one if only offsets moved) with
 // the low-water marks its results allow, committing unless abort, the
 // partitions were lost or revoked, or ctx ended. A transaction that does
 // not commit leaves its results waiting for the next one (nothing is
 // called again); a broken session returns errSessionBroken.
+//
+// A stop (ctx cancelled) never interrupts an End: franz-go's End given a
+// cancelled context returns before its EndTxn (or sends none), leaving the
+// transaction open on the broker with its offset commit pending, and every
+// new owner of its partitions then reads UNSTABLE_OFFSET_COMMIT until the
+// broker's transaction timeout aborts it (a minute). So End runs on a
+// context of its own, bounded by endTimeout; a stop that came meanwhile
+// is seen after it, and only decides whether it commits (TryAbort once
+// ctx ended: the stop then commits the results itself).
 func (s *session) end(ctx context.Context, abort bool) error {
 	p, t := s.p, &s.txn
 	points := s.own.points()
@@ -157,7 +172,9 @@ func (s *session) end(ctx context.Context, abort bool) error {
 	if abort || ctx.Err() != nil {
 		try = kgo.TryAbort
 	}
-	committed, err := s.tx.End(kgo.PreTxnCommitFnContext(ctx, s.rewriteOffsets(points)), try)
+	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
+	defer cancel()
+	committed, err := s.tx.End(kgo.PreTxnCommitFnContext(ectx, s.rewriteOffsets(points)), try)
 	t.wg.Wait()
 	batch := t.batch
 	t.open, t.batch = false, nil

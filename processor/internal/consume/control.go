@@ -25,7 +25,7 @@ func (p *Processor) followControl(ctx context.Context, caughtUp chan<- struct{})
 			p.cfg.Health.Set("control", nil)
 		})
 	}
-	retrying(ctx, p.cfg.Logger, "following the operators' settings failed", func() error {
+	retrying(ctx, p.cfg.Logger, "following the operators' settings failed", slowBackoff, func() error {
 		return control.Follow(ctx, p.cfg.NewClient, p.cfg.Names.Control, p.applyControl, once,
 			func(err error) { p.cfg.Logger.Warn("operator setting ignored", "err", err) })
 	})

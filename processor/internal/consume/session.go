@@ -458,10 +458,12 @@ func (s *session) forget(parts map[int32]bool) {
 // stop ends the session on shutdown: no more polling; calls in flight get
 // ShutdownGrace to finish while what finishes is committed; then the rest
 // is cancelled (read again by the next owner) and the last results are
+// committed. Each commit is bounded by endTimeout (end), the calls by the
+// grace, so the stop needs no deadline of its own: one that expired would
+// make every later end abort, and the stop would never get its results
 // committed.
 func (s *session) stop(ctx context.Context) error {
-	bg, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
-	defer cancel()
+	bg := context.WithoutCancel(ctx)
 	grace := time.NewTimer(s.p.cfg.ShutdownGrace)
 	defer grace.Stop()
 	for graceLeft := true; ; {

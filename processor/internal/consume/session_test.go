@@ -220,6 +220,10 @@ type procOptions struct {
 	store       **state.Store     // set to the processor's store
 	metrics     *prometheus.Registry
 	health      *obs.Health // the processor's health; default a new one
+	// cancel, when set, is given the cancel of the processor's context: a
+	// stop (what SIGTERM does) the test can start from anywhere, a kfake
+	// control function included, without waiting for it.
+	cancel *context.CancelFunc
 }
 
 func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler, o procOptions) (stop func() error) {
@@ -268,6 +272,9 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	if o.cancel != nil {
+		*o.cancel = cancel
+	}
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
 	var once sync.Once

@@ -274,7 +274,9 @@ func (r *restorer) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	from, checkpointed, err := r.start(logStart, hwm)
+	// A checkpoint may lie past the hwm asked above (just past a commit
+	// marker written since): it is ahead of the partition only past both.
+	from, checkpointed, err := r.start(logStart, max(hwm, end))
 	if err != nil {
 		return err
 	}
@@ -351,8 +353,12 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // settle waits until the last stable offset reaches hwm: every transaction
 // that wrote below hwm has committed or aborted, so reading to hwm misses
-// none of them. It returns the end to read to: hwm, or the last stable
-// offset when SettleTimeout passes first.
+// none of them. It returns the end to read to: that last stable offset,
+// which lies at or past hwm and so covers the commit or abort markers of
+// those transactions (a marker may be written after hwm was asked), or,
+// when SettleTimeout passes first, the last stable offset then (below hwm).
+// Every offset below the end is decided; the restore reads exactly
+// [from, end), and its progress lines and Stats.To name this same end.
 func (r *restorer) settle(ctx context.Context, hwm int64) (int64, error) {
 	deadline := time.Now().Add(r.cfg.SettleTimeout)
 	wait := 20 * time.Millisecond
@@ -362,7 +368,7 @@ func (r *restorer) settle(ctx context.Context, hwm int64) (int64, error) {
 			return 0, fmt.Errorf("last stable offset: %w", err)
 		}
 		if lso >= hwm {
-			return hwm, nil
+			return lso, nil
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
@@ -413,7 +419,9 @@ func (r *restorer) start(logStart, hwm int64) (from int64, checkpointed bool, er
 }
 
 // consume reads [from, end) and applies it, batch by batch, in a writer
-// goroutine.
+// goroutine. end is settle's: records a fetch brings from past it are left
+// for the next restore, so a restore that returns nil checkpoints end
+// itself, the end its progress lines named.
 func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err error) {
 	release, err := r.st.Reserve(ctx, r.memory(end-from))
 	if err != nil {
@@ -461,8 +469,8 @@ func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err
 		now := r.cfg.Now() // for expiry: once a fetch
 		for it := fs.RecordIter(); !it.Done(); {
 			rec := it.Next()
-			if rec.Partition != r.p || rec.Offset < pos {
-				continue
+			if rec.Partition != r.p || rec.Offset < pos || rec.Offset >= end {
+				continue // another partition, read before, or past the end settled on
 			}
 			pos = rec.Offset + 1
 			if rec.Attrs.IsControl() {

@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/restore"
@@ -276,22 +278,30 @@ func retrying(ctx context.Context, log *slog.Logger, what string, b backoff, fn 
 // partition in webhooks.raw and in every lane topic (require_stable: after
 // any transaction still writing them) and starts a window at each; a
 // partition never committed starts at its log start, as the session does.
+//
+// Only this partition is asked for. The broker answers
+// UNSTABLE_OFFSET_COMMIT per partition asked, and this processor's own
+// transactions keep offset commits pending on the partitions it already
+// owns, many times a second under load; kadm's FetchOffsetsForTopics asks
+// for every partition of the group and fails on any one's error, so a
+// takeover kept failing on the new owner's own commits (issue 20:
+// 1+2+4+8+16 s without resuming).
 func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part int32) (map[string]*window, error) {
 	adm := kadm.NewClient(cl)
 	all := append([]string{o.p.cfg.Names.Raw}, o.p.laneTopics()...)
-	offs, err := adm.FetchOffsetsForTopics(kadm.RequireStable(ctx), o.p.cfg.Names.Group(topics.GroupProcessor), all...)
+	committed, err := fetchCommitted(ctx, cl, o.p.cfg.Names.Group(topics.GroupProcessor), all, part)
 	if err != nil {
 		return nil, fmt.Errorf("fetch committed offsets: %w", err)
 	}
 	wins := map[string]*window{}
 	var starts kadm.ListedOffsets
 	for _, t := range all {
-		c, ok := offs.Lookup(t, part)
+		c, ok := committed[t]
 		switch {
-		case ok && c.Err != nil:
-			return nil, fmt.Errorf("committed offset of %s[%d]: %w", t, part, c.Err)
-		case ok && c.At >= 0:
-			wins[t] = newWindow(c.At, c.Metadata)
+		case ok && c.ErrorCode != 0:
+			return nil, fmt.Errorf("committed offset of %s[%d]: %w", t, part, kerr.ErrorForCode(c.ErrorCode))
+		case ok && c.Offset >= 0:
+			wins[t] = newWindow(c.Offset, deref(c.Metadata))
 			continue
 		}
 		if starts == nil {
@@ -430,4 +440,50 @@ func (o *ownership) updateHealth() {
 	}
 	sort.Ints(pending)
 	o.p.cfg.Health.Set("restore", errors.New(fmt.Sprint("restoring partitions ", pending)))
+}
+
+// fetchCommitted asks group's coordinator, require_stable, for the
+// committed offset of partition part of each topic, and only those:
+// the answers by topic. A partition never committed answers offset -1.
+func fetchCommitted(ctx context.Context, cl *kgo.Client, group string, topicNames []string, part int32) (map[string]kmsg.OffsetFetchResponseTopicPartition, error) {
+	req := kmsg.NewPtrOffsetFetchRequest()
+	req.Group, req.RequireStable = group, true
+	for _, t := range topicNames {
+		rt := kmsg.NewOffsetFetchRequestTopic()
+		rt.Topic, rt.Partitions = t, []int32{part}
+		req.Topics = append(req.Topics, rt)
+	}
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return nil, err
+	}
+	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
+		return nil, err
+	}
+	out := map[string]kmsg.OffsetFetchResponseTopicPartition{}
+	for _, g := range resp.Groups { // v8+: franz-go answers in both forms; Groups keeps the group's error
+		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
+			return nil, err
+		}
+		for _, t := range g.Topics {
+			for _, p := range t.Partitions {
+				out[t.Topic] = kmsg.OffsetFetchResponseTopicPartition{Partition: p.Partition, Offset: p.Offset, Metadata: p.Metadata, ErrorCode: p.ErrorCode}
+			}
+		}
+	}
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if _, ok := out[t.Topic]; !ok {
+				out[t.Topic] = p
+			}
+		}
+	}
+	return out, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
 }

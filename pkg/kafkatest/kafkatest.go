@@ -29,6 +29,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
+	"github.com/hookline/hookline/pkg/topics"
 )
 
 // ContainerImage is the image testcontainers' Kafka module accepts.
@@ -101,7 +102,11 @@ func dockerAvailable() (ok bool) {
 var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9_-]+`)
 
 // Prefix returns a topic and group prefix unique to this test run, such as
-// "t-TestRoundTrip-3f9a1c.", for HOOKLINE_TOPIC_PREFIX.
+// "t-TestRoundTrip-3f9a1c.", for HOOKLINE_TOPIC_PREFIX. At the end of the
+// test, failed or not, every topic and group named with it on the
+// plaintext broker (KAFKA_BROKERS, or the container) is deleted; what a
+// killed test left is swept by Sweep at the start of the next make test.
+// A test on the secure broker gets the same from SecureBroker.Grant.
 func Prefix(tb testing.TB) string {
 	var b [3]byte
 	_, _ = rand.Read(b[:])
@@ -109,7 +114,55 @@ func Prefix(tb testing.TB) string {
 	if len(name) > 60 {
 		name = name[:60]
 	}
-	return "t-" + name + "-" + hex.EncodeToString(b[:]) + "."
+	prefix := "t-" + name + "-" + hex.EncodeToString(b[:]) + "."
+	tb.Cleanup(func() {
+		if brokers := plaintextBrokers(); len(brokers) > 0 {
+			deletePrefix(tb, kafkaconf.Config{Brokers: brokers}, prefix)
+		}
+	})
+	return prefix
+}
+
+// TestPrefix matches the prefixes Prefix makes and those of the
+// benchmarks (loadtest.Prefix: "bench-e2e-3f9a1c."), and no others.
+var TestPrefix = regexp.MustCompile(`^(t|bench)-[a-zA-Z0-9_-]{1,60}-[0-9a-f]{6}\.`)
+
+// plaintextBrokers is the broker Brokers gives: KAFKA_BROKERS, or the
+// container if one was started; none otherwise.
+func plaintextBrokers() []string {
+	if v := strings.TrimSpace(os.Getenv("KAFKA_BROKERS")); v != "" {
+		return strings.Split(v, ",")
+	}
+	return container.brokers
+}
+
+// deletePrefix deletes the topics and groups named with prefix, as a
+// clean-up: a failure is logged, not failed (the sweep catches it).
+func deletePrefix(tb testing.TB, conf kafkaconf.Config, prefix string) {
+	cl, err := conf.NewClient()
+	if err != nil {
+		tb.Logf("deleting the test's topics %s*: %v", prefix, err)
+		return
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := topics.DeletePrefix(ctx, kadm.NewClient(cl), prefix); err != nil {
+		tb.Logf("deleting the test's topics %s*: %v", prefix, err)
+	}
+}
+
+// Sweep deletes every topic and group on brokers named with a test or
+// benchmark prefix (TestPrefix): what tests that were killed, or whose
+// clean-up failed, left behind. make test runs it (pkg/kafkatest/sweep)
+// before any test makes topics of its own, and after the last.
+func Sweep(ctx context.Context, brokers []string) (topics.Deleted, error) {
+	cl, err := kafkaconf.Config{Brokers: brokers}.NewClient()
+	if err != nil {
+		return topics.Deleted{}, err
+	}
+	defer cl.Close()
+	return topics.DeleteMatching(ctx, kadm.NewClient(cl), TestPrefix.MatchString)
 }
 
 // Client returns a client for brokers, closed at the end of the test. Like

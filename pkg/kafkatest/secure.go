@@ -155,10 +155,12 @@ func (b *SecureBroker) Client(tb testing.TB, user string, opts ...kgo.Opt) *kgo.
 
 // Grant gives every service its ACLs for topics and groups named with
 // prefix (compose/kafka.sh secure-acls PREFIX), as a test with its own
-// HOOKLINE_TOPIC_PREFIX needs.
+// HOOKLINE_TOPIC_PREFIX needs; at the end of the test the admin user
+// deletes the topics and groups named with it.
 func (b *SecureBroker) Grant(tb testing.TB, prefix string) {
 	tb.Helper()
 	if out, err := b.run(3*time.Minute, "secure-acls", prefix); err != nil {
 		tb.Fatalf("compose/kafka.sh secure-acls %s: %v\n%s", prefix, err, out)
 	}
+	tb.Cleanup(func() { deletePrefix(tb, b.Config(tb, "admin"), prefix) })
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/proctest"
+	"github.com/hookline/hookline/pkg/topics"
 )
 
 // Run is what every benchmark sets up first and undoes last: the cluster
@@ -72,7 +73,7 @@ func (r *Run) Close(runErr error) error {
 	defer cancel()
 	var errs []error
 	for _, p := range r.prefixes {
-		if err := DeletePrefix(ctx, r.Admin, p); err != nil {
+		if err := topics.DeletePrefix(ctx, r.Admin, p); err != nil {
 			errs = append(errs, r.Kafka.Explain(err))
 		}
 	}

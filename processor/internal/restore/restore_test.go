@@ -56,7 +56,7 @@ type env struct {
 }
 
 // mustEnv creates a changelog topic of 3 partitions (compact,delete) under a
-// fresh prefix, deleted at the end of the test.
+// fresh prefix (kafkatest.Prefix: deleted at the end of the test).
 func mustEnv(tb testing.TB, partitions int32) *env {
 	tb.Helper()
 	brokers := kafkatest.Brokers(tb)
@@ -75,12 +75,7 @@ func mustEnv(tb testing.TB, partitions int32) *env {
 	if err != nil {
 		tb.Fatalf("create %s: %v", e.topic, err)
 	}
-	tb.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		_, _ = e.adm.DeleteTopics(ctx, e.topic)
-	})
-	return e
+	return e // kafkatest.Prefix's clean-up deletes the topic
 }
 
 func (e *env) config(logger *slog.Logger) Config {

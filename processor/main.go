@@ -142,6 +142,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		MaxPendingBytes: cfg.MaxPendingBytes,
 		MaxBatch:        cfg.MaxBatch,
 		ShutdownGrace:   cfg.ShutdownGrace,
+		MaxRecordBytes:  cfg.Topics.MaxRecordBytes(),
 		SessionOpts: append(append([]kgo.Opt(nil), connOpts...), kgo.WithHooks(svc.KafkaMetrics),
 			kgo.SessionTimeout(cfg.SessionTimeout), kgo.HeartbeatInterval(cfg.SessionTimeout/10)),
 		NewClient:       newClient,

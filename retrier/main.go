@@ -70,6 +70,8 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Logger:     log,
 		Registry:   svc.Metrics,
 		Health:     health,
+		// A copy for raw fits raw's max.message.bytes.
+		MaxRecordBytes: cfg.Topics.MaxRecordBytes(),
 	})
 	if err != nil {
 		return err

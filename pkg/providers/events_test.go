@@ -3,6 +3,7 @@ package providers
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/http"
 	"reflect"
 	"strings"
@@ -22,6 +23,7 @@ func TestEvents(t *testing.T) {
 		body     string
 		want     []keyType // nil with wantErr
 		wantErr  bool
+		says     string // with wantErr: part of the message, if set
 	}{
 		{name: "stripe", provider: "stripe",
 			body: `{"id":"evt_1Nx","object":"event","type":"charge.succeeded"}`,
@@ -105,6 +107,24 @@ func TestEvents(t *testing.T) {
 		{name: "gocardless malformed JSON", provider: "gocardless", body: `{"events":[{"id":"EV1"}`, wantErr: true},
 		{name: "gocardless type with only resource_type", provider: "gocardless", body: `{"events":[{"id":"EV1","resource_type":"payments"}]}`,
 			want: []keyType{{"gocardless:EV1", "payments"}}},
+
+		// Event types: at most 256 bytes, printable (issue 25).
+		{name: "stripe type of 256 bytes", provider: "stripe", body: `{"id":"evt_1","type":"` + strings.Repeat("t", 256) + `"}`,
+			want: []keyType{{"stripe:evt_1", strings.Repeat("t", 256)}}},
+		{name: "stripe type of 257 bytes", provider: "stripe", body: `{"id":"evt_1","type":"` + strings.Repeat("t", 257) + `"}`,
+			wantErr: true, says: "event type is 257 bytes, over the limit of 256"},
+		{name: "stripe type of 655,000 bytes", provider: "stripe", body: `{"id":"evt_1","type":"` + strings.Repeat("t", 655_000) + `"}`,
+			wantErr: true, says: "event type is 655000 bytes"},
+		{name: "stripe type with CRLF", provider: "stripe", body: `{"id":"evt_1","type":"invoice.paid\r\nX: 1"}`,
+			wantErr: true, says: "non-printable"},
+		{name: "github type with ESC", provider: "github", headers: map[string]string{"X-GitHub-Delivery": "d1", "X-GitHub-Event": "push\x1b[2J"},
+			body: "payload=%7B%7D", wantErr: true, says: "non-printable"},
+		{name: "gocardless event type too long", provider: "gocardless",
+			body:    `{"events":[{"id":"EV1","resource_type":"payments"},{"id":"EV2","resource_type":"` + strings.Repeat("p", 300) + `"}]}`,
+			wantErr: true, says: "events[1]: event type is 300 bytes"},
+		{name: "gocardless batch of 1000", provider: "gocardless", body: gocardlessBatch(1000), want: gocardlessKeys(1000)},
+		{name: "gocardless batch of 1001", provider: "gocardless", body: gocardlessBatch(1001),
+			wantErr: true, says: "events has more than 1000 elements"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,6 +139,9 @@ func TestEvents(t *testing.T) {
 				if !errors.As(err, &me) {
 					t.Fatalf("Events error = %v, want a *MalformedError", err)
 				}
+				if !strings.Contains(err.Error(), tc.says) {
+					t.Fatalf("Events error = %v, want one saying %q", err, tc.says)
+				}
 				return
 			}
 			if err != nil {
@@ -132,6 +155,23 @@ func TestEvents(t *testing.T) {
 			}
 		})
 	}
+}
+
+// gocardlessBatch is a GoCardless body of n events, EV0 to EV<n-1>.
+func gocardlessBatch(n int) string {
+	evs := make([]string, n)
+	for i := range evs {
+		evs[i] = fmt.Sprintf(`{"id":"EV%d"}`, i)
+	}
+	return `{"events":[` + strings.Join(evs, ",") + `]}`
+}
+
+func gocardlessKeys(n int) []keyType {
+	out := make([]keyType, n)
+	for i := range out {
+		out[i] = keyType{fmt.Sprintf("gocardless:EV%d", i), ""}
+	}
+	return out
 }
 
 func keysOf(d Delivery) []keyType {

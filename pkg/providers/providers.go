@@ -25,6 +25,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hookline/hookline/pkg/headers"
 )
 
 // Defaults for the providers file.
@@ -193,8 +195,10 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) error {
 // Events derives the records of a verified request: idempotency keys, event
 // types, and the split of a batch. A Slack url_verification gives a Delivery
 // with Challenge set and no events. It returns a *MalformedError (400) when
-// the body or headers give no valid key; every key returned is non-empty, at
-// most MaxKeyLen bytes and free of control characters. Cost: at most one
+// the body or headers give no valid key or event type; every key returned
+// is non-empty, at most MaxKeyLen bytes and free of control characters, and
+// every event type passes headers.CheckEventType (at most 256 bytes,
+// printable). Cost: at most one
 // parse of the body (one per element for a batch); github and shopify read
 // only headers.
 func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
@@ -202,9 +206,15 @@ func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
 	if err != nil {
 		return Delivery{}, err
 	}
-	for _, ev := range d.Events {
+	for i, ev := range d.Events {
 		if err := checkKey(ev.Key); err != nil {
 			return Delivery{}, err
+		}
+		if err := headers.CheckEventType(ev.Type); err != nil {
+			if d.Batch {
+				return Delivery{}, malformed("events[%d]: %v", i, err)
+			}
+			return Delivery{}, malformed("%v", err)
 		}
 	}
 	return d, nil

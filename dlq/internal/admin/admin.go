@@ -37,7 +37,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,6 +82,10 @@ type Config struct {
 	// Trace, when set, serves GET /events/{key} (trace.go); Parked GET /parked.
 	Trace  func(key string) (trace.Trace, error)
 	Parked func(ctx context.Context, f parked.Filter, offset, limit int) (parked.Report, error)
+	// Hosts are the host names, lower case, that requests may name in
+	// their Host header besides IP addresses and localhost
+	// (HOOKLINE_ADMIN_HOSTS); any other is answered 421 (hostAllowed).
+	Hosts  []string
 	Logger *slog.Logger
 }
 
@@ -110,7 +116,7 @@ func New(c Config) *Server {
 // Handler returns the routes.
 func (s *Server) Handler() http.Handler {
 	r := gin.New()
-	r.Use(gin.Recovery(), s.logRequests, secureHeaders)
+	r.Use(gin.Recovery(), s.logRequests, secureHeaders, s.checkHost)
 	r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/ui/") })
 	r.GET("/ui/", s.static("web/index.html", "text/html; charset=utf-8"))
 	r.GET("/ui/app.js", s.static("web/app.js", "text/javascript; charset=utf-8"))
@@ -157,6 +163,25 @@ func (s *Server) auth(c *gin.Context) {
 		return
 	}
 	c.Next()
+}
+
+// checkHost answers 421 to a request whose Host is a name this server was
+// not told it has: a DNS-rebinding page (attacker.example resolving to
+// 127.0.0.1) runs in the browser with its own origin, and the browser sends
+// its name as the Host. IP addresses and localhost are always answered: a
+// page cannot rebind an address.
+func (s *Server) checkHost(c *gin.Context) {
+	host := c.Request.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.ToLower(strings.Trim(host, "[]"))
+	if net.ParseIP(host) != nil || host == "localhost" || slices.Contains(s.cfg.Hosts, host) {
+		c.Next()
+		return
+	}
+	c.AbortWithStatusJSON(http.StatusMisdirectedRequest, gin.H{"error": "misdirected",
+		"message": fmt.Sprintf("this server does not answer to host %q: name it in HOOKLINE_ADMIN_HOSTS, or use its address", host)})
 }
 
 func secureHeaders(c *gin.Context) {

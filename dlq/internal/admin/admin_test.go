@@ -2,6 +2,7 @@ package admin
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -34,7 +35,7 @@ func server(t *testing.T) http.Handler {
 		t.Fatal(err)
 	}
 	st := store.New(store.Config{Names: names, Client: cl, NewClient: kafkatest.NewClient(addrs)})
-	return New(Config{Store: st, Replayer: replay.New(cl), Token: token}).Handler()
+	return New(Config{Store: st, Replayer: replay.New(cl), Token: token, Hosts: []string{"example.com"}}).Handler() // httptest's Host
 }
 
 func do(h http.Handler, method, path, auth, body string) *httptest.ResponseRecorder {
@@ -154,5 +155,42 @@ func TestAPIOnFake(t *testing.T) {
 	}
 	if w := do(h, "GET", "/dlq/5:0", auth, ""); w.Code != 404 {
 		t.Errorf("GET of a partition that does not exist: %d", w.Code)
+	}
+}
+
+// TestHostChecked: a request naming a host the server was not given (a
+// DNS-rebinding page's own name) is answered 421 before anything else, the
+// unauthenticated /metrics and page included; IP addresses, localhost and
+// the names in Config.Hosts are answered as usual (issue 25).
+func TestHostChecked(t *testing.T) {
+	h := New(Config{Store: &store.Store{}, Token: token, Hosts: []string{"dlq.internal"},
+		Metrics: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok\n") })}).Handler()
+	for _, tc := range []struct {
+		host string
+		want int
+	}{
+		{"127.0.0.1:8081", 200},
+		{"[::1]:8081", 200},
+		{"localhost:8081", 200},
+		{"LOCALHOST", 200},
+		{"10.1.2.3", 200},
+		{"dlq.internal:8081", 200},
+		{"Dlq.Internal", 200},
+		{"attacker.example:8081", 421},
+		{"dlq.internal.attacker.example", 421},
+		{"", 421},
+	} {
+		for _, path := range []string{"/metrics", "/ui/"} {
+			req := httptest.NewRequest(http.MethodGet, path, nil)
+			req.Host = tc.host
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, req)
+			if w.Code != tc.want {
+				t.Errorf("GET %s with Host %q: %d %s, want %d", path, tc.host, w.Code, w.Body, tc.want)
+			}
+			if tc.want == 421 && !strings.Contains(w.Body.String(), `"error":"misdirected"`) {
+				t.Errorf("GET %s with Host %q: body %s, want error misdirected", path, tc.host, w.Body)
+			}
+		}
 	}
 }

@@ -113,7 +113,7 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	}
 	st := store.New(store.Config{Names: names, Client: cl, NewClient: newClient})
 	h = New(Config{
-		Store: st, Replayer: replay.New(cl), Token: token, Metrics: obs.Metrics(reg), Settings: live,
+		Store: st, Replayer: replay.New(cl), Token: token, Metrics: obs.Metrics(reg), Settings: live, Hosts: []string{"example.com"},
 		BeforeWrite: func(context.Context) error {
 			if *fail {
 				return kafkaDown
@@ -152,6 +152,7 @@ func TestOpenAPI(t *testing.T) {
 		h            http.Handler
 		method, path string
 		auth, body   string
+		host         string // the Host header; "" is httptest's example.com
 		status       int
 		before       func() // runs before the request
 	}
@@ -211,6 +212,7 @@ func TestOpenAPI(t *testing.T) {
 		{name: "parked kafka down", h: down, method: "GET", path: "/parked", auth: auth, status: 502},
 		{name: "unrouted no token", h: up, method: "DELETE", path: "/dlq", status: 401},
 		{name: "unrouted", h: up, method: "GET", path: "/nope", auth: auth, status: 404},
+		{name: "misdirected host", h: up, method: "GET", path: "/nope", host: "attacker.example", status: 421}, // on listed paths too (TestHostChecked)
 		{name: "trailing slash GET", h: up, method: "GET", path: "/dlq/", auth: auth, status: 301},
 		{name: "trailing slash POST", h: up, method: "POST", path: "/dlq/replay/", auth: auth, body: `{}`, status: 307},
 	}
@@ -244,6 +246,9 @@ func TestOpenAPI(t *testing.T) {
 		req = req.WithContext(ctx)
 		if c.auth != "" {
 			req.Header.Set("Authorization", c.auth)
+		}
+		if c.host != "" {
+			req.Host = c.host
 		}
 		if c.body != "" {
 			req.Header.Set("Content-Type", "application/json")

@@ -42,7 +42,7 @@ func providerServer(t *testing.T, providersFile string, set func(context.Context
 		set = func(ctx context.Context, s control.Setting) error { return control.Write(ctx, cl, names.Control, s) }
 	}
 	st := store.New(store.Config{Names: names, Client: cl, NewClient: newClient})
-	return New(Config{Store: st, Token: token, Settings: live, SetProvider: set, Metrics: obs.Metrics(reg)}).Handler()
+	return New(Config{Store: st, Token: token, Settings: live, SetProvider: set, Metrics: obs.Metrics(reg), Hosts: []string{"example.com"}}).Handler()
 }
 
 // getProviders is GET /providers once the control topic was read to its end.

@@ -1,8 +1,11 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
+	"strings"
 	"time"
 
 	"github.com/hookline/hookline/pkg/envconf"
@@ -39,6 +42,9 @@ type config struct {
 	MetricsInterval time.Duration
 	// TraceDir is HOOKLINE_TRACE_DIR (trace, serve): the trace index.
 	TraceDir string
+	// AdminHosts is HOOKLINE_ADMIN_HOSTS (serve): the host names, besides
+	// IP addresses and localhost, that serve answers to (admin.Config.Hosts).
+	AdminHosts []string
 }
 
 // loadConfig reads the configuration; the error names every wrong variable.
@@ -53,16 +59,34 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		ProvidersFile:   r.String("HOOKLINE_PROVIDERS", ""),
 		MetricsInterval: r.Duration("HOOKLINE_DLQ_METRICS_INTERVAL", DefaultMetricsInterval, 100*time.Millisecond, 0),
 		TraceDir:        r.String("HOOKLINE_TRACE_DIR", DefaultTraceDir),
+		AdminHosts:      hostList(r.String("HOOKLINE_ADMIN_HOSTS", "")),
 	}
 	r.Add(c.validate())
 	return c, r.Err()
 }
 
+// hostList splits HOOKLINE_ADMIN_HOSTS: names separated by commas or
+// spaces, lower-cased.
+func hostList(v string) []string {
+	return strings.FieldsFunc(strings.ToLower(v), func(r rune) bool { return r == ',' || r == ' ' })
+}
+
 // validate checks the token's length. Whether serve needs a token at all
 // depends on its --addr, so serve checks that itself.
 func (c config) validate() error {
+	var errs []error
 	if c.AdminToken != "" && len(c.AdminToken) < minTokenLen {
-		return &envconf.Error{Name: "HOOKLINE_ADMIN_TOKEN", Value: c.AdminToken, Secret: true, Want: fmt.Sprintf("%d or more characters", minTokenLen)}
+		errs = append(errs, &envconf.Error{Name: "HOOKLINE_ADMIN_TOKEN", Value: c.AdminToken, Secret: true, Want: fmt.Sprintf("%d or more characters", minTokenLen)})
 	}
-	return nil
+	for _, h := range c.AdminHosts {
+		if !hostName.MatchString(h) {
+			errs = append(errs, &envconf.Error{Name: "HOOKLINE_ADMIN_HOSTS", Value: strings.Join(c.AdminHosts, ","),
+				Want: "host names (no port) separated by commas, such as dlq.internal,dlq"})
+			break
+		}
+	}
+	return errors.Join(errs...)
 }
+
+// hostName is a DNS name, lower case, without a port.
+var hostName = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?(\.[a-z0-9]([a-z0-9-]*[a-z0-9])?)*$`)

@@ -154,6 +154,7 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		SetProvider: a.writeSetting,
 		Trace:       ix.Trace,
 		Parked:      a.parkedReader().Read,
+		Hosts:       a.cfg.AdminHosts,
 		Logger:      log,
 	})
 	hs := &http.Server{

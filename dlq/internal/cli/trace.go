@@ -131,7 +131,7 @@ func remoteTrace(ctx context.Context, cfg config, key string) (trace.Trace, erro
 }
 
 func printTrace(w io.Writer, t trace.Trace) {
-	fmt.Fprintf(w, "%s (provider %s): %s\n", cell(t.Key), cell(t.Provider), nowText(t.Now))
+	fmt.Fprintf(w, "%s (provider %s): %s\n", cell(t.Key), cell(t.Provider), cell(nowText(t.Now))) // nowText holds a resolution's "by", anyone's text
 	tw := newTable(w)
 	row(tw, "TIME", "STEP", "ATTEMPT", "DETAIL")
 	for _, s := range t.Steps {

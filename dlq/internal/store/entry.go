@@ -124,10 +124,59 @@ func (e *Entry) Detail() Detail {
 	}
 	if json.Valid(body) {
 		d.BodyJSON = true
-		var b bytes.Buffer
-		if json.Indent(&b, body, "", "  ") == nil {
-			d.BodyPretty = b.String()
+		if prettyFits(body) {
+			var b bytes.Buffer
+			if json.Indent(&b, body, "", "  ") == nil {
+				d.BodyPretty = b.String()
+			}
 		}
 	}
 	return d
+}
+
+// Bounds of the pretty-printed body (Detail.BodyPretty): past either, the
+// body is shown only as it is. Indenting costs two spaces a level on every
+// line, so a 20 KB body nested 9,990 deep came back as 199.7 MB and took
+// dlq serve to 924 MB (issue 25).
+const (
+	MaxPrettyDepth = 64
+	MaxPrettyBytes = 4 << 20
+)
+
+// prettyFits reports whether body, valid JSON, nests at most
+// MaxPrettyDepth deep and indents to at most MaxPrettyBytes: one pass that
+// counts what json.Indent would add (a newline and two spaces a level
+// after each '{', '[' and ',' and before each closing bracket).
+func prettyFits(body []byte) bool {
+	size, depth := len(body), 0
+	inString, escaped := false, false
+	for _, c := range body {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '{' || c == '[':
+			if depth++; depth > MaxPrettyDepth {
+				return false
+			}
+			size += 1 + 2*depth
+		case c == '}' || c == ']':
+			depth--
+			size += 1 + 2*depth
+		case c == ',':
+			size += 1 + 2*depth
+		}
+		if size > MaxPrettyBytes {
+			return false
+		}
+	}
+	return true
 }

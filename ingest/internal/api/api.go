@@ -18,6 +18,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
@@ -26,6 +27,7 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/topics"
 )
 
 // Publisher makes records durable; *publish.Publisher in production.
@@ -156,12 +158,12 @@ func (s *Server) webhook(c *gin.Context) {
 
 // handle runs the checks in the order that costs least first, and produces
 // only when every one passed.
+//
+// The provider's rate limit is charged only once the signature verified:
+// charged before, an unsigned flood spent the provider's tokens and its
+// real deliveries got 429 (issue 25). Traffic nobody signed is bounded by
+// the per-address limit, checked before the provider is looked up.
 func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, receivedAt time.Time) error {
-	if lim := s.limiters[p.Name]; lim != nil {
-		if err := limit(lim, receivedAt, "provider rate limit"); err != nil {
-			return err
-		}
-	}
 	ct := c.GetHeader("Content-Type")
 	if err := p.CheckContentType(ct); err != nil {
 		return errorf(http.StatusUnsupportedMediaType, CodeContentType, err.Error())
@@ -178,6 +180,11 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		}
 		s.m.sigFails.WithLabelValues(p.Name, reason).Inc()
 		return errorf(http.StatusUnauthorized, CodeBadSignature, err.Error())
+	}
+	if lim := s.limiters[p.Name]; lim != nil {
+		if err := limit(lim, receivedAt, "provider rate limit"); err != nil {
+			return err
+		}
 	}
 	d, err := p.Events(c.Request.Header, body)
 	if err != nil {
@@ -200,8 +207,23 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		HTTP:        fwd,
 	}, d.Events)
 
+	// Kafka refuses a record over the topic's max.message.bytes (body limit
+	// plus HeaderRoom): say so now, as 413, rather than produce it.
+	maxRecord := int(s.cfg.MaxBodyBytes) + topics.HeaderRoom
+	for i, r := range recs {
+		if n := headers.Size(r); n > maxRecord {
+			return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf(
+				"event %d would be a record of %d bytes (body %d, key and headers the rest), over the topic's limit of %d", i, n, len(r.Value), maxRecord))
+		}
+	}
+
 	start := time.Now()
 	if err := s.cfg.Publisher.Publish(c.Request.Context(), recs); err != nil {
+		if errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge) {
+			// Not an outage: the same request would be refused again.
+			s.cfg.Logger.Warn("kafka refused a record as too large", "provider", p.Name, "request_id", reqID, "err", err)
+			return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, "kafka refused the delivery as too large: "+err.Error())
+		}
 		s.m.produceFails.WithLabelValues(p.Name).Inc()
 		s.cfg.Logger.Warn("kafka did not acknowledge", "provider", p.Name, "request_id", reqID, "records", len(recs), "err", err)
 		ae := errorf(http.StatusServiceUnavailable, CodeKafkaUnavailable, "kafka did not acknowledge in time; nothing is guaranteed accepted, retry later")

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gin-gonic/gin"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/ingest/internal/publish"
@@ -144,6 +146,16 @@ func TestErrorAnswers(t *testing.T) {
 			req.ContentLength = -1 // as a chunked request arrives
 			return req
 		}, 413, CodeTooLarge, false},
+		{"event type over 256 bytes", func() *http.Request {
+			return signed(t, reg, "stripe", "application/json", []byte(`{"id":"evt_1","type":"`+strings.Repeat("t", 257)+`"}`), now, nil)
+		}, 400, CodeMalformed, false},
+		{"event type with a control character", func() *http.Request {
+			return signed(t, reg, "stripe", "application/json", []byte(`{"id":"evt_1","type":"a\r\nb"}`), now, nil)
+		}, 400, CodeMalformed, false},
+		{"kafka refused the record as too large", func() *http.Request {
+			pub.err = fmt.Errorf("produce webhooks.raw: %w (uncompressed_bytes=1311246)", kerr.MessageTooLarge)
+			return signed(t, reg, "stripe", "application/json", stripeBody, now, nil)
+		}, 413, CodeTooLarge, false},
 		{"kafka did not acknowledge", func() *http.Request {
 			pub.err = publish.ErrDeadline
 			return signed(t, reg, "stripe", "application/json", stripeBody, now, nil)
@@ -185,6 +197,38 @@ func TestBodyAtLimitAccepted(t *testing.T) {
 	}
 	if pub.count() != 1 || !bytes.Equal(pub.records[0].Value, body) {
 		t.Fatalf("want the body published byte for byte")
+	}
+}
+
+// TestUnsignedFloodSparesRateLimit: requests that fail the signature are
+// refused without spending the provider's rate limit, so its signed
+// deliveries keep their whole rate under an unsigned flood (issue 25).
+func TestUnsignedFloodSparesRateLimit(t *testing.T) {
+	pub := &fakePublisher{}
+	h, reg := mustServer(t, pub)
+	now := time.Now()
+	codes := map[int]int{}
+	for i := range 50 {
+		req := signed(t, reg, "limited", "application/json", []byte(fmt.Sprintf(`{"n":%d}`, i)), now, nil)
+		for k := range req.Header {
+			if k != "Content-Type" {
+				req.Header.Set(k, "forged") // every signature header wrong
+			}
+		}
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, req)
+		codes[w.Code]++
+	}
+	if codes[401] != 50 {
+		t.Fatalf("unsigned flood answered %v, want 50×401", codes)
+	}
+	// burst 2 at 1/s: both signed deliveries pass, the flood spent nothing.
+	for i := range 2 {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, signed(t, reg, "limited", "application/json", []byte(fmt.Sprintf(`{"signed":%d}`, i)), now, nil))
+		if w.Code != http.StatusAccepted {
+			t.Fatalf("signed delivery %d after the flood: %d %s, want 202", i, w.Code, w.Body)
+		}
 	}
 }
 

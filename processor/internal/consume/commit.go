@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
@@ -84,6 +85,7 @@ func (s *session) produce(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for _, res := range batch {
 		for _, r := range res.outputs {
+			s.fit(res, r)
 			wg.Add(1)
 			t.wg.Add(1)
 			isChangelog := r.Topic == s.p.cfg.Names.Changelog
@@ -93,8 +95,12 @@ func (s *session) produce(ctx context.Context) error {
 				t.mu.Lock()
 				defer t.mu.Unlock()
 				if err != nil {
+					err = fmt.Errorf("produce %s: %w", r.Topic, err)
 					if t.failed++; t.produceErr == nil {
-						t.produceErr = fmt.Errorf("produce %s: %w", r.Topic, err)
+						t.produceErr = err
+					}
+					if res.produceErr == nil {
+						res.produceErr = err
 					}
 					return
 				}
@@ -110,6 +116,23 @@ func (s *session) produce(ctx context.Context) error {
 	}
 	t.batch = append(t.batch, batch...)
 	return nil
+}
+
+// fit makes a record of res fit the topics' max.message.bytes before it is
+// produced: its longest headers are cut (headers.Fit; the key and the body
+// never change) and the cut named in hookline.headers-cut. A result whose
+// transaction aborted on a refused produce has every long header cut,
+// whatever its size: the topic took less than MaxRecordBytes says.
+func (s *session) fit(res *result, r *kgo.Record) {
+	limit := s.p.cfg.MaxRecordBytes
+	if res.refused != nil {
+		limit = 0
+	}
+	if headers.Fit(r, limit) || limit == 0 {
+		return
+	}
+	s.p.cfg.Logger.Error("a record is over the topics' limit even with its headers cut; producing it anyway, the broker will refuse it",
+		"topic", r.Topic, "key", string(r.Key), "bytes", headers.Size(r), "limit", limit)
 }
 
 // begin opens a transaction if none is.
@@ -174,6 +197,19 @@ func (s *session) end(ctx context.Context, abort bool) error {
 	}
 	ectx, cancel := context.WithTimeout(context.WithoutCancel(ctx), endTimeout)
 	defer cancel()
+	if try == kgo.TryCommit {
+		// Every produce answered before the decision: a record the
+		// client or the broker refused (MESSAGE_TOO_LARGE, an ACL) does
+		// not fail franz-go's commit, and a commit past it would lose
+		// the delivery (issue 25). End flushes too; an error here is
+		// the deadline, and End's own flush says so.
+		_ = s.tx.Client().Flush(ectx)
+		t.mu.Lock()
+		if t.failed > 0 {
+			try = kgo.TryAbort
+		}
+		t.mu.Unlock()
+	}
 	committed, err := s.tx.End(kgo.PreTxnCommitFnContext(ectx, s.rewriteOffsets(points)), try)
 	t.wg.Wait()
 	batch := t.batch
@@ -182,13 +218,16 @@ func (s *session) end(ctx context.Context, abort bool) error {
 		return fmt.Errorf("%w: end transaction: %w", errSessionBroken, err)
 	}
 	if committed && t.produceErr != nil {
-		// Cannot happen: a failed produce fails the commit. Refuse to
-		// apply states whose records may be missing.
+		// Cannot happen: a failed produce makes the transaction abort.
+		// Refuse to apply states whose records may be missing.
 		return fmt.Errorf("transaction committed with produce errors: %w", t.produceErr)
 	}
 	if !committed {
 		p.m.txns.WithLabelValues("aborted").Inc()
 		p.cfg.Logger.Info("transaction aborted; its results wait for the next one", "records", len(batch), "failed_produces", t.failed, "err", t.produceErr)
+		if err := s.refusedAgain(batch); err != nil {
+			return err
+		}
 		s.own.aborted(batch)
 		s.mu.Lock()
 		s.results = append(batch, s.results...)
@@ -229,6 +268,35 @@ func (s *session) end(ctx context.Context, abort bool) error {
 	}
 	p.m.batchSeconds.Observe(time.Since(t.start).Seconds())
 	p.m.batchRecords.Observe(float64(len(batch)))
+	return nil
+}
+
+// refusedAgain takes the produce errors of an aborted transaction's
+// results: a result refused for the first time is produced again with every
+// long header cut (fit); one refused again stops the processor with an
+// error that names it, rather than move its partition past a delivery it
+// could not record. Its offset stays uncommitted, so nothing is lost: the
+// next owner, or this processor restarted once the cause is mended (a
+// topic's max.message.bytes, an ACL), reads it again.
+func (s *session) refusedAgain(batch []*result) error {
+	t := &s.txn
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, res := range batch {
+		err := res.produceErr
+		if err == nil {
+			continue
+		}
+		res.produceErr = nil
+		r := res.r
+		if res.refused != nil {
+			return fmt.Errorf("%s[%d] offset %d (key %q): a record of its result was refused twice, the second time with its headers cut (%w); the processor stops rather than move past it",
+				r.Topic, r.Partition, r.Offset, r.Key, err)
+		}
+		res.refused = err
+		s.p.cfg.Logger.Error("a record was refused; producing it again with its long headers cut",
+			"topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "key", string(r.Key), "err", err)
+	}
 	return nil
 }
 

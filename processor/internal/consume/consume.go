@@ -78,6 +78,11 @@ type Config struct {
 	// ShutdownGrace is how long a stop lets calls in flight finish before
 	// it cancels them (cancelled ones are read again by the next owner).
 	ShutdownGrace time.Duration
+	// MaxRecordBytes is the largest record the topics take (their
+	// max.message.bytes: topics.Env.MaxRecordBytes). Every record is made
+	// to fit it before it is produced (headers.Fit). Optional: the
+	// default body limit plus topics.HeaderRoom.
+	MaxRecordBytes int
 	// ChainKey names the chain a record runs in: records with one chain key
 	// run one at a time, in offset order. Optional: the record key (the
 	// idempotency key).
@@ -124,6 +129,9 @@ type Processor struct {
 func New(cfg Config) (*Processor, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.MaxRecordBytes == 0 {
+		cfg.MaxRecordBytes = topics.DefaultMaxBodyBytes + topics.HeaderRoom
 	}
 	if cfg.ChainKey == nil {
 		cfg.ChainKey = func(r *kgo.Record) string { return string(r.Key) }

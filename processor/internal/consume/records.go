@@ -82,7 +82,7 @@ func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string
 	o := Outcome{
 		Key:        string(r.Key),
 		Provider:   a.Provider,
-		EventType:  headers.Value(r, headers.EventType),
+		EventType:  headers.CutEventType(headers.Value(r, headers.EventType)), // a record from before ingest checked it may hold any
 		Status:     status,
 		Attempt:    max(a.Attempt, 1),
 		Origin:     a.Origin,

@@ -79,6 +79,11 @@ type result struct {
 	seq     uint64        // the overlay entry change made
 	token   bool          // holds a token of session.tokens
 	stat    stat
+	// produceErr is what a produce of the open transaction answered for
+	// one of outputs (txn.mu); refused keeps it once that transaction
+	// aborted: the next produce cuts every long header, and a second
+	// refusal stops the processor (commit.go, end).
+	produceErr, refused error
 }
 
 type stat struct{ provider, status, origin string }

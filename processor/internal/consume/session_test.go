@@ -224,6 +224,10 @@ type procOptions struct {
 	// stop (what SIGTERM does) the test can start from anywhere, a kfake
 	// control function included, without waiting for it.
 	cancel *context.CancelFunc
+	// exited, when set, gets what Run returned, as soon as it returns.
+	exited chan error
+	// maxRecordBytes is Config.MaxRecordBytes; 0: its default.
+	maxRecordBytes int
 }
 
 func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler, o procOptions) (stop func() error) {
@@ -262,6 +266,7 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 	p, err := New(Config{
 		Names: f.names, Schedule: sched, Providers: reg, Router: deliver.NewRouter(handlers), Store: store,
 		MaxInflight: 4, MaxPending: cmp.Or(o.maxPending, 1000), MaxPendingBytes: 1 << 20, MaxBatch: 50, ShutdownGrace: 50 * time.Millisecond,
+		MaxRecordBytes:  o.maxRecordBytes,
 		SessionOpts:     conn,
 		NewClient:       kafkatest.NewClient(f.c.ListenAddrs()),
 		TransactionalID: "hookline-processor-" + id, InstanceID: id,
@@ -276,7 +281,13 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 		*o.cancel = cancel
 	}
 	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
+	go func() {
+		err := p.Run(ctx)
+		done <- err
+		if o.exited != nil {
+			o.exited <- err
+		}
+	}()
 	var once sync.Once
 	var runErr error
 	stop = func() error {

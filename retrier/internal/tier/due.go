@@ -63,9 +63,12 @@ func plan(records []*kgo.Record, delay time.Duration, now time.Time, bad func(*k
 // outgoing is r as it goes back to webhooks.raw: the exact key and value,
 // every header kept (the attempt, the error history, due-at, first-seen-at
 // and source headers included), and hookline.origin set to retry. The
-// timestamp is left for the producer to set: the move time.
-func outgoing(r *kgo.Record, raw string) *kgo.Record {
+// timestamp is left for the producer to set: the move time. A copy over
+// maxRecord is made to fit by cutting its longest headers (headers.Fit):
+// a copy the broker refused would hold its partition for ever.
+func outgoing(r *kgo.Record, raw string, maxRecord int) *kgo.Record {
 	out := &kgo.Record{Topic: raw, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
 	headers.Set(out, headers.Origin, headers.OriginRetry)
+	headers.Fit(out, maxRecord)
 	return out
 }

@@ -96,7 +96,7 @@ func TestOutgoingKeepsEverything(t *testing.T) {
 			{Key: headers.Errors, Value: []byte(`[{"attempt":1}]`)},
 			{Key: headers.HTTPName("Stripe-Signature"), Value: []byte("t=1,v1=ab")},
 		}}
-	out := outgoing(r, "webhooks.raw")
+	out := outgoing(r, "webhooks.raw", 1<<20)
 	if out.Topic != "webhooks.raw" || string(out.Key) != string(r.Key) || string(out.Value) != string(r.Value) {
 		t.Fatalf("out %s key %q value %q", out.Topic, out.Key, out.Value)
 	}

@@ -27,6 +27,7 @@
 package tier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,11 @@ type Config struct {
 	Registry   prometheus.Registerer
 	// Health, when set, gets check "kafka": failing while moves fail.
 	Health *obs.Health
+	// MaxRecordBytes is the largest record the topics take
+	// (topics.Env.MaxRecordBytes): a copy for raw is made to fit it
+	// (headers.Fit) before it is produced. Zero: the default body limit
+	// plus topics.HeaderRoom.
+	MaxRecordBytes int
 	// Optional tunables; zero means the default above.
 	FetchMaxWait   time.Duration
 	FetchMaxBytes  int32
@@ -124,6 +130,7 @@ func New(cfg Config) (*Mover, error) {
 	cfg.FetchMaxWait = orDefault(cfg.FetchMaxWait, DefaultFetchMaxWait)
 	cfg.SessionTimeout = orDefault(cfg.SessionTimeout, DefaultSessionTimeout)
 	cfg.LagInterval = orDefault(cfg.LagInterval, DefaultLagInterval)
+	cfg.MaxRecordBytes = cmp.Or(cfg.MaxRecordBytes, topics.DefaultMaxBodyBytes+topics.HeaderRoom)
 	if cfg.FetchMaxBytes <= 0 {
 		cfg.FetchMaxBytes = DefaultFetchMaxBytes
 	}
@@ -256,7 +263,7 @@ func (mv *Mover) move(ctx context.Context, cl *kgo.Client, fs kgo.Fetches) {
 			mv.holds.pause(b.p) // stop fetching it now; parked below
 		}
 		for _, r := range fp.Records[:b.n] {
-			out = append(out, outgoing(r, mv.cfg.Names.Raw))
+			out = append(out, outgoing(r, mv.cfg.Names.Raw, mv.cfg.MaxRecordBytes))
 		}
 		batches = append(batches, b)
 	})

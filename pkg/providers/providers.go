@@ -192,6 +192,19 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) error {
 	return p.scheme.verify(p.secrets, h, body, now, p.tolerance)
 }
 
+// CheckSignatureHeaders checks what Verify checks without the body: the
+// signature headers are present and well formed, and a timestamped
+// preset's timestamp is within the tolerance. Ingest calls it before it
+// reads the body, so a request without a valid signature header costs no
+// body read and no HMAC; Verify checks it all again. Same errors as Verify.
+func (p *Provider) CheckSignatureHeaders(h http.Header, now time.Time) error {
+	if p.scheme == nil {
+		return nil
+	}
+	_, err := p.scheme.precheck(h, now, p.tolerance)
+	return err
+}
+
 // Events derives the records of a verified request: idempotency keys, event
 // types, and the split of a batch. A Slack url_verification gives a Delivery
 // with Challenge set and no events. It returns a *MalformedError (400) when

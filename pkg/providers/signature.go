@@ -81,30 +81,35 @@ func mac(newHash func() hash.Hash, key []byte, parts ...[]byte) []byte {
 // constant time. A timestamped scheme then refuses a timestamp further than
 // tol from now, in either direction. Cost: one HMAC over the body per secret.
 func (s *scheme) verify(secrets []secret, h http.Header, body []byte, now time.Time, tol time.Duration) error {
-	in, err := s.parse(h)
+	in, err := s.precheck(h, now, tol)
 	if err != nil {
 		return err
 	}
-	var at time.Time
-	if s.timestamped {
-		sec, err := strconv.ParseInt(in.ts, 10, 64)
-		if err != nil {
-			return sigErr(ReasonMalformed, "timestamp is not a number of seconds")
-		}
-		at = time.Unix(sec, 0)
-	}
-	parts := s.content(in, body)
-	if !s.matches(secrets, parts, in.sigs) {
+	if !s.matches(secrets, s.content(in, body), in.sigs) {
 		return sigErr(ReasonMismatch, "no signature matches any configured secret")
 	}
-	if s.timestamped {
-		// now.Sub saturates, so compare both bounds rather than an absolute
-		// value that would overflow for a timestamp far in the future.
-		if d := now.Sub(at); d > tol || d < -tol {
-			return sigErr(ReasonStale, "timestamp is %s away from now, tolerance is %s", d.Round(time.Second), tol)
-		}
-	}
 	return nil
+}
+
+// precheck is what can be checked of a signature without the body: its
+// headers are there and well formed, and a timestamped scheme's timestamp
+// is within tol of now in either direction. A request that fails it costs
+// no body read and no HMAC.
+func (s *scheme) precheck(h http.Header, now time.Time, tol time.Duration) (signed, error) {
+	in, err := s.parse(h)
+	if err != nil || !s.timestamped {
+		return in, err
+	}
+	sec, err := strconv.ParseInt(in.ts, 10, 64)
+	if err != nil {
+		return in, sigErr(ReasonMalformed, "timestamp is not a number of seconds")
+	}
+	// now.Sub saturates, so compare both bounds rather than an absolute
+	// value that would overflow for a timestamp far in the future.
+	if d := now.Sub(time.Unix(sec, 0)); d > tol || d < -tol {
+		return in, sigErr(ReasonStale, "timestamp is %s away from now, tolerance is %s", d.Round(time.Second), tol)
+	}
+	return in, nil
 }
 
 func (s *scheme) matches(secrets []secret, parts [][]byte, sigs [][]byte) bool {

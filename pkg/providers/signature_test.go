@@ -157,7 +157,10 @@ func TestStripeHeaderVariants(t *testing.T) {
 		{"timestamp not a number", "t=abc,v1=" + v1, ReasonMalformed},
 		{"v1 not hex", "t=" + ts + ",v1=xyz", ReasonMalformed},
 		{"good v1 with another timestamp", "t=" + strconv.FormatInt(testNow.Unix()+1, 10) + ",v1=" + v1, ReasonMismatch},
-		{"timestamp far in the future", "t=" + strconv.FormatInt(math.MaxInt64, 10) + ",v1=" + v1, ReasonMismatch},
+		// The timestamp is checked before the MAC (precheck, without the
+		// body): a far one is stale, whatever the signature.
+		{"timestamp far in the future", "t=" + strconv.FormatInt(math.MaxInt64, 10) + ",v1=" + v1, ReasonStale},
+		{"stale and a wrong signature", "t=" + strconv.FormatInt(testNow.Unix()-3600, 10) + ",v1=" + bad, ReasonStale},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -165,6 +168,15 @@ func TestStripeHeaderVariants(t *testing.T) {
 			h.Set("Stripe-Signature", tc.header)
 			if got := reason(p.Verify(h, body, testNow)); got != tc.want {
 				t.Fatalf("reason = %q, want %q", got, tc.want)
+			}
+			// Without the body: what is wrong with the headers is found
+			// (a mismatch needs the body).
+			want := tc.want
+			if want == ReasonMismatch {
+				want = ""
+			}
+			if got := reason(p.CheckSignatureHeaders(h, testNow)); got != want {
+				t.Fatalf("CheckSignatureHeaders: reason = %q, want %q", got, want)
 			}
 		})
 	}

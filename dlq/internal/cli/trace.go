@@ -132,6 +132,9 @@ func remoteTrace(ctx context.Context, cfg config, key string) (trace.Trace, erro
 
 func printTrace(w io.Writer, t trace.Trace) {
 	fmt.Fprintf(w, "%s (provider %s): %s\n", cell(t.Key), cell(t.Provider), cell(nowText(t.Now))) // nowText holds a resolution's "by", anyone's text
+	if t.StepsOmitted > 0 {
+		fmt.Fprintf(w, "(the first %d steps are left out; the last %d follow)\n", t.StepsOmitted, len(t.Steps))
+	}
 	tw := newTable(w)
 	row(tw, "TIME", "STEP", "ATTEMPT", "DETAIL")
 	for _, s := range t.Steps {

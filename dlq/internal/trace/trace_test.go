@@ -158,3 +158,32 @@ func TestRetention(t *testing.T) {
 		t.Fatalf("record past the retention: %v, want unknown", err)
 	}
 }
+
+// TestTraceStepsBounded: a key re-sent more than MaxSteps times keeps its
+// last MaxSteps steps, says how many earlier ones it left out, and counts
+// them all (issue 25: one key re-sent 200 times made a 24.1 MB answer).
+func TestTraceStepsBounded(t *testing.T) {
+	at := time.Date(2026, 11, 26, 0, 0, 0, 0, time.UTC)
+	var evs []Event
+	for i := range MaxSteps + 250 {
+		evs = append(evs, Event{At: at.Add(time.Duration(i) * time.Second), Kind: KindAccepted, Provider: "stripe", Offset: int64(i)})
+		if i == 0 {
+			evs = append(evs, Event{At: at, Kind: KindOutcome, Status: "done", Provider: "stripe"})
+			continue
+		}
+		evs = append(evs, Event{At: at.Add(time.Duration(i) * time.Second), Kind: KindOutcome, Status: "duplicate", Provider: "stripe"})
+	}
+	tr := build("stripe:evt_resent", evs)
+	if len(tr.Steps) != MaxSteps || tr.StepsOmitted != len(evs)-MaxSteps {
+		t.Fatalf("%d steps, %d omitted; want %d and %d", len(tr.Steps), tr.StepsOmitted, MaxSteps, len(evs)-MaxSteps)
+	}
+	if first := tr.Steps[0]; first.At != evs[len(evs)-MaxSteps].At || first.Kind != evs[len(evs)-MaxSteps].Kind {
+		t.Fatalf("first step %+v: want event %d, the first of the last %d", first, len(evs)-MaxSteps, MaxSteps)
+	}
+	if tr.Accepted != MaxSteps+250 || tr.Duplicates != MaxSteps+249 || tr.Attempts != 1 || tr.Now.State != StateDone {
+		t.Fatalf("counts accepted %d, duplicates %d, attempts %d, state %s: want every event counted and done", tr.Accepted, tr.Duplicates, tr.Attempts, tr.Now.State)
+	}
+	if short := build("k", evs[:10]); short.StepsOmitted != 0 || len(short.Steps) != 10 {
+		t.Fatalf("a short trace: %d steps, %d omitted", len(short.Steps), short.StepsOmitted)
+	}
+}

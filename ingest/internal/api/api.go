@@ -168,18 +168,18 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 	if err := p.CheckContentType(ct); err != nil {
 		return errorf(http.StatusUnsupportedMediaType, CodeContentType, err.Error())
 	}
+	// The signature's headers and timestamp first: a request that cannot
+	// verify costs no body read and no HMAC (an unsigned 1 MiB body cost
+	// 2.4-3.2 ms of CPU, issue 25).
+	if err := p.CheckSignatureHeaders(c.Request.Header, receivedAt); err != nil {
+		return s.badSignature(c, p, err)
+	}
 	body, err := s.readBody(c)
 	if err != nil {
 		return err
 	}
 	if err := p.Verify(c.Request.Header, body, receivedAt); err != nil {
-		var se *providers.SignatureError
-		reason := "invalid"
-		if errors.As(err, &se) {
-			reason = se.Reason
-		}
-		s.m.sigFails.WithLabelValues(p.Name, reason).Inc()
-		return errorf(http.StatusUnauthorized, CodeBadSignature, err.Error())
+		return s.badSignature(c, p, err)
 	}
 	if lim := s.limiters[p.Name]; lim != nil {
 		if err := limit(lim, receivedAt, "provider rate limit"); err != nil {
@@ -246,6 +246,20 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 	}
 	c.JSON(http.StatusAccepted, out)
 	return nil
+}
+
+// badSignature counts a signature refusal by its reason and answers 401.
+func (s *Server) badSignature(c *gin.Context, p *providers.Provider, err error) error {
+	var se *providers.SignatureError
+	reason := "invalid"
+	if errors.As(err, &se) {
+		reason = se.Reason
+	}
+	s.m.sigFails.WithLabelValues(p.Name, reason).Inc()
+	if c.Request.ContentLength != 0 {
+		c.Header("Connection", "close") // the body is not read: the connection cannot be reused
+	}
+	return errorf(http.StatusUnauthorized, CodeBadSignature, err.Error())
 }
 
 // selftestAnswer is GET /selftest's body: the report, plus the error code

@@ -93,6 +93,7 @@ func TestProviderRoutes(t *testing.T) {
 		by         string
 	}{
 		{"/providers/slowcrm/pause", "", "paused", 0, "api"},
+		{"/providers/slowcrm/pause", " \r\n\t", "paused", 0, "api"}, // JSON's white space alone is no body
 		{"/providers/slowcrm/rate", `{"rate": 5, "by": "alice"}`, "draining", 5, "alice"},
 		{"/providers/slowcrm/rate?rate=600/m&by=carol", "", "draining", 10, "carol"},
 		{"/providers/slowcrm/pause", `{"by":"bob"}`, "paused", 0, "bob"},
@@ -140,6 +141,8 @@ func TestProviderRoutes(t *testing.T) {
 		{"/providers/slowcrm/pause?rate=5", "", 400, "/rate"},
 		{"/providers/slowcrm/resume", `{"rate": 1}`, 400, "/rate"},
 		{"/providers/slowcrm/pause", `not json`, 400, "body"},
+		{"/providers/slowcrm/pause", "\x0c", 400, "body"},    // a form feed is not JSON white space
+		{"/providers/slowcrm/resume", "\u00a0", 400, "body"}, // nor a no-break space
 		{"/providers/slowcrm/drain", "", 404, "no such route"},
 	} {
 		w := do(h, "POST", c.path, auth, c.body)

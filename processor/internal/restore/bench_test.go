@@ -50,7 +50,7 @@ func BenchmarkRestore(b *testing.B) {
 		}
 		txn(b, cl, true, rs...)
 	}
-	hwm := e.hwm(b, 0)
+	hwm := e.stableEnd(b, 0)
 	cfg := e.config(nil)
 	cfg.Decode = decide.StoredFromChangelog // what the processor restores with
 	b.Logf("%d records of %d bytes, end offset %d", n, len(value), hwm)

@@ -94,7 +94,7 @@ func TestRestoreKilled(t *testing.T) {
 	e := mustEnv(t, 1)
 	cl := e.producer(t)
 	hist := killChangelog(t, cl, 30_000, killKeys)
-	hwm := e.hwm(t, 0)
+	hwm := e.stableEnd(t, 0)
 
 	for _, tc := range []struct {
 		name            string

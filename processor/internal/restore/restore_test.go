@@ -146,6 +146,31 @@ func txn(tb testing.TB, cl *kgo.Client, commit bool, rs ...*kgo.Record) {
 }
 
 // hwm is the partition's high watermark.
+// stableEnd is partition p's end once no transaction is open on it: its
+// last stable offset once that reaches the high watermark, past the commit
+// markers (which the coordinator writes after EndTxn answered). What a
+// restore reads to; waits up to 10 s and says what it saw.
+func (e *env) stableEnd(tb testing.TB, p int32) int64 {
+	tb.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		hwm := e.hwm(tb, p)
+		offs, err := e.adm.ListCommittedOffsets(ctx, e.topic)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		lso, ok := offs.Lookup(e.topic, p)
+		if ok && lso.Err == nil && lso.Offset >= hwm {
+			return lso.Offset
+		}
+		if ctx.Err() != nil {
+			tb.Fatalf("partition %d not stable after 10 s: last stable offset %d (%v), high watermark %d", p, lso.Offset, lso.Err, hwm)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 func (e *env) hwm(tb testing.TB, p int32) int64 {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -223,7 +248,7 @@ func TestRestore(t *testing.T) {
 	st := mustStore(t)
 	cfg := e.config(nil)
 	s := mustRestore(t, cfg, st, p)
-	end1 := e.hwm(t, p)
+	end1 := e.stableEnd(t, p)
 	if s.Records != 6 || s.Applied != 6 || s.Expired != 0 || s.Skipped != 0 || s.From != 0 || s.To != end1 || s.Rebuilt {
 		t.Errorf("stats = %+v, want 6 records applied, from 0 to %d", s, end1)
 	}
@@ -241,7 +266,7 @@ func TestRestore(t *testing.T) {
 
 	txn(t, cl, true, rec(p, "a", v3), rec(p, "f", v1))
 	s = mustRestore(t, cfg, st, p)
-	end2 := e.hwm(t, p)
+	end2 := e.stableEnd(t, p)
 	if s.Records != 2 || s.From != end1 || s.To != end2 {
 		t.Errorf("incremental restore: %+v, want 2 records from %d to %d", s, end1, end2)
 	}
@@ -263,7 +288,7 @@ func TestRestoreRebuild(t *testing.T) {
 	var logs bytes.Buffer
 	cfg := e.config(slog.New(slog.NewTextHandler(&logs, nil)))
 	mustRestore(t, cfg, st, p)
-	hwm := e.hwm(t, p)
+	hwm := e.stableEnd(t, p)
 
 	// Ahead: as if the topic had been recreated.
 	if err := st.Apply([]state.Change{{Partition: p, Key: "ghost", Value: nv()}}, map[int32]int64{p: hwm + 100}); err != nil {
@@ -297,7 +322,7 @@ func TestRestoreRebuild(t *testing.T) {
 		t.Fatal(err)
 	}
 	s = mustRestore(t, cfg, st, p)
-	hwm = e.hwm(t, p)
+	hwm = e.stableEnd(t, p)
 	if !s.Rebuilt || s.From != logStart || s.To != hwm || s.Records != 1 {
 		t.Errorf("checkpoint below the log start: %+v, want rebuilt from %d to %d, 1 record", s, logStart, hwm)
 	}
@@ -327,7 +352,7 @@ func TestRestoreSkips(t *testing.T) {
 		t.Errorf("stats = %+v, want 7 records: 3 applied, 2 expired, 2 skipped", s)
 	}
 	wantState(t, st, p, map[string]string{"old": "", "born-dead": "", "keep": string(val(now.Add(time.Hour))), "after": string(val(now.Add(time.Hour)))})
-	wantCheckpoint(t, st, p, e.hwm(t, p))
+	wantCheckpoint(t, st, p, e.stableEnd(t, p))
 	if !strings.Contains(logs.String(), "undecodable") || !strings.Contains(logs.String(), "offset=5") {
 		t.Errorf("no warning with the undecodable record's offset: %s", logs.String())
 	}
@@ -357,7 +382,7 @@ func TestRestoreAbortedTail(t *testing.T) {
 	txn(t, cl, false, rec(p, "b", nv()), rec(p, "c", nv()))
 	st := mustStore(t)
 	s := mustRestore(t, e.config(nil), st, p)
-	hwm := e.hwm(t, p)
+	hwm := e.stableEnd(t, p)
 	if s.Records != 1 || s.To != hwm {
 		t.Errorf("stats = %+v, want 1 record, to %d", s, hwm)
 	}
@@ -412,10 +437,7 @@ func TestRestoreSettleTimeout(t *testing.T) {
 	// The commit marker is written by the coordinator after EndTxn
 	// answered: wait for it (record and marker), or a loaded broker shows
 	// the end before it.
-	lso := e.hwm(t, p)
-	for deadline := time.Now().Add(10 * time.Second); lso < 2 && time.Now().Before(deadline); lso = e.hwm(t, p) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	lso := e.stableEnd(t, p)
 	begin(t, cl, rec(p, "open", nv()))
 	st := mustStore(t)
 	var logs bytes.Buffer
@@ -462,7 +484,7 @@ func TestRestoreHiddenAbort(t *testing.T) {
 
 	end(t, c, true)
 	s = mustRestore(t, cfg, st, p)
-	if s.Records != 1 || s.To != e.hwm(t, p) {
+	if s.Records != 1 || s.To != e.stableEnd(t, p) {
 		t.Errorf("after the commit: %+v, want 1 record", s)
 	}
 	wantState(t, st, p, map[string]string{"open": never, "aborted": ""})
@@ -627,7 +649,7 @@ func TestRestoreBulkMatchesIncremental(t *testing.T) {
 	e, cl := mustFixture(t)
 	const p = 1
 	keys := changelogMix(t, cl, p, 2000)
-	hwm := e.hwm(t, p)
+	hwm := e.stableEnd(t, p)
 	cfg := e.config(nil)
 	cfg.BatchSize = 150
 
@@ -664,7 +686,7 @@ func TestRestoreBulkResume(t *testing.T) {
 	e, cl := mustFixture(t)
 	const p = 2
 	keys := changelogMix(t, cl, p, 3000)
-	hwm := e.hwm(t, p)
+	hwm := e.stableEnd(t, p)
 
 	whole := mustStore(t)
 	mustRestore(t, e.config(nil), whole, p)
@@ -733,8 +755,8 @@ func TestRestoreBulkConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 	for p := range int32(3) {
-		if !stats[p].Bulk || stats[p].To != e.hwm(t, p) {
-			t.Errorf("partition %d: %+v, want a bulk restore to %d", p, stats[p], e.hwm(t, p))
+		if !stats[p].Bulk || stats[p].To != e.stableEnd(t, p) {
+			t.Errorf("partition %d: %+v, want a bulk restore to %d", p, stats[p], e.stableEnd(t, p))
 		}
 		sameStore(t, conc, incr, p, keys[p])
 	}

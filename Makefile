@@ -40,7 +40,7 @@ test: build $(KAFKA_DEP)
 	$(BIN)/testreport -summary $(BIN)/test-summary \
 		"$(GO_TEST) $$($(GO) list ./... | grep -v '/pkg/e2e$$' | tr '\n' ' ')" \
 		"$(GO_TEST) -v ./pkg/e2e/"
-	$(GO) run ./pkg/kafkatest/sweep
+	-$(GO) run ./pkg/kafkatest/sweep # housekeeping: an error is printed, the tests' verdict stands
 
 ## test-e2e: the whole-system scenarios (pkg/e2e), each ending with the ledger's line.
 test-e2e: build $(KAFKA_DEP)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // DeletePrefix deletes every topic and consumer group whose name starts with
@@ -21,14 +22,19 @@ func DeletePrefix(ctx context.Context, adm *kadm.Client, prefix string) error {
 	return err
 }
 
-// Deleted counts what DeleteMatching deleted.
+// Deleted counts what DeleteMatching deleted, and the groups it left
+// because they still had members.
 type Deleted struct {
 	Topics, Partitions, Groups int
+	GroupsInUse                int
 }
 
 // DeleteMatching deletes every topic and consumer group whose name match
 // accepts, groups first (a group of a deleted topic would keep its offsets),
-// and says how many it deleted.
+// and says how many it deleted. A group that still has members
+// (NON_EMPTY_GROUP: a member killed moments ago stays until its session
+// times out) is left and counted in GroupsInUse, not an error: it holds no
+// partitions, and the next sweep deletes it.
 func DeleteMatching(ctx context.Context, adm *kadm.Client, match func(name string) bool) (Deleted, error) {
 	var d Deleted
 	var errs []error
@@ -40,10 +46,14 @@ func DeleteMatching(ctx context.Context, adm *kadm.Client, match func(name strin
 		res, err := adm.DeleteGroups(ctx, gs...)
 		if err == nil {
 			for _, r := range res {
-				if r.Err == nil {
+				switch {
+				case r.Err == nil:
 					d.Groups++
+				case errors.Is(r.Err, kerr.NonEmptyGroup):
+					d.GroupsInUse++
+				default:
+					err = errors.Join(err, fmt.Errorf("%s: %w", r.Group, r.Err))
 				}
-				err = errors.Join(err, r.Err)
 			}
 		}
 		if err != nil {

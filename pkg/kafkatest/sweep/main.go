@@ -57,7 +57,7 @@ func run() error {
 	for _, td := range tds {
 		parts += len(td.Partitions)
 	}
-	fmt.Printf("sweep: deleted %d test topics (%d partitions) and %d groups left by earlier runs; the broker now has %d topics, %d partitions\n",
-		d.Topics, d.Partitions, d.Groups, len(tds), parts)
+	fmt.Printf("sweep: deleted %d test topics (%d partitions) and %d groups left by earlier runs (%d groups left: members not yet timed out); the broker now has %d topics, %d partitions\n",
+		d.Topics, d.Partitions, d.Groups, d.GroupsInUse, len(tds), parts)
 	return nil
 }

@@ -18,17 +18,18 @@ type config struct {
 	StateDir      string // HOOKLINE_STATE_DIR
 	// InstanceID is HOOKLINE_INSTANCE_ID; empty: the one kept in the state
 	// dir, which run reads (or writes) before it starts.
-	InstanceID      string
-	MaxInflight     int           // HOOKLINE_MAX_INFLIGHT
-	MaxPending      int           // HOOKLINE_MAX_PENDING
-	MaxPendingBytes int64         // HOOKLINE_MAX_PENDING_BYTES
-	StateMemory     int64         // HOOKLINE_STATE_MEMORY
-	MaxBatch        int           // HOOKLINE_BATCH_MAX_RECORDS
-	ShutdownGrace   time.Duration // HOOKLINE_SHUTDOWN_GRACE
-	StandbyReplicas int           // HOOKLINE_STANDBY_REPLICAS
-	BreakerFailures int           // HOOKLINE_BREAKER_FAILURES
-	BreakerCooldown time.Duration // HOOKLINE_BREAKER_COOLDOWN
-	SessionTimeout  time.Duration // HOOKLINE_SESSION_TIMEOUT
+	InstanceID         string
+	MaxInflight        int           // HOOKLINE_MAX_INFLIGHT
+	MaxPending         int           // HOOKLINE_MAX_PENDING
+	MaxPendingBytes    int64         // HOOKLINE_MAX_PENDING_BYTES
+	StateMemory        int64         // HOOKLINE_STATE_MEMORY
+	MaxBatch           int           // HOOKLINE_BATCH_MAX_RECORDS
+	ShutdownGrace      time.Duration // HOOKLINE_SHUTDOWN_GRACE
+	StandbyReplicas    int           // HOOKLINE_STANDBY_REPLICAS
+	BreakerFailures    int           // HOOKLINE_BREAKER_FAILURES
+	BreakerCooldown    time.Duration // HOOKLINE_BREAKER_COOLDOWN
+	SessionTimeout     time.Duration // HOOKLINE_SESSION_TIMEOUT
+	TransactionTimeout time.Duration // HOOKLINE_TRANSACTION_TIMEOUT
 	// BatchTimeout is HOOKLINE_BATCH_TIMEOUT, which is no longer used: read
 	// only so that a start with it set says what replaced it.
 	BatchTimeout string
@@ -71,7 +72,14 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 				}
 				return d, nil
 			}),
-		BatchTimeout: r.String("HOOKLINE_BATCH_TIMEOUT", ""),
+		// After a kill, the partitions the dead processor wrote wait this
+		// long (the broker then aborts its open transaction) before anyone
+		// reads past it. A transaction is open for one commit cadence, so
+		// a minute leaves a slow broker room; a shorter one speeds up a
+		// takeover after a kill. 5s to 15m: the broker's default
+		// transaction.max.timeout.ms.
+		TransactionTimeout: r.Duration("HOOKLINE_TRANSACTION_TIMEOUT", time.Minute, 5*time.Second, 15*time.Minute),
+		BatchTimeout:       r.String("HOOKLINE_BATCH_TIMEOUT", ""),
 	}
 	r.Add(c.validate())
 	return c, r.Err()

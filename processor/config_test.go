@@ -26,6 +26,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_FAILURES", Value: "-2", Says: `HOOKLINE_BREAKER_FAILURES="-2": want a whole number from -1 to 1000000`},
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_COOLDOWN", Value: "0s", Says: `HOOKLINE_BREAKER_COOLDOWN="0s": want a positive duration such as 30s`},
 		envconftest.Bad{Name: "HOOKLINE_SESSION_TIMEOUT", Value: "5s", Says: `HOOKLINE_SESSION_TIMEOUT="5s": want a duration from 6s to 5m (the broker's default group.min/max.session.timeout.ms)`},
+		envconftest.Bad{Name: "HOOKLINE_TRANSACTION_TIMEOUT", Value: "1s", Says: `HOOKLINE_TRANSACTION_TIMEOUT="1s": want a duration from 5s to 15m`},
 		envconftest.Bad{Name: "HOOKLINE_BATCH_TIMEOUT", Value: "20s", Says: `HOOKLINE_BATCH_TIMEOUT="20s": no longer used; a destination call is bounded by its own destination.timeout`},
 	)
 	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad,
@@ -47,7 +48,7 @@ func TestConfigValues(t *testing.T) {
 	if cfg.MetricsAddr != ":9101" || cfg.StateDir != "data/processor" || cfg.MaxInflight != 64 || cfg.MaxPending != 10000 ||
 		cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" ||
 		cfg.StateMemory != 128<<20 || cfg.StandbyReplicas != 0 || cfg.BreakerFailures != 5 || cfg.BreakerCooldown != 30*time.Second ||
-		cfg.SessionTimeout != 10*time.Second || cfg.LogLevel != slog.LevelInfo || cfg.Retry.String() != "1m,5m,15m,1h,6h" || cfg.Jitter != 0 {
+		cfg.SessionTimeout != 10*time.Second || cfg.TransactionTimeout != time.Minute || cfg.LogLevel != slog.LevelInfo || cfg.Retry.String() != "1m,5m,15m,1h,6h" || cfg.Jitter != 0 {
 		t.Fatalf("defaults %+v", cfg)
 	}
 	for _, tc := range []struct {
@@ -60,6 +61,7 @@ func TestConfigValues(t *testing.T) {
 		{"HOOKLINE_STATE_MEMORY", "50000000", func(c config) any { return c.StateMemory }, int64(50000000)},
 		{"HOOKLINE_SESSION_TIMEOUT", "30s", func(c config) any { return c.SessionTimeout }, 30 * time.Second},
 		{"HOOKLINE_SESSION_TIMEOUT", "5m", func(c config) any { return c.SessionTimeout }, 5 * time.Minute},
+		{"HOOKLINE_TRANSACTION_TIMEOUT", "15s", func(c config) any { return c.TransactionTimeout }, 15 * time.Second},
 		{"HOOKLINE_BREAKER_FAILURES", "-1", func(c config) any { return c.BreakerFailures }, -1},
 		{"HOOKLINE_LOG_LEVEL", "DEBUG", func(c config) any { return c.LogLevel }, slog.LevelDebug},
 	} {

@@ -109,11 +109,15 @@ func TestStandbyResumesWithinTwoSeconds(t *testing.T) {
 	const (
 		session       = 6 * time.Second
 		sigtermWithin = 5 * time.Second
-		// killWithin: the processor's transaction timeout (consume.go)
-		// plus the broker's check for timed-out transactions
+		// txnTimeout is the processors' HOOKLINE_TRANSACTION_TIMEOUT,
+		// shorter than the default minute: what the kill leaves open ends
+		// sooner, and the bound below is still the transaction timeout's.
+		txnTimeout = 15 * time.Second
+		// killWithin: the transaction timeout plus the broker's check for
+		// timed-out transactions
 		// (transaction.abort.timed.out.transaction.cleanup.interval.ms,
 		// 10 s) plus room for a loaded machine.
-		killWithin = time.Minute + 10*time.Second + 10*time.Second
+		killWithin = txnTimeout + 10*time.Second + 10*time.Second
 		// fewRecords: a warm standby's restore reads the seconds of
 		// changelog since its last catch-up, not a sixth of the states.
 		fewRecords = 2000
@@ -122,7 +126,8 @@ func TestStandbyResumesWithinTwoSeconds(t *testing.T) {
 	sys.EnsureTopics()
 	fillChangelog(t, sys, keys, 6)
 	sys.StartIngest()
-	env := map[string]string{"HOOKLINE_STANDBY_REPLICAS": strconv.Itoa(replicas), "HOOKLINE_SESSION_TIMEOUT": session.String()}
+	env := map[string]string{"HOOKLINE_STANDBY_REPLICAS": strconv.Itoa(replicas), "HOOKLINE_SESSION_TIMEOUT": session.String(),
+		"HOOKLINE_TRANSACTION_TIMEOUT": txnTimeout.String()}
 	p1 := sys.StartProcessor("p1", env)
 	p2 := sys.StartProcessor("p2", env)
 	warm(t, 3*time.Minute, replicas, p1, p2)

@@ -22,6 +22,10 @@ import (
 // every delivery ends done; stripe never notices.
 func TestOpenBreakerParksForTwoMinutes(t *testing.T) {
 	skipShort(t)
+	// Mostly waiting at 10-20 deliveries/s: it runs beside the other
+	// parallel scenario (go test's -parallel, 2 on this machine), after
+	// the loaded ones.
+	t.Parallel()
 	const (
 		outage   = 2 * time.Minute
 		cooldown = 10 * time.Second

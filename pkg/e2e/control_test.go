@@ -61,6 +61,10 @@ func (c *callLog) since(prov string, from time.Time) []time.Time {
 // them.
 func TestPauseResumeDrainUnderFlow(t *testing.T) {
 	skipShort(t)
+	// Mostly waiting at 10-20 deliveries/s: it runs beside the other
+	// parallel scenario (go test's -parallel, 2 on this machine), after
+	// the loaded ones.
+	t.Parallel()
 	sys := e2e.New(t, e2e.Options{Partitions: 6})
 	calls := &callLog{at: map[string][]time.Time{}}
 	sys.Dest.OnCall(calls.called)

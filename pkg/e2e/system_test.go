@@ -160,7 +160,11 @@ func TestMembersJoinAndLeaveUnderFlow(t *testing.T) {
 	sys := e2e.New(t, e2e.Options{Partitions: 6})
 	sys.StartIngest()
 	sys.StartRetrier(nil)
-	env := map[string]string{"HOOKLINE_MAX_INFLIGHT": fmt.Sprint(batch), "HOOKLINE_BATCH_MAX_RECORDS": fmt.Sprint(batch)}
+	// The last step kills p3 for good: its open transaction holds its
+	// partitions until the transaction timeout, 15 s here (the default
+	// minute would only make the test wait).
+	env := map[string]string{"HOOKLINE_MAX_INFLIGHT": fmt.Sprint(batch), "HOOKLINE_BATCH_MAX_RECORDS": fmt.Sprint(batch),
+		"HOOKLINE_TRANSACTION_TIMEOUT": "15s"}
 	procs := map[string]*e2e.Service{"p1": sys.StartProcessor("p1", env)}
 	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: envInt(t, "HOOKLINE_E2E_MEMBER_DELIVERIES", 20000), Rate: 500, Duplicates: 0.2})
 	steps := []struct {

@@ -87,6 +87,11 @@ type Config struct {
 	// run one at a time, in offset order. Optional: the record key (the
 	// idempotency key).
 	ChainKey func(*kgo.Record) string
+	// TransactionTimeout is how long the broker lets a transaction of
+	// this processor stay open before it aborts it
+	// (HOOKLINE_TRANSACTION_TIMEOUT): after a kill, the partitions it wrote
+	// are read by nobody (read_committed) until then. Optional: 1 minute.
+	TransactionTimeout time.Duration
 	// SessionOpts build the transactional session: connection options plus
 	// anything a test adds. The loop adds group, topic, transactional id and
 	// callbacks.
@@ -132,6 +137,9 @@ func New(cfg Config) (*Processor, error) {
 	}
 	if cfg.MaxRecordBytes == 0 {
 		cfg.MaxRecordBytes = topics.DefaultMaxBodyBytes + topics.HeaderRoom
+	}
+	if cfg.TransactionTimeout == 0 {
+		cfg.TransactionTimeout = time.Minute
 	}
 	if cfg.ChainKey == nil {
 		cfg.ChainKey = func(r *kgo.Record) string { return string(r.Key) }
@@ -249,7 +257,7 @@ func (p *Processor) runSession(ctx context.Context) error {
 		// in flight returns: 5s by default when nothing arrives.
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.TransactionalID(p.cfg.TransactionalID),
-		kgo.TransactionTimeout(time.Minute),
+		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
 		kgo.RebalanceTimeout(2*time.Minute),
 		kgo.OnPartitionsAssigned(s.own.assigned),
 		kgo.OnPartitionsRevoked(s.own.revoked),

@@ -31,21 +31,21 @@ run: build $(KAFKA_DEP)
 ## test: every test, against a real broker: the packages first, then the
 ## whole-system scenarios alone (they kill services and load both cores).
 ## Test topics and groups that killed runs left are swept before and after
-## (pkg/kafkatest/sweep); the end lists the slowest packages and tests
-## (pkg/testreport) and writes the closing line to bin/test-summary.
+## (pkg/testkit/kafkatest/sweep); the end lists the slowest packages and tests
+## (pkg/testkit/testreport) and writes the closing line to bin/test-summary.
 GO_TEST   := HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -json -count=1 -timeout $(TEST_TIMEOUT)
 test: build $(KAFKA_DEP)
-	$(GO) run ./pkg/kafkatest/sweep
-	$(GO) build -o $(BIN)/testreport ./pkg/testreport
+	$(GO) run ./pkg/testkit/kafkatest/sweep
+	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport
 	$(BIN)/testreport -summary $(BIN)/test-summary \
-		"$(GO_TEST) $$($(GO) list ./... | grep -v '/pkg/e2e$$' | tr '\n' ' ')" \
-		"$(GO_TEST) -v ./pkg/e2e/"
-	-$(GO) run ./pkg/kafkatest/sweep # housekeeping: an error is printed, the tests' verdict stands
+		"$(GO_TEST) $$($(GO) list ./... | grep -v '/pkg/testkit/e2e$$' | tr '\n' ' ')" \
+		"$(GO_TEST) -v ./pkg/testkit/e2e/"
+	-$(GO) run ./pkg/testkit/kafkatest/sweep # housekeeping: an error is printed, the tests' verdict stands
 
-## test-e2e: the whole-system scenarios (pkg/e2e), each ending with the ledger's line.
+## test-e2e: the whole-system scenarios (pkg/testkit/e2e), each ending with the ledger's line.
 test-e2e: build $(KAFKA_DEP)
-	$(GO) build -o $(BIN)/testreport ./pkg/testreport
-	$(BIN)/testreport "$(GO_TEST) -v ./pkg/e2e/"
+	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport
+	$(BIN)/testreport "$(GO_TEST) -v ./pkg/testkit/e2e/"
 
 ## test-unit: the tests that need no broker (integration tests skip).
 test-unit:

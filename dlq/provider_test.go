@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
 // TestProviderSettings runs the dlq binary against the real broker: the

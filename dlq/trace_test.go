@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
 // traceOf runs `dlq trace KEY --json` and returns its steps and the final

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/schemas"
 )
 

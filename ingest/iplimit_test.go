@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 )
 
 // TestIPRateLimitBehindProxy runs ingest with HOOKLINE_IP_RATE_LIMIT=5/5

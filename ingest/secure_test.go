@@ -18,10 +18,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/kafkatest"
-	"github.com/hookline/hookline/pkg/proctest"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/proctest"
 )
 
 // TestSecureKafkaFailures runs the ingest binary against the local secure

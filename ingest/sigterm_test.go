@@ -12,9 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/kafkatest"
-	"github.com/hookline/hookline/pkg/proctest"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/proctest"
 )
 
 // TestSIGTERMDuringBurst runs the built binary, sends SIGTERM while eight

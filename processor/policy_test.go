@@ -11,8 +11,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookline/hookline/pkg/e2e"
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
 )
 
 // TestRetryPolicyAndKeys runs ingest, processor and retrier on a 1s,2s,3s

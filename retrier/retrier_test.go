@@ -11,10 +11,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookline/hookline/pkg/e2e"
 	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/kafkatest"
-	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 	"github.com/hookline/hookline/schemas"
 )
 

@@ -12,8 +12,8 @@ import (
 
 	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/envconf/envconftest"
-	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 )
 

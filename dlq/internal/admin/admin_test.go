@@ -15,7 +15,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 )
 

@@ -24,8 +24,8 @@ import (
 	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/schemas"
 )

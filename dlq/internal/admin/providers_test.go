@@ -14,8 +14,8 @@ import (
 	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/pkg/control"
-	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 )
 

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/pkg/control"
-	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/schemas"
 )

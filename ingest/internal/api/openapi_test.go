@@ -21,9 +21,9 @@ import (
 
 	"github.com/hookline/hookline/ingest/internal/publish"
 	"github.com/hookline/hookline/ingest/internal/selftest"
-	"github.com/hookline/hookline/pkg/kafkatest"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/schemas"
 )

@@ -18,10 +18,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookline/hookline/pkg/e2e/isolation"
-	"github.com/hookline/hookline/pkg/loadtest"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/retry"
+	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 	"github.com/hookline/hookline/pkg/topics"
 )
 

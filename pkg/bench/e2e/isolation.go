@@ -7,11 +7,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e/isolation"
-	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
-// isolation runs phases 3 and 4 (pkg/e2e/isolation): fastpay alone, then
+// isolation runs phases 3 and 4 (pkg/testkit/e2e/isolation): fastpay alone, then
 // fastpay with slowcrm, each provider in its own open loop, and waits for
 // every key's outcome. fastpay alone is the baseline of the ratio, in the
 // same run.

@@ -11,7 +11,7 @@
 //     end-to-end rate) for D seconds, where the latency is that of the
 //     pipeline, not of a queue;
 //  3. isolation, alone: a second pair of providers on the same processor
-//     (pkg/e2e/isolation): fastpay, answered at once, at 50 events/s for
+//     (pkg/testkit/e2e/isolation): fastpay, answered at once, at 50 events/s for
 //     15 s, measuring per key ingest's 202 -> its destination call;
 //  4. isolation, together: fastpay at 50/s and slowcrm, whose destination
 //     takes 3 s per call (timeout 10s, max_inflight 200), at 40/s for 20 s;
@@ -40,8 +40,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e/isolation"
-	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
 func main() {

@@ -26,8 +26,8 @@ import (
 
 	"github.com/gin-gonic/gin"
 
-	"github.com/hookline/hookline/pkg/loadtest"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
 func main() {

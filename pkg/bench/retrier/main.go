@@ -38,8 +38,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/loadtest"
 	"github.com/hookline/hookline/pkg/retry"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 	"github.com/hookline/hookline/pkg/topics"
 )
 

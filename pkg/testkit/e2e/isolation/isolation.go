@@ -1,5 +1,5 @@
 // Package isolation is the measurement both the isolation scenario of
-// pkg/e2e (TestIsolationSlowDestination) and make bench-e2e take: does one
+// pkg/testkit/e2e (TestIsolationSlowDestination) and make bench-e2e take: does one
 // provider's slow destination slow another provider's deliveries down?
 //
 // Two providers share one processor: fastpay, whose destination answers at
@@ -24,7 +24,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
 // The two providers. Both are generic providers signing the body with

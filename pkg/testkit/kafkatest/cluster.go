@@ -14,7 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/hookline/hookline/pkg/proctest"
+	"github.com/hookline/hookline/pkg/testkit/proctest"
 )
 
 // Cluster is a private Apache Kafka for one test, that the test may stop,

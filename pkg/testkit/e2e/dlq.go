@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/proctest"
+	"github.com/hookline/hookline/pkg/testkit/proctest"
 )
 
 // DLQRun is one finished run of the dlq binary.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 )
 
 // skipShort skips the whole-system scenarios under -short: they run the real

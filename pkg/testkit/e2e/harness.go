@@ -23,9 +23,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookline/hookline/pkg/kafkatest"
-	"github.com/hookline/hookline/pkg/proctest"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/proctest"
 	"github.com/hookline/hookline/pkg/topics"
 )
 

@@ -10,7 +10,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e/isolation"
+	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
 )
 
 // MixedProviders are the providers of the harness's providers file that

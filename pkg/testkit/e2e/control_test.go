@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/control"
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 )
 
 // callLog records when the destination was called, per provider (the key's

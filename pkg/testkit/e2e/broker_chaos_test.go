@@ -10,9 +10,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/kafkatest"
-	"github.com/hookline/hookline/pkg/loadtest"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
 // repeatBound is what a processor whose session a broker outage broke may

@@ -26,7 +26,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
-	"github.com/hookline/hookline/pkg/proctest"
+	"github.com/hookline/hookline/pkg/testkit/proctest"
 )
 
 // clockTicks is USER_HZ, the unit of utime and stime in /proc/<pid>/stat; 100

@@ -22,7 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
-	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 )
 
 func main() {

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/e2e/isolation"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
 )
 
 // TestIsolationKilledWithSlowCallsInFlight kills the processor with SIGKILL

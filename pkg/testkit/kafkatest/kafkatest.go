@@ -154,7 +154,7 @@ func deletePrefix(tb testing.TB, conf kafkaconf.Config, prefix string) {
 
 // Sweep deletes every topic and group on brokers named with a test or
 // benchmark prefix (TestPrefix): what tests that were killed, or whose
-// clean-up failed, left behind. make test runs it (pkg/kafkatest/sweep)
+// clean-up failed, left behind. make test runs it (pkg/testkit/kafkatest/sweep)
 // before any test makes topics of its own, and after the last.
 func Sweep(ctx context.Context, brokers []string) (topics.Deleted, error) {
 	cl, err := kafkaconf.Config{Brokers: brokers}.NewClient()

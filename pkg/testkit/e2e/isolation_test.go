@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/e2e/isolation"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
 )
 
 // startIsolation prepares a system with the two providers of the isolation

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/e2e"
-	"github.com/hookline/hookline/pkg/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 )
 
 // TestSecureWrongPasswordProcessorRetrier starts the processor and the

@@ -15,7 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
-	"github.com/hookline/hookline/pkg/proctest"
+	"github.com/hookline/hookline/pkg/testkit/proctest"
 )
 
 // SecureBroker is the local secure broker of `make kafka-secure-up`

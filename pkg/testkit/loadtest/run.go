@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
-	"github.com/hookline/hookline/pkg/proctest"
+	"github.com/hookline/hookline/pkg/testkit/proctest"
 	"github.com/hookline/hookline/pkg/topics"
 )
 

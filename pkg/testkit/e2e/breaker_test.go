@@ -8,8 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookline/hookline/pkg/e2e"
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/testkit/e2e"
 )
 
 // TestOpenBreakerParksForTwoMinutes: github's destination answers 503 for

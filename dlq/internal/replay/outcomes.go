@@ -2,13 +2,14 @@ package replay
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/outcome"
 )
 
 // OutcomePending is Result.Outcome for a replay whose outcome did not arrive
@@ -43,16 +44,6 @@ func WatchOutcomes(ctx context.Context, adm *kadm.Client, newClient func(extra .
 		return nil, err
 	}
 	return w, nil
-}
-
-// outcome is the part of an outcome record (schemas/outcome.schema.json)
-// matched against a replay.
-type outcome struct {
-	Status    string `json:"status"`
-	ReplayID  string `json:"replay_id"`
-	Error     string `json:"error"`
-	Partition *int32 `json:"partition"`
-	Offset    *int64 `json:"offset"`
 }
 
 type pos struct {
@@ -98,11 +89,11 @@ func (w *Outcomes) Wait(ctx context.Context, results []*Result, timeout time.Dur
 			return len(want), ferr
 		}
 		fs.EachRecord(func(rec *kgo.Record) {
-			var o outcome
-			if json.Unmarshal(rec.Value, &o) != nil || o.Partition == nil || o.Offset == nil {
+			o, err := outcome.Decode(rec.Value)
+			if err != nil || o.Partition < 0 || o.Offset < 0 { // not an outcome, or one without its position
 				return
 			}
-			k := pos{*o.Partition, *o.Offset}
+			k := pos{o.Partition, o.Offset}
 			if r, ok := want[k]; ok && o.ReplayID == r.ReplayID {
 				r.Outcome, r.OutcomeError = o.Status, o.Error
 				delete(want, k)

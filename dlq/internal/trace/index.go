@@ -34,6 +34,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -167,23 +168,6 @@ type DeadLetter struct {
 	ReplayID string `json:"replay_id,omitempty"`
 }
 
-// outcome is the part of an outcome record (schemas/outcome.schema.json)
-// a trace shows.
-type outcome struct {
-	Status     string `json:"status"`
-	Attempt    int    `json:"attempt"`
-	Origin     string `json:"origin"`
-	DurationMS int64  `json:"duration_ms"`
-	Error      string `json:"error"`
-	Time       string `json:"time"`
-	Tier       string `json:"tier"`
-	DeadReason string `json:"dead_reason"`
-	ReplayID   string `json:"replay_id"`
-	Lane       string `json:"lane"`
-	Provider   string `json:"provider"`
-	EventType  string `json:"event_type"`
-}
-
 // topicKind says what a topic is to the index: raw, outcomes, a retry tier
 // (with its name), dlq, dlq-status; "" for a topic it does not read.
 func (ix *Index) topicKind(topic string) (kind, tier string) {
@@ -229,8 +213,8 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 			ev.Kind = KindAccepted
 		}
 	case "outcomes":
-		var o outcome
-		if err := json.Unmarshal(r.Value, &o); err != nil {
+		o, err := outcome.Decode(r.Value)
+		if err != nil {
 			ev.Kind, ev.Status, ev.Error = KindOutcome, "unreadable", "outcome record: "+err.Error()
 			return ev, true
 		}

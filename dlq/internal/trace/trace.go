@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/outcome"
 )
 
 // ErrUnknownKey is returned for a key the index holds nothing of.
@@ -105,17 +106,17 @@ func build(key string, evs []Event) Trace {
 			}
 		case KindOutcome:
 			switch ev.Status {
-			case "duplicate":
+			case outcome.StatusDuplicate:
 				t.Duplicates++
 				continue // a duplicate changes nothing of where the key is
-			case "parked":
+			case outcome.StatusParked:
 				t.Now = Now{State: StateParked, Lane: ev.Lane, NextAttempt: ev.Attempt, Since: stamp(*ev)}
 				continue
-			case "done":
+			case outcome.StatusDone:
 				t.Now = Now{State: StateDone, Since: stamp(*ev)}
-			case "retrying":
+			case outcome.StatusRetrying:
 				t.Now = Now{State: StateWaiting, Tier: ev.Tier, Since: stamp(*ev)}
-			case "dead":
+			case outcome.StatusDead:
 				t.Now = Now{State: StateDead, Since: stamp(*ev)}
 			}
 			t.Attempts++

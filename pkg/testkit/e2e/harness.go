@@ -7,7 +7,6 @@ package e2e
 import (
 	"context"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
@@ -248,19 +248,9 @@ func StripeEvent(id string) []byte {
 	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":"invoice.paid"}`, id))
 }
 
-// Outcome is the part of an outcome record the tests read.
-type Outcome struct {
-	Key        string `json:"key"`
-	Status     string `json:"status"`
-	Attempt    int    `json:"attempt"`
-	Origin     string `json:"origin"`
-	DeadReason string `json:"dead_reason"`
-	ReplayID   string `json:"replay_id"`
-	Tier       string `json:"tier"`
-	Error      string `json:"error"`
-	Partition  int32  `json:"partition"`
-	Offset     int64  `json:"offset"`
-}
+// Outcome is an outcome record (package outcome), under the name the
+// kit's tests and scenarios use.
+type Outcome = outcome.Outcome
 
 // Reader reads a topic from the start, read_committed, remembering what it
 // has seen so tests can wait for conditions.
@@ -317,8 +307,8 @@ func Outcomes(tb testing.TB, recs []*kgo.Record) []Outcome {
 	tb.Helper()
 	out := make([]Outcome, 0, len(recs))
 	for _, r := range recs {
-		var o Outcome
-		if err := json.Unmarshal(r.Value, &o); err != nil {
+		o, err := outcome.Decode(r.Value)
+		if err != nil {
 			tb.Fatalf("outcome at %d:%d is not JSON: %v", r.Partition, r.Offset, err)
 		}
 		out = append(out, o)

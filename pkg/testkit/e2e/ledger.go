@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/schemas"
 )
@@ -126,27 +126,27 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 		tb.Errorf("outcome at %d:%d fails its schema: %v\n%s", r.Partition, r.Offset, err, r.Value)
 		return
 	}
-	var o Outcome
-	if err := json.Unmarshal(r.Value, &o); err != nil {
+	o, err := outcome.Decode(r.Value)
+	if err != nil {
 		tb.Errorf("outcome at %d:%d: %v", r.Partition, r.Offset, err)
 		return
 	}
 	a := l.account(o.Key)
 	switch o.Status {
-	case "duplicate":
+	case outcome.StatusDuplicate:
 		a.duplicate++
 		l.dupes++
 		return
-	case "retrying":
+	case outcome.StatusRetrying:
 		a.retrying++
 		return
-	case "parked":
+	case outcome.StatusParked:
 		// Waiting in its destination's lane: its lane copy ends it.
 		a.parked++
 		return
-	case "done":
+	case outcome.StatusDone:
 		a.done++
-	case "dead":
+	case outcome.StatusDead:
 		a.dead++
 	}
 	a.last = o.Status

@@ -9,37 +9,19 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/decide"
 )
 
-// Outcome is the value of a record on webhooks.outcomes
-// (schemas/outcome.schema.json).
-type Outcome struct {
-	Key        string `json:"key"`
-	Provider   string `json:"provider"`
-	EventType  string `json:"event_type"`
-	Status     string `json:"status"`
-	Attempt    int    `json:"attempt"`
-	Origin     string `json:"origin"`
-	DurationMS int64  `json:"duration_ms"`
-	Error      string `json:"error,omitempty"`
-	Time       string `json:"time"`
-	Tier       string `json:"tier,omitempty"`
-	DeadReason string `json:"dead_reason,omitempty"`
-	ReplayID   string `json:"replay_id,omitempty"`
-	Lane       string `json:"lane,omitempty"`
-	Partition  int32  `json:"partition"`
-	Offset     int64  `json:"offset"`
-}
-
-// Outcome statuses.
+// Outcome statuses (package outcome is where they are spelled; these names
+// stay for the code of this package that says them).
 const (
-	StatusDone      = "done"
-	StatusDuplicate = "duplicate"
-	StatusRetrying  = "retrying"
-	StatusParked    = "parked"
-	StatusDead      = "dead"
+	StatusDone      = outcome.StatusDone
+	StatusDuplicate = outcome.StatusDuplicate
+	StatusRetrying  = outcome.StatusRetrying
+	StatusParked    = outcome.StatusParked
+	StatusDead      = outcome.StatusDead
 )
 
 // arrival reads the decision-table view of a record from its headers. A
@@ -79,7 +61,7 @@ func arrival(r *kgo.Record, now time.Time) (decide.Arrival, error) {
 
 // outcomeRecord builds the outcome of one record.
 func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, route decide.Route) *kgo.Record {
-	o := Outcome{
+	o := outcome.Outcome{
 		Key:        string(r.Key),
 		Provider:   a.Provider,
 		EventType:  headers.CutEventType(headers.Value(r, headers.EventType)), // a record from before ingest checked it may hold any
@@ -108,7 +90,7 @@ func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string
 	case StatusDead:
 		o.DeadReason = route.DeadReason
 	}
-	v := o.appendJSON(make([]byte, 0, 256)) // json.Marshal's bytes, without reflection
+	v := o.AppendJSON(make([]byte, 0, 256)) // json.Marshal's bytes, without reflection
 	return &kgo.Record{Topic: p.cfg.Names.Outcomes, Key: r.Key, Value: v}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
@@ -103,20 +104,20 @@ func (f *fakeKafka) produceKeyed(t *testing.T, provider string, keys ...string) 
 }
 
 // outcomes reads the committed outcomes, by key.
-func (f *fakeKafka) outcomes(t *testing.T) map[string][]Outcome {
+func (f *fakeKafka) outcomes(t *testing.T) map[string][]outcome.Outcome {
 	t.Helper()
 	cl := f.client(t, kgo.ConsumeTopics(f.names.Outcomes), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	out := map[string][]Outcome{}
+	out := map[string][]outcome.Outcome{}
 	for {
 		fs := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
 			return out
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			var o Outcome
+			var o outcome.Outcome
 			if err := json.Unmarshal(r.Value, &o); err != nil {
 				t.Errorf("outcome %s: %v", r.Value, err)
 			}
@@ -141,7 +142,7 @@ func (f *fakeKafka) committed(t *testing.T) (int64, string) {
 }
 
 // count is how many of key's outcomes have status.
-func count(out map[string][]Outcome, key, status string) int {
+func count(out map[string][]outcome.Outcome, key, status string) int {
 	n := 0
 	for _, o := range out[key] {
 		if o.Status == status {
@@ -152,7 +153,7 @@ func count(out map[string][]Outcome, key, status string) int {
 }
 
 // allDoneOnce reports whether every key has exactly one done outcome.
-func allDoneOnce(out map[string][]Outcome, keys []string) bool {
+func allDoneOnce(out map[string][]outcome.Outcome, keys []string) bool {
 	for _, k := range keys {
 		if count(out, k, StatusDone) != 1 {
 			return false
@@ -556,7 +557,7 @@ func TestPauseResumeDrain(t *testing.T) {
 	}
 	f.produce(t, "slowcrm", keys...)
 	f.produce(t, "fastpay", "f1")
-	var seen map[string][]Outcome
+	var seen map[string][]outcome.Outcome
 	defer func() {
 		if t.Failed() {
 			t.Logf("outcomes seen: %+v", seen)

@@ -1,18 +1,18 @@
-package consume
+package outcome
 
 import (
 	"encoding/json"
 	"strconv"
 )
 
-// appendJSON appends o as encoding/json would marshal it (same field order,
-// same omitempty fields, same escaping), without reflection: every record
-// the processor ends, a duplicate included, writes one outcome, and
+// AppendJSON appends o to b as encoding/json would marshal it (same field
+// order, same omitempty fields, same escaping), without reflection: every
+// record the processor ends, a duplicate included, writes one outcome, and
 // json.Marshal was about a fifth of a duplicate's CPU. A string that needs
 // any escaping (quotes, backslashes, control bytes, <, >, &, non-ASCII)
 // is handed to encoding/json, so the output is byte for byte Marshal's
 // (TestOutcomeJSONMatchesMarshal).
-func (o *Outcome) appendJSON(b []byte) []byte {
+func (o *Outcome) AppendJSON(b []byte) []byte {
 	b = appendField(b, `{"key":`, o.Key)
 	b = appendField(b, `,"provider":`, o.Provider)
 	b = appendField(b, `,"event_type":`, o.EventType)

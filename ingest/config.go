@@ -20,19 +20,26 @@ type config struct {
 	// IPLimit is HOOKLINE_IP_RATE_LIMIT with HOOKLINE_TRUSTED_PROXIES; nil: off.
 	IPLimit *api.IPLimit
 	Trusted []netip.Prefix // HOOKLINE_TRUSTED_PROXIES
+	// ReplayCacheEntries is HOOKLINE_REPLAY_CACHE_ENTRIES: how many accepted
+	// signatures are remembered to recognise replays; 0 turns it off.
+	ReplayCacheEntries int
 }
+
+// maxReplayCacheEntries bounds HOOKLINE_REPLAY_CACHE_ENTRIES: about 1 GB.
+const maxReplayCacheEntries = 10_000_000
 
 // loadConfig reads the configuration; the error names every wrong variable.
 func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	r := envconf.New(lookupEnv)
 	c := config{
-		Common:          startup.ReadCommon(r),
-		Addr:            r.Addr("HOOKLINE_INGEST_ADDR", ":8080"),
-		ProvidersFile:   startup.ReadProvidersFile(r),
-		ProduceDeadline: r.Duration("HOOKLINE_PRODUCE_DEADLINE", 5*time.Second, 100*time.Millisecond, 5*time.Minute),
-		ShutdownTimeout: r.Duration("HOOKLINE_SHUTDOWN_TIMEOUT", 30*time.Second, time.Nanosecond, 0),
-		IPLimit:         envconf.Parse(r, "HOOKLINE_IP_RATE_LIMIT", nil, "", api.ParseIPRateLimit),
-		Trusted:         envconf.Parse(r, "HOOKLINE_TRUSTED_PROXIES", nil, "", api.ParseTrustedProxies),
+		Common:             startup.ReadCommon(r),
+		Addr:               r.Addr("HOOKLINE_INGEST_ADDR", ":8080"),
+		ProvidersFile:      startup.ReadProvidersFile(r),
+		ProduceDeadline:    r.Duration("HOOKLINE_PRODUCE_DEADLINE", 5*time.Second, 100*time.Millisecond, 5*time.Minute),
+		ShutdownTimeout:    r.Duration("HOOKLINE_SHUTDOWN_TIMEOUT", 30*time.Second, time.Nanosecond, 0),
+		IPLimit:            envconf.Parse(r, "HOOKLINE_IP_RATE_LIMIT", nil, "", api.ParseIPRateLimit),
+		Trusted:            envconf.Parse(r, "HOOKLINE_TRUSTED_PROXIES", nil, "", api.ParseTrustedProxies),
+		ReplayCacheEntries: r.Int("HOOKLINE_REPLAY_CACHE_ENTRIES", api.DefaultReplayCacheEntries, 0, maxReplayCacheEntries),
 	}
 	r.Add(c.validate())
 	if c.IPLimit != nil {

@@ -17,6 +17,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_SHUTDOWN_TIMEOUT", Value: "-1s", Says: `HOOKLINE_SHUTDOWN_TIMEOUT="-1s": want a positive duration such as 30s`},
 		envconftest.Bad{Name: "HOOKLINE_IP_RATE_LIMIT", Value: "5", Says: `HOOKLINE_IP_RATE_LIMIT="5": no / (want per_second/burst such as 5/10, or off)`},
 		envconftest.Bad{Name: "HOOKLINE_TRUSTED_PROXIES", Value: "10.0.0.0/8,proxy", Says: `HOOKLINE_TRUSTED_PROXIES="10.0.0.0/8,proxy": "proxy" is not an IP address or CIDR`},
+		envconftest.Bad{Name: "HOOKLINE_REPLAY_CACHE_ENTRIES", Value: "-1", Says: `HOOKLINE_REPLAY_CACHE_ENTRIES="-1": want a whole number from 0 to 10000000`},
 	)
 	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad, envconftest.SharedCombined...)
 

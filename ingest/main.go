@@ -121,16 +121,17 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	})
 
 	srv := api.New(api.Config{
-		Providers:    reg,
-		Publisher:    gate,
-		Topic:        names.Raw,
-		MaxBodyBytes: int64(cfg.Topics.MaxBodyBytes),
-		RetryAfter:   cfg.ProduceDeadline,
-		Health:       health,
-		Registry:     svc.Metrics,
-		Logger:       log,
-		Selftest:     tester,
-		IPLimit:      cfg.IPLimit,
+		Providers:          reg,
+		Publisher:          gate,
+		Topic:              names.Raw,
+		MaxBodyBytes:       int64(cfg.Topics.MaxBodyBytes),
+		RetryAfter:         cfg.ProduceDeadline,
+		Health:             health,
+		Registry:           svc.Metrics,
+		Logger:             log,
+		Selftest:           tester,
+		IPLimit:            cfg.IPLimit,
+		ReplayCacheEntries: cfg.ReplayCacheEntries,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),

@@ -23,6 +23,15 @@ func Presets() []string {
 	return []string{PresetCalcom, PresetGeneric, PresetGitHub, PresetGoCardless, PresetShopify, PresetSlack, PresetStandard, PresetStripe}
 }
 
+// The headers github and shopify take the key and event type from, as the
+// providers spell them (http.Header canonicalises on lookup).
+const (
+	headerGitHubDelivery   = "X-GitHub-Delivery"
+	headerGitHubEvent      = "X-GitHub-Event"
+	headerShopifyWebhookID = "X-Shopify-Webhook-Id"
+	headerShopifyTopic     = "X-Shopify-Topic"
+)
+
 // Media types accepted by CheckContentType.
 const (
 	mediaJSON = "application/json"
@@ -35,9 +44,12 @@ const (
 type preset struct {
 	scheme *scheme // nil for generic: built from the provider's config
 	// accept lists the media types the provider sends; nil accepts any.
-	accept  []string
-	events  eventsFunc
-	forward []string // lower-case header names copied to records
+	accept []string
+	events eventsFunc
+	// keyHeaders are the request headers the idempotency key or the event
+	// type is read from; none for a preset that reads both from the body.
+	keyHeaders []string
+	forward    []string // lower-case header names copied to records
 	// standardSecret: secrets are whsec_<base64> and the key is the decoded
 	// bytes.
 	standardSecret bool
@@ -71,16 +83,18 @@ func presetFor(name string) (preset, bool) {
 		}, true
 	case PresetGitHub:
 		return preset{
-			scheme:  singleScheme("X-Hub-Signature-256", "sha256=", sha256.New, encHex),
-			accept:  []string{mediaJSON, mediaForm},
-			events:  headerEvents("X-GitHub-Delivery", "X-GitHub-Event"),
-			forward: []string{"x-github-delivery", "x-github-event", "x-github-hook-id", "x-hub-signature-256", "user-agent"},
+			scheme:     singleScheme("X-Hub-Signature-256", "sha256=", sha256.New, encHex),
+			accept:     []string{mediaJSON, mediaForm},
+			events:     headerEvents(headerGitHubDelivery, headerGitHubEvent),
+			keyHeaders: []string{headerGitHubDelivery, headerGitHubEvent},
+			forward:    []string{"x-github-delivery", "x-github-event", "x-github-hook-id", "x-hub-signature-256", "user-agent"},
 		}, true
 	case PresetShopify:
 		return preset{
-			scheme: singleScheme("X-Shopify-Hmac-Sha256", "", sha256.New, encBase64),
-			accept: []string{mediaJSON, mediaXML},
-			events: headerEvents("X-Shopify-Webhook-Id", "X-Shopify-Topic"),
+			scheme:     singleScheme("X-Shopify-Hmac-Sha256", "", sha256.New, encBase64),
+			accept:     []string{mediaJSON, mediaXML},
+			events:     headerEvents(headerShopifyWebhookID, headerShopifyTopic),
+			keyHeaders: []string{headerShopifyWebhookID, headerShopifyTopic},
 			forward: []string{"x-shopify-hmac-sha256", "x-shopify-webhook-id", "x-shopify-topic",
 				"x-shopify-shop-domain", "x-shopify-api-version", "x-shopify-triggered-at"},
 		}, true
@@ -88,6 +102,7 @@ func presetFor(name string) (preset, bool) {
 		return preset{
 			scheme:         standardScheme(),
 			events:         standardEvents,
+			keyHeaders:     []string{headerWebhookID, headerSvixID},
 			forward:        []string{"webhook-id", "webhook-timestamp", "webhook-signature", "svix-id", "svix-timestamp", "svix-signature"},
 			standardSecret: true,
 		}, true

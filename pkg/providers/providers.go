@@ -16,6 +16,7 @@
 package providers
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"log/slog"
@@ -61,9 +62,12 @@ type Provider struct {
 	tolerance time.Duration
 	accept    []string // media types; nil accepts any
 	events    eventsFunc
-	forward   []string
-	keyRule   *rule // generic only
-	typeRule  *rule // generic only
+	// keyHeaders are the request headers the key or the event type may be
+	// read from (a generic single key's Idempotency-Key fallback included).
+	keyHeaders []string
+	forward    []string
+	keyRule    *rule // generic only
+	typeRule   *rule // generic only
 	// keyParts is a generic provider's composite idempotency_key (two or
 	// more parts, each required); nil for a single keyRule.
 	keyParts []*rule
@@ -231,6 +235,50 @@ func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
 		}
 	}
 	return d, nil
+}
+
+// RecognisesReplays reports whether a captured delivery of this provider
+// can be sent again and be taken for a new one: the provider signs, and
+// its signature either carries no timestamp (github, shopify, gocardless,
+// calcom, generic: a captured body and signature verify for ever) or
+// leaves a header the idempotency key or event type is read from unsigned
+// (then a replay within the tolerance could choose a new key). Ingest
+// remembers the SignedDigest of such a provider's accepted deliveries and
+// answers the same one again as a duplicate. An unsigned provider needs
+// no capture to forge a delivery: there is nothing to recognise. Cost:
+// a look at a few header names.
+func (p *Provider) RecognisesReplays() bool {
+	return p.scheme != nil && (!p.scheme.timestamped || len(p.unsignedKeyHeaders()) > 0)
+}
+
+// unsignedKeyHeaders returns the headers the key or event type may come
+// from that the signature does not cover.
+func (p *Provider) unsignedKeyHeaders() []string {
+	var out []string
+	for _, h := range p.keyHeaders {
+		if p.scheme == nil || !p.scheme.covers(h) {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// SignedDigest identifies a verified delivery by what its signature
+// authenticates: the SHA-256 of the provider's name and exactly the bytes
+// the HMAC covers (the body; for stripe, slack and standard also the
+// timestamp, and the id for standard). Headers the signature does not
+// cover, such as X-GitHub-Delivery, are not part of it, so a replay of a
+// captured body and signature has its original's digest whatever delivery
+// id it claims; nor is the signature's spelling (hex case, extra v1
+// entries), which an attacker can vary without the secret. Call it after
+// Verify; it fails only when the signature headers do not parse. For an
+// unsigned provider it is the digest of the name and the body. Cost: one
+// SHA-256 over the body.
+func (p *Provider) SignedDigest(h http.Header, body []byte) ([sha256.Size]byte, error) {
+	if p.scheme == nil {
+		return digestOf(p.Name, body), nil
+	}
+	return p.scheme.digest(p.Name, h, body)
 }
 
 // ForwardHeaders returns the provider's allowlisted headers present in h

@@ -220,15 +220,16 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 		return nil, one("preset: unknown preset %q (want one of %s)", c.Preset, strings.Join(Presets(), ", "))
 	}
 	p := &Provider{
-		Name:      name,
-		Preset:    c.Preset,
-		DedupTTL:  DefaultDedupTTL,
-		Priority:  PriorityNormal,
-		scheme:    pre.scheme,
-		tolerance: DefaultTolerance,
-		accept:    pre.accept,
-		events:    pre.events,
-		forward:   pre.forward,
+		Name:       name,
+		Preset:     c.Preset,
+		DedupTTL:   DefaultDedupTTL,
+		Priority:   PriorityNormal,
+		scheme:     pre.scheme,
+		tolerance:  DefaultTolerance,
+		accept:     pre.accept,
+		events:     pre.events,
+		keyHeaders: pre.keyHeaders,
+		forward:    pre.forward,
 	}
 	var errs []error
 	fail := func(err error) { errs = append(errs, err) }
@@ -392,11 +393,15 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 		case r == nil:
 		case r.header != "":
 			p.forward = appendForward(p.forward, r.header)
+			p.keyHeaders = append(p.keyHeaders, r.header)
 		default:
 			p.accept = []string{mediaJSON} // a JSON rule needs a JSON body
 		}
 	}
 	p.forward = appendForward(p.forward, headerIdempotencyKey)
+	if p.keyParts == nil { // a single key falls back to Idempotency-Key
+		p.keyHeaders = append(p.keyHeaders, headerIdempotencyKey)
+	}
 	return errs
 }
 

@@ -7,10 +7,12 @@ import (
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"hash"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,6 +60,10 @@ type signed struct {
 type scheme struct {
 	newHash     func() hash.Hash
 	timestamped bool
+	// covered are the request headers, besides the one carrying the
+	// signature, whose values the HMAC covers (canonical names): a header
+	// not listed can be changed without the signature noticing.
+	covered []string
 	// newID gives the message id to sign (standard only): the request's, or a
 	// fresh one.
 	newID   func(h http.Header) string
@@ -122,6 +128,38 @@ func (s *scheme) matches(secrets []secret, parts [][]byte, sigs [][]byte) bool {
 		}
 	}
 	return false
+}
+
+// covers reports whether the signature authenticates the value of the
+// request header name.
+func (s *scheme) covers(name string) bool {
+	return slices.Contains(s.covered, http.CanonicalHeaderKey(name))
+}
+
+// digest is the SHA-256 of the provider's name (length-prefixed) followed
+// by exactly the bytes the HMAC covers: two requests to one provider have
+// the same digest if and only if their signatures authenticate the same
+// content, whatever their unsigned headers and however the signature is
+// spelt (hex case, several v1 entries, base64 padding bits). Cost: one
+// SHA-256 over the body.
+func (s *scheme) digest(name string, h http.Header, body []byte) ([sha256.Size]byte, error) {
+	in, err := s.parse(h)
+	if err != nil {
+		return [sha256.Size]byte{}, err
+	}
+	return digestOf(name, s.content(in, body)...), nil
+}
+
+func digestOf(name string, parts ...[]byte) [sha256.Size]byte {
+	d := sha256.New()
+	d.Write(binary.BigEndian.AppendUint32(nil, uint32(len(name))))
+	d.Write([]byte(name))
+	for _, p := range parts {
+		d.Write(p)
+	}
+	var out [sha256.Size]byte
+	d.Sum(out[:0])
+	return out
 }
 
 // sign sets on h the headers a sender of this scheme would set for body at
@@ -231,6 +269,7 @@ func slackScheme() *scheme {
 	s := singleScheme(headerSlackSignature, "v0=", sha256.New, encHex)
 	sigOnly := s.parse
 	s.timestamped = true
+	s.covered = []string{headerSlackTimestamp}
 	s.parse = func(h http.Header) (signed, error) {
 		in, err := sigOnly(h)
 		if err != nil {
@@ -278,6 +317,7 @@ func standardScheme() *scheme {
 	return &scheme{
 		newHash:     sha256.New,
 		timestamped: true,
+		covered:     []string{headerWebhookID, headerWebhookTimestamp, headerSvixID, headerSvixTimestamp},
 		newID: func(h http.Header) string {
 			if id := h.Get(headerWebhookID); id != "" {
 				return id

@@ -61,13 +61,18 @@ type Config struct {
 	Selftest SelfTester
 	// IPLimit limits POST /webhooks/{provider} per client address; nil: off.
 	IPLimit *IPLimit
+	// ReplayCacheEntries bounds how many accepted signatures are remembered
+	// to recognise replays (HOOKLINE_REPLAY_CACHE_ENTRIES); 0: recognition
+	// off.
+	ReplayCacheEntries int
 }
 
 // Server answers webhook requests.
 type Server struct {
 	cfg      Config
 	limiters map[string]*rate.Limiter
-	ips      *ipLimiter // nil: no per-IP limit
+	ips      *ipLimiter   // nil: no per-IP limit
+	replays  *replayCache // nil: replays are not recognised
 	m        *metrics
 }
 
@@ -86,6 +91,10 @@ func New(cfg Config) *Server {
 	if cfg.IPLimit != nil {
 		s.ips = newIPLimiter(*cfg.IPLimit)
 		s.m.registerIPLimit(cfg.Registry, s.ips)
+	}
+	if cfg.ReplayCacheEntries > 0 {
+		s.replays = newReplayCache(cfg.ReplayCacheEntries)
+		s.m.registerReplays(cfg.Registry, s.replays)
 	}
 	return s
 }
@@ -114,9 +123,19 @@ func (s *Server) Handler() http.Handler {
 	return r
 }
 
+// Status values of the 202 answer.
+const (
+	statusAccepted = "accepted"
+	// statusDuplicate: the same signed content was accepted before, within
+	// the provider's dedup TTL (a replay, or the provider sending it again);
+	// nothing was produced this time.
+	statusDuplicate = "duplicate"
+)
+
 // accepted is the 202 answer. A batch (GoCardless events[]) lists every key
 // in IdempotencyKeys, even when it held one event; any other delivery is one
-// record and has IdempotencyKey.
+// record and has IdempotencyKey. A duplicate lists the keys this request
+// would have had.
 type accepted struct {
 	Status          string   `json:"status"`
 	IdempotencyKey  string   `json:"idempotency_key,omitempty"`
@@ -159,10 +178,12 @@ func (s *Server) webhook(c *gin.Context) {
 // handle runs the checks in the order that costs least first, and produces
 // only when every one passed.
 //
-// The provider's rate limit is charged only once the signature verified:
-// charged before, an unsigned flood spent the provider's tokens and its
-// real deliveries got 429 (issue 25). Traffic nobody signed is bounded by
-// the per-address limit, checked before the provider is looked up.
+// The provider's rate limit is charged only once the signature verified
+// and the delivery is not a replay: charged before, an unsigned flood
+// spent the provider's tokens and its real deliveries got 429 (issue 25),
+// and so would replays of one captured delivery. Traffic nobody signed is
+// bounded by the per-address limit, checked before the provider is looked
+// up.
 func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, receivedAt time.Time) error {
 	ct := c.GetHeader("Content-Type")
 	if err := p.CheckContentType(ct); err != nil {
@@ -181,11 +202,6 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 	if err := p.Verify(c.Request.Header, body, receivedAt); err != nil {
 		return s.badSignature(c, p, err)
 	}
-	if lim := s.limiters[p.Name]; lim != nil {
-		if err := limit(lim, receivedAt, "provider rate limit"); err != nil {
-			return err
-		}
-	}
 	d, err := p.Events(c.Request.Header, body)
 	if err != nil {
 		return errorf(http.StatusBadRequest, CodeMalformed, err.Error())
@@ -194,6 +210,38 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		s.m.requests.WithLabelValues(p.Name, "200").Inc()
 		c.Data(http.StatusOK, d.ChallengeContentType, d.Challenge)
 		return nil
+	}
+	out := accepted{Status: statusAccepted, RequestID: reqID}
+	if d.Batch {
+		out.IdempotencyKeys = make([]string, len(d.Events))
+		for i, e := range d.Events {
+			out.IdempotencyKeys[i] = e.Key
+		}
+	} else {
+		out.IdempotencyKey = d.Events[0].Key
+	}
+
+	dup, settle, err := s.claimReplay(c, p, body, receivedAt)
+	if err != nil {
+		return err
+	}
+	if dup {
+		s.m.replays.WithLabelValues(p.Name).Inc()
+		s.m.requests.WithLabelValues(p.Name, "202").Inc()
+		s.cfg.Logger.Debug("replay recognised: its signed content was accepted before", "provider", p.Name, "request_id", reqID)
+		out.Status = statusDuplicate
+		c.JSON(http.StatusAccepted, out)
+		return nil
+	}
+	produced := false
+	// Deferred, so that every way out (a panic included) lets the claims
+	// waiting for this delivery's digest go on.
+	defer func() { settle(produced) }()
+
+	if lim := s.limiters[p.Name]; lim != nil {
+		if err := limit(lim, receivedAt, "provider rate limit"); err != nil {
+			return err
+		}
 	}
 	var fwd []kgo.RecordHeader
 	for _, h := range p.ForwardHeaders(c.Request.Header) {
@@ -230,22 +278,42 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		ae.retryAfter = ceilSeconds(s.cfg.RetryAfter)
 		return ae
 	}
+	produced = true
 	s.m.ackSeconds.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
 	s.m.bodyBytes.WithLabelValues(p.Name).Observe(float64(len(body)))
 	s.m.records.WithLabelValues(p.Name).Add(float64(len(recs)))
 	s.m.requests.WithLabelValues(p.Name, "202").Inc()
-
-	out := accepted{Status: "accepted", RequestID: reqID}
-	if d.Batch {
-		out.IdempotencyKeys = make([]string, len(d.Events))
-		for i, e := range d.Events {
-			out.IdempotencyKeys[i] = e.Key
-		}
-	} else {
-		out.IdempotencyKey = d.Events[0].Key
-	}
 	c.JSON(http.StatusAccepted, out)
 	return nil
+}
+
+// claimReplay, for a provider whose replays are recognised, looks up the
+// delivery's signed digest: dup when it was accepted within the
+// provider's dedup TTL. Otherwise the digest is claimed (a request with
+// the same one waits) and the caller must call settle once its produce
+// ended, saying whether it was produced: only then is the digest
+// remembered, so a delivery that failed to produce is accepted when the
+// provider sends it again. For other providers settle does nothing.
+func (s *Server) claimReplay(c *gin.Context, p *providers.Provider, body []byte, now time.Time) (dup bool, settle func(produced bool), err error) {
+	nothing := func(bool) {}
+	if s.replays == nil || !p.RecognisesReplays() {
+		return false, nothing, nil
+	}
+	sum, err := p.SignedDigest(c.Request.Header, body)
+	if err != nil { // Verify parsed the same headers: a bug
+		return false, nothing, fmt.Errorf("signed digest after verify: %w", err)
+	}
+	dup, err = s.replays.claim(c.Request.Context(), sum, now)
+	if err != nil {
+		ae := errorf(http.StatusServiceUnavailable, CodeKafkaUnavailable,
+			"the same signed delivery was being produced by another request, and this one ended before it did; nothing is guaranteed accepted, retry later")
+		ae.retryAfter = ceilSeconds(s.cfg.RetryAfter)
+		return false, nothing, ae
+	}
+	if dup {
+		return true, nothing, nil
+	}
+	return false, func(produced bool) { s.replays.settle(sum, produced, now, p.DedupTTL) }, nil
 }
 
 // badSignature counts a signature refusal by its reason and answers 401.

@@ -61,17 +61,29 @@ const testLimit = 4096
 
 func mustServer(tb testing.TB, pub Publisher) (http.Handler, *providers.Registry) {
 	tb.Helper()
+	s, reg := testServer(tb, pub, nil)
+	return s.Handler(), reg
+}
+
+// testServer is the real server over testdata/providers.yaml, as ingest
+// runs it (replay recognition on), with set, when not nil, changing its
+// Config first.
+func testServer(tb testing.TB, pub Publisher, set func(*Config)) (*Server, *providers.Registry) {
+	tb.Helper()
 	reg, err := providers.Load("testdata/providers.yaml", lookup)
 	if err != nil {
 		tb.Fatal(err)
 	}
-	h := obs.NewHealth()
-	s := New(Config{
+	cfg := Config{
 		Providers: reg, Publisher: pub, Topic: "webhooks.raw", MaxBodyBytes: testLimit,
-		RetryAfter: 5 * time.Second, Health: h, Registry: obs.NewRegistry(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-	})
-	return s.Handler(), reg
+		RetryAfter: 5 * time.Second, Health: obs.NewHealth(), Registry: obs.NewRegistry(),
+		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
+		ReplayCacheEntries: DefaultReplayCacheEntries,
+	}
+	if set != nil {
+		set(&cfg)
+	}
+	return New(cfg), reg
 }
 
 // signed builds a POST signed the way provider's preset signs.

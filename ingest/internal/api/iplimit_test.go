@@ -3,8 +3,6 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -13,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
 )
 
@@ -21,15 +18,8 @@ import (
 // moves.
 func mustIPServer(tb testing.TB, pub Publisher, lim IPLimit, now *time.Time) (http.Handler, *providers.Registry, *Server) {
 	tb.Helper()
-	reg, err := providers.Load("testdata/providers.yaml", lookup)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	s := New(Config{
-		Providers: reg, Publisher: pub, Topic: "webhooks.raw", MaxBodyBytes: testLimit,
-		RetryAfter: 5 * time.Second, Health: obs.NewHealth(), Registry: obs.NewRegistry(),
-		Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		Now:    func() time.Time { return *now }, IPLimit: &lim,
+	s, reg := testServer(tb, pub, func(c *Config) {
+		c.Now, c.IPLimit = func() time.Time { return *now }, &lim
 	})
 	return s.Handler(), reg, s
 }

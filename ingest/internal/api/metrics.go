@@ -15,6 +15,7 @@ type metrics struct {
 	bodyBytes    *prometheus.HistogramVec
 	records      *prometheus.CounterVec
 	ipLimited    prometheus.Counter
+	replays      *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -60,4 +61,21 @@ func (m *metrics) registerIPLimit(reg prometheus.Registerer, l *ipLimiter) {
 		Name: "hookline_ingest_ip_addresses",
 		Help: "Client addresses the per-IP limit keeps a bucket for (at most its table bound).",
 	}, func() float64 { return float64(l.len()) }))
+}
+
+// registerReplays adds replay recognition's series (only when it is on).
+func (m *metrics) registerReplays(reg prometheus.Registerer, c *replayCache) {
+	m.replays = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookline_ingest_replays_total",
+		Help: "Deliveries answered 202 duplicate without producing: their signed content was accepted before within the provider's dedup_ttl (a replay, or the provider sending it again).",
+	}, []string{"provider"})
+	reg.MustRegister(m.replays,
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "hookline_ingest_replay_cache_entries",
+			Help: "Signatures of accepted deliveries remembered to recognise replays (at most HOOKLINE_REPLAY_CACHE_ENTRIES; expired ones until dropped).",
+		}, func() float64 { return float64(c.len()) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "hookline_ingest_replay_cache_evictions_total",
+			Help: "Remembered signatures forgotten before their dedup_ttl ran out, to make room for newer ones (HOOKLINE_REPLAY_CACHE_ENTRIES reached).",
+		}, func() float64 { return float64(c.evictions()) }))
 }

@@ -107,6 +107,7 @@ func TestOpenAPI(t *testing.T) {
 			Providers: reg, Publisher: pub, Topic: "webhooks.raw", MaxBodyBytes: testLimit,
 			RetryAfter: 5 * time.Second, Health: health, Registry: obs.NewRegistry(),
 			Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), Selftest: tester,
+			ReplayCacheEntries: DefaultReplayCacheEntries,
 		}).Handler()
 	}
 	ready := obs.NewHealth("kafka")
@@ -205,8 +206,15 @@ func TestOpenAPI(t *testing.T) {
 			want = 429
 		}
 		cases = append(cases, openapiCase{"rate limit", limited, func() *http.Request {
-			return signed(t, reg, "limited", "application/json", []byte(`{"n":1}`), now, nil)
+			return signed(t, reg, "limited", "application/json", fmt.Appendf(nil, `{"n":%d}`, i), now, nil)
 		}, want})
+	}
+	// A github delivery replayed with a new delivery id: 202 duplicate.
+	ghBody := []byte(`{"action":"opened","issue":{"number":1}}`)
+	for i := range 2 {
+		cases = append(cases, openapiCase{"replay", ok, func() *http.Request {
+			return signed(t, reg, "github", "application/json", ghBody, now, map[string]string{"X-GitHub-Delivery": fmt.Sprint("oa-", i), "X-GitHub-Event": "issues"})
+		}, 202})
 	}
 	// The per-IP limit, 1/1: the second request from one address is refused.
 	ipLimited := New(Config{

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/hookline/hookline/dlq/internal/trace"
+	"github.com/hookline/hookline/pkg/badgerdb"
 	"github.com/hookline/hookline/pkg/obs"
 )
 
@@ -90,7 +91,7 @@ func localTrace(ctx context.Context, env Env, cfg config, key string) (trace.Tra
 	log := obs.NewLogger(env.Stderr, slog.LevelWarn, "dlq")
 	ix, err := trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Logger: log})
 	if err != nil {
-		if strings.Contains(err.Error(), "Cannot acquire directory lock") {
+		if errors.Is(err, badgerdb.ErrHeld) {
 			return trace.Trace{}, errIndexBusy
 		}
 		return trace.Trace{}, err

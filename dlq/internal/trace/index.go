@@ -23,7 +23,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"log/slog"
 	"strings"
 	"time"
@@ -33,6 +32,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/badgerdb"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/topics"
@@ -70,17 +70,14 @@ type Index struct {
 }
 
 // Open opens (or creates) the index. Badger is tuned small, like the
-// processor's state store: 16 MiB memtables, 16 MiB block cache.
+// processor's state store: 16 MiB memtables, 16 MiB block cache. A
+// directory another process (dlq serve) holds is badgerdb.ErrHeld.
 func Open(o Options) (*Index, error) {
 	opts := badger.DefaultOptions(o.Dir)
 	if o.InMemory {
 		opts = badger.DefaultOptions("").WithInMemory(true)
 	}
-	log := o.Logger
-	if log == nil {
-		log = slog.New(slog.NewTextHandler(io.Discard, nil))
-	}
-	opts = opts.WithLogger(badgerLogger{log}).
+	opts = opts.
 		WithMemTableSize(16 << 20).
 		WithNumMemtables(2).
 		WithBlockCacheSize(16 << 20).
@@ -93,7 +90,7 @@ func Open(o Options) (*Index, error) {
 		WithMetricsEnabled(false).
 		WithSyncWrites(false).
 		WithCompression(options.Snappy)
-	db, err := badger.Open(opts)
+	db, err := badgerdb.Open(opts, o.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("trace index %s: %w", o.Dir, err)
 	}
@@ -472,17 +469,3 @@ func (ix *Index) DeadLetters(ctx context.Context, fn func(DeadLetter, *store.Res
 		return nil
 	})
 }
-
-// badgerLogger sends Badger's logs to slog: its chatty info at Debug.
-type badgerLogger struct{ l *slog.Logger }
-
-func (b badgerLogger) log(level slog.Level, format string, args []any) {
-	if b.l.Enabled(context.Background(), level) {
-		b.l.Log(context.Background(), level, strings.TrimSpace(fmt.Sprintf(format, args...)), "component", "badger")
-	}
-}
-
-func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a) }
-func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a) }
-func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a) }
-func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug, f, a) }

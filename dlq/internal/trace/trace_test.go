@@ -3,12 +3,14 @@ package trace
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/badgerdb"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/topics"
 )
@@ -185,5 +187,22 @@ func TestTraceStepsBounded(t *testing.T) {
 	}
 	if short := build("k", evs[:10]); short.StepsOmitted != 0 || len(short.Steps) != 10 {
 		t.Fatalf("a short trace: %d steps, %d omitted", len(short.Steps), short.StepsOmitted)
+	}
+}
+
+// TestOpenHeld: a directory an open index holds (dlq serve's) is
+// badgerdb.ErrHeld to a second Open (dlq trace then asks dlq serve).
+func TestOpenHeld(t *testing.T) {
+	if runtime.GOOS == "windows" || runtime.GOOS == "plan9" {
+		t.Skip("the held probe is an flock (unix)")
+	}
+	dir := t.TempDir()
+	ix, err := Open(Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ix.Close() })
+	if _, err := Open(Options{Dir: dir}); !errors.Is(err, badgerdb.ErrHeld) {
+		t.Errorf("second open of %s: %v, want badgerdb.ErrHeld", dir, err)
 	}
 }

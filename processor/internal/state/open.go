@@ -1,7 +1,6 @@
 package state
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+
+	"github.com/hookline/hookline/pkg/badgerdb"
 )
 
 // badgerOptions tunes Badger for a small footprint on a 2-core host, its
@@ -52,7 +53,6 @@ func badgerOptions(o Options) badger.Options {
 		opts = badger.DefaultOptions("").WithInMemory(true)
 	}
 	return opts.
-		WithLogger(badgerLogger{logger(o.Logger)}).
 		WithMemTableSize(m.MemTable).
 		WithNumMemtables(2).
 		WithBlockCacheSize(m.BlockCache).
@@ -78,22 +78,6 @@ func logger(l *slog.Logger) *slog.Logger {
 	return l
 }
 
-// badgerLogger sends Badger's logs to slog: info (chatty: every compaction,
-// every flush) and debug at Debug, warnings at Warn, errors at Error.
-type badgerLogger struct{ l *slog.Logger }
-
-func (b badgerLogger) log(level slog.Level, format string, args []any) {
-	if !b.l.Enabled(context.Background(), level) {
-		return
-	}
-	b.l.Log(context.Background(), level, strings.TrimSpace(fmt.Sprintf(format, args...)), "component", "badger")
-}
-
-func (b badgerLogger) Errorf(f string, a ...any)   { b.log(slog.LevelError, f, a) }
-func (b badgerLogger) Warningf(f string, a ...any) { b.log(slog.LevelWarn, f, a) }
-func (b badgerLogger) Infof(f string, a ...any)    { b.log(slog.LevelDebug, f, a) }
-func (b badgerLogger) Debugf(f string, a ...any)   { b.log(slog.LevelDebug, f, a) }
-
 // OpenOrReset opens the store like Open; if Badger cannot open the directory
 // (corrupt or unreadable files), it logs a warning, deletes Badger's files
 // from it and opens an empty store: restore then rebuilds every partition
@@ -109,8 +93,8 @@ func OpenOrReset(o Options) (s *Store, reset bool, err error) {
 	if err == nil || o.InMemory || o.Dir == "" {
 		return s, false, err
 	}
-	if locked(o.Dir) {
-		return nil, false, fmt.Errorf("%w (another process holds the directory lock: not resetting)", err)
+	if errors.Is(err, badgerdb.ErrHeld) {
+		return nil, false, fmt.Errorf("%w (not resetting)", err)
 	}
 	logger(o.Logger).Warn("state: cannot open the Badger directory, deleting it to rebuild from the changelog", "dir", o.Dir, "err", err)
 	if rmErr := removeBadgerFiles(o.Dir); rmErr != nil {

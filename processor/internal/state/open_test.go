@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"os"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hookline/hookline/pkg/badgerdb"
 )
 
 // TestOpenOrReset: a directory of garbage fails Open with an error naming
@@ -49,8 +52,8 @@ func TestOpenOrReset(t *testing.T) {
 	mustApply(t, s, []Change{{Partition: 0, Key: "k", Value: []byte("v")}}, map[int32]int64{0: 1})
 
 	// In use: not reset, the data stays.
-	if _, reset, err := OpenOrReset(Options{Dir: dir}); err == nil || reset {
-		t.Errorf("open or reset of a directory in use: reset=%t err=%v, want an error and no reset", reset, err)
+	if _, reset, err := OpenOrReset(Options{Dir: dir}); !errors.Is(err, badgerdb.ErrHeld) || reset {
+		t.Errorf("open or reset of a directory in use: reset=%t err=%v, want badgerdb.ErrHeld and no reset", reset, err)
 	}
 	wantValue(t, s, 0, "k", "v")
 	if err := s.Close(); err != nil {

@@ -24,6 +24,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/hookline/hookline/pkg/badgerdb"
 )
 
 // Key kinds: the first byte of every Badger key.
@@ -91,7 +93,8 @@ type Store struct {
 // seeds Keys from the counts the last Close saved; after a crash it counts
 // the live keys instead: a key-only scan, about 1 s per million keys on 2
 // cores. A directory Badger cannot open gives an error
-// naming it; see OpenOrReset.
+// naming it (badgerdb.ErrHeld when another process holds it); see
+// OpenOrReset.
 func Open(o Options) (*Store, error) {
 	if !o.InMemory && o.Dir == "" {
 		return nil, errors.New("state: no data directory (Options.Dir)")
@@ -101,7 +104,7 @@ func Open(o Options) (*Store, error) {
 
 // open opens the store with Badger options bo (tests compare tunings).
 func open(o Options, bo badger.Options) (*Store, error) {
-	db, err := openBadger(bo)
+	db, err := badgerdb.Open(bo, o.Logger)
 	if err != nil {
 		where := "in memory"
 		if !o.InMemory {
@@ -130,18 +133,6 @@ func open(o Options, bo badger.Options) (*Store, error) {
 	}
 	go s.gcLoop(o.InMemory, o.Dir, m.Mapped)
 	return s, nil
-}
-
-// openBadger turns a panic inside badger.Open into an error: Badger asserts
-// in places, and a corrupt file must not take the process down when
-// OpenOrReset can rebuild.
-func openBadger(opts badger.Options) (db *badger.DB, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("badger panicked: %v", r)
-		}
-	}()
-	return badger.Open(opts)
 }
 
 // gcInterval is how often the value log is garbage-collected. Values below

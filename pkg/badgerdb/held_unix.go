@@ -1,6 +1,6 @@
 //go:build unix
 
-package state
+package badgerdb
 
 import (
 	"errors"
@@ -8,9 +8,10 @@ import (
 	"syscall"
 )
 
-// locked reports whether someone holds Badger's lock: an flock on the
-// directory itself (dir/LOCK only holds the owner's pid).
-func locked(dir string) bool {
+// held reports whether someone holds Badger's lock: an flock on the
+// directory itself (dir/LOCK only holds the owner's pid). Cost: an open and
+// a non-blocking flock, released at once.
+func held(dir string) bool {
 	f, err := os.Open(dir)
 	if err != nil {
 		return false

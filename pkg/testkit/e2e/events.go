@@ -83,6 +83,9 @@ type Answer struct {
 	Keys []string
 	// Error is the error code of a refusal.
 	Error string
+	// Duplicate says ingest recognised a replay of a delivery it accepted
+	// before (status "duplicate"): a 202 that produced nothing.
+	Duplicate bool
 }
 
 // Sign sets on h the signature headers provider sends for body, signed
@@ -120,14 +123,15 @@ func (s *System) Send(ev Event) (Answer, error) {
 	}
 	a := Answer{Status: resp.StatusCode}
 	var body struct {
-		Key   string   `json:"idempotency_key"`
-		Keys  []string `json:"idempotency_keys"`
-		Error string   `json:"error"`
+		Key    string   `json:"idempotency_key"`
+		Keys   []string `json:"idempotency_keys"`
+		Error  string   `json:"error"`
+		Status string   `json:"status"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil && resp.StatusCode == http.StatusAccepted {
 		return a, fmt.Errorf("answer %d is not JSON: %q", resp.StatusCode, b)
 	}
-	a.Error = body.Error
+	a.Error, a.Duplicate = body.Error, body.Status == "duplicate"
 	if body.Key != "" {
 		a.Keys = []string{body.Key}
 	}

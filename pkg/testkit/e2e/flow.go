@@ -15,7 +15,8 @@ import (
 // send them: signed, some of them more than once, retried after a 503 or a
 // refused connection.
 type FlowOptions struct {
-	// Deliveries is how many deliveries are sent, duplicates included.
+	// Deliveries is how many deliveries are sent, duplicates included, or
+	// started before Flow.Stop, which ends a flow sooner.
 	Deliveries int
 	// Rate is deliveries started per second (open loop); 0 sends as fast as
 	// Workers allow. While ingest refuses, workers back off and the rate
@@ -44,6 +45,9 @@ type FlowStats struct {
 	Deliveries int // deliveries started
 	Accepted   int // deliveries answered 202
 	Duplicates int // deliveries that re-sent an earlier event
+	// Replays are the 202s ingest answered "duplicate": re-sends it
+	// recognised as replays of what it accepted (nothing produced).
+	Replays    int
 	Requests   int // HTTP requests, retries included
 	Retried    int // requests answered 503/429/5xx or not answered, then sent again
 	GaveUp     int // deliveries never accepted within GiveUp
@@ -69,8 +73,8 @@ func (st FlowStats) String() string {
 		}
 		parts = append(parts, fmt.Sprintf("%s:%d", name, st.Answers[c]))
 	}
-	return fmt.Sprintf("flow: deliveries=%d accepted=%d resent=%d requests=%d retried=%d gave-up=%d refused=%d mismatched=%d in %s (%.0f/s) answers{%s}",
-		st.Deliveries, st.Accepted, st.Duplicates, st.Requests, st.Retried, st.GaveUp, st.Refused, st.Mismatched,
+	return fmt.Sprintf("flow: deliveries=%d accepted=%d resent=%d replays=%d requests=%d retried=%d gave-up=%d refused=%d mismatched=%d in %s (%.0f/s) answers{%s}",
+		st.Deliveries, st.Accepted, st.Duplicates, st.Replays, st.Requests, st.Retried, st.GaveUp, st.Refused, st.Mismatched,
 		st.Took.Round(time.Millisecond), float64(st.Deliveries)/st.Took.Seconds(), strings.Join(parts, " "))
 }
 
@@ -82,6 +86,8 @@ type Flow struct {
 	started  atomic.Int64
 	accepted atomic.Int64
 	done     chan struct{}
+	stop     chan struct{}
+	stopOnce sync.Once
 
 	mu    sync.Mutex
 	stats FlowStats
@@ -101,7 +107,7 @@ func (s *System) StartFlow(o FlowOptions) *Flow {
 	if o.GiveUp == 0 {
 		o.GiveUp = 3 * time.Minute
 	}
-	f := &Flow{sys: s, o: o, done: make(chan struct{}), stats: FlowStats{Answers: map[int]int{}}}
+	f := &Flow{sys: s, o: o, done: make(chan struct{}), stop: make(chan struct{}), stats: FlowStats{Answers: map[int]int{}}}
 	s.Ledger() // readers start before the first delivery
 	go f.run()
 	return f
@@ -125,10 +131,16 @@ func (f *Flow) run() {
 	// and duplicates is a plain loop.
 	rng := rand.New(rand.NewPCG(uint64(start.UnixNano()), 7))
 	var sent []Event
-	for i := 0; i < f.o.Deliveries; i++ {
+	for i := 0; i < f.o.Deliveries && !f.stopped(); i++ {
 		if f.o.Rate > 0 {
 			if d := time.Until(start.Add(time.Duration(float64(i) / f.o.Rate * float64(time.Second)))); d > 0 {
-				time.Sleep(d)
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-f.stop:
+					t.Stop()
+					continue // the loop's condition ends it
+				}
 			}
 		}
 		var ev Event
@@ -172,6 +184,9 @@ func (f *Flow) deliver(ev Event) {
 			f.accepted.Add(1)
 			f.mu.Lock()
 			f.stats.Accepted++
+			if a.Duplicate {
+				f.stats.Replays++
+			}
 			if !slices.Equal(a.Keys, ev.Keys) {
 				f.stats.Mismatched++
 			}
@@ -195,6 +210,22 @@ func (f *Flow) deliver(ev Event) {
 		f.mu.Unlock()
 		time.Sleep(backoff)
 		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// Stop starts no more deliveries; the ones under way go on until each is
+// accepted, refused or given up, as always. A scenario whose steps take as
+// long as they take (a broker restart, a service's start on a loaded
+// machine) runs its flow with a generous Deliveries and stops it after its
+// last step, so its steps always fall under flow.
+func (f *Flow) Stop() { f.stopOnce.Do(func() { close(f.stop) }) }
+
+func (f *Flow) stopped() bool {
+	select {
+	case <-f.stop:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -25,12 +25,23 @@ var built struct {
 	paths map[string]string
 }
 
-// RepoRoot is the repository's top folder (go.mod, compose/, bin/), found
-// from where this file was compiled: the source tree must be on the machine
-// that runs the tests or benchmarks, as it is for the ones built here.
+// RepoRoot is the repository's top folder (go.mod, compose/, bin/): the
+// nearest folder holding go.mod above where this file was compiled. The
+// source tree must be on the machine that runs the tests or benchmarks, as
+// it is for the ones built here.
 func RepoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..")
+	dir := filepath.Dir(file)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			panic("proctest: no go.mod above " + filepath.Dir(file))
+		}
+		dir = up
+	}
 }
 
 // BinaryPath is the one way tests and benchmarks find a service binary

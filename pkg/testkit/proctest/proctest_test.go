@@ -51,3 +51,15 @@ func TestBinaryPathBuilds(t *testing.T) {
 		t.Fatalf("unknown service: err %v", err)
 	}
 }
+
+// TestRepoRoot: the folder holding go.mod and compose/kafka.sh, wherever
+// this package sits in the tree (the test kits moved once: a fixed
+// "../.." then pointed into pkg/).
+func TestRepoRoot(t *testing.T) {
+	root := RepoRoot()
+	for _, f := range []string{"go.mod", filepath.Join("compose", "kafka.sh")} {
+		if _, err := os.Stat(filepath.Join(root, f)); err != nil {
+			t.Errorf("RepoRoot %s: %v", root, err)
+		}
+	}
+}

@@ -41,7 +41,9 @@ func main() {
 }
 
 // run processes until ctx is done. Shutdown order: proc.Run stops polling,
-// aborts the open transaction, leaves the group and closes its clients;
+// lets calls in flight finish for HOOKLINE_SHUTDOWN_GRACE, commits what
+// finished (what did not is read again by the next owner), leaves the group
+// and closes its clients;
 // then the deferred calls run, last deferred first: Badger closes (flushing
 // its memtable), then the metrics server stops. The metrics server goes
 // last so that /healthz, /readyz (draining) and /metrics answer until the

@@ -66,36 +66,10 @@ func (e *RetryAfterError) Error() string {
 // Unwrap returns the wrapped error.
 func (e *RetryAfterError) Unwrap() error { return e.Err }
 
-// NotAttemptedError marks a failure before the destination was called (its
-// circuit breaker is open): the attempt is not used up, and Route, if such a
-// failure reaches it, picks the first retry tier. The processor does not
-// route an open breaker's records to a tier: it parks them in the
-// provider's lane, webhooks.lane.<provider> (docs/processor.md). Match it
-// with errors.As.
-type NotAttemptedError struct{ Err error }
-
-// NotAttempted marks err as a call that was never made. NotAttempted(nil) is
-// nil.
-func NotAttempted(err error) error {
-	if err == nil {
-		return nil
-	}
-	return &NotAttemptedError{Err: err}
-}
-
-// Error returns the wrapped error's message.
-func (e *NotAttemptedError) Error() string { return e.Err.Error() }
-
-// Unwrap returns the wrapped error.
-func (e *NotAttemptedError) Unwrap() error { return e.Err }
-
 // Decision is what Classify makes of a failure.
 type Decision struct {
 	// Retryable is true when another attempt may succeed.
 	Retryable bool
-	// NotAttempted is true when the destination was never called: the
-	// attempt is not used up and Route picks the first tier.
-	NotAttempted bool
 	// After is the minimum delay the failure asked for (Retry-After); 0 when
 	// it asked for none.
 	After time.Duration
@@ -127,8 +101,6 @@ func Classify(err error) Decision {
 		return Decision{}
 	}
 	d := Decision{Retryable: true}
-	var na *NotAttemptedError
-	d.NotAttempted = errors.As(err, &na)
 	var ra *RetryAfterError
 	if errors.As(err, &ra) {
 		d.After = ra.After

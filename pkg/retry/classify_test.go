@@ -30,8 +30,6 @@ func TestClassify(t *testing.T) {
 		{"permanent wins over retry after", Permanent(RetryAfter(boom, time.Minute)), Decision{}},
 		{"permanent inside retry after still wins", RetryAfter(Permanent(boom), time.Minute), Decision{}},
 		{"joined with permanent", errors.Join(boom, Permanent(io.EOF)), Decision{}},
-		{"not attempted", NotAttempted(boom), Decision{Retryable: true, NotAttempted: true}},
-		{"not attempted with retry after", fmt.Errorf("x: %w", NotAttempted(RetryAfter(boom, time.Minute))), Decision{Retryable: true, NotAttempted: true, After: time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

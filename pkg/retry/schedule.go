@@ -209,9 +209,7 @@ func TierName(d time.Duration) string {
 //     none is that long (the wait is then capped at the last tier's delay).
 //
 // A Retry-After lengthens one wait without using up attempts: attempt n+1
-// failing again goes to tier n+1, so a key always gets Len()+1 attempts. A
-// NotAttempted failure goes to tier 1 (or the Retry-After's tier) whatever
-// the attempt, and never to the DLQ.
+// failing again goes to tier n+1, so a key always gets Len()+1 attempts.
 //
 // After Only, the same holds over the kept tiers: attempt n goes to the n-th
 // of them, a Retry-After picks the first kept tier at least that long, and
@@ -222,9 +220,6 @@ func (s Schedule) Route(attempt int, d Decision) (tier int, ok bool) {
 		n, number = len(s.use), func(k int) int { return s.use[k] }
 	}
 	attempt = max(attempt, 1)
-	if d.NotAttempted && d.Retryable {
-		attempt = 1 // nothing was tried: the first tier, however far along the key is
-	}
 	if !d.Retryable || attempt > n {
 		return 0, false
 	}

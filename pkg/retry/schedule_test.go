@@ -188,9 +188,6 @@ func TestRoute(t *testing.T) {
 		{"retry-after longer than every tier", 1, after(48 * time.Hour), 5, true},
 		{"retry-after does not save an exhausted key", 6, after(time.Hour), 0, false},
 		{"retry-after below tier n keeps n", 4, after(2 * time.Minute), 4, true},
-		{"not attempted goes to tier 1", 4, Decision{Retryable: true, NotAttempted: true}, 1, true},
-		{"not attempted is never exhausted", 6, Decision{Retryable: true, NotAttempted: true}, 1, true},
-		{"not attempted honours retry-after", 3, Decision{Retryable: true, NotAttempted: true, After: 3 * time.Minute}, 2, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -271,7 +268,6 @@ func TestOnly(t *testing.T) {
 		{"retry-after picks a kept tier at least that long", fiveHour, 1, after(10 * time.Minute), 4, true},
 		{"retry-after longer than every kept tier: the last kept", fiveHour, 1, after(3 * time.Hour), 4, true},
 		{"retry-after shorter keeps the attempt's tier", fiveHour, 2, after(time.Second), 4, true},
-		{"not attempted: the first kept tier", fiveHour, 2, Decision{Retryable: true, NotAttempted: true}, 2, true},
 		{"one tier: attempt 1", only(t, 15*time.Minute), 1, retry, 3, true},
 		{"one tier: attempt 2 exhausted", only(t, 15*time.Minute), 2, retry, 0, false},
 		{"every tier is the whole schedule", only(t, time.Minute, 5*time.Minute, 15*time.Minute, time.Hour, 6*time.Hour), 5, retry, 5, true},

@@ -8,6 +8,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/processor/internal/deliver"
 )
 
 // breakerPoll is how often the breakers are looked at for a change.
@@ -28,7 +29,7 @@ func (p *Processor) publishBreakers(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		if b, ok := h.(interface{ BreakerOpen() bool }); ok {
+		if b, ok := h.(deliver.Breaker); ok {
 			open[name] = b.BreakerOpen
 		}
 	}

@@ -2,9 +2,11 @@
 // a franz-go GroupTransactSession on webhooks.raw, read_committed, run as a
 // pipeline rather than one batch at a time.
 //
-//   - The session loop (one goroutine: franz-go forbids polling during Begin
-//     and End) polls, hands each record to its chain, and ends a transaction
-//     whenever finished work is waiting.
+//   - The reader (reader.go) polls the raw partitions and the lanes that
+//     have room, and hands each record to its chain. The session loop (one
+//     goroutine: franz-go forbids polling during Begin and End) produces
+//     finished work into the open transaction and ends it whenever
+//     finished work is waiting.
 //   - A chain runs the records of one ordering key (by default the
 //     idempotency key) one at a time in offset order, each decision seeing
 //     the state the previous one left, committed or not.
@@ -61,12 +63,18 @@ type Config struct {
 	// warm, so a new owner restores seconds of changelog, not all of it.
 	// 0: none, and franz-go's cooperative-sticky balancer.
 	StandbyReplicas int
+	// StandbyEvery is how often a standby partition is caught up with its
+	// changelog: at most this much of it is read again when the partition
+	// becomes this processor's. Optional: DefaultStandbyEvery.
+	StandbyEvery time.Duration
 	// MaxInflight is a destination's in-flight bound when its providers
 	// entry sets no destination.max_inflight (HOOKLINE_MAX_INFLIGHT).
 	MaxInflight int
-	// MaxPending bounds, process-wide, the offsets read and held above their
-	// partitions' committed offsets (HOOKLINE_MAX_PENDING): polling stops
-	// while it is reached.
+	// MaxPending bounds, process-wide, the records read and not yet
+	// committed or dropped (HOOKLINE_MAX_PENDING): reading stops while it is
+	// reached (twice it with several priority classes, which then compete
+	// for admission: budget.go), and while the partitions' windows span
+	// spanPerRecord times as many offsets.
 	MaxPending int
 	// MaxPendingBytes bounds the body bytes of records read and not yet
 	// committed (HOOKLINE_MAX_PENDING_BYTES).
@@ -137,6 +145,9 @@ func New(cfg Config) (*Processor, error) {
 	}
 	if cfg.MaxRecordBytes == 0 {
 		cfg.MaxRecordBytes = topics.DefaultMaxBodyBytes + topics.HeaderRoom
+	}
+	if cfg.StandbyEvery <= 0 {
+		cfg.StandbyEvery = DefaultStandbyEvery
 	}
 	if cfg.TransactionTimeout == 0 {
 		cfg.TransactionTimeout = time.Minute

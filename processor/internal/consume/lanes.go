@@ -117,35 +117,48 @@ func newLanes(cfg Config, m *metrics) map[string]*lane {
 			waiting:    m.laneWaiting.WithLabelValues(name),
 		}
 		m.laneLimit.WithLabelValues(name).Set(float64(n))
-		if b, ok := h.(interface{ BreakerOpen() bool }); ok {
+		if b, ok := h.(deliver.Breaker); ok {
 			m.breakerOpen(name, b.BreakerOpen)
-		}
-		if b, ok := h.(interface{ Refusing() bool }); ok {
 			lanes[name].refusing = b.Refusing
 		}
 	}
 	return lanes
 }
 
+// called is what became of a call: its error (nil: success; a
+// *decide.NotCalledError: the destination was not called, and why), how
+// long it took, whether it holds a token of the session's pool, and
+// whether it was abandoned.
+type called struct {
+	err error
+	// took is the destination's time, 0 when not called.
+	took time.Duration
+	// token says the result holds a token of session.tokens (release).
+	token bool
+	// abandoned says ctx ended (the partition went away or the processor
+	// stops) before the call was made or answered: that is no attempt and
+	// leaves no trace; the record is read again by the partition's next
+	// owner.
+	abandoned bool
+}
+
 // call hands the record to its provider's destination, waiting for a slot
-// in its lane (and for the drain rate, if an operator set one). When the call has returned, it takes a token of the
-// session's pool of finished, uncommitted calls (tokens), holding the slot
-// until it has one: when transactions fall behind, each destination stops
-// after the calls it has in flight, so a crash repeats at most the calls in
-// flight plus the pool. The token is given back when the result commits or
-// is dropped (release). A slow call holds no token, so it holds back no
-// other destination.
-//
-// abandoned says ctx ended (the partition went away or the processor
-// stops) before the call was made or answered: that is no attempt and
-// leaves no trace; the record is read again by the partition's next owner.
-func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Record, a decide.Arrival) (abandoned, token bool, took time.Duration, err error) {
+// in its lane (and for the drain rate, if an operator set one). A record
+// that waits parkAfter for a slot, or meets its destination paused or its
+// breaker refusing, is not called (decide.NotCalled). When the call has
+// returned, it takes a token of the session's pool of finished, uncommitted
+// calls (tokens), holding the slot until it has one: when transactions fall
+// behind, each destination stops after the calls it has in flight, so a
+// crash repeats at most the calls in flight plus the pool. The token is
+// given back when the result commits or is dropped (release). A slow call
+// holds no token, so it holds back no other destination.
+func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Record, a decide.Arrival) called {
 	if _, ok := p.cfg.Providers.Get(a.Provider); !ok {
-		return false, false, 0, fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
+		return called{err: fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)}
 	}
 	ln, ok := p.lanes[a.Provider]
 	if !ok {
-		return false, false, 0, nil // outcomes only
+		return called{} // outcomes only
 	}
 	ln.waiting.Inc()
 	ln.waitN.Add(1)
@@ -162,24 +175,24 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 	case <-tooLong:
 		ln.waiting.Dec()
 		ln.waitN.Add(-1)
-		return false, false, 0, errNoRoom
+		return called{err: decide.NotCalled(errNoRoom)}
 	case <-ctx.Done():
 		ln.waiting.Dec()
 		ln.waitN.Add(-1)
-		return true, false, 0, ctx.Err()
+		return called{abandoned: true}
 	}
 	defer func() { <-ln.slots }()
 	if lim := ln.drain.Load(); lim != nil {
 		if err := lim.Wait(ctx); err != nil {
-			return true, false, 0, err
+			return called{abandoned: true}
 		}
 	}
 	if ln.paused.Load() {
-		return false, false, 0, errPaused
+		return called{err: decide.NotCalled(errPaused)}
 	}
 	ln.inflight.Inc()
 	start := time.Now()
-	err = ln.h.Handle(ctx, deliver.Delivery{
+	err := ln.h.Handle(ctx, deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
 		EventType:   headers.Value(r, headers.EventType),
@@ -188,18 +201,19 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 		ContentType: headers.Value(r, headers.ContentType),
 		Headers:     headers.HTTP(r),
 	})
-	took = time.Since(start)
+	took := time.Since(start)
 	ln.inflight.Dec()
-	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
-		return true, false, took, err
+	switch {
+	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
+		return called{abandoned: true}
+	case errors.Is(err, deliver.ErrCircuitOpen):
+		return called{err: decide.NotCalled(err)} // refused by the breaker before any call
 	}
-	if errors.Is(err, deliver.ErrCircuitOpen) {
-		return false, false, took, err // the destination was not called: the caller parks the record
-	}
+	p.m.handlerSeconds.WithLabelValues(ln.name).Observe(took.Seconds())
 	select {
 	case tokens <- struct{}{}:
 	case <-ctx.Done():
-		return true, false, took, ctx.Err() // called, but the partition went away: the next owner calls again
+		return called{abandoned: true} // called, but the partition went away: the next owner calls again
 	}
-	return false, true, took, err
+	return called{err: err, took: took, token: true}
 }

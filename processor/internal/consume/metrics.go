@@ -47,7 +47,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	m := &metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_records_total",
-			Help: "Records of webhooks.raw processed, by provider and outcome status (done, duplicate, retrying, dead); counted when their transaction committed.",
+			Help: "Records of webhooks.raw processed, by provider and outcome status (done, duplicate, retrying, parked, dead); counted when their transaction committed.",
 		}, []string{"provider", "status"}),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_duplicates_total",
@@ -55,7 +55,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		}, []string{"origin"}),
 		handlerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hookline_processor_handler_seconds",
-			Help:    "Time the destination handler took, by provider.",
+			Help:    "Time each destination call took, by provider: calls made and answered (a parked record is not called; an abandoned call is not counted).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
 		}, []string{"provider"}),
 		txns: prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -60,7 +60,7 @@ func arrival(r *kgo.Record, now time.Time) (decide.Arrival, error) {
 }
 
 // outcomeRecord builds the outcome of one record.
-func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, route decide.Route) *kgo.Record {
+func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, e decide.Effect) *kgo.Record {
 	o := outcome.Outcome{
 		Key:        string(r.Key),
 		Provider:   a.Provider,
@@ -86,9 +86,9 @@ func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string
 			o.Lane = ln.topic
 		}
 	case StatusRetrying:
-		o.Tier = retry.TierName(p.cfg.Schedule.Tier(route.Tier))
+		o.Tier = retry.TierName(p.cfg.Schedule.Tier(e.Tier))
 	case StatusDead:
-		o.DeadReason = route.DeadReason
+		o.DeadReason = e.DeadReason
 	}
 	v := o.AppendJSON(make([]byte, 0, 256)) // json.Marshal's bytes, without reflection
 	return &kgo.Record{Topic: p.cfg.Names.Outcomes, Key: r.Key, Value: v}
@@ -102,9 +102,7 @@ func (p *Processor) failedRecord(topic string, r *kgo.Record, a decide.Arrival, 
 	if herr != nil {
 		history = nil // a garbled history is replaced, not propagated
 	}
-	if !retry.Classify(err).NotAttempted { // a call never made is no attempt: the history stays bounded by the tiers
-		history = append(history, headers.ErrorEntry{Attempt: max(a.Attempt, 1), At: a.Now, Error: err.Error(), Retryable: retryable})
-	}
+	history = append(history, headers.ErrorEntry{Attempt: max(a.Attempt, 1), At: a.Now, Error: err.Error(), Retryable: retryable})
 	headers.SetErrors(out, history)
 	headers.SetAttempt(out, attempt)
 	if !st.FirstSeenAt.IsZero() {

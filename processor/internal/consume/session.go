@@ -14,7 +14,6 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/decide"
-	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
@@ -273,89 +272,78 @@ func (s *session) drop(it item) { s.budget.release(it.class, len(it.r.Value), it
 // went away, or the processor stops): it is then read again by the
 // partition's next owner.
 func (s *session) run(it *item) (*result, error) {
-	p, r, ow := s.p, it.r, it.ow
-	if ow.ctx.Err() != nil {
+	p, r := s.p, it.r
+	if it.ow.ctx.Err() != nil {
 		return nil, nil
 	}
-	now := p.cfg.Now()
 	res := &result{item: *it}
-	a, err := arrival(r, now)
+	a, err := arrival(r, p.cfg.Now())
 	a.FromLane = r.Topic != p.cfg.Names.Raw
 	if err != nil {
 		p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-		res.outputs = []*kgo.Record{p.poisonRecord(r, now, err)}
+		res.outputs = []*kgo.Record{p.poisonRecord(r, a.Now, err)}
 		res.stat = stat{provider: "unknown", status: StatusDead, origin: "unknown"}
 		return res, nil
 	}
-	key := string(r.Key)
-	cur, err := s.stateOf(r.Partition, key)
+	cur, err := s.stateOf(r.Partition, string(r.Key))
 	if err != nil {
 		return nil, err
 	}
 	if process, why := decide.Admit(cur, a); !process {
-		res.outputs = []*kgo.Record{p.outcomeRecord(r, a, StatusDuplicate, 0, nil, decide.Route{})}
-		res.stat = stat{provider: p.providerLabel(a.Provider), status: StatusDuplicate, origin: a.Origin}
-		if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
-			p.cfg.Logger.Debug("skipped", "key", key, "origin", a.Origin, "attempt", a.Attempt, "why", why)
-		}
-		return res, nil
+		return s.skipped(res, a, why), nil
 	}
-	ttl := decide.DefaultTTL
-	if pr, ok := p.cfg.Providers.Get(a.Provider); ok {
-		ttl = pr.DedupTTL
+	c := s.deliver(it, res, a)
+	if c.abandoned {
+		return nil, nil
 	}
-	ln := p.lanes[a.Provider]
-	if ln != nil && !a.FromLane {
+	next, effects := decide.Step(cur, a, c.err, p.policyOf(a.Provider))
+	return s.decided(res, a, next, effects, c)
+}
+
+// skipped is the result of a record Admit skipped: its outcome only.
+func (s *session) skipped(res *result, a decide.Arrival, why string) *result {
+	p := s.p
+	res.outputs = []*kgo.Record{p.outcomeRecord(res.r, a, StatusDuplicate, 0, nil, decide.Effect{})}
+	res.stat = stat{provider: p.providerLabel(a.Provider), status: StatusDuplicate, origin: a.Origin}
+	if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
+		p.cfg.Logger.Debug("skipped", "key", string(res.r.Key), "origin", a.Origin, "attempt", a.Attempt, "why", why)
+	}
+	return res
+}
+
+// deliver calls the record's destination, unless its lane parks it first:
+// the destination paused, its breaker refusing, its queue long, or the
+// record's priority class over its share (errors of lanes.go, then a
+// *decide.NotCalledError). A record read from its lane was admitted when
+// it was parked. A provider without destination is called by nobody: a
+// nil error, its outcome only.
+func (s *session) deliver(it *item, res *result, a decide.Arrival) called {
+	if ln := s.p.lanes[a.Provider]; ln != nil && !a.FromLane {
 		why := ln.whyPark()
 		if why == nil && !s.budget.admit(it.class) {
 			why = errClassShare
 		}
 		if why != nil {
-			return s.park(res, ln, cur, a, ttl, why)
+			return called{err: decide.NotCalled(why)}
 		}
 		it.admitted, res.admitted = true, true
 	}
-	abandoned, token, took, herr := p.call(ow.ctx, s.tokens, r, a)
-	if abandoned {
-		return nil, nil
-	}
-	if ln != nil && (errors.Is(herr, deliver.ErrCircuitOpen) || errors.Is(herr, errPaused) || errors.Is(herr, errNoRoom)) {
-		return s.park(res, ln, cur, a, ttl, herr) // not called: wait in the lane, no attempt used, no tier
-	}
-	res.token = token
-	p.m.handlerSeconds.WithLabelValues(p.providerLabel(a.Provider)).Observe(took.Seconds())
-
-	next, route := decide.Apply(cur, a, herr, p.scheduleOf(a.Provider), ttl)
-	val, err := decide.Encode(next)
-	if err != nil {
-		return nil, fmt.Errorf("encode state of %q: %w", key, err)
-	}
-	out := []*kgo.Record{{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val}}
-	status := StatusDone
-	switch route.Kind {
-	case decide.Retry:
-		status = StatusRetrying
-		tr := p.failedRecord(p.cfg.Names.Retry[route.Tier-1], r, a, next, route.Attempt, herr, true)
-		due := p.cfg.Schedule.DueAt(now, route.Tier, p.cfg.Jitter, rand.Float64)
-		headers.SetTime(tr, headers.DueAt, due)
-		out = append(out, tr)
-	case decide.Dead:
-		status = StatusDead
-		dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, route.Attempt, herr, route.DeadReason == headers.DeadExhausted)
-		headers.Set(dr, headers.DeadReason, route.DeadReason)
-		out = append(out, dr)
-	}
-	out = append(out, p.outcomeRecord(r, a, status, took, herr, route))
-	return s.decided(res, next, out, status, a)
+	c := s.p.call(it.ow.ctx, s.tokens, it.r, a)
+	res.token = c.token
+	return c
 }
 
-// decided completes a result with the key's next state (its changelog
-// record is in out; the store gets its binary form) and the records to
-// produce, and puts the state in the overlay; nil when the partition went
-// away meanwhile.
-func (s *session) decided(res *result, next decide.State, out []*kgo.Record, status string, a decide.Arrival) (*result, error) {
+// decided completes a result with the records the decision's effects
+// write and the key's next state (the store gets its binary form), and
+// puts the state in the overlay; nil when the partition went away
+// meanwhile.
+func (s *session) decided(res *result, a decide.Arrival, next decide.State, effects []decide.Effect, c called) (*result, error) {
 	r, key := res.r, string(res.r.Key)
-	res.outputs = out
+	var err error
+	if res.outputs, err = s.records(r, a, next, effects, c); err != nil {
+		return nil, err
+	}
+	status := string(effects[len(effects)-1].Status) // the outcome's, last
 	res.stat = stat{provider: s.p.providerLabel(a.Provider), status: status, origin: a.Origin}
 	stored, err := decide.EncodeStored(next)
 	if err != nil {
@@ -371,30 +359,45 @@ func (s *session) decided(res *result, next decide.State, out []*kgo.Record, sta
 	return res, nil
 }
 
-// park sends a record its destination has no room for to the
-// destination's lane topic: the exact record (key, body, headers) to lane
-// partition r.Partition (same key, same partition count), the key's state
-// parked, and an outcome saying where it waits and why (its error: the
-// destination paused, its breaker open, its queue full, no room within
-// parkAfter, or the priority class over its share). No call was made, so no
-// attempt is used. The lane copy comes back through the lane reader when
-// the destination has room, and a record read from a lane that meets an
-// open breaker is parked again at the lane's end.
-func (s *session) park(res *result, ln *lane, cur *decide.State, a decide.Arrival, ttl time.Duration, why error) (*result, error) {
-	p, r := s.p, res.r
-	next := decide.Park(cur, a, ttl)
-	val, err := decide.Encode(next)
-	if err != nil {
-		return nil, fmt.Errorf("encode state of %q: %w", r.Key, err)
+// records builds what a decision's effects write, in their order.
+//
+// A parked record (decide.ToLane) goes to its destination's lane topic: the
+// exact record (key, body, headers) to lane partition r.Partition (same
+// key, same partition count). Its outcome says where it waits and why. It
+// comes back through the lane reader when the destination has room, and a
+// record read from a lane that meets an open breaker is parked again at
+// the lane's end.
+func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, c called) ([]*kgo.Record, error) {
+	p := s.p
+	out := make([]*kgo.Record, 0, len(effects))
+	for _, e := range effects {
+		switch e.Kind {
+		case decide.ToChangelog:
+			val, err := decide.Encode(next)
+			if err != nil {
+				return nil, fmt.Errorf("encode state of %q: %w", r.Key, err)
+			}
+			out = append(out, &kgo.Record{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val})
+		case decide.ToTier:
+			tr := p.failedRecord(p.cfg.Names.Retry[e.Tier-1], r, a, next, e.Attempt, c.err, true)
+			headers.SetTime(tr, headers.DueAt, p.cfg.Schedule.DueAt(a.Now, e.Tier, p.cfg.Jitter, rand.Float64))
+			out = append(out, tr)
+		case decide.ToDLQ:
+			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.err, e.DeadReason == headers.DeadExhausted)
+			headers.Set(dr, headers.DeadReason, e.DeadReason)
+			out = append(out, dr)
+		case decide.ToLane:
+			ln := p.lanes[a.Provider]
+			if !ln.room() {
+				s.reader.hold(ln)
+			}
+			ln.parked.Inc()
+			out = append(out, &kgo.Record{Topic: ln.topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)})
+		case decide.ToOutcomes:
+			out = append(out, p.outcomeRecord(r, a, string(e.Status), c.took, c.err, e))
+		}
 	}
-	if !ln.room() {
-		s.reader.hold(ln)
-	}
-	lr := &kgo.Record{Topic: ln.topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
-	o := p.outcomeRecord(r, a, StatusParked, 0, why, decide.Route{})
-	out := []*kgo.Record{{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val}, lr, o}
-	ln.parked.Inc()
-	return s.decided(res, next, out, StatusParked, a)
+	return out, nil
 }
 
 // stateOf is the key's state as the last decision left it: from the

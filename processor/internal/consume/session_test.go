@@ -218,9 +218,11 @@ type procOptions struct {
 	priority    map[string]string // provider -> class
 	maxInflight map[string]int    // provider -> destination.max_inflight
 	standbys    int               // StandbyReplicas
-	store       **state.Store     // set to the processor's store
-	metrics     *prometheus.Registry
-	health      *obs.Health // the processor's health; default a new one
+	// standbyEvery is Config.StandbyEvery; 0: its default.
+	standbyEvery time.Duration
+	store        **state.Store // set to the processor's store
+	metrics      *prometheus.Registry
+	health       *obs.Health // the processor's health; default a new one
 	// cancel, when set, is given the cancel of the processor's context: a
 	// stop (what SIGTERM does) the test can start from anywhere, a kfake
 	// control function included, without waiting for it.
@@ -272,6 +274,7 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 		NewClient:       kafkatest.NewClient(f.c.ListenAddrs()),
 		TransactionalID: "hookline-processor-" + id, InstanceID: id,
 		StandbyReplicas: o.standbys,
+		StandbyEvery:    o.standbyEvery,
 		Logger:          log, Registry: o.metrics, Health: cmp.Or(o.health, obs.NewHealth("restore", "control")),
 	})
 	if err != nil {

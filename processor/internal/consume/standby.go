@@ -12,14 +12,12 @@ import (
 	"github.com/hookline/hookline/processor/internal/restore"
 )
 
-// standbyEvery is how often a standby partition is caught up with its
-// changelog: at most this much of it is read again when the partition
-// becomes this processor's. A variable for the tests.
-var standbyEvery = 5 * time.Second
+// DefaultStandbyEvery is Config.StandbyEvery's default.
+const DefaultStandbyEvery = 5 * time.Second
 
 // standbys keeps the state of the partitions the group's balancer named
 // this processor a standby of (HOOKLINE_STANDBY_REPLICAS, package balance)
-// warm in the local store: every standbyEvery it catches each up with the
+// warm in the local store: every Config.StandbyEvery it catches each up with the
 // changelog by an incremental restore from the store's checkpoint. A
 // partition this processor owns is never caught up as a standby: the
 // owner's restore claims it (cancelling and waiting for a catch-up in
@@ -119,10 +117,10 @@ func (sb *standbys) releaseAll() {
 	clear(sb.claimed)
 }
 
-// run catches the standbys up every standbyEvery until ctx ends, then
+// run catches the standbys up every Config.StandbyEvery until ctx ends, then
 // waits for the catch-ups in progress.
 func (sb *standbys) run(ctx context.Context) {
-	t := time.NewTicker(standbyEvery)
+	t := time.NewTicker(sb.p.cfg.StandbyEvery)
 	defer t.Stop()
 	for {
 		select {

@@ -38,15 +38,13 @@ func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // restores only what its last catch-up had not read, not the partition's
 // whole changelog.
 func TestStandbyTakesOverWarm(t *testing.T) {
-	defer func(d time.Duration) { standbyEvery = d }(standbyEvery)
-	standbyEvery = 100 * time.Millisecond
 	f := newFakeKafkaN(t, 2)
 	h := &counter{}
 	handlers := map[string]deliver.Handler{"fastpay": h}
 	var st1, st2 *state.Store
 	reg2, health2 := prometheus.NewRegistry(), obs.NewHealth("restore", "control")
-	stop1 := runProcessorWith(t, f, "p1", handlers, procOptions{standbys: 1, store: &st1})
-	runProcessorWith(t, f, "p2", handlers, procOptions{standbys: 1, store: &st2, metrics: reg2, health: health2})
+	stop1 := runProcessorWith(t, f, "p1", handlers, procOptions{standbys: 1, standbyEvery: 100 * time.Millisecond, store: &st1})
+	runProcessorWith(t, f, "p2", handlers, procOptions{standbys: 1, standbyEvery: 100 * time.Millisecond, store: &st2, metrics: reg2, health: health2})
 
 	var keys []string
 	for i := range 200 {

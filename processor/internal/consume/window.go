@@ -5,7 +5,8 @@ import (
 	"strings"
 )
 
-// slot is what the processor knows about one offset of a raw partition.
+// slot is what the processor knows about one offset of a partition it
+// reads: a raw partition, or the same-numbered partition of a lane.
 type slot uint8
 
 const (
@@ -15,7 +16,8 @@ const (
 	slotFinished             // committed, or an offset that holds no record (a marker, an aborted record)
 )
 
-// window tracks the offsets of one raw partition between its committed
+// window tracks the offsets of one partition it reads (raw or a lane: an
+// owned partition has one window per topic) between its committed
 // offset and the next offset to read. Records finish out of order (a slow
 // destination call stays in flight while later records commit), so the
 // offset committed for the partition is its low-water mark, the lowest

@@ -14,17 +14,19 @@ import (
 	"github.com/hookline/hookline/schemas"
 )
 
-// appliedStates returns one state of each shape Apply produces.
+// appliedStates returns one state of each shape Step produces.
 func appliedStates(t *testing.T) map[string]State {
 	t.Helper()
 	sched := retry.DefaultSchedule()
 	boom := errors.New("boom")
 	out := map[string]State{}
-	out["done"], _ = Apply(nil, ingest, nil, sched, time.Hour)
-	out["retrying"], _ = Apply(nil, ingest, boom, sched, time.Hour)
-	out["dead"], _ = Apply(nil, retryAt(6), boom, sched, time.Hour)
+	pol := Policy{Schedule: sched, TTL: time.Hour}
+	out["done"], _ = Step(nil, ingest, nil, pol)
+	out["retrying"], _ = Step(nil, ingest, boom, pol)
+	out["dead"], _ = Step(nil, retryAt(6), boom, pol)
 	dead := out["dead"]
-	out["replayed"], _ = Apply(&dead, replayOf("dlq:11:40213"), boom, sched, time.Hour)
+	out["replayed"], _ = Step(&dead, replayOf("dlq:11:40213"), boom, pol)
+	out["parked"], _ = Step(&dead, replayOf("dlq:11:40214"), NotCalled(boom), pol)
 	full := State{Status: StatusDead, Provider: "stripe", FirstSeenAt: t0, UpdatedAt: t0, ExpiresAt: later}
 	for i := range MaxReplayIDs {
 		full.ReplayIDs = append(full.ReplayIDs, fmt.Sprintf("dlq:%d:%d", i%12, 1000+i))

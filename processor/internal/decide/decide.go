@@ -1,7 +1,9 @@
 // Package decide is the processor's dedup decision table (DESIGN §6) as pure
 // functions: Admit says whether an arriving record is processed or skipped
-// given its key's state, Apply turns the handler's result into the key's next
-// state and the record's route (done, a retry tier, or the DLQ). Encode and Decode are the changelog value's JSON form
+// given its key's state; Step turns what became of a processed record (its
+// call's result, or the reason it was not called) into the key's next state
+// and the records to write (changelog, retry tier, DLQ, lane, outcome).
+// Encode and Decode are the changelog value's JSON form
 // (schemas/state.schema.json).
 //
 // Nothing here does I/O or reads a clock: the caller passes the time in
@@ -9,6 +11,7 @@
 package decide
 
 import (
+	"errors"
 	"slices"
 	"time"
 
@@ -37,7 +40,7 @@ const MaxReplayIDs = 32
 // DefaultTTL is the dedup TTL when a provider sets none (DESIGN §6).
 const DefaultTTL = 7 * 24 * time.Hour
 
-// State is what the processor remembers about one idempotency key. Apply
+// State is what the processor remembers about one idempotency key. Step
 // returns states with times in UTC truncated to the millisecond, so they
 // survive Encode and Decode unchanged. Treat a State as a value: its
 // ReplayIDs slice may be shared with the state it was derived from.
@@ -51,7 +54,7 @@ type State struct {
 	FirstSeenAt time.Time
 	UpdatedAt   time.Time
 	// ExpiresAt is UpdatedAt + the provider's dedup TTL (longer while a retry
-	// is parked, see Apply). From then on the state is as good as none. A zero
+	// is parked, see Step). From then on the state is as good as none. A zero
 	// ExpiresAt never expires.
 	ExpiresAt time.Time
 	// ReplayIDs are the replay ids already processed for this key, oldest
@@ -174,50 +177,94 @@ func Admit(st *State, a Arrival) (process bool, why string) {
 	return false, WhyUnknownStatus
 }
 
-// Kind is where a processed record goes.
-type Kind string
+// Policy is what a destination's configuration says for its decisions.
+type Policy struct {
+	// Schedule routes retryable failures to tiers (tier numbers are the
+	// whole schedule's: retry.Schedule.Only keeps them).
+	Schedule retry.Schedule
+	// TTL is the dedup TTL; <= 0 means DefaultTTL.
+	TTL time.Duration
+}
 
-// Route kinds.
+// NotCalledError is the result of a record whose destination was not
+// called, and why: paused by an operator, its breaker refusing calls, no
+// slot within the wait, its queue full, or its priority class over its
+// share. The record then waits in its destination's lane; no attempt is
+// used and no error joins its history.
+type NotCalledError struct{ Reason error }
+
+// NotCalled returns reason as a *NotCalledError.
+func NotCalled(reason error) error { return &NotCalledError{Reason: reason} }
+
+// Error is the reason's text: an outcome says why the record waits.
+func (e *NotCalledError) Error() string { return e.Reason.Error() }
+
+// Unwrap returns the reason.
+func (e *NotCalledError) Unwrap() error { return e.Reason }
+
+// EffectKind is what record a decision writes.
+type EffectKind uint8
+
+// Effect kinds.
 const (
-	Done  Kind = "done"  // success: outcome record only
-	Retry Kind = "retry" // retryable failure: the tier topic Route.Tier
-	Dead  Kind = "dead"  // permanent failure or no tier left: webhooks.dlq
+	// ToChangelog writes the key's next state.
+	ToChangelog EffectKind = iota + 1
+	// ToTier copies the record, for its next attempt (Effect.Attempt), to
+	// retry tier Effect.Tier.
+	ToTier
+	// ToDLQ copies the record, dead for Effect.DeadReason after attempt
+	// Effect.Attempt, to webhooks.dlq.
+	ToDLQ
+	// ToLane parks the exact record in its destination's lane.
+	ToLane
+	// ToOutcomes writes the record's outcome, with Effect.Status (and the
+	// tier or dead reason the other effects name).
+	ToOutcomes
 )
 
-// Route is where Apply sends a processed record.
-type Route struct {
-	Kind Kind
-	// Tier is the retry tier (1-based, see retry.Schedule) when Kind is Retry.
+// Effect is one record a decision writes.
+type Effect struct {
+	Kind   EffectKind
+	Status Status // ToOutcomes
+	// Tier is the retry tier (1-based, see retry.Schedule) of ToTier and
+	// of a retrying outcome.
 	Tier int
-	// DeadReason is headers.DeadExhausted or headers.DeadPermanent when Kind
-	// is Dead.
+	// DeadReason is headers.DeadExhausted or headers.DeadPermanent, of
+	// ToDLQ and of a dead outcome.
 	DeadReason string
-	// Attempt is the hookline.attempt of what the route writes: for Retry the
-	// next attempt (the failed one + 1); for Done and Dead the attempt that
-	// was just made.
+	// Attempt is the hookline.attempt of a ToTier or ToDLQ copy: for a
+	// retry the next attempt (the failed one + 1), for the DLQ the attempt
+	// just made.
 	Attempt int
 }
 
-// Apply returns the key's next state and the record's route after a
-// processed record (one Admit let through) ended with result: nil is success,
-// otherwise retry.Classify decides.
+// Step returns the key's next state and the records to write for a
+// record Admit let through, given what became of it (result) and its
+// destination's policy:
 //
-//   - success: state done, route Done;
-//   - retryable, sched.Route gives a tier: state retrying with NextAttempt =
-//     attempt + 1, route Retry to that tier;
-//   - retryable, no tier left: state dead, route Dead "exhausted";
-//   - permanent: state dead, route Dead "permanent".
+//	result                      state                    effects
+//	nil (success)               done                     changelog, outcome done
+//	retryable, a tier left      retrying, attempt + 1    changelog, tier, outcome retrying
+//	retryable, no tier left     dead                     changelog, DLQ exhausted, outcome dead
+//	permanent                   dead                     changelog, DLQ permanent, outcome dead
+//	*NotCalledError             parked, same attempt     changelog, lane, outcome parked
 //
-// The state expires ttl after a.Now (ttl <= 0 means DefaultTTL); while
-// retrying, not before twice the tier's delay (the longest a retry can be
-// parked with full jitter), so a short TTL cannot forget a key whose retry is
-// still on its way. FirstSeenAt is kept from a live old state, and ReplayIDs
-// are carried forward, with a.ReplayID added for a replay. A replay is
+// retry.Classify tells retryable from permanent, and a Retry-After picks
+// a longer tier. The state expires pol.TTL after a.Now; while retrying,
+// not before twice the tier's delay (the longest a retry can be parked
+// with full jitter), so a short TTL cannot forget a key whose retry is
+// still on its way; while parked, not before 7 days (the lane's
+// retention). FirstSeenAt is kept from a live old state, and ReplayIDs
+// are carried forward, with a.ReplayID added for a replay (a parked
+// record's id is added when its lane copy is decided). A replay is
 // attempt 1 whatever its Attempt says. An expired st counts as none.
-func Apply(st *State, a Arrival, result error, sched retry.Schedule, ttl time.Duration) (State, Route) {
+// Step writes times in UTC truncated to the millisecond, so states
+// survive Encode and Decode unchanged.
+func Step(st *State, a Arrival, result error, pol Policy) (State, []Effect) {
 	if st != nil && st.Expired(a.Now) {
 		st = nil
 	}
+	ttl := pol.TTL
 	if ttl <= 0 {
 		ttl = DefaultTTL
 	}
@@ -228,56 +275,33 @@ func Apply(st *State, a Arrival, result error, sched retry.Schedule, ttl time.Du
 		FirstSeenAt: firstSeen(st, a),
 		UpdatedAt:   now,
 		ExpiresAt:   now.Add(ttl),
-		ReplayIDs:   replayIDs(st, a),
 	}
-	if result == nil {
-		next.Status = StatusDone
-		return next, Route{Kind: Done, Attempt: attempt}
-	}
-	d := retry.Classify(result)
-	if tier, ok := sched.Route(attempt, d); ok {
-		nextAttempt := attempt + 1
-		if d.NotAttempted {
-			nextAttempt = attempt // the destination was never called: the same attempt again
+	var nc *NotCalledError
+	switch d := retry.Classify(result); {
+	case errors.As(result, &nc):
+		next.Status, next.NextAttempt = StatusParked, attempt
+		next.ExpiresAt = now.Add(max(ttl, 7*24*time.Hour))
+		if st != nil {
+			next.ReplayIDs = slices.Clone(st.ReplayIDs)
 		}
-		next.Status, next.NextAttempt = StatusRetrying, nextAttempt
-		next.ExpiresAt = now.Add(max(ttl, 2*sched.Tier(tier)))
-		return next, Route{Kind: Retry, Tier: tier, Attempt: nextAttempt}
+		return next, []Effect{{Kind: ToChangelog}, {Kind: ToLane}, {Kind: ToOutcomes, Status: StatusParked}}
+	case result == nil:
+		next.Status, next.ReplayIDs = StatusDone, replayIDs(st, a)
+		return next, []Effect{{Kind: ToChangelog}, {Kind: ToOutcomes, Status: StatusDone}}
+	default:
+		next.ReplayIDs = replayIDs(st, a)
+		if tier, ok := pol.Schedule.Route(attempt, d); ok {
+			next.Status, next.NextAttempt = StatusRetrying, attempt+1
+			next.ExpiresAt = now.Add(max(ttl, 2*pol.Schedule.Tier(tier)))
+			return next, []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt + 1}, {Kind: ToOutcomes, Status: StatusRetrying, Tier: tier}}
+		}
+		reason := headers.DeadPermanent
+		if d.Retryable {
+			reason = headers.DeadExhausted
+		}
+		next.Status = StatusDead
+		return next, []Effect{{Kind: ToChangelog}, {Kind: ToDLQ, DeadReason: reason, Attempt: attempt}, {Kind: ToOutcomes, Status: StatusDead, DeadReason: reason}}
 	}
-	next.Status = StatusDead
-	reason := headers.DeadPermanent
-	if d.Retryable {
-		reason = headers.DeadExhausted
-	}
-	return next, Route{Kind: Dead, DeadReason: reason, Attempt: attempt}
-}
-
-// Park returns the key's state while the record a (one Admit let through)
-// waits in its destination's lane: parked, expecting that record's attempt,
-// with FirstSeenAt and ReplayIDs carried forward. It expires ttl after
-// a.Now (ttl <= 0 means DefaultTTL), so a lane record is never forgotten
-// while the lane keeps it (7 days). The lane copy's decision (Apply) then
-// adds its replay id.
-func Park(st *State, a Arrival, ttl time.Duration) State {
-	if st != nil && st.Expired(a.Now) {
-		st = nil
-	}
-	if ttl <= 0 {
-		ttl = DefaultTTL
-	}
-	now := a.Now.UTC().Truncate(time.Millisecond)
-	next := State{
-		Status:      StatusParked,
-		NextAttempt: attemptOf(a),
-		Provider:    a.Provider,
-		FirstSeenAt: firstSeen(st, a),
-		UpdatedAt:   now,
-		ExpiresAt:   now.Add(max(ttl, 7*24*time.Hour)),
-	}
-	if st != nil {
-		next.ReplayIDs = slices.Clone(st.ReplayIDs)
-	}
-	return next
 }
 
 // attemptOf is the attempt a record is for: its header, at least 1, and 1

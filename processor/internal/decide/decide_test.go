@@ -121,116 +121,154 @@ func TestAdmit(t *testing.T) {
 	}
 }
 
-func TestApply(t *testing.T) {
+// The effects of each way a processed record ends (Step's table).
+func done() []Effect {
+	return []Effect{{Kind: ToChangelog}, {Kind: ToOutcomes, Status: StatusDone}}
+}
+
+func toTier(tier, attempt int) []Effect {
+	return []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt}, {Kind: ToOutcomes, Status: StatusRetrying, Tier: tier}}
+}
+
+func toDLQ(reason string, attempt int) []Effect {
+	return []Effect{{Kind: ToChangelog}, {Kind: ToDLQ, DeadReason: reason, Attempt: attempt}, {Kind: ToOutcomes, Status: StatusDead, DeadReason: reason}}
+}
+
+func parked() []Effect {
+	return []Effect{{Kind: ToChangelog}, {Kind: ToLane}, {Kind: ToOutcomes, Status: StatusParked}}
+}
+
+// TestStep covers every row of Step's table: success, a retry tier, the
+// DLQ exhausted or permanent, and parking when the destination was not
+// called; with the TTL, first-seen and replay-id rules around them.
+func TestStep(t *testing.T) {
 	sched := retry.DefaultSchedule() // 1m 5m 15m 1h 6h
 	const ttl = 24 * time.Hour
 	day := t0.Add(ttl)
 	firstSeen := t0.Add(-time.Minute)
+	week := t0.Add(7 * 24 * time.Hour)
 	boom := errors.New("502 bad gateway")
+	paused, breakerOpen := errors.New("destination paused by an operator"), errors.New("circuit breaker open")
 	dead := &State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen.Add(-time.Hour), UpdatedAt: t0.Add(-time.Minute), ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}}
 	withSeen := func(a Arrival, t time.Time) Arrival { a.FirstSeenAt = t; return a }
 	withNow := func(a Arrival, t time.Time) Arrival { a.Now = t; return a }
 	tests := []struct {
-		name   string
-		st     *State
-		a      Arrival
-		result error
-		ttl    time.Duration
-		want   State
-		route  Route
+		name    string
+		st      *State
+		a       Arrival
+		result  error
+		ttl     time.Duration
+		want    State
+		effects []Effect
 	}{
 		{
 			name: "success", a: withSeen(ingest, firstSeen), ttl: ttl,
-			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
-			route: Route{Kind: Done, Attempt: 1},
+			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: done(),
 		},
 		{
 			name: "first seen defaults to now", a: ingest, ttl: ttl,
-			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: t0, UpdatedAt: t0, ExpiresAt: day},
-			route: Route{Kind: Done, Attempt: 1},
+			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: t0, UpdatedAt: t0, ExpiresAt: day},
+			effects: done(),
 		},
 		{
 			name: "retryable goes to tier n", a: withSeen(ingest, firstSeen), result: boom, ttl: ttl,
-			want:  State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
-			route: Route{Kind: Retry, Tier: 1, Attempt: 2},
+			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toTier(1, 2),
 		},
 		{
 			name: "retry-after picks a longer tier", st: &State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later},
 			a: retryAt(2), result: retry.RetryAfter(boom, 10*time.Minute), ttl: ttl,
-			want:  State{Status: StatusRetrying, NextAttempt: 3, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
-			route: Route{Kind: Retry, Tier: 3, Attempt: 3},
+			want:    State{Status: StatusRetrying, NextAttempt: 3, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toTier(3, 3),
 		},
 		{
 			name: "last tier", a: withSeen(retryAt(5), firstSeen), result: boom, ttl: ttl,
-			want:  State{Status: StatusRetrying, NextAttempt: 6, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
-			route: Route{Kind: Retry, Tier: 5, Attempt: 6},
+			want:    State{Status: StatusRetrying, NextAttempt: 6, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toTier(5, 6),
 		},
 		{
-			name: "not attempted keeps the attempt and goes to tier 1", st: &State{Status: StatusRetrying, NextAttempt: 4, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later},
-			a: retryAt(4), result: retry.NotAttempted(boom), ttl: ttl,
-			want:  State{Status: StatusRetrying, NextAttempt: 4, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
-			route: Route{Kind: Retry, Tier: 1, Attempt: 4},
+			name: "not called: parked expecting the same attempt", st: &State{Status: StatusRetrying, NextAttempt: 4, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later},
+			a: retryAt(4), result: NotCalled(paused), ttl: ttl,
+			want:    State{Status: StatusParked, NextAttempt: 4, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: week},
+			effects: parked(),
 		},
 		{
-			name: "open circuit on the first attempt expects attempt 1 again", a: withSeen(ingest, firstSeen), result: retry.NotAttempted(boom), ttl: ttl,
-			want:  State{Status: StatusRetrying, NextAttempt: 1, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
-			route: Route{Kind: Retry, Tier: 1, Attempt: 1},
+			name: "breaker refusing the first attempt parks attempt 1", a: withSeen(ingest, firstSeen), result: fmt.Errorf("lane: %w", NotCalled(breakerOpen)), ttl: ttl,
+			want:    State{Status: StatusParked, NextAttempt: 1, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: week},
+			effects: parked(),
+		},
+		{
+			name: "parked replay expects attempt 1, its id added only when its lane copy is decided", st: dead, a: func() Arrival { a := replayOf("dlq:3:9"); a.Attempt = 5; return a }(), result: NotCalled(paused), ttl: ttl,
+			want:    State{Status: StatusParked, NextAttempt: 1, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: week, ReplayIDs: []string{"dlq:0:1"}},
+			effects: parked(),
+		},
+		{
+			name: "a ttl longer than the lane's week keeps a parked key as long", a: withSeen(ingest, firstSeen), result: NotCalled(paused), ttl: 30 * 24 * time.Hour,
+			want:    State{Status: StatusParked, NextAttempt: 1, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(30 * 24 * time.Hour)},
+			effects: parked(),
+		},
+		{
+			name: "parked from its lane again (breaker still refusing)", st: &State{Status: StatusParked, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later},
+			a: func() Arrival { a := retryAt(2); a.FromLane = true; return a }(), result: NotCalled(breakerOpen), ttl: ttl,
+			want:    State{Status: StatusParked, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: week},
+			effects: parked(),
 		},
 		{
 			name: "exhausted", a: withSeen(retryAt(6), firstSeen), result: boom, ttl: ttl,
-			want:  State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
-			route: Route{Kind: Dead, DeadReason: headers.DeadExhausted, Attempt: 6},
+			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toDLQ(headers.DeadExhausted, 6),
 		},
 		{
 			name: "permanent", a: withSeen(ingest, firstSeen), result: fmt.Errorf("deliver: %w", retry.Permanent(boom)), ttl: ttl,
-			want:  State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
-			route: Route{Kind: Dead, DeadReason: headers.DeadPermanent, Attempt: 1},
+			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toDLQ(headers.DeadPermanent, 1),
 		},
 		{
 			name: "short ttl outlives the parked retry", a: withSeen(retryAt(5), firstSeen), result: boom, ttl: time.Hour,
-			want:  State{Status: StatusRetrying, NextAttempt: 6, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(12 * time.Hour)},
-			route: Route{Kind: Retry, Tier: 5, Attempt: 6},
+			want:    State{Status: StatusRetrying, NextAttempt: 6, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(12 * time.Hour)},
+			effects: toTier(5, 6),
 		},
 		{
 			name: "zero ttl is the default", a: withSeen(ingest, firstSeen),
-			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(DefaultTTL)},
-			route: Route{Kind: Done, Attempt: 1},
+			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(DefaultTTL)},
+			effects: done(),
 		},
 		{
 			name: "replay on dead succeeds: first seen kept, id added", st: dead, a: replayOf("dlq:3:9"), ttl: ttl,
-			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
-			route: Route{Kind: Done, Attempt: 1},
+			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
+			effects: done(),
 		},
 		{
 			name: "replay on dead fails: attempts start again at 1", st: dead, a: replayOf("dlq:3:9"), result: boom, ttl: ttl,
-			want:  State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
-			route: Route{Kind: Retry, Tier: 1, Attempt: 2},
+			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
+			effects: toTier(1, 2),
 		},
 		{
 			name: "replay copying a late attempt header still starts at 1", st: dead, a: func() Arrival { a := replayOf("dlq:3:9"); a.Attempt = 6; return a }(), result: boom, ttl: ttl,
-			want:  State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
-			route: Route{Kind: Retry, Tier: 1, Attempt: 2},
+			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
+			effects: toTier(1, 2),
 		},
 		{
 			name: "retry of a replay carries the ids", st: &State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later, ReplayIDs: []string{"dlq:3:9"}},
 			a: retryAt(2), result: retry.Permanent(boom), ttl: ttl,
-			want:  State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:3:9"}},
-			route: Route{Kind: Dead, DeadReason: headers.DeadPermanent, Attempt: 2},
+			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:3:9"}},
+			effects: toDLQ(headers.DeadPermanent, 2),
 		},
 		{
 			name: "expired old state is none", st: dead, a: withSeen(withNow(ingest, later), firstSeen), ttl: ttl,
-			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: later, ExpiresAt: later.Add(ttl)},
-			route: Route{Kind: Done, Attempt: 1},
+			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: later, ExpiresAt: later.Add(ttl)},
+			effects: done(),
 		},
 		{
 			name: "times in UTC to the millisecond", a: withSeen(withNow(ingest, t0.Add(1500*time.Microsecond).In(time.FixedZone("X", 7200))), firstSeen.Add(time.Nanosecond)), ttl: ttl,
-			want:  State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0.Add(time.Millisecond), ExpiresAt: day.Add(time.Millisecond)},
-			route: Route{Kind: Done, Attempt: 1},
+			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0.Add(time.Millisecond), ExpiresAt: day.Add(time.Millisecond)},
+			effects: done(),
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, route := Apply(tt.st, tt.a, tt.result, sched, tt.ttl)
+			got, effects := Step(tt.st, tt.a, tt.result, Policy{Schedule: sched, TTL: tt.ttl})
 			if b, err := Encode(got); err != nil {
 				t.Errorf("Apply made a state the changelog refuses: %v", err)
 			} else if back, err := Decode(b); err != nil || !reflect.DeepEqual(back, got) {
@@ -239,18 +277,18 @@ func TestApply(t *testing.T) {
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("state\n got %+v\nwant %+v", got, tt.want)
 			}
-			if route != tt.route {
-				t.Errorf("route = %+v, want %+v", route, tt.route)
+			if !reflect.DeepEqual(effects, tt.effects) {
+				t.Errorf("effects\n got %+v\nwant %+v", effects, tt.effects)
 			}
 		})
 	}
 }
 
-func TestApplyDoesNotAliasReplayIDs(t *testing.T) {
+func TestStepDoesNotAliasReplayIDs(t *testing.T) {
 	old := &State{Status: StatusDead, Provider: "stripe", ExpiresAt: later, ReplayIDs: make([]string, 1, 8)}
 	old.ReplayIDs[0] = "dlq:0:1"
-	a, _ := Apply(old, replayOf("dlq:0:2"), nil, retry.DefaultSchedule(), time.Hour)
-	b, _ := Apply(old, replayOf("dlq:0:3"), nil, retry.DefaultSchedule(), time.Hour)
+	a, _ := Step(old, replayOf("dlq:0:2"), nil, Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
+	b, _ := Step(old, replayOf("dlq:0:3"), nil, Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
 	if a.ReplayIDs[1] != "dlq:0:2" || b.ReplayIDs[1] != "dlq:0:3" || len(old.ReplayIDs) != 1 {
 		t.Errorf("states share replay ids: %v %v %v", a.ReplayIDs, b.ReplayIDs, old.ReplayIDs)
 	}
@@ -265,7 +303,7 @@ func TestReplayIDBound(t *testing.T) {
 	if process, _ := Admit(st, newest); !process {
 		t.Fatal("a new replay id on a dead key must be processed")
 	}
-	next, _ := Apply(st, newest, retry.Permanent(errors.New("still broken")), retry.DefaultSchedule(), time.Hour)
+	next, _ := Step(st, newest, retry.Permanent(errors.New("still broken")), Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
 	if len(next.ReplayIDs) != MaxReplayIDs || next.ReplayIDs[0] != "dlq:0:1" || next.ReplayIDs[MaxReplayIDs-1] != "dlq:1:0" {
 		t.Fatalf("replay ids = %v, want the last %d with the newest at the end", next.ReplayIDs, MaxReplayIDs)
 	}
@@ -278,14 +316,14 @@ func TestReplayIDBound(t *testing.T) {
 		t.Errorf("kept id: Admit = %v, %q; want skipped as %q", process, why, WhyReplaySeen)
 	}
 	// An id already present is not added twice.
-	again, _ := Apply(&next, replayOf("dlq:1:0"), nil, retry.DefaultSchedule(), time.Hour)
+	again, _ := Step(&next, replayOf("dlq:1:0"), nil, Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
 	if !slices.Equal(again.ReplayIDs, next.ReplayIDs) {
 		t.Errorf("replay ids changed on a seen id: %v", again.ReplayIDs)
 	}
 }
 
 func TestExpiry(t *testing.T) {
-	st, _ := Apply(nil, ingest, nil, retry.DefaultSchedule(), time.Hour)
+	st, _ := Step(nil, ingest, nil, Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
 	for _, tt := range []struct {
 		at      time.Time
 		process bool
@@ -306,7 +344,10 @@ func TestPark(t *testing.T) {
 	dead := &State{Status: StatusDead, Provider: "stripe", FirstSeenAt: t0.Add(-time.Hour), ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}}
 	a := replayOf("dlq:4:7")
 	a.Attempt = 5
-	st := Park(dead, a, time.Hour)
+	st, effects := Step(dead, a, NotCalled(errors.New("destination paused by an operator")), Policy{TTL: time.Hour})
+	if !reflect.DeepEqual(effects, parked()) {
+		t.Fatalf("parked effects %+v", effects)
+	}
 	if st.Status != StatusParked || st.NextAttempt != 1 || !st.FirstSeenAt.Equal(dead.FirstSeenAt) ||
 		!slices.Equal(st.ReplayIDs, []string{"dlq:0:1"}) || st.ExpiresAt.Before(a.Now.Add(7*24*time.Hour)) {
 		t.Fatalf("Park = %+v: want parked expecting attempt 1 (a replay), first seen and replay ids kept, kept at least 7 days", st)
@@ -319,9 +360,9 @@ func TestPark(t *testing.T) {
 	if process, why := Admit(&st, lane); !process || why != WhyUnparked {
 		t.Fatalf("its lane copy: Admit = %v %s, want processed", process, why)
 	}
-	next, route := Apply(&st, lane, nil, mustSchedule(t, "1s"), time.Hour)
-	if next.Status != StatusDone || route.Kind != Done || !slices.Equal(next.ReplayIDs, []string{"dlq:0:1", "dlq:4:7"}) {
-		t.Fatalf("after the lane copy succeeded: %+v %+v", next, route)
+	next, effects := Step(&st, lane, nil, Policy{Schedule: mustSchedule(t, "1s"), TTL: time.Hour})
+	if next.Status != StatusDone || !reflect.DeepEqual(effects, done()) || !slices.Equal(next.ReplayIDs, []string{"dlq:0:1", "dlq:4:7"}) {
+		t.Fatalf("after the lane copy succeeded: %+v %+v", next, effects)
 	}
 }
 
@@ -340,19 +381,19 @@ func TestChain(t *testing.T) {
 		result  error // the handler's result when processed
 		process bool
 		why     string
-		route   Route
+		effects []Effect
 		status  Status // the key's state after the step
 	}{
-		{"stripe:evt_1", ingest, boom, true, WhyNew, Route{Kind: Retry, Tier: 1, Attempt: 2}, StatusRetrying},
-		{"stripe:evt_1", ingest, nil, false, WhyDuplicate, Route{}, StatusRetrying},
-		{"github:abc", ingest, nil, false, WhyDuplicate, Route{}, StatusDone},
-		{"stripe:evt_1", retryAt(2), boom, true, WhyNextAttempt, Route{Kind: Retry, Tier: 2, Attempt: 3}, StatusRetrying},
-		{"github:new", ingest, nil, true, WhyNew, Route{Kind: Done, Attempt: 1}, StatusDone},
-		{"stripe:evt_1", retryAt(2), nil, false, WhyStaleAttempt, Route{}, StatusRetrying},
-		{"stripe:evt_1", retryAt(3), boom, true, WhyNextAttempt, Route{Kind: Dead, DeadReason: headers.DeadExhausted, Attempt: 3}, StatusDead},
-		{"stripe:evt_1", replayOf("dlq:2:40"), nil, true, WhyReplay, Route{Kind: Done, Attempt: 1}, StatusDone},
-		{"stripe:evt_1", replayOf("dlq:2:40"), nil, false, WhyAlreadyDone, Route{}, StatusDone},
-		{"github:new", ingest, nil, false, WhyDuplicate, Route{}, StatusDone},
+		{"stripe:evt_1", ingest, boom, true, WhyNew, toTier(1, 2), StatusRetrying},
+		{"stripe:evt_1", ingest, nil, false, WhyDuplicate, nil, StatusRetrying},
+		{"github:abc", ingest, nil, false, WhyDuplicate, nil, StatusDone},
+		{"stripe:evt_1", retryAt(2), boom, true, WhyNextAttempt, toTier(2, 3), StatusRetrying},
+		{"github:new", ingest, nil, true, WhyNew, done(), StatusDone},
+		{"stripe:evt_1", retryAt(2), nil, false, WhyStaleAttempt, nil, StatusRetrying},
+		{"stripe:evt_1", retryAt(3), boom, true, WhyNextAttempt, toDLQ(headers.DeadExhausted, 3), StatusDead},
+		{"stripe:evt_1", replayOf("dlq:2:40"), nil, true, WhyReplay, done(), StatusDone},
+		{"stripe:evt_1", replayOf("dlq:2:40"), nil, false, WhyAlreadyDone, nil, StatusDone},
+		{"github:new", ingest, nil, false, WhyDuplicate, nil, StatusDone},
 	}
 	for i, s := range steps {
 		st := states[s.key]
@@ -361,9 +402,9 @@ func TestChain(t *testing.T) {
 			t.Fatalf("step %d (%s %s): Admit = %v, %q; want %v, %q", i, s.key, s.a.Origin, process, why, s.process, s.why)
 		}
 		if process {
-			next, route := Apply(st, s.a, s.result, sched, time.Hour)
-			if route != s.route {
-				t.Fatalf("step %d: route = %+v, want %+v", i, route, s.route)
+			next, effects := Step(st, s.a, s.result, Policy{Schedule: sched, TTL: time.Hour})
+			if !reflect.DeepEqual(effects, s.effects) {
+				t.Fatalf("step %d: effects = %+v, want %+v", i, effects, s.effects)
 			}
 			states[s.key] = &next
 		}
@@ -376,36 +417,36 @@ func TestChain(t *testing.T) {
 	}
 }
 
-// TestApplyWithProviderTiers: a schedule restricted to a provider's
+// TestStepWithProviderTiers: a schedule restricted to a provider's
 // retry.tiers (5m, 1h of the default) routes attempt 1 to tier 2 and attempt
 // 2 to tier 4, numbered in the whole schedule so the caller's topic and
 // due-time lookups stay right, keeps the state long enough for that tier,
 // and sends attempt 3 to the DLQ as exhausted.
-func TestApplyWithProviderTiers(t *testing.T) {
+func TestStepWithProviderTiers(t *testing.T) {
 	sched, err := retry.DefaultSchedule().Only([]time.Duration{5 * time.Minute, time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
 	boom := errors.New("503 unavailable")
 	for _, tt := range []struct {
-		attempt   int
-		wantRoute Route
-		wantState Status
+		attempt     int
+		wantEffects []Effect
+		wantState   Status
 	}{
-		{1, Route{Kind: Retry, Tier: 2, Attempt: 2}, StatusRetrying},
-		{2, Route{Kind: Retry, Tier: 4, Attempt: 3}, StatusRetrying},
-		{3, Route{Kind: Dead, DeadReason: headers.DeadExhausted, Attempt: 3}, StatusDead},
+		{1, toTier(2, 2), StatusRetrying},
+		{2, toTier(4, 3), StatusRetrying},
+		{3, toDLQ(headers.DeadExhausted, 3), StatusDead},
 	} {
 		a := retryAt(tt.attempt)
 		if tt.attempt == 1 {
 			a = ingest
 		}
-		st, route := Apply(nil, a, boom, sched, time.Minute)
-		if route != tt.wantRoute || st.Status != tt.wantState {
-			t.Fatalf("attempt %d: route %+v state %s, want %+v %s", tt.attempt, route, st.Status, tt.wantRoute, tt.wantState)
+		st, effects := Step(nil, a, boom, Policy{Schedule: sched, TTL: time.Minute})
+		if !reflect.DeepEqual(effects, tt.wantEffects) || st.Status != tt.wantState {
+			t.Fatalf("attempt %d: effects %+v state %s, want %+v %s", tt.attempt, effects, st.Status, tt.wantEffects, tt.wantState)
 		}
-		if route.Kind == Retry && st.ExpiresAt.Before(a.Now.Add(2*sched.Tier(route.Tier))) {
-			t.Fatalf("attempt %d: state expires at %s, before twice tier %d's delay", tt.attempt, st.ExpiresAt, route.Tier)
+		if tier := effects[1].Tier; effects[1].Kind == ToTier && st.ExpiresAt.Before(a.Now.Add(2*sched.Tier(tier))) {
+			t.Fatalf("attempt %d: state expires at %s, before twice tier %d's delay", tt.attempt, st.ExpiresAt, tier)
 		}
 	}
 }

@@ -42,6 +42,22 @@ type Handler interface {
 	Handle(ctx context.Context, d Delivery) error
 }
 
+// Breaker is a destination with a circuit breaker: one that can refuse
+// before a call. The processor parks a destination's records while
+// Refusing holds (no call is made, no attempt used) and exports
+// BreakerOpen as a gauge and on the control topic.
+type Breaker interface {
+	Handler
+	// Refusing reports, changing nothing, whether a call now would be
+	// refused: open with cool-down left, or half-open with its probe in
+	// flight.
+	Refusing() bool
+	// BreakerOpen reports whether the breaker is open or half-open.
+	BreakerOpen() bool
+}
+
+var _ Breaker = (*HTTP)(nil)
+
 // HandlerFunc adapts a function to Handler, for Go users plugging in their
 // own processing, and for tests.
 type HandlerFunc func(ctx context.Context, d Delivery) error

@@ -85,10 +85,8 @@ const (
 	stallAfter = time.Second
 )
 
-// progressEvery is how often a restore still running logs how far it is
-// (a cold restore of a large partition takes minutes). A variable for the
-// tests.
-var progressEvery = 10 * time.Second
+// DefaultProgressEvery is Config.ProgressEvery's default.
+const DefaultProgressEvery = 10 * time.Second
 
 // progressRecords is how many records a restore reads between two looks at
 // the clock for its progress line.
@@ -109,9 +107,13 @@ type Config struct {
 	// Now is the clock for expiry; default time.Now.
 	Now func() time.Time
 	// Logger gets a warning per skipped record and per rebuild, an info
-	// line every progressEvery while a restore runs, and a debug line per
+	// line every ProgressEvery while a restore runs, and a debug line per
 	// restore; default discards.
 	Logger *slog.Logger
+	// ProgressEvery is how often a restore still running logs how far it
+	// is (a cold restore of a large partition takes minutes); default
+	// DefaultProgressEvery.
+	ProgressEvery time.Duration
 	// BatchSize is the number of changes per Store.Apply (per Loader.Add
 	// in bulk); default 5000.
 	BatchSize int
@@ -189,6 +191,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.CheckpointBytes <= 0 {
 		c.CheckpointBytes = DefaultCheckpointBytes
+	}
+	if c.ProgressEvery <= 0 {
+		c.ProgressEvery = DefaultProgressEvery
 	}
 	return c, nil
 }
@@ -443,7 +448,7 @@ func (r *restorer) consume(ctx context.Context, from, end int64, bulk bool) (err
 	lastProgress := time.Now()
 	started, lastLog := lastProgress, lastProgress
 	logProgress := func() {
-		if time.Since(lastLog) >= progressEvery {
+		if time.Since(lastLog) >= r.cfg.ProgressEvery {
 			lastLog = time.Now()
 			r.progress(from, pos, end, time.Since(started))
 		}

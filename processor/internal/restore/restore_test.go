@@ -766,8 +766,6 @@ func TestRestoreBulkConcurrent(t *testing.T) {
 // offset by offset up to the end, with what is left.
 func TestRestoreLogsProgress(t *testing.T) {
 	e, cl := mustFixture(t)
-	defer func(d time.Duration) { progressEvery = d }(progressEvery)
-	progressEvery = time.Nanosecond // a line at every look at the clock
 	const p = 0
 	// 20,000 records: a look at the clock every 4,096.
 	rs := make([]*kgo.Record, 0, 20_000)
@@ -776,7 +774,9 @@ func TestRestoreLogsProgress(t *testing.T) {
 	}
 	txn(t, cl, true, rs...)
 	var logs proctest.Buffer
-	s := mustRestore(t, e.config(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))), mustStore(t), p)
+	cfg := e.config(slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	cfg.ProgressEvery = time.Nanosecond // a line at every look at the clock
+	s := mustRestore(t, cfg, mustStore(t), p)
 	if s.Records != 20_000 {
 		t.Fatalf("stats %+v: want the 20,000 records read", s)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/processor/internal/offsets"
 	"github.com/hookline/hookline/processor/internal/restore"
 )
 
@@ -55,7 +56,7 @@ type owned struct {
 	done   chan struct{} // the restore goroutine ended
 	// wins are the partition's windows, of webhooks.raw and of each lane
 	// topic (its partition of the same number), set when ready.
-	wins map[string]*window
+	wins map[string]*offsets.Window
 }
 
 func newOwnership(s *session) *ownership {
@@ -129,7 +130,7 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		return
 	case <-clean:
 	}
-	var wins map[string]*window
+	var wins map[string]*offsets.Window
 	if !retrying(ctx, log, "reading the committed offsets failed", offsetsBackoff, func() (err error) {
 		wins, err = o.committedWindows(ctx, cl, part)
 		return err
@@ -144,8 +145,8 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 	ow.wins = wins
 	ow.ready = true
 	for topic, win := range wins {
-		if win.sentMeta != "" {
-			log.Info("offsets finished above the committed offset are skipped", "topic", topic, "committed", win.base, "metadata", win.sentMeta)
+		if _, meta := win.Sent(); meta != "" {
+			log.Info("offsets finished above the committed offset are skipped", "topic", topic, "committed", win.Base(), "metadata", meta)
 		}
 	}
 	o.s.reader.add(part, wins)
@@ -286,14 +287,14 @@ func retrying(ctx context.Context, log *slog.Logger, what string, b backoff, fn 
 // for every partition of the group and fails on any one's error, so a
 // takeover kept failing on the new owner's own commits (issue 20:
 // 1+2+4+8+16 s without resuming).
-func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part int32) (map[string]*window, error) {
+func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part int32) (map[string]*offsets.Window, error) {
 	adm := kadm.NewClient(cl)
 	all := append([]string{o.p.cfg.Names.Raw}, o.p.laneTopics()...)
 	committed, err := fetchCommitted(ctx, cl, o.p.cfg.Names.Group(topics.GroupProcessor), all, part)
 	if err != nil {
 		return nil, fmt.Errorf("fetch committed offsets: %w", err)
 	}
-	wins := map[string]*window{}
+	wins := map[string]*offsets.Window{}
 	var starts kadm.ListedOffsets
 	for _, t := range all {
 		c, ok := committed[t]
@@ -301,7 +302,7 @@ func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part i
 		case ok && c.ErrorCode != 0:
 			return nil, fmt.Errorf("committed offset of %s[%d]: %w", t, part, kerr.ErrorForCode(c.ErrorCode))
 		case ok && c.Offset >= 0:
-			wins[t] = newWindow(c.Offset, deref(c.Metadata))
+			wins[t] = offsets.New(c.Offset, deref(c.Metadata))
 			continue
 		}
 		if starts == nil {
@@ -313,7 +314,7 @@ func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part i
 		if !ok || so.Err != nil {
 			return nil, fmt.Errorf("start offset of %s[%d]: %v", t, part, so.Err)
 		}
-		wins[t] = newWindow(so.Offset, "")
+		wins[t] = offsets.New(so.Offset, "")
 	}
 	return wins, nil
 }
@@ -327,7 +328,7 @@ func (o *ownership) accept(r *kgo.Record) *owned {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	ow, ok := o.parts[r.Partition]
-	if !ok || !ow.ready || ow.wins[r.Topic] == nil || !ow.wins[r.Topic].accept(r.Offset) {
+	if !ok || !ow.ready || ow.wins[r.Topic] == nil || !ow.wins[r.Topic].Accept(r.Offset) {
 		return nil
 	}
 	return ow
@@ -340,7 +341,7 @@ func (o *ownership) span() int64 {
 	var n int64
 	for _, ow := range o.parts {
 		for _, w := range ow.wins {
-			n += w.span()
+			n += w.Span()
 		}
 	}
 	return n
@@ -359,7 +360,7 @@ func (o *ownership) begin(batch []*result, drop func(*result)) []*result {
 			drop(res)
 			continue
 		}
-		w.mark([]int64{res.r.Offset}, slotInTxn)
+		w.Mark([]int64{res.r.Offset}, offsets.InTxn)
 		kept = append(kept, res)
 	}
 	return kept
@@ -373,8 +374,8 @@ func (o *ownership) points() map[topicPart]commitPoint {
 	pts := map[topicPart]commitPoint{}
 	for part, ow := range o.parts {
 		for topic, w := range ow.wins {
-			off, meta := w.commitPoint()
-			if off != w.sent || meta != w.sentMeta {
+			off, meta := w.CommitPoint()
+			if sent, sentMeta := w.Sent(); off != sent || meta != sentMeta {
 				pts[topicPart{topic, part}] = commitPoint{off, meta}
 			}
 		}
@@ -392,7 +393,7 @@ func (o *ownership) aborted(batch []*result) {
 	defer o.mu.Unlock()
 	for _, res := range batch {
 		if w := res.ow.wins[res.r.Topic]; o.parts[res.r.Partition] == res.ow && w != nil {
-			w.mark([]int64{res.r.Offset}, slotRunning)
+			w.Mark([]int64{res.r.Offset}, offsets.Running)
 		}
 	}
 }
@@ -419,9 +420,9 @@ func (o *ownership) committed(batch []*result, points map[topicPart]commitPoint)
 			tp := topicPart{topic, part}
 			pt, ok := points[tp]
 			if !ok {
-				pt = commitPoint{w.sent, w.sentMeta}
+				pt.offset, pt.meta = w.Sent()
 			}
-			w.committed(byPart[tp], pt.offset, pt.meta)
+			w.Committed(byPart[tp], pt.offset, pt.meta)
 		}
 	}
 }

@@ -8,7 +8,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/fetcherr"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/processor/internal/offsets"
 )
 
 // paceEvery is how often the reader looks at each destination's room
@@ -60,10 +62,10 @@ func newReader(s *session) (*reader, error) {
 
 // add starts reading a partition that became ready, raw and lanes, each
 // at its window's committed offset.
-func (l *reader) add(part int32, wins map[string]*window) {
+func (l *reader) add(part int32, wins map[string]*offsets.Window) {
 	m := map[string]map[int32]kgo.Offset{}
 	for topic, w := range wins {
-		m[topic] = map[int32]kgo.Offset{part: kgo.NewOffset().At(w.base)}
+		m[topic] = map[int32]kgo.Offset{part: kgo.NewOffset().At(w.Base())}
 	}
 	l.cl.AddConsumePartitions(m)
 }
@@ -117,7 +119,7 @@ func (l *reader) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		if err := fatalFetchError(fs, l.s.p.cfg.Logger); err != nil {
+		if err := fetcherr.Fatal(fs, l.s.p.cfg.Logger); err != nil {
 			l.s.fail(fmt.Errorf("%w: %w", errSessionBroken, err))
 			return
 		}

@@ -31,6 +31,7 @@ import (
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/deliver"
+	"github.com/hookline/hookline/processor/internal/offsets"
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
@@ -349,7 +350,7 @@ func TestSlowCallDoesNotHoldCommits(t *testing.T) {
 	if off != 1 {
 		t.Fatalf("committed offset %d, want 1 (the slow record, the lowest unfinished)", off)
 	}
-	if runs := decodeDone(meta); len(runs) != 1 || runs[0] != (run{1, 21}) {
+	if runs := offsets.DecodeDone(meta); len(runs) != 1 || runs[0] != (offsets.Run{From: 1, To: 21}) {
 		t.Fatalf("metadata %q = %v, want the 20 finished offsets above it", meta, runs)
 	}
 

@@ -73,8 +73,8 @@ type Config struct {
 	// MaxPending bounds, process-wide, the records read and not yet
 	// committed or dropped (HOOKLINE_MAX_PENDING): reading stops while it is
 	// reached (twice it with several priority classes, which then compete
-	// for admission: budget.go), and while the partitions' windows span
-	// spanPerRecord times as many offsets.
+	// for admission: package admission), and while the partitions' windows span
+	// admission.SpanPerRecord times as many offsets.
 	MaxPending int
 	// MaxPendingBytes bounds the body bytes of records read and not yet
 	// committed (HOOKLINE_MAX_PENDING_BYTES).
@@ -313,26 +313,6 @@ func (p *Processor) runSession(ctx context.Context) error {
 	}
 	go p.watchHanging(wctx, tx.Client())
 	return s.loop(ctx)
-}
-
-// fatalFetchError logs fetch errors and returns the ones the loop cannot
-// continue past.
-func fatalFetchError(fs kgo.Fetches, log *slog.Logger) error {
-	var fatal error
-	fs.EachError(func(t string, p int32, err error) {
-		if errors.Is(err, context.Canceled) {
-			return
-		}
-		log.Warn("fetch error", "topic", t, "partition", p, "err", err)
-		var ce *kgo.ErrFirstReadEOF
-		if errors.As(err, &ce) {
-			return
-		}
-		if t == "" && p == -1 { // client closed or unrecoverable
-			fatal = err
-		}
-	})
-	return fatal
 }
 
 // providerLabel bounds metric label values to configured providers.

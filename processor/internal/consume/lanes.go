@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
@@ -216,4 +217,30 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 		return called{abandoned: true} // called, but the partition went away: the next owner calls again
 	}
 	return called{err: err, took: took, token: true}
+}
+
+// newBudget is the session's admission budget: MaxPending records and
+// MaxPendingBytes, classes competing when the providers are of more than
+// one priority class.
+func (p *Processor) newBudget() *admission.Budget {
+	seen := map[providers.Priority]bool{}
+	for _, name := range p.cfg.Providers.Names() {
+		if pr, ok := p.cfg.Providers.Get(name); ok {
+			seen[pr.Priority] = true
+		}
+	}
+	return admission.New(int64(p.cfg.MaxPending), p.cfg.MaxPendingBytes, len(seen) > 1, p.m.classPending)
+}
+
+// classOf is the priority class of a record's provider (normal for a
+// provider this processor does not know).
+func (p *Processor) classOf(r *kgo.Record) providers.Priority {
+	return p.classOfProvider(headers.Value(r, headers.Provider))
+}
+
+func (p *Processor) classOfProvider(name string) providers.Priority {
+	if pr, ok := p.cfg.Providers.Get(name); ok {
+		return pr.Priority
+	}
+	return providers.PriorityNormal
 }

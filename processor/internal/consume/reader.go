@@ -31,14 +31,14 @@ const paceEvery = 20 * time.Millisecond
 //
 // A lane is read only while its destination has room: a parked record costs
 // nothing until then, and a full destination holds back only its own lane.
-// Raw is read while the process-wide budget has room (budget.full).
+// Raw is read while the process-wide budget has room (admission.Budget.Full, through session.overBudget).
 type reader struct {
 	s      *session
 	cl     *kgo.Client
 	mu     sync.Mutex
 	paused map[string]bool // lane topic -> reading paused
 	// gated are lane records read while their priority class had no room
-	// (budget.holdAdmitted), per class in fetch order; they are dispatched as it
+	// (admission.Budget.HoldAdmitted), per class in fetch order; they are dispatched as it
 	// gets room. Only with several classes.
 	gated [providers.NumPriorities][]*kgo.Record
 	done  chan struct{}
@@ -134,7 +134,7 @@ func (l *reader) run(ctx context.Context) {
 // over their class's share).
 func (l *reader) hand(recs []*kgo.Record) {
 	s := l.s
-	if !s.budget.classes {
+	if !s.budget.Classes() {
 		s.dispatch(recs, false)
 		return
 	}
@@ -160,7 +160,7 @@ func (l *reader) ungate() {
 	defer l.mu.Unlock()
 	for c, recs := range l.gated {
 		n := 0
-		for n < len(recs) && l.s.budget.holdAdmitted(providers.Priority(c), len(recs[n].Value)) {
+		for n < len(recs) && l.s.budget.HoldAdmitted(providers.Priority(c), len(recs[n].Value)) {
 			n++
 		}
 		if n == 0 {
@@ -184,7 +184,7 @@ func (l *reader) pace(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if l.s.budget.classes {
+		if l.s.budget.Classes() {
 			l.ungate()
 		}
 		for _, ln := range l.s.p.lanes {
@@ -199,7 +199,7 @@ func (l *reader) pace(ctx context.Context) {
 func (l *reader) pace1(ln *lane) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	full := !ln.room() || len(l.gated[ln.class]) > 0 || !l.s.budget.room(ln.class)
+	full := !ln.room() || len(l.gated[ln.class]) > 0 || !l.s.budget.Room(ln.class)
 	if l.paused[ln.topic] == full {
 		return
 	}

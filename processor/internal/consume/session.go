@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/state"
 )
@@ -37,7 +38,7 @@ type session struct {
 	err     error     // a reason to stop the processor
 
 	// budget counts the records read and not yet committed or dropped.
-	budget *budget
+	budget *admission.Budget
 	// txn is the open transaction (the loop's).
 	txn txn
 
@@ -58,7 +59,7 @@ type item struct {
 	ow    *owned
 	class providers.Priority
 	// admitted says the record holds one of its class's admissions
-	// (budget.admit): it waits for a slot or calls its destination.
+	// (admission.Budget.Admit): it waits for a slot or calls its destination.
 	admitted bool
 }
 
@@ -89,7 +90,7 @@ type stat struct{ provider, status, origin string }
 
 func newSession(p *Processor) (*session, error) {
 	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
-		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: newBudget(p.cfg, p.m)}
+		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: p.newBudget()}
 	s.own = newOwnership(s)
 	var err error
 	if s.reader, err = newReader(s); err != nil {
@@ -187,15 +188,15 @@ func (s *session) freed() {
 	}
 }
 
-// overBudget reports whether the reader must wait (budget.full).
+// overBudget reports whether the reader must wait (admission.Budget.Full).
 func (s *session) overBudget() bool {
 	span := s.own.span()
 	s.p.m.pending.Set(float64(span))
-	return s.budget.full(span)
+	return s.budget.Full(span)
 }
 
 // dispatch hands each record to its chain. admitted says the records were
-// held and admitted already (budget.holdAdmitted: lane records the reader
+// held and admitted already (admission.Budget.HoldAdmitted: lane records the reader
 // gated).
 func (s *session) dispatch(recs []*kgo.Record, admitted bool) {
 	for _, r := range recs {
@@ -203,14 +204,14 @@ func (s *session) dispatch(recs []*kgo.Record, admitted bool) {
 		ow := s.own.accept(r)
 		if ow == nil {
 			if admitted {
-				s.budget.release(class, len(r.Value), true)
+				s.budget.Release(class, len(r.Value), true)
 			}
 			continue
 		}
 		k := s.p.cfg.ChainKey(r)
 		it := item{r: r, ow: ow, class: class, admitted: admitted}
 		if !admitted {
-			s.budget.hold(class, len(r.Value))
+			s.budget.Hold(class, len(r.Value))
 		}
 		s.mu.Lock()
 		if c, ok := s.chains[k]; ok {
@@ -265,7 +266,7 @@ func (s *session) release(res *result) {
 
 // drop forgets a record that leaves no result, or a result that is not
 // committed (its partition went away).
-func (s *session) drop(it item) { s.budget.release(it.class, len(it.r.Value), it.admitted) }
+func (s *session) drop(it item) { s.budget.Release(it.class, len(it.r.Value), it.admitted) }
 
 // run decides one record, calls its destination if the decision says so,
 // and returns its result; nil when the record was abandoned (its partition
@@ -320,7 +321,7 @@ func (s *session) skipped(res *result, a decide.Arrival, why string) *result {
 func (s *session) deliver(it *item, res *result, a decide.Arrival) called {
 	if ln := s.p.lanes[a.Provider]; ln != nil && !a.FromLane {
 		why := ln.whyPark()
-		if why == nil && !s.budget.admit(it.class) {
+		if why == nil && !s.budget.Admit(it.class) {
 			why = errClassShare
 		}
 		if why != nil {

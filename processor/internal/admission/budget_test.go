@@ -1,4 +1,4 @@
-package consume
+package admission
 
 import (
 	"testing"
@@ -8,8 +8,8 @@ import (
 	"github.com/hookline/hookline/pkg/providers"
 )
 
-func testBudget(records int64, classes bool) *budget {
-	b := &budget{records: records, bytes: 1 << 20, classes: classes}
+func testBudget(records int64, classes bool) *Budget {
+	b := &Budget{records: records, bytes: 1 << 20, classes: classes}
 	for c := range b.gauge {
 		b.gauge[c] = prometheus.NewGauge(prometheus.GaugeOpts{Name: "g"})
 	}
@@ -18,11 +18,11 @@ func testBudget(records int64, classes bool) *budget {
 
 // admitN holds and admits n records of class c, as a raw record the
 // processor calls.
-func admitN(t *testing.T, b *budget, c providers.Priority, n int) {
+func admitN(t *testing.T, b *Budget, c providers.Priority, n int) {
 	t.Helper()
 	for range n {
-		b.hold(c, 10)
-		if !b.admit(c) {
+		b.Hold(c, 10)
+		if !b.Admit(c) {
 			t.Fatalf("class %v refused at %d admitted", c, b.admitted[c])
 		}
 	}
@@ -31,16 +31,16 @@ func admitN(t *testing.T, b *budget, c providers.Priority, n int) {
 func TestBudgetOneClassWaitsAtTheBound(t *testing.T) {
 	b := testBudget(100, false)
 	admitN(t, b, providers.PriorityLow, 99)
-	if b.full(0) {
+	if b.Full(0) {
 		t.Fatal("full at 99 of 100")
 	}
 	admitN(t, b, providers.PriorityLow, 1)
-	if !b.full(0) {
+	if !b.Full(0) {
 		t.Fatal("not full at 100 of 100")
 	}
 	// One class: a record is never parked for its class's share.
 	admitN(t, b, providers.PriorityLow, 50)
-	b.release(providers.PriorityLow, 10, true)
+	b.Release(providers.PriorityLow, 10, true)
 	if b.held[providers.PriorityLow] != 149 || b.body != 1490 {
 		t.Fatalf("held %d bytes %d after a release, want 149 and 1490", b.held[providers.PriorityLow], b.body)
 	}
@@ -49,21 +49,21 @@ func TestBudgetOneClassWaitsAtTheBound(t *testing.T) {
 func TestBudgetBounds(t *testing.T) {
 	b := testBudget(100, true)
 	for range 199 {
-		b.hold(providers.PriorityLow, 10)
+		b.Hold(providers.PriorityLow, 10)
 	}
-	if b.full(0) {
+	if b.Full(0) {
 		t.Fatal("several classes: full at 199 records, want the reader to read on to 200")
 	}
-	b.hold(providers.PriorityCritical, 10)
-	if !b.full(0) {
+	b.Hold(providers.PriorityCritical, 10)
+	if !b.Full(0) {
 		t.Fatal("not full at twice the budget")
 	}
 	b = testBudget(100, true)
-	if !b.full(spanPerRecord * 100) {
+	if !b.Full(SpanPerRecord * 100) {
 		t.Fatal("not full at the span bound")
 	}
-	b.hold(providers.PriorityNormal, 1<<20)
-	if !b.full(0) {
+	b.Hold(providers.PriorityNormal, 1<<20)
+	if !b.Full(0) {
 		t.Fatal("not full at the bytes bound")
 	}
 }
@@ -74,8 +74,8 @@ func TestBudgetShares(t *testing.T) {
 	// A class alone may use the whole budget, and no more.
 	b := testBudget(100, true)
 	admitN(t, b, low, 100)
-	b.hold(low, 10)
-	if b.admit(low) || b.room(low) {
+	b.Hold(low, 10)
+	if b.Admit(low) || b.Room(low) {
 		t.Fatal("a class alone admitted past the budget")
 	}
 	if b.admitted[low] != 100 || b.held[low] != 101 {
@@ -88,14 +88,14 @@ func TestBudgetShares(t *testing.T) {
 	if got := b.shares(); got[crit] != 18 || got[low] != 82 {
 		t.Fatalf("shares %v, want critical 18 and low 82", got)
 	}
-	if b.room(low) || !b.room(crit) {
+	if b.Room(low) || !b.Room(crit) {
 		t.Fatal("want low without room and critical with room")
 	}
 	// Low's admissions end as its calls return; at 81 it has room again.
 	for range 19 {
-		b.release(low, 10, true)
+		b.Release(low, 10, true)
 	}
-	if !b.room(low) {
+	if !b.Room(low) {
 		t.Fatalf("low without room at %d admitted, share %d", b.admitted[low], b.shares()[low])
 	}
 
@@ -117,11 +117,11 @@ func TestBudgetShares(t *testing.T) {
 	// A gated lane record is held and admitted together, or neither.
 	b = testBudget(10, true)
 	for range 10 {
-		if !b.holdAdmitted(low, 10) {
+		if !b.HoldAdmitted(low, 10) {
 			t.Fatal("lane record refused under the budget")
 		}
 	}
-	if b.holdAdmitted(low, 10) || b.held[low] != 10 {
+	if b.HoldAdmitted(low, 10) || b.held[low] != 10 {
 		t.Fatalf("lane record admitted past the budget (held %d)", b.held[low])
 	}
 }

@@ -1,12 +1,16 @@
-package consume
+// Package admission is the processor's process-wide bound on the records
+// read and not yet committed or dropped (HOOKLINE_MAX_PENDING,
+// HOOKLINE_MAX_PENDING_BYTES), and, with providers of several priority
+// classes, which class's record may call its destination now: a weighted
+// max-min fair share of the bound per class (docs/processor.md, priority).
+// It knows records only by class and size: no Kafka, no I/O.
+package admission
 
 import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
 )
 
@@ -24,15 +28,15 @@ var classWeight = [providers.NumPriorities]int64{
 // back, and one that grows may double at each step.
 const classHeadroom = 16
 
-// spanPerRecord bounds the offsets a partition window may hold above its
+// SpanPerRecord bounds the offsets a partition window may hold above its
 // committed offset, as a multiple of MaxPending over all windows: a record
 // in flight for minutes keeps its window's base while later records
 // finish above it. The bound keeps the windows and what a new owner reads
 // again after a crash in proportion (finished offsets past the commit
 // metadata's room are read again and skipped as duplicates).
-const spanPerRecord = 16
+const SpanPerRecord = 16
 
-// budget is the process-wide bound on the records read and not yet
+// Budget is the process-wide bound on the records read and not yet
 // committed or dropped (MaxPending, MaxPendingBytes), counted per priority
 // class.
 //
@@ -49,7 +53,7 @@ const spanPerRecord = 16
 // among the classes asking, and what a class does not ask for goes to the
 // others. A class alone may use the whole budget; a low class under a
 // critical flood keeps its weighted share, so it still moves.
-type budget struct {
+type Budget struct {
 	records int64 // MaxPending
 	bytes   int64 // MaxPendingBytes
 	classes bool  // providers of more than one class
@@ -61,23 +65,22 @@ type budget struct {
 	body     int64                          // body bytes held
 }
 
-func newBudget(cfg Config, m *metrics) *budget {
-	b := &budget{records: int64(cfg.MaxPending), bytes: cfg.MaxPendingBytes}
-	seen := map[providers.Priority]bool{}
-	for _, name := range cfg.Providers.Names() {
-		if pr, ok := cfg.Providers.Get(name); ok {
-			seen[pr.Priority] = true
-		}
-	}
-	b.classes = len(seen) > 1
+// New returns a budget of records and bytes; classes says the providers
+// are of more than one priority class (then classes compete for
+// admission). pending gets each class's records held, by its label.
+func New(records, bytes int64, classes bool, pending *prometheus.GaugeVec) *Budget {
+	b := &Budget{records: records, bytes: bytes, classes: classes}
 	for c := range b.gauge {
-		b.gauge[c] = m.classPending.WithLabelValues(providers.Priority(c).String())
+		b.gauge[c] = pending.WithLabelValues(providers.Priority(c).String())
 	}
 	return b
 }
 
-// hold counts a record read.
-func (b *budget) hold(c providers.Priority, size int) {
+// Classes reports whether classes compete for admission.
+func (b *Budget) Classes() bool { return b.classes }
+
+// Hold counts a record read.
+func (b *Budget) Hold(c providers.Priority, size int) {
 	b.mu.Lock()
 	b.held[c]++
 	b.body += int64(size)
@@ -86,9 +89,9 @@ func (b *budget) hold(c providers.Priority, size int) {
 	b.gauge[c].Set(float64(n))
 }
 
-// admit admits a held record of class c if c has room for it (always with
+// Admit admits a held record of class c if c has room for it (always with
 // one class).
-func (b *budget) admit(c providers.Priority) bool {
+func (b *Budget) Admit(c providers.Priority) bool {
 	if !b.classes {
 		return true
 	}
@@ -97,7 +100,7 @@ func (b *budget) admit(c providers.Priority) bool {
 	return b.admitLocked(c)
 }
 
-func (b *budget) admitLocked(c providers.Priority) bool {
+func (b *Budget) admitLocked(c providers.Priority) bool {
 	b.admitted[c]++
 	if b.admitted[c] > b.shares()[c] {
 		b.admitted[c]--
@@ -106,9 +109,9 @@ func (b *budget) admitLocked(c providers.Priority) bool {
 	return true
 }
 
-// holdAdmitted holds and admits a lane record of class c if c has room
+// HoldAdmitted holds and admits a lane record of class c if c has room
 // for it.
-func (b *budget) holdAdmitted(c providers.Priority, size int) bool {
+func (b *Budget) HoldAdmitted(c providers.Priority, size int) bool {
 	b.mu.Lock()
 	if !b.admitLocked(c) {
 		b.mu.Unlock()
@@ -122,8 +125,8 @@ func (b *budget) holdAdmitted(c providers.Priority, size int) bool {
 	return true
 }
 
-// release counts a record committed or dropped.
-func (b *budget) release(c providers.Priority, size int, admitted bool) {
+// Release counts a record committed or dropped.
+func (b *Budget) Release(c providers.Priority, size int, admitted bool) {
 	b.mu.Lock()
 	b.held[c]--
 	if admitted && b.classes {
@@ -135,10 +138,10 @@ func (b *budget) release(c providers.Priority, size int, admitted bool) {
 	b.gauge[c].Set(float64(n))
 }
 
-// full reports whether the reader must wait: the records or bytes held
+// Full reports whether the reader must wait: the records or bytes held
 // reached their bound (twice MaxPending with several classes), or the
-// windows hold spanPerRecord × MaxPending offsets.
-func (b *budget) full(span int64) bool {
+// windows hold SpanPerRecord × MaxPending offsets.
+func (b *Budget) Full(span int64) bool {
 	limit := b.records
 	if b.classes {
 		limit *= 2
@@ -149,12 +152,12 @@ func (b *budget) full(span int64) bool {
 	for _, n := range b.held {
 		total += n
 	}
-	return total >= limit || b.body >= b.bytes || span >= spanPerRecord*b.records
+	return total >= limit || b.body >= b.bytes || span >= SpanPerRecord*b.records
 }
 
-// room reports whether class c could admit one more record now (always
+// Room reports whether class c could admit one more record now (always
 // with one class): its lanes are read only while it could.
-func (b *budget) room(c providers.Priority) bool {
+func (b *Budget) Room(c providers.Priority) bool {
 	if !b.classes {
 		return true
 	}
@@ -167,8 +170,8 @@ func (b *budget) room(c providers.Priority) bool {
 }
 
 // shares divides the budget among the classes with admitted records
-// (weighted max-min fairness, see budget). b.mu is held.
-func (b *budget) shares() [providers.NumPriorities]int64 {
+// (weighted max-min fairness, see Budget). b.mu is held.
+func (b *Budget) shares() [providers.NumPriorities]int64 {
 	var share, ask [providers.NumPriorities]int64
 	var asking [providers.NumPriorities]bool
 	for c, n := range b.admitted {
@@ -203,17 +206,4 @@ func (b *budget) shares() [providers.NumPriorities]int64 {
 			return share
 		}
 	}
-}
-
-// classOf is the priority class of a record's provider (normal for a
-// provider this processor does not know).
-func (p *Processor) classOf(r *kgo.Record) providers.Priority {
-	return p.classOfProvider(headers.Value(r, headers.Provider))
-}
-
-func (p *Processor) classOfProvider(name string) providers.Priority {
-	if pr, ok := p.cfg.Providers.Get(name); ok {
-		return pr.Priority
-	}
-	return providers.PriorityNormal
 }

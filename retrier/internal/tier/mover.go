@@ -40,6 +40,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookline/hookline/pkg/fetcherr"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/retry"
@@ -202,28 +203,12 @@ func (mv *Mover) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil // what was polled is neither moved nor committed
 		}
-		if err := fatalFetchError(fs, mv.cfg.Logger); err != nil {
+		if err := fetcherr.Fatal(fs, mv.cfg.Logger); err != nil {
 			return err
 		}
 		mv.move(ctx, cl, fs)
 		cl.AllowRebalance()
 	}
-}
-
-// fatalFetchError logs fetch errors and returns the ones the loop cannot
-// continue past (the client closed or failed for good).
-func fatalFetchError(fs kgo.Fetches, log *slog.Logger) error {
-	var fatal error
-	fs.EachError(func(t string, p int32, err error) {
-		if errors.Is(err, context.Canceled) {
-			return
-		}
-		log.Warn("fetch error", "topic", t, "partition", p, "err", err)
-		if t == "" && p == -1 {
-			fatal = err
-		}
-	})
-	return fatal
 }
 
 // batch is one partition's share of a move.

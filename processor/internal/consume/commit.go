@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
@@ -262,7 +263,7 @@ func (s *session) end(ctx context.Context, abort bool) error {
 	s.mu.Unlock()
 	for _, res := range batch {
 		p.m.records.WithLabelValues(res.stat.provider, res.stat.status).Inc()
-		if res.stat.status == StatusDuplicate {
+		if res.stat.status == outcome.StatusDuplicate {
 			p.m.duplicates.WithLabelValues(res.stat.origin).Inc()
 		}
 	}

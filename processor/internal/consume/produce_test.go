@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
@@ -127,7 +128,7 @@ func TestOversizedHeadersAreCut(t *testing.T) {
 	if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "a dead outcome", func() bool { return count(f.outcomes(t), "big", StatusDead) == 1 })
+	waitFor(t, "a dead outcome", func() bool { return count(f.outcomes(t), "big", outcome.StatusDead) == 1 })
 	o := f.outcomes(t)["big"][0]
 	if len(o.EventType) != headers.MaxEventTypeBytes {
 		t.Errorf("outcome event type of %d bytes, want it cut to %d", len(o.EventType), headers.MaxEventTypeBytes)

@@ -14,16 +14,6 @@ import (
 	"github.com/hookline/hookline/processor/internal/decide"
 )
 
-// Outcome statuses (package outcome is where they are spelled; these names
-// stay for the code of this package that says them).
-const (
-	StatusDone      = outcome.StatusDone
-	StatusDuplicate = outcome.StatusDuplicate
-	StatusRetrying  = outcome.StatusRetrying
-	StatusParked    = outcome.StatusParked
-	StatusDead      = outcome.StatusDead
-)
-
 // arrival reads the decision-table view of a record from its headers. A
 // record hookline cannot deduplicate (no key, unknown origin, bad attempt)
 // is an error: it goes to the DLQ as permanent without touching any state.
@@ -81,13 +71,13 @@ func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string
 		o.Lane = r.Topic // read from its lane
 	}
 	switch status {
-	case StatusParked:
+	case outcome.StatusParked:
 		if ln := p.lanes[a.Provider]; ln != nil {
 			o.Lane = ln.topic
 		}
-	case StatusRetrying:
+	case outcome.StatusRetrying:
 		o.Tier = retry.TierName(p.cfg.Schedule.Tier(e.Tier))
-	case StatusDead:
+	case outcome.StatusDead:
 		o.DeadReason = e.DeadReason
 	}
 	v := o.AppendJSON(make([]byte, 0, 256)) // json.Marshal's bytes, without reflection

@@ -12,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
@@ -283,7 +284,7 @@ func (s *session) run(it *item) (*result, error) {
 	if err != nil {
 		p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 		res.outputs = []*kgo.Record{p.poisonRecord(r, a.Now, err)}
-		res.stat = stat{provider: "unknown", status: StatusDead, origin: "unknown"}
+		res.stat = stat{provider: "unknown", status: outcome.StatusDead, origin: "unknown"}
 		return res, nil
 	}
 	cur, err := s.stateOf(r.Partition, string(r.Key))
@@ -304,8 +305,8 @@ func (s *session) run(it *item) (*result, error) {
 // skipped is the result of a record Admit skipped: its outcome only.
 func (s *session) skipped(res *result, a decide.Arrival, why string) *result {
 	p := s.p
-	res.outputs = []*kgo.Record{p.outcomeRecord(res.r, a, StatusDuplicate, 0, nil, decide.Effect{})}
-	res.stat = stat{provider: p.providerLabel(a.Provider), status: StatusDuplicate, origin: a.Origin}
+	res.outputs = []*kgo.Record{p.outcomeRecord(res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{})}
+	res.stat = stat{provider: p.providerLabel(a.Provider), status: outcome.StatusDuplicate, origin: a.Origin}
 	if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
 		p.cfg.Logger.Debug("skipped", "key", string(res.r.Key), "origin", a.Origin, "attempt", a.Attempt, "why", why)
 	}

@@ -156,7 +156,7 @@ func count(out map[string][]outcome.Outcome, key, status string) int {
 // allDoneOnce reports whether every key has exactly one done outcome.
 func allDoneOnce(out map[string][]outcome.Outcome, keys []string) bool {
 	for _, k := range keys {
-		if count(out, k, StatusDone) != 1 {
+		if count(out, k, outcome.StatusDone) != 1 {
 			return false
 		}
 	}
@@ -367,11 +367,11 @@ func TestSlowCallDoesNotHoldCommits(t *testing.T) {
 	waitFor(t, "the slow record's outcome", func() bool { return len(f.outcomes(t)["s1"]) == 1 })
 	out = f.outcomes(t)
 	for _, k := range append(keys, "f0") {
-		if fast.count(k) != 1 || len(out[k]) != 1 || out[k][0].Status != StatusDone {
+		if fast.count(k) != 1 || len(out[k]) != 1 || out[k][0].Status != outcome.StatusDone {
 			t.Errorf("%s: %d calls, outcomes %+v; want one call and one done outcome", k, fast.count(k), out[k])
 		}
 	}
-	if slow.count("s1") != 2 || out["s1"][0].Status != StatusDone || out["s1"][0].Attempt != 1 {
+	if slow.count("s1") != 2 || out["s1"][0].Status != outcome.StatusDone || out["s1"][0].Attempt != 1 {
 		t.Fatalf("slow record: %d calls, outcome %+v; want 2 calls (the first abandoned, charged no attempt) and done at attempt 1",
 			slow.count("s1"), out["s1"])
 	}
@@ -441,7 +441,7 @@ func TestFullDestinationParksInItsLane(t *testing.T) {
 		parked := 0
 		for _, k := range slowKeys {
 			for _, o := range out[k] {
-				if o.Status == StatusParked && o.Lane == f.names.Lane("slowcrm") {
+				if o.Status == outcome.StatusParked && o.Lane == f.names.Lane("slowcrm") {
 					parked++
 				}
 			}
@@ -471,14 +471,14 @@ func TestFullDestinationParksInItsLane(t *testing.T) {
 	})
 	out := f.outcomes(t)
 	for _, k := range slowKeys {
-		calls, parked := slow.count(k), count(out, k, StatusParked)
+		calls, parked := slow.count(k), count(out, k, outcome.StatusParked)
 		// The 4 in flight at the stop were cancelled (no attempt) and are
 		// called again; the others are called once.
 		if calls < 1 || calls > 2 || parked > 1 {
 			t.Errorf("%s: %d calls, outcomes %+v", k, calls, out[k])
 		}
 		for _, o := range out[k] {
-			if o.Status == StatusDone && o.Attempt != 1 {
+			if o.Status == outcome.StatusDone && o.Attempt != 1 {
 				t.Errorf("%s done at attempt %d, want 1: parking and waiting use no attempt", k, o.Attempt)
 			}
 		}
@@ -529,8 +529,8 @@ func TestParkedBacklogDrains(t *testing.T) {
 		for _, o := range out[k] {
 			statuses[o.Status]++
 		}
-		parked += statuses[StatusParked]
-		if slow.count(k) != 1 || statuses[StatusDone] != 1 || statuses[StatusDuplicate] != 0 {
+		parked += statuses[outcome.StatusParked]
+		if slow.count(k) != 1 || statuses[outcome.StatusDone] != 1 || statuses[outcome.StatusDuplicate] != 0 {
 			t.Errorf("%s: %d calls, outcomes %v", k, slow.count(k), statuses)
 		}
 	}
@@ -571,7 +571,7 @@ func TestPauseResumeDrain(t *testing.T) {
 		seen = f.outcomes(t)
 		parked := 0
 		for _, k := range keys {
-			if len(seen[k]) == 1 && seen[k][0].Status == StatusParked && seen[k][0].Error == errPaused.Error() {
+			if len(seen[k]) == 1 && seen[k][0].Status == outcome.StatusParked && seen[k][0].Error == errPaused.Error() {
 				parked++
 			}
 		}
@@ -632,7 +632,7 @@ func TestBrokenEndReplacesTheSession(t *testing.T) {
 	}
 	out := f.outcomes(t)
 	for _, k := range keys {
-		if len(out[k]) != 1 || out[k][0].Status != StatusDone || fast.count(k) > 2 {
+		if len(out[k]) != 1 || out[k][0].Status != outcome.StatusDone || fast.count(k) > 2 {
 			t.Errorf("%s: outcomes %+v, %d calls; want one done (at most one repeated call)", k, out[k], fast.count(k))
 		}
 	}
@@ -668,7 +668,7 @@ func TestRevokeWithCallsInFlight(t *testing.T) {
 	for _, k := range keys {
 		done := 0
 		for _, o := range out[k] {
-			if o.Status == StatusDone {
+			if o.Status == outcome.StatusDone {
 				done++
 				if o.Attempt != 1 {
 					t.Errorf("%s done at attempt %d: a cancelled call used an attempt", k, o.Attempt)
@@ -717,7 +717,7 @@ func TestCriticalPassesALowClassHoldingTheBudget(t *testing.T) {
 			t.Errorf("%s: %d calls, want 1", k, c)
 		}
 		for _, o := range out[k] {
-			if o.Status == StatusParked && o.Error == errClassShare.Error() {
+			if o.Status == outcome.StatusParked && o.Error == errClassShare.Error() {
 				parked++
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
@@ -85,7 +86,7 @@ func TestStopLeavesNoTransactionOpen(t *testing.T) {
 	waitFor(t, "every key done once", func() bool { return allDoneOnce(f.outcomes(t), keys) })
 	out := f.outcomes(t)
 	for _, k := range keys {
-		if n := count(out, k, StatusDone); n != 1 {
+		if n := count(out, k, outcome.StatusDone); n != 1 {
 			t.Errorf("%s: %d done outcomes, want 1", k, n)
 		}
 	}

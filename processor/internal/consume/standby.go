@@ -2,14 +2,17 @@ package consume
 
 import (
 	"context"
+	"log/slog"
 	"strconv"
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/processor/internal/balance"
 	"github.com/hookline/hookline/processor/internal/restore"
+	"github.com/hookline/hookline/processor/internal/state"
 )
 
 // DefaultStandbyEvery is Config.StandbyEvery's default.
@@ -23,7 +26,13 @@ const DefaultStandbyEvery = 5 * time.Second
 // owner's restore claims it (cancelling and waiting for a catch-up in
 // progress) and releases it when the partition goes away.
 type standbys struct {
-	p *Processor
+	raw     string       // webhooks.raw, whose partitions are named
+	store   *state.Store // the local store the catch-ups write
+	restore restore.Config
+	every   time.Duration // Config.StandbyEvery
+	log     *slog.Logger
+	lag     *prometheus.GaugeVec // by partition
+	count   prometheus.Gauge     // standby partitions named
 
 	mu      sync.Mutex
 	want    map[int32]bool     // named standbys, per the last assignment
@@ -39,7 +48,9 @@ type catchUp struct {
 }
 
 func newStandbys(p *Processor) *standbys {
-	return &standbys{p: p, want: map[int32]bool{}, claimed: map[int32]bool{}, runs: map[int32]*catchUp{}, lagged: map[int32]bool{}}
+	return &standbys{raw: p.cfg.Names.Raw, store: p.cfg.Store, restore: p.restoreConfig(), every: p.cfg.StandbyEvery, log: p.cfg.Logger,
+		lag: p.m.standbyLag, count: p.m.standbyPartitions,
+		want: map[int32]bool{}, claimed: map[int32]bool{}, runs: map[int32]*catchUp{}, lagged: map[int32]bool{}}
 }
 
 // balancer is the group balancer that names the standbys: it also tells
@@ -50,16 +61,16 @@ func (sb *standbys) balancer(n int) kgo.GroupBalancer {
 		Standbys:    n,
 		Checkpoints: sb.checkpoints,
 		OnStandbys: func(m map[string][]int32) {
-			sb.named(m[sb.p.cfg.Names.Raw])
+			sb.named(m[sb.raw])
 		},
 	}
 }
 
 // checkpoints are the store's checkpoints of every partition it holds.
 func (sb *standbys) checkpoints() map[int32]int64 {
-	cps, err := sb.p.cfg.Store.Checkpoints()
+	cps, err := sb.store.Checkpoints()
 	if err != nil {
-		sb.p.cfg.Logger.Warn("standbys: the store's checkpoints cannot be read; joining as if it held nothing", "err", err)
+		sb.log.Warn("standbys: the store's checkpoints cannot be read; joining as if it held nothing", "err", err)
 		return nil
 	}
 	return cps
@@ -80,12 +91,12 @@ func (sb *standbys) named(parts []int32) {
 	}
 	for p := range sb.lagged {
 		if !want[p] {
-			sb.p.m.standbyLag.DeleteLabelValues(strconv.Itoa(int(p)))
+			sb.lag.DeleteLabelValues(strconv.Itoa(int(p)))
 			delete(sb.lagged, p)
 		}
 	}
 	sb.want = want
-	sb.p.m.standbyPartitions.Set(float64(len(want)))
+	sb.count.Set(float64(len(want)))
 }
 
 // claim marks a partition as owned: a catch-up in progress is cancelled and
@@ -120,7 +131,7 @@ func (sb *standbys) releaseAll() {
 // run catches the standbys up every Config.StandbyEvery until ctx ends, then
 // waits for the catch-ups in progress.
 func (sb *standbys) run(ctx context.Context) {
-	t := time.NewTicker(sb.p.cfg.StandbyEvery)
+	t := time.NewTicker(sb.every)
 	defer t.Stop()
 	for {
 		select {
@@ -156,16 +167,16 @@ func (sb *standbys) run(ctx context.Context) {
 func (sb *standbys) catchUp(ctx context.Context, part int32, run *catchUp) {
 	defer close(run.done)
 	defer run.cancel()
-	stats, err := restore.Partition(ctx, sb.p.restoreConfig(), sb.p.cfg.Store, part)
+	stats, err := restore.Partition(ctx, sb.restore, sb.store, part)
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	delete(sb.runs, part)
 	switch {
 	case err != nil && ctx.Err() == nil:
-		sb.p.cfg.Logger.Warn("standby catch-up failed; trying again at the next one", "partition", part, "err", err)
+		sb.log.Warn("standby catch-up failed; trying again at the next one", "partition", part, "err", err)
 	case err == nil && sb.want[part] && !sb.claimed[part]:
 		// The offsets this catch-up read: how far behind the standby was.
 		sb.lagged[part] = true
-		sb.p.m.standbyLag.WithLabelValues(strconv.Itoa(int(part))).Set(float64(stats.To - stats.From))
+		sb.lag.WithLabelValues(strconv.Itoa(int(part))).Set(float64(stats.To - stats.From))
 	}
 }

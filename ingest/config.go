@@ -17,12 +17,23 @@ type config struct {
 	ProvidersFile   string        // HOOKLINE_PROVIDERS or --providers
 	ProduceDeadline time.Duration // HOOKLINE_PRODUCE_DEADLINE
 	ShutdownTimeout time.Duration // HOOKLINE_SHUTDOWN_TIMEOUT
+	// Server holds the HTTP server's timeouts (HOOKLINE_INGEST_*_TIMEOUT).
+	Server serverTimeouts
 	// IPLimit is HOOKLINE_IP_RATE_LIMIT with HOOKLINE_TRUSTED_PROXIES; nil: off.
 	IPLimit *api.IPLimit
 	Trusted []netip.Prefix // HOOKLINE_TRUSTED_PROXIES
 	// ReplayCacheEntries is HOOKLINE_REPLAY_CACHE_ENTRIES: how many accepted
 	// signatures are remembered to recognise replays; 0 turns it off.
 	ReplayCacheEntries int
+}
+
+// serverTimeouts are http.Server's timeouts: each bounds how long a slow
+// or idle client may hold a connection (and its goroutine).
+type serverTimeouts struct {
+	ReadHeader time.Duration // HOOKLINE_INGEST_READ_HEADER_TIMEOUT
+	Read       time.Duration // HOOKLINE_INGEST_READ_TIMEOUT
+	Write      time.Duration // HOOKLINE_INGEST_WRITE_TIMEOUT; default 30s + HOOKLINE_PRODUCE_DEADLINE
+	Idle       time.Duration // HOOKLINE_INGEST_IDLE_TIMEOUT
 }
 
 // maxReplayCacheEntries bounds HOOKLINE_REPLAY_CACHE_ENTRIES: about 1 GB.
@@ -41,7 +52,13 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		Trusted:            envconf.Parse(r, "HOOKLINE_TRUSTED_PROXIES", nil, "", api.ParseTrustedProxies),
 		ReplayCacheEntries: r.Int("HOOKLINE_REPLAY_CACHE_ENTRIES", api.DefaultReplayCacheEntries, 0, maxReplayCacheEntries),
 	}
-	r.Add(c.validate())
+	c.Server = serverTimeouts{
+		ReadHeader: r.Duration("HOOKLINE_INGEST_READ_HEADER_TIMEOUT", 5*time.Second, time.Nanosecond, 0),
+		Read:       r.Duration("HOOKLINE_INGEST_READ_TIMEOUT", 30*time.Second, time.Nanosecond, 0),
+		Write:      r.Duration("HOOKLINE_INGEST_WRITE_TIMEOUT", 30*time.Second+c.ProduceDeadline, time.Nanosecond, 0),
+		Idle:       r.Duration("HOOKLINE_INGEST_IDLE_TIMEOUT", 120*time.Second, time.Nanosecond, 0),
+	}
+	r.Add(c.validate(), c.validateTimeouts())
 	if c.IPLimit != nil {
 		c.IPLimit.Trusted = c.Trusted
 	}
@@ -57,6 +74,17 @@ func (c config) validate() error {
 			Want: "HOOKLINE_IP_RATE_LIMIT set too, or this unset"}
 	}
 	return nil
+}
+
+// validateTimeouts checks that a request waiting the whole produce
+// deadline can still be answered before the write timeout cuts it off.
+func (c config) validateTimeouts() error {
+	if c.Server.Write > c.ProduceDeadline {
+		return nil
+	}
+	return &envconf.Error{Name: "HOOKLINE_INGEST_WRITE_TIMEOUT", Value: c.Server.Write.String(),
+		Why:  "a request waits up to HOOKLINE_PRODUCE_DEADLINE (" + c.ProduceDeadline.String() + ") for Kafka's ack, and its answer would be cut off",
+		Want: "more than HOOKLINE_PRODUCE_DEADLINE"}
 }
 
 // prefixes prints HOOKLINE_TRUSTED_PROXIES back: a single address without

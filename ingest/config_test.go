@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookline/hookline/pkg/envconf/envconftest"
 )
@@ -17,6 +18,10 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_SHUTDOWN_TIMEOUT", Value: "-1s", Says: `HOOKLINE_SHUTDOWN_TIMEOUT="-1s": want a positive duration such as 30s`},
 		envconftest.Bad{Name: "HOOKLINE_IP_RATE_LIMIT", Value: "5", Says: `HOOKLINE_IP_RATE_LIMIT="5": no / (want per_second/burst such as 5/10, or off)`},
 		envconftest.Bad{Name: "HOOKLINE_TRUSTED_PROXIES", Value: "10.0.0.0/8,proxy", Says: `HOOKLINE_TRUSTED_PROXIES="10.0.0.0/8,proxy": "proxy" is not an IP address or CIDR`},
+		envconftest.Bad{Name: "HOOKLINE_INGEST_READ_HEADER_TIMEOUT", Value: "0s", Says: `HOOKLINE_INGEST_READ_HEADER_TIMEOUT="0s": want a positive duration such as 5s`},
+		envconftest.Bad{Name: "HOOKLINE_INGEST_READ_TIMEOUT", Value: "soon", Says: `HOOKLINE_INGEST_READ_TIMEOUT="soon": want a positive duration such as 30s`},
+		envconftest.Bad{Name: "HOOKLINE_INGEST_WRITE_TIMEOUT", Value: "-5s", Says: `HOOKLINE_INGEST_WRITE_TIMEOUT="-5s": want a positive duration such as 35s`},
+		envconftest.Bad{Name: "HOOKLINE_INGEST_IDLE_TIMEOUT", Value: "2", Says: `HOOKLINE_INGEST_IDLE_TIMEOUT="2": want a positive duration such as 2m`},
 		envconftest.Bad{Name: "HOOKLINE_REPLAY_CACHE_ENTRIES", Value: "-1", Says: `HOOKLINE_REPLAY_CACHE_ENTRIES="-1": want a whole number from 0 to 10000000`},
 	)
 	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad, envconftest.SharedCombined...)
@@ -25,6 +30,31 @@ func TestConfigBadValues(t *testing.T) {
 	_, err := loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_TRUSTED_PROXIES": "10.0.0.0/8"}))
 	if want := `HOOKLINE_TRUSTED_PROXIES="10.0.0.0/8": HOOKLINE_IP_RATE_LIMIT is off`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("trusted proxies without a limit: %v, want %q", err, want)
+	}
+}
+
+// TestConfigServerTimeouts: the HTTP server's timeouts keep their old
+// values by default, the write timeout following the produce deadline,
+// and one no longer than that deadline is refused.
+func TestConfigServerTimeouts(t *testing.T) {
+	c, err := loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_PRODUCE_DEADLINE": "10s"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (serverTimeouts{ReadHeader: 5 * time.Second, Read: 30 * time.Second, Write: 40 * time.Second, Idle: 2 * time.Minute}); c.Server != want {
+		t.Errorf("defaults: %+v, want %+v", c.Server, want)
+	}
+	c, err = loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml",
+		"HOOKLINE_INGEST_READ_HEADER_TIMEOUT": "2s", "HOOKLINE_INGEST_READ_TIMEOUT": "1m", "HOOKLINE_INGEST_WRITE_TIMEOUT": "90s", "HOOKLINE_INGEST_IDLE_TIMEOUT": "5m"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := (serverTimeouts{ReadHeader: 2 * time.Second, Read: time.Minute, Write: 90 * time.Second, Idle: 5 * time.Minute}); c.Server != want {
+		t.Errorf("set: %+v, want %+v", c.Server, want)
+	}
+	_, err = loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_INGEST_WRITE_TIMEOUT": "5s"}))
+	if want := `HOOKLINE_INGEST_WRITE_TIMEOUT="5s": a request waits up to HOOKLINE_PRODUCE_DEADLINE (5s)`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("write timeout within the produce deadline: %v, want %q", err, want)
 	}
 }
 

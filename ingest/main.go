@@ -135,10 +135,10 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),
-		ReadHeaderTimeout: 5 * time.Second,
-		ReadTimeout:       30 * time.Second,
-		WriteTimeout:      30*time.Second + cfg.ProduceDeadline,
-		IdleTimeout:       120 * time.Second,
+		ReadHeaderTimeout: cfg.Server.ReadHeader,
+		ReadTimeout:       cfg.Server.Read,
+		WriteTimeout:      cfg.Server.Write,
+		IdleTimeout:       cfg.Server.Idle,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}

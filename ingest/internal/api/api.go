@@ -144,6 +144,8 @@ type accepted struct {
 }
 
 func (s *Server) webhook(c *gin.Context) {
+	s.m.inFlight.Inc()
+	defer s.m.inFlight.Dec()
 	receivedAt := s.cfg.Now()
 	reqID := requestID(c.GetHeader("X-Request-Id"))
 	c.Header("X-Request-Id", reqID)

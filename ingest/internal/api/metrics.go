@@ -16,6 +16,7 @@ type metrics struct {
 	records      *prometheus.CounterVec
 	ipLimited    prometheus.Counter
 	replays      *prometheus.CounterVec
+	inFlight     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -46,8 +47,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookline_ingest_records_total",
 			Help: "Records acknowledged by Kafka (a batch request gives several).",
 		}, []string{"provider"}),
+		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookline_ingest_requests_in_flight",
+			Help: "Webhook requests (POST /webhooks/{provider}) being served now: read, verified, or waiting for Kafka's ack.",
+		}),
 	}
-	reg.MustRegister(m.requests, m.ackSeconds, m.produceFails, m.sigFails, m.bodyBytes, m.records)
+	reg.MustRegister(m.requests, m.ackSeconds, m.produceFails, m.sigFails, m.bodyBytes, m.records, m.inFlight)
 	return m
 }
 

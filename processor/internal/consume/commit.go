@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 
@@ -263,13 +264,27 @@ func (s *session) end(ctx context.Context, abort bool) error {
 	s.mu.Unlock()
 	for _, res := range batch {
 		p.m.records.WithLabelValues(res.stat.provider, res.stat.status).Inc()
-		if res.stat.status == outcome.StatusDuplicate {
+		switch res.stat.status {
+		case outcome.StatusDuplicate:
 			p.m.duplicates.WithLabelValues(res.stat.origin).Inc()
+		case outcome.StatusDone:
+			p.m.succeeded.WithLabelValues(res.stat.provider, succeededAttempt(res, p.cfg.Schedule.Len()+1)).Inc()
 		}
 	}
 	p.m.batchSeconds.Observe(time.Since(t.start).Seconds())
 	p.m.batchRecords.Observe(float64(len(batch)))
 	return nil
+}
+
+// succeededAttempt is the attempt label of a done result: the record's
+// hookline.attempt (a replay's outcome says 1, as decide counts it),
+// folded into last above it so the label stays bounded by the tiers.
+func succeededAttempt(res *result, last int) string {
+	n, err := headers.GetAttempt(res.r)
+	if err != nil || res.stat.origin == headers.OriginReplay {
+		n = 1
+	}
+	return strconv.Itoa(min(n, last))
 }
 
 // refusedAgain takes the produce errors of an aborted transaction's

@@ -17,6 +17,7 @@ import (
 // kprom). Provider labels hold configured names or "unknown".
 type metrics struct {
 	records           *prometheus.CounterVec
+	succeeded         *prometheus.CounterVec
 	duplicates        *prometheus.CounterVec
 	handlerSeconds    *prometheus.HistogramVec
 	txns              *prometheus.CounterVec
@@ -49,6 +50,10 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 			Name: "hookline_processor_records_total",
 			Help: "Records of webhooks.raw processed, by provider and outcome status (done, duplicate, retrying, parked, dead); counted when their transaction committed.",
 		}, []string{"provider", "status"}),
+		succeeded: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_processor_succeeded_total",
+			Help: "Deliveries that succeeded (status done), by provider and the attempt that succeeded: 1 is the first call, n+1 the retry from tier n; attempts above HOOKLINE_RETRY_TIERS' count + 1 are counted in that last value. Counted when their transaction committed.",
+		}, []string{"provider", "attempt"}),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_duplicates_total",
 			Help: "Records skipped by the dedup table, by origin (ingest, retry, replay).",
@@ -152,7 +157,7 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		Name: "hookline_processor_store_keys",
 		Help: "Keys in the local Badger state store (approximate).",
 	}, func() float64 { return float64(st.Keys()) })
-	reg.MustRegister(m.records, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
+	reg.MustRegister(m.records, m.succeeded, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
 		m.restoreSeconds, m.restoreRecords, m.resumeSeconds, m.batchSeconds, m.lag, m.hanging, m.sessions, keys,
 		m.batchRecords, m.pending, m.classPending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag, m.lanePaused, m.laneRate,
 		m.standbyLag, m.standbyPartitions)

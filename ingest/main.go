@@ -85,10 +85,21 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	specs := names.Specs(svc.Shape(reg))
 	if ensureOnly {
 		startCtx, cancel := context.WithTimeout(ctx, 60*time.Second)
-		err = topics.Ensure(startCtx, cl, specs, cfg.Topics.Replication)
-		cancel()
-		if err != nil {
+		defer cancel()
+		if err := topics.Ensure(startCtx, cl, specs, cfg.Topics.Replication); err != nil {
 			return fmt.Errorf("ensure topics on %s: %w", cfg.Kafka, cfg.Kafka.Explain(err))
+		}
+		// make topics also sets what a setting tunes on an existing topic
+		// (the DLQ's retention.ms), which a service only warns about.
+		drifts, err := topics.Drifts(startCtx, cl, specs)
+		if err == nil {
+			err = topics.SetTuned(startCtx, cl, drifts)
+		}
+		if err != nil {
+			return fmt.Errorf("tune topics on %s: %w", cfg.Kafka, cfg.Kafka.Explain(err))
+		}
+		for _, d := range drifts {
+			log.Info("topic config set", "topic", d.Topic, "config", d.Key, "was", d.Have, "now", d.Want, "by", d.Var)
 		}
 		log.Info("topics are in place", "topics", names.All())
 		return nil

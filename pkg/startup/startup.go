@@ -106,7 +106,7 @@ func (s *Service) LoadProviders(path string, secrets func(string) (string, bool)
 // the longest dedup TTL of reg (none when reg is nil: a service without the
 // providers file must not create the changelog).
 func (s *Service) Shape(reg *providers.Registry) topics.Shape {
-	sh := topics.Shape{Partitions: s.Topics.Partitions, MaxMessageBytes: s.Topics.MaxRecordBytes()}
+	sh := topics.Shape{Partitions: s.Topics.Partitions, MaxMessageBytes: s.Topics.MaxRecordBytes(), DLQRetention: s.Topics.DLQRetention}
 	if reg != nil {
 		sh.ChangelogRetention = reg.MaxDedupTTL()
 	}
@@ -147,5 +147,20 @@ func (s *Service) EnsureTopics(ctx context.Context, cl *kgo.Client, specs []topi
 	case err != nil:
 		return fmt.Errorf("ensure topics on %s: %w", s.Kafka, err)
 	}
+	s.WarnDrifts(ctx, cl, specs)
 	return nil
+}
+
+// WarnDrifts logs a warning for each tuned config of an existing topic
+// that differs from its spec (topics.Drifts: the DLQ's retention.ms set
+// under another HOOKLINE_DLQ_RETENTION), saying how to fix it. It never
+// stops the service: a failed check is a warning too.
+func (s *Service) WarnDrifts(ctx context.Context, cl *kgo.Client, specs []topics.Spec) {
+	drifts, err := topics.Drifts(ctx, cl, specs)
+	if err != nil {
+		s.Log.Warn("cannot compare the topics' tuned configs with the settings", "err", err)
+	}
+	for _, d := range drifts {
+		s.Log.Warn("topic config differs from the setting: "+d.String(), "topic", d.Topic, "config", d.Key, "have", d.Have, "want", d.Want)
+	}
 }

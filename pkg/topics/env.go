@@ -3,6 +3,7 @@ package topics
 import (
 	"regexp"
 	"strconv"
+	"time"
 
 	"github.com/hookline/hookline/pkg/envconf"
 )
@@ -27,7 +28,14 @@ type Env struct {
 	Partitions   int32  // HOOKLINE_PARTITIONS
 	Replication  int16  // HOOKLINE_REPLICATION_FACTOR (-1: broker default)
 	MaxBodyBytes int    // HOOKLINE_MAX_BODY_BYTES
+	// DLQRetention is HOOKLINE_DLQ_RETENTION: the DLQ topic's retention.ms
+	// at creation, and how long the trace index keeps what it read.
+	DLQRetention time.Duration
 }
+
+// DefaultDLQRetention is how long dead letters are kept unless
+// HOOKLINE_DLQ_RETENTION says otherwise.
+const DefaultDLQRetention = 30 * day
 
 // ReadEnv reads the topic settings with r, which collects every problem.
 func ReadEnv(r *envconf.Reader) Env {
@@ -47,6 +55,7 @@ func ReadEnv(r *envconf.Reader) Env {
 			return int16(n), nil
 		}),
 		MaxBodyBytes: r.Int("HOOKLINE_MAX_BODY_BYTES", DefaultMaxBodyBytes, 1, 64<<20),
+		DLQRetention: r.Duration("HOOKLINE_DLQ_RETENTION", DefaultDLQRetention, time.Hour, 0),
 	}
 }
 

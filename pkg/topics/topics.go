@@ -6,6 +6,7 @@
 package topics
 
 import (
+	"cmp"
 	"time"
 )
 
@@ -104,6 +105,9 @@ type Shape struct {
 	// MaxMessageBytes for topics that carry request bodies: the body limit
 	// plus room for headers.
 	MaxMessageBytes int
+	// DLQRetention is the DLQ topic's retention.ms (HOOKLINE_DLQ_RETENTION;
+	// DefaultDLQRetention when 0).
+	DLQRetention time.Duration
 }
 
 // Spec is the wanted shape of one topic.
@@ -114,6 +118,11 @@ type Spec struct {
 	Cleanup string
 	// Configs are set when the topic is created.
 	Configs map[string]string
+	// Tuned are keys of Configs an operator may change on an existing
+	// topic, each with the environment variable that sets it: Ensure does
+	// not refuse a difference, Drifts reports it and SetTuned applies the
+	// spec's value.
+	Tuned map[string]string
 }
 
 const day = 24 * time.Hour
@@ -126,6 +135,8 @@ func (n Names) Specs(s Shape) []Spec {
 			"max.message.bytes": itoa(s.MaxMessageBytes),
 		}}
 	}
+	dlq := body(n.DLQ, cmp.Or(s.DLQRetention, DefaultDLQRetention))
+	dlq.Tuned = map[string]string{"retention.ms": "HOOKLINE_DLQ_RETENTION"}
 	specs := []Spec{
 		body(n.Raw, 7*day),
 		{Name: n.Changelog, Partitions: s.Partitions, Cleanup: "compact,delete", Configs: map[string]string{
@@ -135,7 +146,7 @@ func (n Names) Specs(s Shape) []Spec {
 			"segment.ms":                ms(day),
 		}},
 		{Name: n.Outcomes, Partitions: s.Partitions, Cleanup: "delete", Configs: map[string]string{"retention.ms": ms(7 * day)}},
-		body(n.DLQ, 30*day),
+		dlq,
 		{Name: n.DLQStatus, Partitions: s.Partitions, Cleanup: "compact", Configs: map[string]string{}},
 		{Name: n.Control, Partitions: 1, Cleanup: "compact", Configs: map[string]string{}},
 		{Name: n.Selftest, Partitions: 1, Cleanup: "delete", Configs: map[string]string{"retention.ms": ms(time.Hour)}},

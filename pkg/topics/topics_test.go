@@ -43,6 +43,7 @@ func TestReadEnv(t *testing.T) {
 		{map[string]string{"HOOKLINE_REPLICATION_FACTOR": "0"}, "HOOKLINE_REPLICATION_FACTOR"},
 		{map[string]string{"HOOKLINE_TOPIC_PREFIX": "bad prefix/"}, "HOOKLINE_TOPIC_PREFIX"},
 		{map[string]string{"HOOKLINE_MAX_BODY_BYTES": "-1"}, "HOOKLINE_MAX_BODY_BYTES"},
+		{map[string]string{"HOOKLINE_DLQ_RETENTION": "10m"}, `HOOKLINE_DLQ_RETENTION="10m": want a duration of 1h or more`},
 		{map[string]string{"HOOKLINE_TOPIC_PREFIX": "a b", "HOOKLINE_PARTITIONS": "x", "HOOKLINE_REPLICATION_FACTOR": "0", "HOOKLINE_MAX_BODY_BYTES": "1e9"},
 			`HOOKLINE_TOPIC_PREFIX="a b": want letters, digits, '.', '_' and '-' only: they are allowed in topic names` + "\n" +
 				`  HOOKLINE_PARTITIONS="x": want a whole number from 1 to 10000` + "\n" +
@@ -53,7 +54,7 @@ func TestReadEnv(t *testing.T) {
 		r := envconf.New(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
 		e, err := ReadEnv(r), r.Err()
 		if tc.wantErr == "" {
-			if err != nil || e.Partitions != DefaultPartitions || e.Replication != -1 || e.MaxBodyBytes != DefaultMaxBodyBytes {
+			if err != nil || e.Partitions != DefaultPartitions || e.Replication != -1 || e.MaxBodyBytes != DefaultMaxBodyBytes || e.DLQRetention != DefaultDLQRetention {
 				t.Errorf("defaults: %+v, %v", e, err)
 			}
 			continue

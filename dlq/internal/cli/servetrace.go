@@ -36,7 +36,7 @@ func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg 
 			}
 		}
 	}
-	ix, err = trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Logger: log})
+	ix, err = trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Retention: cfg.Topics.DLQRetention, Logger: log})
 	if err != nil {
 		return nil, nil, fmt.Errorf("HOOKLINE_TRACE_DIR=%s: %w", cfg.TraceDir, err)
 	}

@@ -89,7 +89,7 @@ func localTrace(ctx context.Context, env Env, cfg config, key string) (trace.Tra
 	}
 	defer a.close()
 	log := obs.NewLogger(env.Stderr, slog.LevelWarn, "dlq")
-	ix, err := trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Logger: log})
+	ix, err := trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Retention: cfg.Topics.DLQRetention, Logger: log})
 	if err != nil {
 		if errors.Is(err, badgerdb.ErrHeld) {
 			return trace.Trace{}, errIndexBusy

@@ -38,9 +38,10 @@ import (
 	"github.com/hookline/hookline/pkg/topics"
 )
 
-// DefaultRetention is how long an entry stays in the index: the DLQ's
-// retention (30 days), the longest of the topics it reads.
-const DefaultRetention = 30 * 24 * time.Hour
+// DefaultRetention is how long an entry stays in the index unless
+// Options.Retention says otherwise: the DLQ's default retention
+// (topics.DefaultDLQRetention, 30 days), the longest of the topics it reads.
+const DefaultRetention = topics.DefaultDLQRetention
 
 // Entry key prefixes.
 const (
@@ -56,7 +57,8 @@ type Options struct {
 	Dir      string
 	InMemory bool
 	Names    topics.Names
-	// Retention is how long entries live (DefaultRetention when 0).
+	// Retention is how long entries live: the DLQ topic's retention
+	// (HOOKLINE_DLQ_RETENTION), DefaultRetention when 0.
 	Retention time.Duration
 	Logger    *slog.Logger
 }

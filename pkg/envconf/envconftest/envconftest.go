@@ -41,6 +41,7 @@ var Shared = []Bad{
 	{"HOOKLINE_PARTITIONS", "0", `HOOKLINE_PARTITIONS="0": want a whole number from 1 to 10000`},
 	{"HOOKLINE_REPLICATION_FACTOR", "0", `HOOKLINE_REPLICATION_FACTOR="0": want a whole number from 1, or -1 for the broker's default`},
 	{"HOOKLINE_MAX_BODY_BYTES", "-1", `HOOKLINE_MAX_BODY_BYTES="-1": want a whole number from 1 to 67108864`},
+	{"HOOKLINE_DLQ_RETENTION", "30m", `HOOKLINE_DLQ_RETENTION="30m": want a duration of 1h or more, such as 720h`},
 	{"HOOKLINE_LOG_LEVEL", "loud", `HOOKLINE_LOG_LEVEL="loud": want debug, info, warn or error`},
 }
 

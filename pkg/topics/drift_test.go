@@ -1,0 +1,76 @@
+package topics_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+// TestDLQRetentionDrift: HOOKLINE_DLQ_RETENTION is the DLQ's retention.ms at
+// creation; an existing DLQ created under another value is a drift (not a
+// mismatch: Ensure passes), named with both values and the fix, and
+// SetTuned (what make topics runs) sets it, after which nothing drifts.
+func TestDLQRetentionDrift(t *testing.T) {
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	n := topics.NewNames("", []string{"1m"})
+	sh := topics.Shape{Partitions: 2, MaxMessageBytes: 2 << 20}
+	created := n.Specs(sh)
+	for _, s := range created {
+		if s.Name == n.DLQ && s.Configs["retention.ms"] != "2592000000" {
+			t.Errorf("default DLQ retention.ms %s, want 30 days", s.Configs["retention.ms"])
+		}
+	}
+	if err := topics.Ensure(ctx, cl, created, -1); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := topics.Drifts(ctx, cl, created); err != nil || len(d) != 0 {
+		t.Fatalf("as created: drifts %v, %v; want none", d, err)
+	}
+
+	sh.DLQRetention = 7 * 24 * time.Hour
+	wanted := n.Specs(sh)
+	if err := topics.Ensure(ctx, cl, wanted, -1); err != nil {
+		t.Fatalf("a retention drift must not stop Ensure: %v", err)
+	}
+	drifts, err := topics.Drifts(ctx, cl, wanted)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(drifts) != 1 {
+		t.Fatalf("drifts %v, want the DLQ's retention.ms", drifts)
+	}
+	d := drifts[0]
+	if d.Topic != n.DLQ || d.Key != "retention.ms" || d.Have != "2592000000" || d.Want != "604800000" || d.Var != "HOOKLINE_DLQ_RETENTION" {
+		t.Errorf("drift %+v", d)
+	}
+	for _, w := range []string{"topic webhooks.dlq has retention.ms=2592000000 (720h)", "HOOKLINE_DLQ_RETENTION wants 604800000 (168h)", "`HOOKLINE_DLQ_RETENTION=168h make topics`"} {
+		if !strings.Contains(d.String(), w) {
+			t.Errorf("warning %q does not say %q", d.String(), w)
+		}
+	}
+
+	if err := topics.SetTuned(ctx, cl, drifts); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := topics.Drifts(ctx, cl, wanted); err != nil || len(d) != 0 {
+		t.Fatalf("after SetTuned: drifts %v, %v; want none", d, err)
+	}
+}

@@ -22,11 +22,13 @@ all: build
 
 build:
 	@mkdir -p $(BIN)
-	$(GO) build -o $(BIN)/ $(addprefix ./,$(SERVICES))
+	$(GO) build -o $(BIN)/ $(addprefix ./,$(SERVICES)) ./compose/sink
 
-## run: start Kafka if needed, then the services in the foreground (Ctrl-C stops them).
-run: build $(KAFKA_DEP)
-	compose/run.sh
+## run: the services, the local sink and dlq serve in the foreground; with KAFKA_BROKERS
+## unset, compose/run.sh starts the local broker unless it is running, and stops it at
+## Ctrl-C only if it started it (the last line says which).
+run: build
+	HOOKLINE_RUN_KAFKA=$(if $(KAFKA_DEP),local,) compose/run.sh
 
 ## test: every test, against a real broker: the packages first, then the
 ## whole-system scenarios alone (they kill services and load both cores).

@@ -25,11 +25,13 @@ type output struct {
 	mu    sync.Mutex
 	lines []string
 	more  chan struct{} // closed and replaced on every line
+	done  chan struct{} // closed at the end of the output
 }
 
 func newOutput(r io.Reader) *output {
-	o := &output{more: make(chan struct{})}
+	o := &output{more: make(chan struct{}), done: make(chan struct{})}
 	go func() {
+		defer close(o.done)
 		sc := bufio.NewScanner(r)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
@@ -43,9 +45,10 @@ func newOutput(r io.Reader) *output {
 	return o
 }
 
-// await returns the first line matching re, or "" when deadline passes.
+// await returns the submatches of the first line matching re, or nil when
+// deadline passes or the output ends without one.
 func (o *output) await(re *regexp.Regexp, deadline time.Time) []string {
-	for {
+	for ended := false; ; {
 		o.mu.Lock()
 		for _, l := range o.lines {
 			if m := re.FindStringSubmatch(l); m != nil {
@@ -55,8 +58,13 @@ func (o *output) await(re *regexp.Regexp, deadline time.Time) []string {
 		}
 		more := o.more
 		o.mu.Unlock()
+		if ended {
+			return nil
+		}
 		select {
 		case <-more:
+		case <-o.done:
+			ended = true // one more look at what came before the end
 		case <-time.After(time.Until(deadline)):
 			return nil
 		}
@@ -91,44 +99,65 @@ func TestMakeRun(t *testing.T) {
 		return ln.Addr().String()
 	}
 	dir := t.TempDir()
-	cmd := exec.Command("compose/run.sh")
-	cmd.Dir = ".."
-	cmd.Env = append(os.Environ(),
-		"HOOKLINE_RUN_KAFKA=", // the broker is the caller's
-		"HOOKLINE_TOPIC_PREFIX="+kafkatest.Prefix(t),
-		"HOOKLINE_INGEST_ADDR="+addr(),
-		"HOOKLINE_ADMIN_ADDR="+addr(),
-		"HOOKLINE_SINK_ADDR="+addr(),
-		"HOOKLINE_PROCESSOR_METRICS_ADDR="+addr(),
-		"HOOKLINE_RETRIER_METRICS_ADDR="+addr(),
-		"HOOKLINE_ADMIN_TOKEN=",
-		"HOOKLINE_PROVIDERS=",
-		"HOOKLINE_RETRY_TIERS=",
-		"HOOKLINE_STATE_DIR="+filepath.Join(dir, "state"),
-		"HOOKLINE_TRACE_DIR="+filepath.Join(dir, "trace"),
+	prefix := kafkatest.Prefix(t)
+	// start runs run.sh on free ports. A port taken by someone else between
+	// its pick and run.sh's listen ends that run: it is tried again, up to 3
+	// times, on new ports.
+	var (
+		cmd    *exec.Cmd
+		out    *output
+		exited chan error
+		curl   []string
 	)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	pr, pw := io.Pipe()
-	cmd.Stdout, cmd.Stderr = pw, pw
-	out := newOutput(pr)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait(); pw.Close() }()
-	stopped := false
+	stopped := true
 	t.Cleanup(func() {
 		if !stopped { // a failed test: everything run.sh started goes
 			_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			<-exited
 		}
 	})
+	for try := 1; curl == nil; try++ {
+		cmd = exec.Command("compose/run.sh")
+		cmd.Dir = ".."
+		cmd.Env = append(os.Environ(),
+			"HOOKLINE_RUN_KAFKA=", // the broker is the caller's
+			"HOOKLINE_TOPIC_PREFIX="+prefix,
+			"HOOKLINE_INGEST_ADDR="+addr(),
+			"HOOKLINE_ADMIN_ADDR="+addr(),
+			"HOOKLINE_SINK_ADDR="+addr(),
+			"HOOKLINE_PROCESSOR_METRICS_ADDR="+addr(),
+			"HOOKLINE_RETRIER_METRICS_ADDR="+addr(),
+			"HOOKLINE_ADMIN_TOKEN=",
+			"HOOKLINE_PROVIDERS=",
+			"HOOKLINE_RETRY_TIERS=",
+			"HOOKLINE_STATE_DIR="+filepath.Join(dir, "state"),
+			"HOOKLINE_TRACE_DIR="+filepath.Join(dir, "trace"),
+		)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+		pr, pw := io.Pipe()
+		cmd.Stdout, cmd.Stderr = pw, pw
+		out = newOutput(pr)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		exited = make(chan error, 1)
+		go func() { exited <- cmd.Wait(); pw.Close() }()
+		stopped = false
 
-	deadline := time.Now().Add(3 * time.Minute)
-	curl := out.await(regexp.MustCompile(`^curl -si .*`), deadline)
-	if curl == nil {
-		t.Fatalf("run.sh printed no curl within 3 minutes; its last lines:\n%s", out.tail(40))
+		curl = out.await(regexp.MustCompile(`^curl -si .*`), time.Now().Add(3*time.Minute))
+		if curl != nil {
+			break
+		}
+		inUse := out.await(regexp.MustCompile(`address already in use`), time.Now())
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-exited
+		stopped = true
+		if inUse == nil || try == 3 {
+			t.Fatalf("run.sh printed no curl within 3 minutes (try %d); its last lines:\n%s", try, out.tail(40))
+		}
+		t.Logf("try %d: a port was taken (%s); again on new ports", try, inUse[0])
 	}
+	deadline := time.Now().Add(time.Minute)
 	console := out.await(regexp.MustCompile(`^run: ready\. Console: (http://[^/]+)/ui/#token=([0-9a-f]+)$`), deadline)
 	if console == nil {
 		t.Fatalf("no console line; last lines:\n%s", out.tail(40))

@@ -27,7 +27,9 @@ import (
 //     to both gives two keys, each done once;
 //   - calls keys on {json: [/call/call_id, /call/end_timestamp]}: one call id
 //     with two end timestamps gives two keys, the same pair twice one done
-//     and one duplicate, and a missing part is a 400 naming it.
+//     and one duplicate, the same bytes twice a 202 duplicate from ingest
+//     (its signature carries no timestamp: a replay), and a missing part is
+//     a 400 naming it.
 func TestRetryPolicyAndKeys(t *testing.T) {
 	skipShort(t)
 	sys := e2e.New(t, e2e.Options{Tiers: "1s,2s,3s", Providers: func(dest, secretEnv string) string {
@@ -73,13 +75,19 @@ func TestRetryPolicyAndKeys(t *testing.T) {
 		{"short", e2e.StripeEvent("evt_same"), "short:evt_same"},
 		{"calls", callBody("c_1", "1700000000100"), "calls:c_1:1700000000100"},
 		{"calls", callBody("c_1", "1700000000200"), "calls:c_1:1700000000200"},
-		{"calls", callBody("c_1", "1700000000100"), "calls:c_1:1700000000100"}, // sent again
+		// The same pair again in other bytes (a field more): the same key,
+		// a duplicate outcome. (The same bytes again would be answered
+		// duplicate by ingest's replay recognition, produced never: below.)
+		{"calls", []byte(`{"event":"call_ended","call":{"call_id":"c_1","end_timestamp":1700000000100},"resent":true}`), "calls:c_1:1700000000100"},
 	}
 	for _, p := range posts {
 		a, err := sys.Send(e2e.Event{Provider: p.provider, Body: p.body, Header: map[string][]string{"Content-Type": {"application/json"}}})
 		if err != nil || a.Status != 202 || len(a.Keys) != 1 || a.Keys[0] != p.wantKey {
 			t.Fatalf("post to %s: %d %v %v, want 202 with key %s", p.provider, a.Status, a.Keys, err, p.wantKey)
 		}
+	}
+	if a, err := sys.Send(e2e.Event{Provider: "calls", Body: callBody("c_1", "1700000000100"), Header: map[string][]string{"Content-Type": {"application/json"}}}); err != nil || a.Status != 202 || !a.Duplicate {
+		t.Fatalf("the first call's bytes again: %d duplicate=%v %v, want 202 duplicate (a replay: calls signs no timestamp)", a.Status, a.Duplicate, err)
 	}
 	a, err := sys.Send(e2e.Event{Provider: "calls", Body: []byte(`{"call":{"call_id":"c_2"}}`), Header: map[string][]string{"Content-Type": {"application/json"}}})
 	if err != nil || a.Status != 400 || a.Error != "malformed_body" {

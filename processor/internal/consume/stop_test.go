@@ -2,12 +2,14 @@ package consume
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/hookline/hookline/pkg/outcome"
@@ -102,7 +104,11 @@ func openTransactions(adm *kadm.Client, group string, written []string) error {
 	if err == nil {
 		err = offs.Error()
 	}
-	if err != nil {
+	// A group with no member and no committed offset (a stop before its
+	// first commit) is deleted by kfake's offset expiry, which keeps any
+	// group with offsets pending in a transaction: not found means nothing
+	// is pending. (A -count=20 run under load met it in round 0.)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
 		return fmt.Errorf("committed offsets: %w", err)
 	}
 	ends, err := adm.ListEndOffsets(ctx, written...)

@@ -170,16 +170,20 @@ func TestReplayFailedProduceRealBroker(t *testing.T) {
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
 		t.Fatal(err)
 	}
+	// A topic created a moment ago may not be in the producer's metadata
+	// yet: the provider's retries go on until one is accepted or the
+	// deadline passes.
 	var code int
 	var a accepted
-	for try := 0; try < 20; try++ { // a topic created a moment ago may not be in the metadata yet
-		if code, a = resend(t, h, req, body, nil); code == 202 {
+	tries := 0
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		tries++
+		if code, a = resend(t, h, req, body, nil); code == 202 || time.Now().After(deadline) {
 			break
 		}
-		time.Sleep(250 * time.Millisecond)
 	}
 	if code != 202 || a.Status != statusAccepted {
-		t.Fatalf("the provider's retry after the failed produce: %d %+v, want accepted", code, a)
+		t.Fatalf("the provider's retry after the failed produce: %d %+v after %d tries in 30s, want accepted", code, a, tries)
 	}
 	if code, a := resend(t, h, req, body, map[string]string{"X-GitHub-Delivery": "retry-2"}); code != 202 || a.Status != statusDuplicate {
 		t.Fatalf("a replay after it: %d %+v, want duplicate", code, a)

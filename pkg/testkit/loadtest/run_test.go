@@ -29,6 +29,11 @@ func TestRunClose(t *testing.T) {
 		if _, err := r.Admin.CreateTopic(ctx, 1, -1, nil, topic); err != nil {
 			t.Fatal(err)
 		}
+		// CreateTopics answers once the controller has the topic; the
+		// broker's metadata, which Close lists, may show it a moment later.
+		if !waitTopic(ctx, t, topic, true) {
+			t.Fatalf("topic %s created but not listed after 10 s", topic)
+		}
 		var runErr error
 		if failed {
 			runErr = errors.New("the run failed")
@@ -42,15 +47,16 @@ func TestRunClose(t *testing.T) {
 			t.Errorf("failed run: Close = %v, folder %v; want the run's error naming the folder, kept", err, statErr)
 		}
 		os.RemoveAll(r.Dir)
-		if exists(ctx, t, topic) {
+		if waitTopic(ctx, t, topic, false) {
 			t.Errorf("topic %s still there after Close", topic)
 		}
 	}
 }
 
-// exists asks a new client whether topic is there, for up to 10 s while it
-// is (the broker's metadata may lag its deletion).
-func exists(ctx context.Context, t *testing.T, topic string) bool {
+// waitTopic asks a new client whether topic is listed, for up to 10 s
+// until the answer is want (the broker's metadata may lag a creation or a
+// deletion), and returns the last answer.
+func waitTopic(ctx context.Context, t *testing.T, topic string, want bool) bool {
 	cfg, err := KafkaConfig()
 	if err != nil {
 		t.Fatal(err)
@@ -61,12 +67,14 @@ func exists(ctx context.Context, t *testing.T, topic string) bool {
 	}
 	defer cl.Close()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		cl.PurgeTopicsFromClient(topic)
 		tds, err := kadm.NewClient(cl).ListTopics(ctx, topic)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if td, ok := tds[topic]; !ok || td.Err != nil || time.Now().After(deadline) {
-			return ok && td.Err == nil
+		td, ok := tds[topic]
+		if listed := ok && td.Err == nil; listed == want || time.Now().After(deadline) {
+			return listed
 		}
 	}
 }

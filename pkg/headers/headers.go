@@ -35,6 +35,10 @@ const (
 	SourceTopic     = "hookline.source.topic"
 	SourcePartition = "hookline.source.partition"
 	SourceOffset    = "hookline.source.offset"
+	// Route names the route (providers file) a retry-tier, DLQ or lane
+	// record is for; absent on raw records (every matching route) and on
+	// records written before routes, which mean the route "default".
+	Route = "hookline.route"
 
 	// HTTPPrefix is put before the lower-case name of every provider header
 	// that is copied from the request (signature, delivery id, timestamp).

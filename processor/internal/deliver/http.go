@@ -49,6 +49,7 @@ const (
 	HeaderAttempt        = "X-Hookline-Attempt"
 	HeaderProvider       = "X-Hookline-Provider"
 	HeaderEventType      = "X-Hookline-Event-Type"
+	HeaderRoute          = "X-Hookline-Route"
 	UserAgent            = "hookline/1"
 )
 

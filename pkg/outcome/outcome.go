@@ -23,6 +23,10 @@ type Outcome struct {
 	DeadReason string `json:"dead_reason,omitempty"`
 	ReplayID   string `json:"replay_id,omitempty"`
 	Lane       string `json:"lane,omitempty"`
+	// Route is the route (providers file) the outcome is for; absent on a
+	// duplicate (decided for the key, not a route) and on outcomes
+	// written before routes.
+	Route string `json:"route,omitempty"`
 	// Partition and Offset are where the record was read (the schema
 	// allows a record without them; Decode gives -1 then).
 	Partition int32 `json:"partition"`
@@ -41,6 +45,9 @@ const (
 	StatusParked = "parked"
 	// StatusDead: sent to webhooks.dlq, for DeadReason.
 	StatusDead = "dead"
+	// StatusUnrouted: the event matched none of its provider's routes;
+	// nothing was delivered, and nothing is wrong.
+	StatusUnrouted = "unrouted"
 )
 
 // Decode reads an outcome record's value. Fields it lacks are empty, except

@@ -40,6 +40,10 @@ const (
 	// records written before routes, which mean the route "default".
 	Route = "hookline.route"
 
+	// DefaultRoute is the route a record without hookline.route is for,
+	// and the one route of a provider with a provider-level destination.
+	DefaultRoute = "default"
+
 	// HTTPPrefix is put before the lower-case name of every provider header
 	// that is copied from the request (signature, delivery id, timestamp).
 	HTTPPrefix = "http."

@@ -9,8 +9,14 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 )
 
-// stateVersion is the "v" of the changelog value; Decode rejects any other.
-const stateVersion = 1
+// The "v" of the changelog value: 1 for a state in the one-route form
+// (State.Routes nil, every state written before routes), 2 for one with
+// routes. Decode rejects any other; a processor of a version before routes
+// rejects 2, so upgrade every processor of a group together.
+const (
+	stateVersion       = 1
+	stateVersionRoutes = 2
+)
 
 // stateJSON is the changelog value (schemas/state.schema.json).
 type stateJSON struct {
@@ -20,6 +26,17 @@ type stateJSON struct {
 	Provider    string   `json:"provider"`
 	FirstSeenAt string   `json:"first_seen_at"`
 	UpdatedAt   string   `json:"updated_at"`
+	ExpiresAt   string   `json:"expires_at"`
+	ReplayIDs   []string `json:"replay_ids,omitempty"`
+	// Routes is set (maybe empty) in version 2 only.
+	Routes *[]routeJSON `json:"routes,omitempty"`
+}
+
+// routeJSON is one route's state in a version 2 value.
+type routeJSON struct {
+	Name        string   `json:"name"`
+	Status      Status   `json:"status"`
+	NextAttempt int      `json:"next_attempt,omitempty"`
 	ExpiresAt   string   `json:"expires_at"`
 	ReplayIDs   []string `json:"replay_ids,omitempty"`
 }
@@ -32,7 +49,7 @@ func Encode(st State) ([]byte, error) {
 	if err := st.check(); err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	return json.Marshal(stateJSON{
+	j := stateJSON{
 		V:           stateVersion,
 		Status:      st.Status,
 		NextAttempt: st.NextAttempt,
@@ -41,7 +58,16 @@ func Encode(st State) ([]byte, error) {
 		UpdatedAt:   headers.FormatTime(st.UpdatedAt),
 		ExpiresAt:   headers.FormatTime(st.ExpiresAt),
 		ReplayIDs:   st.ReplayIDs,
-	})
+	}
+	if st.Routes != nil {
+		j.V = stateVersionRoutes
+		routes := make([]routeJSON, len(st.Routes))
+		for i, r := range st.Routes {
+			routes[i] = routeJSON{Name: r.Name, Status: r.Status, NextAttempt: r.NextAttempt, ExpiresAt: headers.FormatTime(r.ExpiresAt), ReplayIDs: r.ReplayIDs}
+		}
+		j.Routes = &routes
+	}
+	return json.Marshal(j)
 }
 
 // Decode reads a changelog value written by Encode. It rejects another
@@ -54,11 +80,26 @@ func Decode(b []byte) (State, error) {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return State{}, fmt.Errorf("decode state: %w", err)
 	}
-	if j.V != stateVersion {
-		return State{}, fmt.Errorf("decode state: version %d, want %d", j.V, stateVersion)
+	switch {
+	case j.V != stateVersion && j.V != stateVersionRoutes:
+		return State{}, fmt.Errorf("decode state: version %d, want %d or %d", j.V, stateVersion, stateVersionRoutes)
+	case j.V == stateVersion && j.Routes != nil:
+		return State{}, fmt.Errorf("decode state: version %d with routes (only version %d has them)", j.V, stateVersionRoutes)
+	case j.V == stateVersionRoutes && j.Routes == nil:
+		return State{}, fmt.Errorf("decode state: version %d without routes", j.V)
 	}
 	st := State{Status: j.Status, NextAttempt: j.NextAttempt, Provider: j.Provider, ReplayIDs: j.ReplayIDs}
 	var errs []error
+	if j.Routes != nil {
+		st.Routes = make([]RouteState, len(*j.Routes))
+		for i, r := range *j.Routes {
+			t, err := headers.ParseTime(r.ExpiresAt)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("routes[%d].expires_at: %w", i, err))
+			}
+			st.Routes[i] = RouteState{Name: r.Name, Status: r.Status, NextAttempt: r.NextAttempt, ExpiresAt: t, ReplayIDs: r.ReplayIDs}
+		}
+	}
 	for _, f := range []struct {
 		name string
 		in   string
@@ -82,22 +123,59 @@ func Decode(b []byte) (State, error) {
 
 // check is what Encode and Decode both require of a state.
 func (s State) check() error {
-	switch s.Status {
-	case StatusDone, StatusDead, StatusRetrying, StatusParked:
-	default:
-		return fmt.Errorf("unknown status %q (want done, retrying, parked or dead)", s.Status)
-	}
 	if s.Provider == "" {
 		return errors.New("provider is empty")
 	}
-	// Retrying usually expects attempt 2 or later; attempt 1 when the first
-	// call was never made (the destination's circuit was open).
-	waits := s.Status == StatusRetrying || s.Status == StatusParked
-	if waits && s.NextAttempt < 1 || !waits && s.NextAttempt != 0 {
-		return fmt.Errorf("status %s with next_attempt %d (retrying and parked expect attempt 1 or later, other statuses none)", s.Status, s.NextAttempt)
+	if s.Routes == nil {
+		return checkRoute(s.Status, s.NextAttempt, s.ReplayIDs)
 	}
-	if len(s.ReplayIDs) > MaxReplayIDs {
-		return fmt.Errorf("%d replay ids, at most %d", len(s.ReplayIDs), MaxReplayIDs)
+	if sum := Summary(s.Routes); s.Status != sum || s.NextAttempt != 0 || len(s.ReplayIDs) > 0 {
+		return fmt.Errorf("a state with routes has status %s (their summary), no next_attempt and no replay_ids at its top; got %s, %d, %d replay ids", sum, s.Status, s.NextAttempt, len(s.ReplayIDs))
+	}
+	for i, r := range s.Routes {
+		if !validRouteName(r.Name) {
+			return fmt.Errorf("routes[%d]: name %q is not a route name ([a-z0-9_-]{1,40})", i, r.Name)
+		}
+		if i > 0 && r.Name <= s.Routes[i-1].Name {
+			return fmt.Errorf("routes[%d]: %q after %q: routes are in name order, each once", i, r.Name, s.Routes[i-1].Name)
+		}
+		if err := checkRoute(r.Status, r.NextAttempt, r.ReplayIDs); err != nil {
+			return fmt.Errorf("routes[%d] (%s): %w", i, r.Name, err)
+		}
 	}
 	return nil
+}
+
+// checkRoute checks one route's status, attempt and replay ids.
+func checkRoute(status Status, next int, replayIDs []string) error {
+	switch status {
+	case StatusDone, StatusDead, StatusRetrying, StatusParked:
+	default:
+		return fmt.Errorf("unknown status %q (want done, retrying, parked or dead)", status)
+	}
+	// Retrying usually expects attempt 2 or later; attempt 1 when the first
+	// call was never made (the destination's circuit was open).
+	waits := status == StatusRetrying || status == StatusParked
+	if waits && next < 1 || !waits && next != 0 {
+		return fmt.Errorf("status %s with next_attempt %d (retrying and parked expect attempt 1 or later, other statuses none)", status, next)
+	}
+	if len(replayIDs) > MaxReplayIDs {
+		return fmt.Errorf("%d replay ids, at most %d", len(replayIDs), MaxReplayIDs)
+	}
+	return nil
+}
+
+// validRouteName reports whether name matches ^[a-z0-9_-]{1,40}$.
+func validRouteName(name string) bool {
+	if name == "" || len(name) > 40 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		switch c := name[i]; {
+		case 'a' <= c && c <= 'z', '0' <= c && c <= '9', c == '_', c == '-':
+		default:
+			return false
+		}
+	}
+	return true
 }

@@ -32,6 +32,9 @@ const (
 	// (the destination had no room, its breaker was open, or it is paused);
 	// NextAttempt is that record's attempt.
 	StatusParked Status = "parked"
+	// StatusUnrouted is an outcome's status only, never a key's: the
+	// event matched none of its provider's routes (StepRoutes).
+	StatusUnrouted Status = "unrouted"
 )
 
 // MaxReplayIDs bounds State.ReplayIDs: the oldest ids are dropped beyond it.
@@ -60,6 +63,10 @@ type State struct {
 	// ReplayIDs are the replay ids already processed for this key, oldest
 	// first, at most MaxReplayIDs.
 	ReplayIDs []string
+	// Routes are the key's routes' states when it has any route but the
+	// route default (routes.go); nil: Status, NextAttempt, ExpiresAt and
+	// ReplayIDs are the route default's.
+	Routes []RouteState
 }
 
 // Expired reports whether the state is as good as none at now.
@@ -88,6 +95,12 @@ type Arrival struct {
 	// FromLane is set for a record read from a destination's lane topic: the
 	// parked copy of a record Admit let through before.
 	FromLane bool
+	// Route is the route the record is for: hookline.route, the lane's
+	// route, "" (headers.DefaultRoute) for a retry or replay written
+	// before routes. A fresh ingest record is for every route its event
+	// matches: Admit decides it for the key, and Step takes the route of
+	// each delivery.
+	Route string
 }
 
 // Reasons Admit gives, for logs and metric labels.
@@ -125,7 +138,10 @@ const (
 //
 // except that the parked copy itself (Arrival.FromLane, read from the
 // destination's lane topic) is processed when the key is parked: it is the
-// record the state waits for. A lane record of a key no longer parked (read
+// record the state waits for. A fresh ingest record is decided by the key's
+// state (its summary over routes: a live key is a duplicate, or
+// parked_pending); a retry, a replay or a lane copy by the state of its
+// route (Arrival.Route), none when the key has no state for that route. A lane record of a key no longer parked (read
 // again after a crash, the state already moved on) is skipped like any
 // other. A record whose origin is unknown is never processed, whatever the state:
 // the consumer should reject malformed headers before it gets here.
@@ -134,6 +150,9 @@ func Admit(st *State, a Arrival) (process bool, why string) {
 	case headers.OriginIngest, headers.OriginRetry, headers.OriginReplay:
 	default:
 		return false, WhyUnknownOrigin
+	}
+	if a.FromLane || a.Origin != headers.OriginIngest {
+		st = st.view(a.Route)
 	}
 	switch {
 	case a.FromLane && st != nil && st.Status == StatusParked && !st.Expired(a.Now):
@@ -184,6 +203,18 @@ type Policy struct {
 	Schedule retry.Schedule
 	// TTL is the dedup TTL; <= 0 means DefaultTTL.
 	TTL time.Duration
+	// Topic says the route's destination is a Kafka topic: its delivery is
+	// a record in the decision's transaction (ToTopic), so it always
+	// succeeds.
+	Topic bool
+}
+
+// ttlOf is pol's dedup TTL.
+func ttlOf(pol Policy) time.Duration {
+	if pol.TTL <= 0 {
+		return DefaultTTL
+	}
+	return pol.TTL
 }
 
 // NotCalledError is the result of a record whose destination was not
@@ -220,11 +251,16 @@ const (
 	// ToOutcomes writes the record's outcome, with Effect.Status (and the
 	// tier or dead reason the other effects name).
 	ToOutcomes
+	// ToTopic writes the exact record to its route's topic destination
+	// (Policy.Topic): its delivery, in the transaction of its state.
+	ToTopic
 )
 
 // Effect is one record a decision writes.
 type Effect struct {
-	Kind   EffectKind
+	Kind EffectKind
+	// Route is the route the record is for (every kind but ToChangelog).
+	Route  string
 	Status Status // ToOutcomes
 	// Tier is the retry tier (1-based, see retry.Schedule) of ToTier and
 	// of a retrying outcome.
@@ -264,17 +300,29 @@ func Step(st *State, a Arrival, result error, pol Policy) (State, []Effect) {
 	if st != nil && st.Expired(a.Now) {
 		st = nil
 	}
-	ttl := pol.TTL
-	if ttl <= 0 {
-		ttl = DefaultTTL
+	next, effects := stepRoute(st.view(a.Route), a, result, pol)
+	next.FirstSeenAt = firstSeen(st, a)
+	for i := range effects {
+		if effects[i].Kind != ToChangelog {
+			effects[i].Route = a.Route
+		}
 	}
+	return st.withRoute(a.Route, next), effects
+}
+
+// stepRoute is Step for the state of one route, shaped as a key's (view):
+// the table above.
+func stepRoute(st *State, a Arrival, result error, pol Policy) (State, []Effect) {
+	if st != nil && st.Expired(a.Now) {
+		st = nil
+	}
+	ttl := ttlOf(pol)
 	now := a.Now.UTC().Truncate(time.Millisecond)
 	attempt := attemptOf(a)
 	next := State{
-		Provider:    a.Provider,
-		FirstSeenAt: firstSeen(st, a),
-		UpdatedAt:   now,
-		ExpiresAt:   now.Add(ttl),
+		Provider:  a.Provider,
+		UpdatedAt: now,
+		ExpiresAt: now.Add(ttl),
 	}
 	var nc *NotCalledError
 	switch d := retry.Classify(result); {
@@ -287,6 +335,9 @@ func Step(st *State, a Arrival, result error, pol Policy) (State, []Effect) {
 		return next, []Effect{{Kind: ToChangelog}, {Kind: ToLane}, {Kind: ToOutcomes, Status: StatusParked}}
 	case result == nil:
 		next.Status, next.ReplayIDs = StatusDone, replayIDs(st, a)
+		if pol.Topic {
+			return next, []Effect{{Kind: ToChangelog}, {Kind: ToTopic}, {Kind: ToOutcomes, Status: StatusDone}}
+		}
 		return next, []Effect{{Kind: ToChangelog}, {Kind: ToOutcomes, Status: StatusDone}}
 	default:
 		next.ReplayIDs = replayIDs(st, a)

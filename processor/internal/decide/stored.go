@@ -20,10 +20,19 @@ import (
 //	3 x varint  first seen, updated, expires: Unix milliseconds
 //	uvarint     replay ids, then each as uvarint length and bytes
 //
+// A state with routes (State.Routes not nil) starts with storedVersionRoutes
+// (2) and carries, after the fields above, its routes: a uvarint count,
+// then per route its name (uvarint length and bytes), status byte, next
+// attempt (uvarint), expiry (varint Unix milliseconds) and replay ids (as
+// above). A state of one route (the route default) keeps the form above.
+//
 // DecodeStored also reads the JSON form, which stores written before this
 // layout hold: such a store stays readable, and its values are replaced by
 // the binary form as their keys are written again.
-const storedVersion = 1
+const (
+	storedVersion       = 1
+	storedVersionRoutes = 2
+)
 
 var statusCodes = [...]Status{1: StatusDone, 2: StatusRetrying, 3: StatusDead, 4: StatusParked}
 
@@ -46,20 +55,49 @@ func EncodeStored(st State) ([]byte, error) {
 	for _, id := range st.ReplayIDs {
 		n += binary.MaxVarintLen64 + len(id)
 	}
+	for _, r := range st.Routes {
+		n += 1 + 3*binary.MaxVarintLen64 + len(r.Name) + binary.MaxVarintLen64
+		for _, id := range r.ReplayIDs {
+			n += binary.MaxVarintLen64 + len(id)
+		}
+	}
+	version := byte(storedVersion)
+	if st.Routes != nil {
+		version = storedVersionRoutes
+		n += binary.MaxVarintLen64
+	}
 	b := make([]byte, 0, n)
-	b = append(b, storedVersion, statusCode(st.Status))
+	b = append(b, version, statusCode(st.Status))
 	b = binary.AppendUvarint(b, uint64(st.NextAttempt))
 	b = binary.AppendUvarint(b, uint64(len(st.Provider)))
 	b = append(b, st.Provider...)
 	for _, t := range []time.Time{st.FirstSeenAt, st.UpdatedAt, st.ExpiresAt} {
 		b = binary.AppendVarint(b, t.UnixMilli())
 	}
-	b = binary.AppendUvarint(b, uint64(len(st.ReplayIDs)))
-	for _, id := range st.ReplayIDs {
-		b = binary.AppendUvarint(b, uint64(len(id)))
-		b = append(b, id...)
+	b = appendStrings(b, st.ReplayIDs)
+	if st.Routes != nil {
+		b = binary.AppendUvarint(b, uint64(len(st.Routes)))
+		for _, r := range st.Routes {
+			b = binary.AppendUvarint(b, uint64(len(r.Name)))
+			b = append(b, r.Name...)
+			b = append(b, statusCode(r.Status))
+			b = binary.AppendUvarint(b, uint64(r.NextAttempt))
+			b = binary.AppendVarint(b, r.ExpiresAt.UnixMilli())
+			b = appendStrings(b, r.ReplayIDs)
+		}
 	}
 	return b, nil
+}
+
+// appendStrings appends a uvarint count, then each string as a uvarint
+// length and its bytes.
+func appendStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
 }
 
 var errShort = errors.New("stored state is cut short")
@@ -72,27 +110,38 @@ func DecodeStored(b []byte) (State, error) {
 	if len(b) > 0 && b[0] == '{' {
 		return Decode(b)
 	}
-	if len(b) < 2 || b[0] != storedVersion {
+	if len(b) < 2 || b[0] != storedVersion && b[0] != storedVersionRoutes {
 		return State{}, fmt.Errorf("decode stored state: not a stored state (first byte %q)", firstByte(b))
 	}
 	var st State
-	if int(b[1]) >= len(statusCodes) || b[1] == 0 {
-		return State{}, fmt.Errorf("decode stored state: unknown status code %d", b[1])
-	}
-	st.Status = statusCodes[b[1]]
 	r := storedReader{b: b[2:]}
+	st.Status = r.status(b[1])
 	st.NextAttempt = int(r.uvarint())
 	st.Provider = r.str()
 	for _, t := range []*time.Time{&st.FirstSeenAt, &st.UpdatedAt, &st.ExpiresAt} {
 		*t = time.UnixMilli(r.varint()).UTC()
 	}
-	if n := r.uvarint(); n > 0 && r.err == nil {
-		if n > MaxReplayIDs {
-			return State{}, fmt.Errorf("decode stored state: %d replay ids, at most %d", n, MaxReplayIDs)
+	st.ReplayIDs = r.replayIDs()
+	if b[0] == storedVersionRoutes {
+		n := r.uvarint()
+		if n > uint64(len(r.b)) { // every route takes bytes: a count past them is garbage
+			r.err = cmp.Or(r.err, errShort)
+			n = 0
 		}
-		st.ReplayIDs = make([]string, n)
-		for i := range st.ReplayIDs {
-			st.ReplayIDs[i] = r.str()
+		st.Routes = make([]RouteState, n)
+		for i := range st.Routes {
+			rs := &st.Routes[i]
+			rs.Name = r.str()
+			if len(r.b) == 0 {
+				r.err = cmp.Or(r.err, errShort)
+				break
+			}
+			code := r.b[0]
+			r.b = r.b[1:]
+			rs.Status = r.status(code)
+			rs.NextAttempt = int(r.uvarint())
+			rs.ExpiresAt = time.UnixMilli(r.varint()).UTC()
+			rs.ReplayIDs = r.replayIDs()
 		}
 	}
 	switch {
@@ -118,6 +167,32 @@ func firstByte(b []byte) string {
 type storedReader struct {
 	b   []byte
 	err error
+}
+
+// status reads a status code; an unknown one is an error.
+func (r *storedReader) status(code byte) Status {
+	if int(code) >= len(statusCodes) || code == 0 {
+		r.err = cmp.Or(r.err, fmt.Errorf("unknown status code %d", code))
+		return ""
+	}
+	return statusCodes[code]
+}
+
+// replayIDs reads a list of replay ids, at most MaxReplayIDs; none is nil.
+func (r *storedReader) replayIDs() []string {
+	n := r.uvarint()
+	switch {
+	case n == 0 || r.err != nil:
+		return nil
+	case n > MaxReplayIDs:
+		r.err = fmt.Errorf("%d replay ids, at most %d", n, MaxReplayIDs)
+		return nil
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = r.str()
+	}
+	return ids
 }
 
 func (r *storedReader) uvarint() uint64 {

@@ -22,38 +22,57 @@ var MixedProviders = []string{"stripe", "github", "shopify", "standard", "gocard
 
 // Event is one delivery as a provider would send it: the body, the headers
 // that carry its identity (the signature is added when it is sent, so a
-// re-sent event is signed afresh, as providers do), and the idempotency keys
-// ingest must answer with.
+// re-sent event is signed afresh, as providers do), the idempotency keys
+// ingest must answer with, and their event type.
 type Event struct {
 	Provider string
 	Body     []byte
 	Header   http.Header
 	Keys     []string
+	// Type is the event type ingest reads for every key ("" for a batch
+	// whose keys differ in type: gocardless).
+	Type string
 }
 
 // NewEvent builds a delivery of provider whose identity derives from id: the
 // same id gives the same keys, so sending it again is a duplicate.
-func NewEvent(provider, id string) Event {
+func NewEvent(provider, id string) Event { return NewTypedEvent(provider, id, "") }
+
+// NewTypedEvent is NewEvent of event type typ, for the providers whose body
+// names its type (stripe, standard, fastpay, slowcrm); "" keeps the
+// shape's own type (invoice.paid for those). It panics when provider
+// cannot carry typ.
+func NewTypedEvent(provider, id, typ string) Event {
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	ev := Event{Provider: provider, Header: h}
 	switch provider {
+	case "stripe", "standard", isolation.Fast, isolation.Slow:
+	default:
+		if typ != "" {
+			panic("e2e: provider " + provider + " does not carry its event type in the body")
+		}
+	}
+	if typ == "" {
+		typ = "invoice.paid"
+	}
+	switch provider {
 	case "stripe":
-		ev.Body = StripeEvent(id)
+		ev.Body, ev.Type = stripeEvent(id, typ), typ
 		ev.Keys = []string{"stripe:" + id}
 	case "github":
-		ev.Body = []byte(fmt.Sprintf(`{"action":"opened","issue":{"number":1,"title":%q}}`, id))
+		ev.Body, ev.Type = []byte(fmt.Sprintf(`{"action":"opened","issue":{"number":1,"title":%q}}`, id)), "issues"
 		h.Set("X-GitHub-Event", "issues")
 		h.Set("X-GitHub-Delivery", id)
 		ev.Keys = []string{"github:" + id}
 	case "shopify":
-		ev.Body = []byte(fmt.Sprintf(`{"id":%q,"total_price":"10.00"}`, id))
+		ev.Body, ev.Type = []byte(fmt.Sprintf(`{"id":%q,"total_price":"10.00"}`, id)), "orders/create"
 		h.Set("X-Shopify-Topic", "orders/create")
 		h.Set("X-Shopify-Webhook-Id", id)
 		h.Set("X-Shopify-Shop-Domain", "e2e.myshopify.com")
 		ev.Keys = []string{"shopify:" + id}
 	case "standard":
-		ev.Body = []byte(fmt.Sprintf(`{"type":"invoice.paid","data":{"id":%q}}`, id))
+		ev.Body, ev.Type = []byte(fmt.Sprintf(`{"type":%q,"data":{"id":%q}}`, typ, id)), typ
 		h.Set("Webhook-Id", id)
 		ev.Keys = []string{"standard:" + id}
 	case "gocardless":
@@ -61,13 +80,13 @@ func NewEvent(provider, id string) Event {
 			`{"id":"%s_b","resource_type":"payments","action":"paid_out"}]}`, id, id))
 		ev.Keys = []string{"gocardless:" + id + "_a", "gocardless:" + id + "_b"}
 	case "calcom":
-		ev.Body = []byte(fmt.Sprintf(`{"triggerEvent":"BOOKING_CREATED","payload":{"uid":%q}}`, id))
+		ev.Body, ev.Type = []byte(fmt.Sprintf(`{"triggerEvent":"BOOKING_CREATED","payload":{"uid":%q}}`, id)), "BOOKING_CREATED"
 		ev.Keys = []string{"calcom:BOOKING_CREATED:" + id}
 	case isolation.Fast, isolation.Slow: // generic, keyed by the body's id
-		ev.Body = StripeEvent(id)
+		ev.Body, ev.Type = stripeEvent(id, typ), typ
 		ev.Keys = []string{provider + ":" + id}
 	case "outcomes":
-		ev.Body = []byte(fmt.Sprintf(`{"id":%q,"type":"audit"}`, id))
+		ev.Body, ev.Type = []byte(fmt.Sprintf(`{"id":%q,"type":"audit"}`, id)), ""
 		ev.Keys = []string{"outcomes:" + id}
 	default:
 		panic("e2e: no event shape for provider " + provider)

@@ -35,6 +35,10 @@ type FlowOptions struct {
 	// GiveUp is how long one delivery is retried before the flow gives up on
 	// it (default 3m). A provider retries for hours; a test must stop.
 	GiveUp time.Duration
+	// EventTypes, when set, are cycled through as the types of new events
+	// (NewTypedEvent: stripe, standard, fastpay and slowcrm only), so that
+	// routes filtering by type each get their share.
+	EventTypes []string
 	// OnAccept, when set, is called with the keys of every 202 and the time
 	// the answer was read.
 	OnAccept func(keys []string, at time.Time)
@@ -151,7 +155,11 @@ func (f *Flow) run() {
 			f.mu.Unlock()
 		} else {
 			p := f.o.Providers[len(sent)%len(f.o.Providers)]
-			ev = NewEvent(p, fmt.Sprintf("%s_%d", f.o.ID, len(sent)))
+			typ := ""
+			if len(f.o.EventTypes) > 0 {
+				typ = f.o.EventTypes[len(sent)%len(f.o.EventTypes)]
+			}
+			ev = NewTypedEvent(p, fmt.Sprintf("%s_%d", f.o.ID, len(sent)), typ)
 			sent = append(sent, ev)
 		}
 		f.started.Add(1)
@@ -180,7 +188,7 @@ func (f *Flow) deliver(ev Event) {
 			if f.o.OnAccept != nil {
 				f.o.OnAccept(a.Keys, time.Now())
 			}
-			f.sys.Ledger().Accept(a.Keys...)
+			f.sys.Ledger().acceptEvent(ev, a.Keys)
 			f.accepted.Add(1)
 			f.mu.Lock()
 			f.stats.Accepted++

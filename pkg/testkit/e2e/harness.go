@@ -9,11 +9,13 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +24,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
@@ -52,6 +55,11 @@ type Options struct {
 	// (indented under `providers:`), given the destination's URL and the
 	// name of the environment variable holding Secret.
 	Providers func(destURL, secretEnv string) string
+	// Routes, when set, gives providers of MixedProviders routes (issue
+	// 22) instead of their provider-level destination, by provider name.
+	// The Ledger then settles every (key, route), and reads each topic
+	// route's topic.
+	Routes map[string][]Route
 }
 
 // System is one hookline under test.
@@ -64,6 +72,7 @@ type System struct {
 	Dest    *Destination
 	reg     *providers.Registry
 	env     map[string]string
+	routes  map[string][]Route // Options.Routes
 	secure  *kafkatest.SecureBroker
 
 	mu     sync.Mutex
@@ -73,7 +82,8 @@ type System struct {
 
 // New prepares a system: topics of its own, a destination server, a
 // providers file with one provider of each name in MixedProviders delivering
-// to the destination, and an "outcomes" provider without destination.
+// to the destination (or by the routes Options.Routes gives it), and an
+// "outcomes" provider without destination.
 func New(tb testing.TB, o Options) *System {
 	tb.Helper()
 	if o.Tiers == "" {
@@ -88,29 +98,14 @@ func New(tb testing.TB, o Options) *System {
 	if len(o.Brokers) == 0 {
 		o.Brokers = kafkatest.Brokers(tb)
 	}
-	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb), secure: o.Secure}
+	checkRoutes(tb, o.Routes)
+	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb), secure: o.Secure, routes: o.Routes}
 	if s.secure != nil {
 		s.secure.Grant(tb, s.Prefix)
 	}
 	tiers := strings.Split(o.Tiers, ",")
 	s.Names = topics.NewNames(s.Prefix, tiers)
-	dest := fmt.Sprintf("{url: %q, timeout: 5s}", s.Dest.URL())
-	prov := `providers:
-  stripe:     {preset: stripe,     secret_env: [E2E_SECRET], destination: ` + dest + `}
-  github:     {preset: github,     secret_env: [E2E_SECRET], destination: ` + dest + `}
-  shopify:    {preset: shopify,    secret_env: [E2E_SECRET], destination: ` + dest + `}
-  standard:   {preset: standard,   secret_env: [E2E_STD_SECRET], destination: ` + dest + `}
-  gocardless: {preset: gocardless, secret_env: [E2E_SECRET], destination: ` + dest + `}
-  calcom:     {preset: calcom,     secret_env: [E2E_SECRET], destination: ` + dest + `}
-  outcomes:
-    preset: generic
-    secret_env: [E2E_SECRET]
-    signature: {header: X-Sig, algorithm: hmac-sha256, encoding: hex}
-    idempotency_key: {json: /id}
-`
-	if o.Providers != nil {
-		prov += o.Providers(s.Dest.URL(), "E2E_SECRET")
-	}
+	prov := s.providersFile(o)
 	pf := filepath.Join(s.Dir, "providers.yaml")
 	if err := os.WriteFile(pf, []byte(prov), 0o600); err != nil {
 		tb.Fatal(err)
@@ -135,6 +130,36 @@ func New(tb testing.TB, o Options) *System {
 	}
 	s.reg = reg
 	return s
+}
+
+// providersFile is the system's providers file: one provider of each
+// name in MixedProviders delivering to the destination, or by its routes
+// (Options.Routes), the "outcomes" provider without destination, and what
+// Options.Providers adds.
+func (s *System) providersFile(o Options) string {
+	dest := fmt.Sprintf("{url: %q, timeout: 5s}", s.Dest.URL())
+	prov := "providers:\n"
+	for _, p := range MixedProviders {
+		env := "E2E_SECRET"
+		if p == "standard" {
+			env = "E2E_STD_SECRET"
+		}
+		if rs, ok := o.Routes[p]; ok {
+			prov += s.routesEntry(p, env, rs)
+			continue
+		}
+		prov += fmt.Sprintf("  %-11s {preset: %-10s secret_env: [%s], destination: %s}\n", p+":", p+",", env, dest)
+	}
+	prov += `  outcomes:
+    preset: generic
+    secret_env: [E2E_SECRET]
+    signature: {header: X-Sig, algorithm: hmac-sha256, encoding: hex}
+    idempotency_key: {json: /id}
+`
+	if o.Providers != nil {
+		prov += o.Providers(s.Dest.URL(), "E2E_SECRET")
+	}
+	return prov
 }
 
 // Service is a running service process.
@@ -244,8 +269,11 @@ func (s *System) Post(provider string, body []byte) (int, error) {
 var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 
 // StripeEvent is a body for the stripe provider; its key is "stripe:"+id.
-func StripeEvent(id string) []byte {
-	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":"invoice.paid"}`, id))
+func StripeEvent(id string) []byte { return stripeEvent(id, "invoice.paid") }
+
+// stripeEvent is a stripe body of event type typ.
+func stripeEvent(id, typ string) []byte {
+	return []byte(fmt.Sprintf(`{"id":%q,"object":"event","type":%q}`, id, typ))
 }
 
 // Outcome is an outcome record (package outcome), under the name the
@@ -343,28 +371,41 @@ func WaitHTTP(tb testing.TB, url string, timeout time.Duration) {
 	tb.Fatalf("%s did not answer 200 within %s", url, timeout)
 }
 
+// routeHeader names the route of a destination call (issue 22; the
+// processor's deliver package spells it too, internal to the processor).
+const routeHeader = "X-Hookline-Route"
+
 // Destination is the test's destination server: it logs every call and
-// answers as the behaviour set for the key says.
+// answers as the behaviour set for the key says. A call's route is its
+// X-Hookline-Route header (absent: the route default); a call sent to a
+// route's URL (RouteURL) whose header names another route is counted as
+// misrouted.
 type Destination struct {
 	srv *httptest.Server
 	mu  sync.Mutex
 	// calls per idempotency key, in arrival order: the X-Hookline-Attempt
-	// of each call.
-	calls    map[string][]string
-	behave   func(key string, call int) int // HTTP status for the n-th call (1-based) of key
-	headers  map[string]http.Header         // last request headers per key
-	bodies   map[string][]byte
-	delay    time.Duration
-	delayBy  func(key string) time.Duration // added to delay
-	onCall   func(key string, at time.Time)
-	inflight int
-	maxIn    int
+	// of each call, every route.
+	calls map[string][]string
+	// routed counts the calls per route, then per key.
+	routed    map[string]map[string]int
+	behave    func(route, key string, call int) int // HTTP status for the n-th call (1-based) of key on route
+	headers   map[string]http.Header                // last request headers per key
+	bodies    map[string][]byte
+	delay     time.Duration
+	delayBy   func(route, key string) time.Duration // added to delay
+	onCall    func(route, key string, at time.Time)
+	inflight  int
+	maxIn     int
+	inRoute   map[string]int // calls being answered now, per route
+	maxRoute  map[string]int
+	misrouted []string // "<route of the URL> <- <header> <key>"
 }
 
 // NewDestination starts a destination that answers 200 to everything.
 func NewDestination(tb testing.TB) *Destination {
-	d := &Destination{calls: map[string][]string{}, headers: map[string]http.Header{}, bodies: map[string][]byte{},
-		behave: func(string, int) int { return 200 }}
+	d := &Destination{calls: map[string][]string{}, routed: map[string]map[string]int{}, headers: map[string]http.Header{},
+		bodies: map[string][]byte{}, inRoute: map[string]int{}, maxRoute: map[string]int{},
+		behave: func(string, string, int) int { return 200 }}
 	d.srv = httptest.NewServer(http.HandlerFunc(d.serve))
 	tb.Cleanup(d.srv.Close)
 	return d
@@ -374,35 +415,58 @@ func (d *Destination) serve(w http.ResponseWriter, r *http.Request) {
 	at := time.Now()
 	body, _ := io.ReadAll(r.Body)
 	key := r.Header.Get("Idempotency-Key")
+	route := r.Header.Get(routeHeader)
+	if route == "" {
+		route = headers.DefaultRoute
+	}
 	d.mu.Lock()
+	if want, ok := strings.CutPrefix(r.URL.Path, "/hooks/"); ok && want != route {
+		d.misrouted = append(d.misrouted, want+" <- "+route+" "+key)
+	}
 	d.calls[key] = append(d.calls[key], r.Header.Get("X-Hookline-Attempt"))
-	n := len(d.calls[key])
+	if d.routed[route] == nil {
+		d.routed[route] = map[string]int{}
+	}
+	d.routed[route][key]++
+	n := d.routed[route][key]
 	d.headers[key] = r.Header.Clone()
 	d.bodies[key] = body
 	behave, delay, onCall := d.behave, d.delay, d.onCall
 	if d.delayBy != nil {
-		delay += d.delayBy(key)
+		delay += d.delayBy(route, key)
 	}
 	d.inflight++
 	d.maxIn = max(d.maxIn, d.inflight)
+	d.inRoute[route]++
+	d.maxRoute[route] = max(d.maxRoute[route], d.inRoute[route])
 	d.mu.Unlock()
 	if onCall != nil {
-		onCall(key, at)
+		onCall(route, key, at)
 	}
 	if delay > 0 {
 		time.Sleep(delay)
 	}
 	d.mu.Lock()
 	d.inflight--
+	d.inRoute[route]--
 	d.mu.Unlock()
-	w.WriteHeader(behave(key, n))
+	w.WriteHeader(behave(route, key, n))
 }
 
 // URL is where the destination listens.
 func (d *Destination) URL() string { return d.srv.URL + "/hooks" }
 
-// Behave sets the status for the n-th call of a key.
+// RouteURL is the destination's URL for route: calls arriving there must
+// name route in X-Hookline-Route (Misrouted lists those that do not).
+func (d *Destination) RouteURL(route string) string { return d.URL() + "/" + route }
+
+// Behave sets the status for the n-th call of a key (on its route).
 func (d *Destination) Behave(f func(key string, call int) int) {
+	d.BehaveRoute(func(_, key string, call int) int { return f(key, call) })
+}
+
+// BehaveRoute sets the status for the n-th call of a key on route.
+func (d *Destination) BehaveRoute(f func(route, key string, call int) int) {
 	d.mu.Lock()
 	d.behave = f
 	d.mu.Unlock()
@@ -417,6 +481,12 @@ func (d *Destination) Delay(dl time.Duration) {
 
 // DelayBy makes every call of key take f(key) longer (on top of Delay).
 func (d *Destination) DelayBy(f func(key string) time.Duration) {
+	d.DelayRoute(func(_, key string) time.Duration { return f(key) })
+}
+
+// DelayRoute makes every call of key on route take f(route, key) longer
+// (on top of Delay).
+func (d *Destination) DelayRoute(f func(route, key string) time.Duration) {
 	d.mu.Lock()
 	d.delayBy = f
 	d.mu.Unlock()
@@ -425,6 +495,12 @@ func (d *Destination) DelayBy(f func(key string) time.Duration) {
 // OnCall makes the destination call f with each call's key and arrival
 // time, before it answers.
 func (d *Destination) OnCall(f func(key string, at time.Time)) {
+	d.OnRouteCall(func(_, key string, at time.Time) { f(key, at) })
+}
+
+// OnRouteCall makes the destination call f with each call's route, key and
+// arrival time, before it answers.
+func (d *Destination) OnRouteCall(f func(route, key string, at time.Time)) {
 	d.mu.Lock()
 	d.onCall = f
 	d.mu.Unlock()
@@ -437,14 +513,14 @@ func (d *Destination) Inflight() int {
 	return d.inflight
 }
 
-// Calls returns how many times key was called.
+// Calls returns how many times key was called, every route.
 func (d *Destination) Calls(key string) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return len(d.calls[key])
 }
 
-// AllCalls returns a copy of the call counts per key.
+// AllCalls returns a copy of the call counts per key, every route.
 func (d *Destination) AllCalls() map[string]int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -453,6 +529,13 @@ func (d *Destination) AllCalls() map[string]int {
 		out[k] = len(v)
 	}
 	return out
+}
+
+// RouteCalls returns a copy of the call counts per key on route.
+func (d *Destination) RouteCalls(route string) map[string]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return maps.Clone(d.routed[route])
 }
 
 // Request returns the last headers and body received for key.
@@ -467,4 +550,19 @@ func (d *Destination) MaxInflight() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.maxIn
+}
+
+// MaxInflightOn is the most concurrent calls seen on route.
+func (d *Destination) MaxInflightOn(route string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.maxRoute[route]
+}
+
+// Misrouted lists the calls sent to a route's URL whose X-Hookline-Route
+// named another route (or none), as "<URL's route> <- <header's> <key>".
+func (d *Destination) Misrouted() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.misrouted)
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -21,42 +22,62 @@ import (
 )
 
 // Ledger is the account of one run: every key ingest answered 202 for,
-// against what the system did with it. After the run, Settle proves the
-// promises hookline makes:
+// against what the system did with it on each of its routes (issue 22: the
+// provider's routes its event type matches, or the one route default of a
+// provider-level destination). After the run, Settle proves the promises
+// hookline makes, for every (key, route):
 //
-//   - lost = 0: every accepted key has a terminal outcome (done or dead);
-//   - doubled = 0: no key is done twice, and no delivery of a key ends twice
-//     (a key ends once from ingest or the retry tiers, plus at most once per
-//     replay id);
-//   - every dead outcome has its one DLQ entry, and every DLQ entry its dead
-//     outcome;
-//   - destination calls per key stay within one per processed record plus
-//     the repeats a crash is allowed.
+//   - lost = 0: every accepted key has a terminal outcome (done or dead) on
+//     each of its routes, or its one unrouted outcome when it matches none;
+//   - doubled = 0: no key is done twice on a route, and no delivery of a
+//     key ends twice there (a key ends once from ingest or the retry tiers,
+//     plus at most once per replay id);
+//   - every dead outcome has its one DLQ entry (of its route), and every
+//     DLQ entry its dead outcome;
+//   - destination calls per key and route stay within one per processed
+//     record plus the repeats a crash is allowed;
+//   - a topic route's topic holds each of the route's keys exactly once,
+//     as it was sent, with its route's header.
 //
-// It reads webhooks.outcomes and webhooks.dlq read_committed from the start,
-// as an analyst would, and the destination's own log of calls.
+// It reads webhooks.outcomes, webhooks.dlq and each topic route's topic
+// read_committed from the start, as an analyst would, and the
+// destination's own log of calls.
 type Ledger struct {
 	sys *System
 	cl  *kgo.Client
 	adm *kadm.Client
+	// topics maps each topic route's topic to its route.
+	topics map[string]string
 
 	mu       sync.Mutex
-	accepted map[string]int // key -> 202 answers naming it
-	keys     map[string]*account
+	accepted map[string]int      // key -> 202 answers naming it
+	expect   map[string][]string // key -> the routes it is delivered on
+	bodies   map[string][]byte   // key -> body sent, for a system with topic routes (single-key events)
+	keys     map[string]*keyAccount
 	dupes    int // duplicate outcomes
 	outcomes int // outcome records read
 	dlq      int // DLQ records read
 }
 
-// account is what happened to one key.
+// keyAccount is what happened to one key: dedup and routing decide once
+// per key, the rest per route.
+type keyAccount struct {
+	duplicate, unrouted int
+	routes              map[string]*account
+}
+
+// account is what happened to one key on one route.
 type account struct {
-	done, dead, retrying, duplicate, parked int
+	done, dead, retrying, parked int
 	// ends counts terminal outcomes (done, dead) of deliveries from ingest
 	// and their retries; replayEnds those of each replay id and its retries.
 	ends       int
 	replayEnds map[string]int
 	last       string // status of the latest terminal outcome
 	dlq        int    // DLQ entries
+	// records counts the key's records on a topic route's topic; mangled
+	// those that are not the delivery as sent, with the route's header.
+	records, mangled int
 }
 
 // Ledger returns the system's ledger, started on first use.
@@ -64,17 +85,53 @@ func (s *System) Ledger() *Ledger {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ledger == nil {
-		cl := s.committedReader(s.Names.Outcomes, s.Names.DLQ)
-		s.ledger = &Ledger{sys: s, cl: cl, adm: kadm.NewClient(cl), accepted: map[string]int{}, keys: map[string]*account{}}
+		read := []string{s.Names.Outcomes, s.Names.DLQ}
+		for t := range s.topicRoutes() {
+			read = append(read, t)
+		}
+		s.ledger = newLedger(s, s.committedReader(read...))
 	}
 	return s.ledger
 }
 
-// Accept enters keys that ingest answered 202 for.
+// newLedger is an empty ledger of s reading with cl.
+func newLedger(s *System, cl *kgo.Client) *Ledger {
+	return &Ledger{sys: s, cl: cl, adm: kadm.NewClient(cl), topics: s.topicRoutes(), accepted: map[string]int{},
+		expect: map[string][]string{}, bodies: map[string][]byte{}, keys: map[string]*keyAccount{}}
+}
+
+// Accept enters keys that ingest answered 202 for, each of the provider's
+// event type the kit's events have (NewEvent).
 func (l *Ledger) Accept(keys ...string) {
+	for _, k := range keys {
+		p, id, _ := strings.Cut(k, ":")
+		typ := ""
+		if slices.Contains(MixedProviders, p) {
+			typ = NewEvent(p, id).Type
+		}
+		l.accept(typ, nil, k)
+	}
+}
+
+// acceptEvent enters the keys ingest answered 202 for when ev was sent.
+func (l *Ledger) acceptEvent(ev Event, keys []string) {
+	var body []byte
+	if len(keys) == 1 {
+		body = ev.Body
+	}
+	l.accept(ev.Type, body, keys...)
+}
+
+func (l *Ledger) accept(typ string, body []byte, keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range keys {
+		if l.accepted[k] == 0 {
+			l.expect[k] = l.sys.routesOf(k, typ)
+			if body != nil && len(l.topics) > 0 {
+				l.bodies[k] = body
+			}
+		}
 		l.accepted[k]++
 	}
 }
@@ -86,16 +143,32 @@ func (l *Ledger) Accepted() int {
 	return len(l.accepted)
 }
 
-func (l *Ledger) account(key string) *account {
-	a := l.keys[key]
+func (l *Ledger) keyAccount(key string) *keyAccount {
+	k := l.keys[key]
+	if k == nil {
+		k = &keyAccount{routes: map[string]*account{}}
+		l.keys[key] = k
+	}
+	return k
+}
+
+// account is key's account on route ("" is the route default: records
+// and outcomes written before routes).
+func (l *Ledger) account(key, route string) *account {
+	if route == "" {
+		route = headers.DefaultRoute
+	}
+	k := l.keyAccount(key)
+	a := k.routes[route]
 	if a == nil {
 		a = &account{}
-		l.keys[key] = a
+		k.routes[route] = a
 	}
 	return a
 }
 
-// poll reads what is committed on outcomes and the DLQ, for at most wait.
+// poll reads what is committed on outcomes, the DLQ and the route topics,
+// for at most wait.
 func (l *Ledger) poll(tb testing.TB, wait time.Duration) int {
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
@@ -111,11 +184,22 @@ func (l *Ledger) poll(tb testing.TB, wait time.Duration) int {
 	return n
 }
 
-// add enters one record of outcomes or the DLQ; l.mu is held.
+// add enters one record of outcomes, the DLQ or a route topic; l.mu is
+// held.
 func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
+	if route, ok := l.topics[r.Topic]; ok {
+		a := l.account(string(r.Key), route)
+		a.records++
+		body, sent := l.bodies[string(r.Key)]
+		if headers.Value(r, headers.Route) != route || headers.Value(r, headers.IdempotencyKey) != string(r.Key) ||
+			(sent && !bytes.Equal(body, r.Value)) {
+			a.mangled++
+		}
+		return
+	}
 	if r.Topic == l.sys.Names.DLQ {
 		l.dlq++
-		l.account(string(r.Key)).dlq++
+		l.account(string(r.Key), headers.Value(r, headers.Route)).dlq++
 		if o, _ := headers.Get(r, headers.Origin); o == "" {
 			tb.Errorf("DLQ record %d:%d of %s has no %s header", r.Partition, r.Offset, r.Key, headers.Origin)
 		}
@@ -131,12 +215,17 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 		tb.Errorf("outcome at %d:%d: %v", r.Partition, r.Offset, err)
 		return
 	}
-	a := l.account(o.Key)
 	switch o.Status {
 	case outcome.StatusDuplicate:
-		a.duplicate++
+		l.keyAccount(o.Key).duplicate++
 		l.dupes++
 		return
+	case outcome.StatusUnrouted:
+		l.keyAccount(o.Key).unrouted++
+		return
+	}
+	a := l.account(o.Key, o.Route)
+	switch o.Status {
 	case outcome.StatusRetrying:
 		a.retrying++
 		return
@@ -168,27 +257,52 @@ type KeyOutcomes struct {
 	Done, Dead, Retrying, Duplicate, Parked int
 }
 
-// Parked counts the parked outcomes read so far, every key.
+// Parked counts the parked outcomes read so far, every key and route.
 func (l *Ledger) Parked() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	for _, a := range l.keys {
-		n += a.parked
+	for _, k := range l.keys {
+		for _, a := range k.routes {
+			n += a.parked
+		}
 	}
 	return n
 }
 
-// Outcomes returns what the ledger has read for key so far (call it after
-// Settle for the whole account).
+// Outcomes returns what the ledger has read for key so far, every route
+// added up (call it after Settle for the whole account).
 func (l *Ledger) Outcomes(key string) KeyOutcomes {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	a := l.keys[key]
-	if a == nil {
+	k := l.keys[key]
+	if k == nil {
 		return KeyOutcomes{}
 	}
-	return KeyOutcomes{Done: a.done, Dead: a.dead, Retrying: a.retrying, Duplicate: a.duplicate, Parked: a.parked}
+	out := KeyOutcomes{Duplicate: k.duplicate}
+	for _, a := range k.routes {
+		out.Done += a.done
+		out.Dead += a.dead
+		out.Retrying += a.retrying
+		out.Parked += a.parked
+	}
+	return out
+}
+
+// RouteOutcomes returns what the ledger has read for key on route so far
+// (Duplicate is the key's: dedup decides once per key).
+func (l *Ledger) RouteOutcomes(key, route string) KeyOutcomes {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	k := l.keys[key]
+	if k == nil {
+		return KeyOutcomes{}
+	}
+	out := KeyOutcomes{Duplicate: k.duplicate}
+	if a := k.routes[route]; a != nil {
+		out.Done, out.Dead, out.Retrying, out.Parked = a.done, a.dead, a.retrying, a.parked
+	}
+	return out
 }
 
 // Keys returns every accepted key so far, sorted.
@@ -198,9 +312,15 @@ func (l *Ledger) Keys() []string {
 	return slices.Sorted(maps.Keys(l.accepted))
 }
 
-// Tally is the ledger's verdict.
+// Tally is the ledger's verdict. For a system without routes (every
+// provider with its provider-level destination, the route default) it is
+// the one route's. With routes, Routes holds each route's tally, and the
+// system's counts are theirs added up, per (key, route), except Accepted,
+// Duplicates, Unrouted and Unasked, which count keys.
 type Tally struct {
-	Accepted   int // distinct keys answered 202
+	// Route names the route of a tally of Routes; "" for the system's.
+	Route      string
+	Accepted   int // distinct keys answered 202 (on a route: those it matches)
 	Done       int // accepted keys whose latest end is done
 	Dead       int // accepted keys whose latest end is dead
 	Duplicates int // duplicate outcomes: deliveries dropped by the dedup table
@@ -212,6 +332,21 @@ type Tally struct {
 	ExtraCalls int // calls beyond one per processed record (done, dead, retrying)
 	Uncalled   int // keys done with a destination that was never called
 	Unasked    int // keys with outcomes that no 202 named (a 503'd request that still got written)
+	// Unrouted counts the accepted keys matching no route that ended with
+	// their unrouted outcome; Stray the (key, route) pairs with an
+	// outcome, call or record on a route the key does not match; Misrouted
+	// the calls whose X-Hookline-Route is not the route of the URL they
+	// reached. Printed with routes only.
+	Unrouted, Stray, Misrouted int
+	// Topic is a topic route's topic; Records counts the records read
+	// there, Missing the route's accepted keys without one, Twice those
+	// with more than one, Mangled the records that are not the delivery as
+	// sent (body, key, hookline.route).
+	Topic                            string
+	Records, Missing, Twice, Mangled int
+	// Routes are the tallies of each route, by name, when the harness gave
+	// some provider routes; nil otherwise.
+	Routes []Tally
 	// Examples name a few keys of each kind of failure.
 	Examples []string
 	// Settled is when Settle first saw every accepted key ended and raw
@@ -219,10 +354,31 @@ type Tally struct {
 	Settled time.Time
 }
 
-// String is the ledger's one line.
+// String is the ledger's one line; a route's line names its route.
 func (t Tally) String() string {
-	return fmt.Sprintf("ledger: accepted=%d done=%d dead=%d duplicates=%d lost=%d doubled=%d | dlq=%d dlq-mismatch=%d calls=%d extra-calls=%d uncalled=%d unasked=%d",
+	if t.Route != "" {
+		s := fmt.Sprintf("ledger route %s: accepted=%d done=%d dead=%d lost=%d doubled=%d | dlq=%d dlq-mismatch=%d",
+			t.Route, t.Accepted, t.Done, t.Dead, t.Lost, t.Doubled, t.DLQ, t.DLQWrong)
+		if t.Topic != "" {
+			return s + fmt.Sprintf(" | topic %s: records=%d missing=%d twice=%d mangled=%d stray=%d",
+				t.Topic, t.Records, t.Missing, t.Twice, t.Mangled, t.Stray)
+		}
+		return s + fmt.Sprintf(" calls=%d extra-calls=%d uncalled=%d stray=%d misrouted=%d",
+			t.Calls, t.ExtraCalls, t.Uncalled, t.Stray, t.Misrouted)
+	}
+	s := fmt.Sprintf("ledger: accepted=%d done=%d dead=%d duplicates=%d lost=%d doubled=%d | dlq=%d dlq-mismatch=%d calls=%d extra-calls=%d uncalled=%d unasked=%d",
 		t.Accepted, t.Done, t.Dead, t.Duplicates, t.Lost, t.Doubled, t.DLQ, t.DLQWrong, t.Calls, t.ExtraCalls, t.Uncalled, t.Unasked)
+	if t.Routes != nil {
+		s += fmt.Sprintf(" | routes=%d unrouted=%d stray=%d misrouted=%d topic-missing=%d topic-twice=%d topic-mangled=%d",
+			len(t.Routes), t.Unrouted, t.Stray, t.Misrouted, t.Missing, t.Twice, t.Mangled)
+	}
+	return s
+}
+
+// broken says whether t breaks a promise, given the extra calls allowed.
+func (t Tally) broken(extraCalls int) bool {
+	return t.Lost > 0 || t.Doubled > 0 || t.DLQWrong > 0 || t.Uncalled > 0 || t.ExtraCalls > extraCalls ||
+		t.Stray > 0 || t.Misrouted > 0 || t.Missing > 0 || t.Twice > 0 || t.Mangled > 0
 }
 
 // SettleOptions say how long to wait and what a run may allow itself.
@@ -230,17 +386,20 @@ type SettleOptions struct {
 	// Timeout bounds the wait for every accepted key to end (default 3m).
 	Timeout time.Duration
 	// ExtraCalls is how many destination calls beyond one per processed
-	// record the run may make: a processor killed mid-batch repeats the
-	// calls of its open transaction (HOOKLINE_BATCH_MAX_RECORDS per kill).
+	// record the run may make, every route: a processor killed mid-batch
+	// repeats the calls of its open transaction (HOOKLINE_BATCH_MAX_RECORDS
+	// per kill).
 	ExtraCalls int
-	// AllDone requires every accepted key to end done (after a replay fixed
-	// what was dead).
+	// AllDone requires every accepted key to end done on every route
+	// (after a replay fixed what was dead).
 	AllDone bool
 }
 
-// Settle waits until every accepted key has ended and the processor has
-// consumed all of webhooks.raw, then checks the ledger, logs its line and
-// fails the test on any loss, double, DLQ mismatch or call over the bound.
+// Settle waits until every accepted key has ended on each of its routes
+// and the processor has consumed all of webhooks.raw, then checks the
+// ledger, logs its line (and one per route, with routes) and fails the
+// test on any loss, double, DLQ mismatch, call over the bound or topic
+// record missing, repeated or mangled.
 func (l *Ledger) Settle(tb testing.TB, o SettleOptions) Tally {
 	tb.Helper()
 	if o.Timeout == 0 {
@@ -272,26 +431,47 @@ func (l *Ledger) Settle(tb testing.TB, o SettleOptions) Tally {
 	t := l.tally(o)
 	t.Settled = at
 	tb.Log(t.String())
+	for _, r := range t.Routes {
+		tb.Log(r.String())
+	}
 	if !settled {
 		tb.Errorf("ledger: not settled within %s (raw lag %d)", o.Timeout, l.rawLag())
 	}
-	if t.Lost > 0 || t.Doubled > 0 || t.DLQWrong > 0 || t.Uncalled > 0 || t.ExtraCalls > o.ExtraCalls {
+	if t.broken(o.ExtraCalls) {
 		tb.Errorf("ledger: lost=%d doubled=%d dlq-mismatch=%d uncalled=%d extra-calls=%d (bound %d); want 0 and within the bound; e.g. %s",
 			t.Lost, t.Doubled, t.DLQWrong, t.Uncalled, t.ExtraCalls, o.ExtraCalls, strings.Join(t.Examples, ", "))
+		if t.Routes != nil {
+			tb.Errorf("ledger: stray=%d misrouted=%d topic-missing=%d topic-twice=%d topic-mangled=%d; want 0",
+				t.Stray, t.Misrouted, t.Missing, t.Twice, t.Mangled)
+		}
 	}
 	return t
 }
 
-// pending counts the accepted keys without a terminal outcome (without
-// done, when allDone).
+// pending counts the accepted keys without a terminal outcome on one of
+// their routes (without done, when allDone), or without their unrouted
+// outcome when they match no route.
 func (l *Ledger) pending(allDone bool) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for k := range l.accepted {
-		a := l.keys[k]
-		if a == nil || a.last == "" || (allDone && a.last != "done") {
-			n++
+		ka := l.keys[k]
+		if len(l.expect[k]) == 0 {
+			if ka == nil || ka.unrouted == 0 {
+				n++
+			}
+			continue
+		}
+		for _, r := range l.expect[k] {
+			var a *account
+			if ka != nil {
+				a = ka.routes[r]
+			}
+			if a == nil || a.last == "" || (allDone && a.last != "done") {
+				n++
+				break
+			}
 		}
 	}
 	return n
@@ -330,41 +510,129 @@ func (l *Ledger) rawLag() int64 {
 	return lag
 }
 
+// tally takes the verdict over what was read. Without routes it is the
+// route default's tally; with them, each route's and their sum.
 func (l *Ledger) tally(o SettleOptions) Tally {
-	calls := l.sys.Dest.AllCalls()
+	misrouted := l.sys.Dest.Misrouted()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	t := Tally{Accepted: len(l.accepted), Duplicates: l.dupes, DLQ: l.dlq}
+	var examples []string
 	example := func(kind, key string) {
-		if len(t.Examples) < 8 {
-			t.Examples = append(t.Examples, kind+" "+key)
+		if len(examples) < 8 {
+			examples = append(examples, kind+" "+key)
 		}
 	}
-	keys := make([]string, 0, len(l.keys)+len(l.accepted))
-	for k := range l.keys {
-		keys = append(keys, k)
+	// Every key read or accepted, and every route of the providers file
+	// or named by either. (Routes of one name on two providers are tallied
+	// as one.)
+	keys := slices.Sorted(maps.Keys(l.keys))
+	routes := map[string]bool{}
+	for _, rs := range l.sys.routes {
+		for _, r := range rs {
+			routes[r.Name] = true
+		}
 	}
 	for k := range l.accepted {
 		if l.keys[k] == nil {
 			keys = append(keys, k)
 		}
+		for _, r := range l.expect[k] {
+			routes[r] = true
+		}
 	}
 	sort.Strings(keys)
+	for _, ka := range l.keys {
+		for r := range ka.routes {
+			routes[r] = true
+		}
+	}
+	sum := Tally{Accepted: len(l.accepted), Duplicates: l.dupes, Misrouted: len(misrouted)}
+	for _, m := range misrouted {
+		example("misrouted", m)
+	}
 	for _, k := range keys {
-		a := l.keys[k]
+		ka := l.keys[k]
+		if ka == nil {
+			ka = &keyAccount{}
+		}
+		switch {
+		case l.accepted[k] == 0:
+			sum.Unasked++
+		case len(l.expect[k]) == 0 && ka.unrouted == 0:
+			sum.Lost++
+			example("lost (unrouted)", k)
+		case len(l.expect[k]) == 0:
+			sum.Unrouted++
+		}
+		if ka.unrouted > 1 || (ka.unrouted > 0 && len(l.expect[k]) > 0) {
+			sum.Doubled++
+			example(fmt.Sprintf("unrouted %d times (%d routes match)", ka.unrouted, len(l.expect[k])), k)
+		}
+	}
+	var perRoute []Tally
+	for _, r := range slices.Sorted(maps.Keys(routes)) {
+		t := l.tallyRoute(r, keys, example)
+		perRoute = append(perRoute, t)
+		sum.Done += t.Done
+		sum.Dead += t.Dead
+		sum.Lost += t.Lost
+		sum.Doubled += t.Doubled
+		sum.DLQ += t.DLQ
+		sum.DLQWrong += t.DLQWrong
+		sum.Calls += t.Calls
+		sum.ExtraCalls += t.ExtraCalls
+		sum.Uncalled += t.Uncalled
+		sum.Stray += t.Stray
+		sum.Records += t.Records
+		sum.Missing += t.Missing
+		sum.Twice += t.Twice
+		sum.Mangled += t.Mangled
+	}
+	if len(l.sys.routes) > 0 {
+		sum.Routes = perRoute
+	}
+	sum.Examples = examples
+	return sum
+}
+
+// tallyRoute is route's tally over keys; l.mu is held.
+func (l *Ledger) tallyRoute(route string, keys []string, example func(kind, key string)) Tally {
+	t := Tally{Route: route}
+	for topic, r := range l.topics {
+		if r == route {
+			t.Topic = topic
+		}
+	}
+	calls := l.sys.Dest.RouteCalls(route)
+	for _, k := range keys {
+		var a *account
+		if ka := l.keys[k]; ka != nil {
+			a = ka.routes[route]
+		}
+		accepted := l.accepted[k] > 0
+		expected := accepted && slices.Contains(l.expect[k], route)
+		if !expected {
+			if accepted && (a != nil || calls[k] > 0) {
+				t.Stray++
+				example("stray on "+route, k)
+			}
+			if a == nil {
+				continue
+			}
+		}
 		if a == nil {
 			a = &account{}
 		}
-		if l.accepted[k] == 0 {
-			t.Unasked++
+		if expected {
+			t.Accepted++
 		}
 		switch {
-		case a.last == "" && l.accepted[k] > 0:
+		case a.last == "" && expected:
 			t.Lost++
-			example("lost", k)
-		case a.last == "done" && l.accepted[k] > 0:
+			example("lost on "+route, k)
+		case a.last == "done" && expected:
 			t.Done++
-		case a.last == "dead" && l.accepted[k] > 0:
+		case a.last == "dead" && expected:
 			t.Dead++
 		}
 		doubled := a.done > 1 || a.ends > 1
@@ -373,18 +641,32 @@ func (l *Ledger) tally(o SettleOptions) Tally {
 		}
 		if doubled {
 			t.Doubled++
-			example("doubled", k)
+			example("doubled on "+route, k)
 		}
+		t.DLQ += a.dlq
 		if a.dlq != a.dead {
 			t.DLQWrong++
-			example(fmt.Sprintf("dlq-mismatch (%d entries, %d dead)", a.dlq, a.dead), k)
+			example(fmt.Sprintf("dlq-mismatch on %s (%d entries, %d dead)", route, a.dlq, a.dead), k)
+		}
+		if t.Topic != "" {
+			t.Records += a.records
+			t.Mangled += a.mangled
+			switch {
+			case a.records == 0 && expected:
+				t.Missing++
+				example("missing from "+t.Topic, k)
+			case a.records > 1:
+				t.Twice++
+				example(fmt.Sprintf("%d times in %s", a.records, t.Topic), k)
+			}
+			continue
 		}
 		c := calls[k]
 		t.Calls += c
 		t.ExtraCalls += max(0, c-(a.done+a.dead+a.retrying))
 		if a.done > 0 && c == 0 && !strings.HasPrefix(k, "outcomes:") {
 			t.Uncalled++
-			example("uncalled", k)
+			example("uncalled on "+route, k)
 		}
 	}
 	return t

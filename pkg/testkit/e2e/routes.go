@@ -1,0 +1,174 @@
+package e2e
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookline/hookline/pkg/headers"
+)
+
+// Route is one route of a provider in the harness's providers file (issue
+// 22's `routes:`): an HTTP route delivers to the system's destination at
+// Destination.RouteURL(Name), which checks that each call names the route
+// it was sent for; a topic route writes each delivery to a topic of the
+// system's own.
+type Route struct {
+	// Name is the route's name in the file, [a-z0-9_-]{1,40}.
+	Name string
+	// Events are the route's event-type globs ('*' any run of characters);
+	// nil leaves `events` out: every event.
+	Events []string
+	// Topic, when set, makes a topic route: destination {topic: T} where T
+	// is the system's prefix followed by Topic (the processor uses it as
+	// written, so parallel systems never share it). System.RouteTopic
+	// gives the whole name.
+	Topic string
+	// Timeout and MaxInflight are an HTTP route's destination.timeout and
+	// destination.max_inflight (0: left out, the processor's defaults).
+	Timeout     time.Duration
+	MaxInflight int
+	// Priority is the route's class ("" leaves it out: normal).
+	Priority string
+	// Tiers is the route's retry.tiers (nil leaves retry out: every tier of
+	// HOOKLINE_RETRY_TIERS).
+	Tiers []string
+}
+
+// matches says whether an event of type typ is delivered on r: the
+// contract's globs, where '*' is any run of characters and every other
+// character stands for itself. No `where` (the kit's routes have none).
+func (r Route) matches(typ string) bool {
+	if r.Events == nil {
+		return true
+	}
+	return slices.ContainsFunc(r.Events, func(glob string) bool { return globMatch(glob, typ) })
+}
+
+// globMatch matches s against glob, '*' being any run of characters.
+func globMatch(glob, s string) bool {
+	parts := strings.Split(glob, "*")
+	if len(parts) == 1 {
+		return glob == s
+	}
+	if !strings.HasPrefix(s, parts[0]) {
+		return false
+	}
+	s = s[len(parts[0]):]
+	last := parts[len(parts)-1]
+	for _, p := range parts[1 : len(parts)-1] {
+		i := strings.Index(s, p)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(p):]
+	}
+	return len(s) >= len(last) && strings.HasSuffix(s, last)
+}
+
+// routesEntry is provider's entry in the providers file with routes
+// instead of a provider-level destination.
+func (s *System) routesEntry(provider, secretEnv string, routes []Route) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  %s:\n    preset: %s\n    secret_env: [%s]\n    routes:\n", provider, provider, secretEnv)
+	for _, r := range routes {
+		fmt.Fprintf(&b, "      %s:\n", r.Name)
+		if r.Events != nil {
+			fmt.Fprintf(&b, "        events: [%s]\n", quoted(r.Events))
+		}
+		if r.Topic != "" {
+			fmt.Fprintf(&b, "        destination: {topic: %q}\n", s.Prefix+r.Topic)
+		} else {
+			d := fmt.Sprintf("url: %q", s.Dest.RouteURL(r.Name))
+			if r.Timeout > 0 {
+				d += ", timeout: " + r.Timeout.String()
+			}
+			if r.MaxInflight > 0 {
+				d += fmt.Sprintf(", max_inflight: %d", r.MaxInflight)
+			}
+			fmt.Fprintf(&b, "        destination: {%s}\n", d)
+		}
+		if r.Priority != "" {
+			fmt.Fprintf(&b, "        priority: %s\n", r.Priority)
+		}
+		if r.Tiers != nil {
+			fmt.Fprintf(&b, "        retry: {tiers: [%s]}\n", strings.Join(r.Tiers, ", "))
+		}
+	}
+	return b.String()
+}
+
+func quoted(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
+}
+
+// checkRoutes refuses routes the kit cannot write or account for: routes
+// of a provider not in MixedProviders, event filters on a provider whose
+// events' types the kit does not know, a name empty or used twice.
+func checkRoutes(tb testing.TB, routes map[string][]Route) {
+	tb.Helper()
+	for p, rs := range routes {
+		if !slices.Contains(MixedProviders, p) {
+			tb.Fatalf("e2e: routes for %s: the harness gives routes to the providers of MixedProviders only", p)
+		}
+		seen := map[string]bool{}
+		for _, r := range rs {
+			if seen[r.Name] || r.Name == "" {
+				tb.Fatalf("e2e: provider %s: route name %q empty or used twice", p, r.Name)
+			}
+			seen[r.Name] = true
+			if r.Events != nil && NewEvent(p, "x").Type == "" {
+				tb.Fatalf("e2e: provider %s: route %s filters by event type, and the kit does not know its events' types", p, r.Name)
+			}
+		}
+	}
+}
+
+// RouteTopic is the topic of provider's topic route (as the providers file
+// names it), or "" when it is not one.
+func (s *System) RouteTopic(provider, route string) string {
+	for _, r := range s.routes[provider] {
+		if r.Name == route && r.Topic != "" {
+			return s.Prefix + r.Topic
+		}
+	}
+	return ""
+}
+
+// routesOf are the routes an accepted key of event type typ is delivered
+// on: its provider's routes that match, or the provider's one route
+// default when the harness gave it none. The provider is the key's part
+// before the first ':' (every key of the harness's providers begins so).
+func (s *System) routesOf(key, typ string) []string {
+	p, _, _ := strings.Cut(key, ":")
+	rs, ok := s.routes[p]
+	if !ok {
+		return []string{headers.DefaultRoute}
+	}
+	var out []string
+	for _, r := range rs {
+		if r.matches(typ) {
+			out = append(out, r.Name)
+		}
+	}
+	return out
+}
+
+// topicRoutes maps each topic route's topic to its route.
+func (s *System) topicRoutes() map[string]string {
+	out := map[string]string{}
+	for _, rs := range s.routes {
+		for _, r := range rs {
+			if r.Topic != "" {
+				out[s.Prefix+r.Topic] = r.Name
+			}
+		}
+	}
+	return out
+}

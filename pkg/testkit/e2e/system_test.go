@@ -136,14 +136,26 @@ func TestSIGKILLEveryService(t *testing.T) {
 	// (the cap is four times the planned flow).
 	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: 4 * deliveries, Rate: rate, Duplicates: 0.1})
 
-	// 3×kills moments spread over the flow's planned duration, in random
-	// order of services.
+	// 3×kills moments spread over the flow's planned duration.
 	var order []string
 	for i := 0; i < kills; i++ {
 		order = append(order, "processor", "retrier", "ingest")
 	}
-	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	planned := time.Duration(float64(deliveries) / rate * float64(time.Second))
+	time.Sleep(killUnderFlow(t, sys, flow, svcs, order, planned)) // the last restart under flow too
+	flow.Stop()
+	flow.Wait()
+	sys.Ledger().Settle(t, e2e.SettleOptions{Timeout: 5 * time.Minute, ExtraCalls: kills * perKill})
+}
+
+// killUnderFlow kills with SIGKILL and restarts the services of svcs named
+// by order, shuffled, one at each of len(order) moments spread evenly (a
+// quarter gap either way) over planned from now, while flow runs: it
+// fails the test if the flow ends first. It returns the gap between two
+// moments.
+func killUnderFlow(t *testing.T, sys *e2e.System, flow *e2e.Flow, svcs map[string]*e2e.Service, order []string, planned time.Duration) time.Duration {
+	t.Helper()
+	rand.Shuffle(len(order), func(i, j int) { order[i], order[j] = order[j], order[i] })
 	gap := planned / time.Duration(len(order)+1)
 	start := time.Now()
 	for i, name := range order {
@@ -157,10 +169,7 @@ func TestSIGKILLEveryService(t *testing.T) {
 		svcs[name] = sys.Restart(svcs[name])
 		t.Logf("%5.1fs: killed and restarted %s (%d deliveries started, %d accepted)", time.Since(start).Seconds(), name, flow.Started(), flow.Accepted())
 	}
-	time.Sleep(gap) // the last restart under flow too
-	flow.Stop()
-	flow.Wait()
-	sys.Ledger().Settle(t, e2e.SettleOptions{Timeout: 5 * time.Minute, ExtraCalls: kills * perKill})
+	return gap
 }
 
 // TestMembersJoinAndLeaveUnderFlow runs one, two, then three processors

@@ -14,6 +14,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
 )
 
 // Delivery is one webhook to hand to a destination.
@@ -65,15 +67,16 @@ type HandlerFunc func(ctx context.Context, d Delivery) error
 // Handle calls f(ctx, d).
 func (f HandlerFunc) Handle(ctx context.Context, d Delivery) error { return f(ctx, d) }
 
-// Router maps a provider name to its destination Handler. It is immutable
-// after NewRouter, so it is safe for concurrent use; a nil *Router routes
-// nothing.
+// Router maps a provider's route to its destination Handler. It is
+// immutable after NewRouter, so it is safe for concurrent use; a nil
+// *Router routes nothing.
 type Router struct {
 	handlers map[string]Handler
 }
 
-// NewRouter returns a Router over a copy of handlers (provider name ->
-// Handler). A nil Handler in the map means the provider has no destination,
+// NewRouter returns a Router over a copy of handlers, keyed
+// "provider/route" (providers.RouteKey), or by the provider's name alone
+// for its route default. A nil Handler in the map means no destination,
 // the same as leaving it out.
 func NewRouter(handlers map[string]Handler) *Router {
 	m := make(map[string]Handler, len(handlers))
@@ -85,11 +88,25 @@ func NewRouter(handlers map[string]Handler) *Router {
 	return &Router{handlers: m}
 }
 
-// For returns the provider's Handler, or false when the provider has no
-// destination: its records are then handled by writing the outcome only
-// (DESIGN §5). Cost: one map lookup.
+// For returns the Handler of the provider's route default, or false when it
+// has none. Cost: a map lookup or two.
 func (r *Router) For(provider string) (Handler, bool) {
+	return r.ForRoute(provider, headers.DefaultRoute)
+}
+
+// ForRoute returns the Handler of one route of a provider (key
+// "provider/route", or the provider's name for the route default), or
+// false when the route has no HTTP destination: its records are then
+// handled by writing their outcome only (DESIGN §5), or by a topic
+// destination. Cost: a map lookup or two.
+func (r *Router) ForRoute(provider, route string) (Handler, bool) {
 	if r == nil {
+		return nil, false
+	}
+	if h, ok := r.handlers[provider+"/"+route]; ok {
+		return h, true
+	}
+	if route != headers.DefaultRoute {
 		return nil, false
 	}
 	h, ok := r.handlers[provider]

@@ -24,6 +24,10 @@ type Delivery struct {
 	Provider string
 	// EventType is the provider's event type, empty when unknown.
 	EventType string
+	// Route is the name of the route (providers file) this delivery is
+	// for, empty when the caller has no route to name. The HTTP handler
+	// sends it as X-Hookline-Route.
+	Route string
 	// Attempt is the 1-based number of this processing attempt.
 	Attempt int
 	// Body is the request body exactly as received; handlers must not modify

@@ -321,7 +321,7 @@ func (h *HTTP) abandoned(ctx context.Context) error {
 // hop-by-hop ones and any that cannot be sent, then hookline's own. It fails
 // when one of hookline's values cannot travel in a header.
 func (h *HTTP) header(d Delivery) (http.Header, error) {
-	hdr := make(http.Header, len(d.Headers)+6)
+	hdr := make(http.Header, len(d.Headers)+7)
 	var dropped []string // named in a forwarded Connection header
 	for _, rh := range d.Headers {
 		if strings.EqualFold(rh.Key, "connection") {
@@ -343,6 +343,7 @@ func (h *HTTP) header(d Delivery) (http.Header, error) {
 		{HeaderAttempt, strconv.Itoa(d.Attempt)},
 		{HeaderProvider, d.Provider},
 		{HeaderEventType, d.EventType},
+		{HeaderRoute, d.Route},
 		{"User-Agent", UserAgent},
 		{"Content-Type", d.ContentType},
 	}

@@ -1,7 +1,8 @@
 // Package deliver is where the processor hands a webhook it decided to process
 // (DESIGN §6): a Handler per provider, looked up in a Router. The HTTP handler
 // POSTs the exact body to the provider's destination with the provider's
-// headers and the idempotency key, and says through its error how the failure
+// headers and the idempotency key (and a Standard Webhooks signature when it
+// has signing secrets), and says through its error how the failure
 // is classified by retry.Classify: nil is success, a *retry.PermanentError
 // goes to the DLQ, a *retry.RetryAfterError is retryable no sooner than its
 // delay, anything else is retryable.

@@ -41,6 +41,9 @@ func TestNewHTTPValidates(t *testing.T) {
 		{name: "NaN rate", o: HTTPOptions{URL: "http://x", RatePerSecond: nan()}, want: []string{"RatePerSecond"}},
 		{name: "negative burst", o: HTTPOptions{URL: "http://x", Burst: -1}, want: []string{"Burst: -1 is negative"}},
 		{name: "negative cooldown", o: HTTPOptions{URL: "http://x", BreakerCooldown: -time.Second}, want: []string{"BreakerCooldown"}},
+		{name: "signing", o: HTTPOptions{URL: "http://x", SigningSecrets: [][]byte{[]byte("k1"), []byte("k2")}}},
+		{name: "empty signing secret", o: HTTPOptions{URL: "http://x", SigningSecrets: [][]byte{[]byte("key-value"), {}, nil}},
+			want: []string{"SigningSecrets[1]: empty", "SigningSecrets[2]: empty"}},
 		{name: "all reported", o: HTTPOptions{Timeout: -1, Burst: -1}, want: []string{"URL: required", "Timeout", "Burst"}},
 	}
 	for _, tt := range tests {
@@ -60,8 +63,8 @@ func TestNewHTTPValidates(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
-			if strings.Contains(err.Error(), "secret") {
-				t.Errorf("error %q shows the password", err)
+			if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "key-value") {
+				t.Errorf("error %q shows the password or a signing secret", err)
 			}
 		})
 	}

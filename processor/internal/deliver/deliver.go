@@ -1,7 +1,8 @@
 // Package deliver is where the processor hands a webhook it decided to process
 // (DESIGN §6): a Handler per provider, looked up in a Router. The HTTP handler
 // POSTs the exact body to the provider's destination with the provider's
-// headers and the idempotency key, and says through its error how the failure
+// headers and the idempotency key (and a Standard Webhooks signature when it
+// has signing secrets), and says through its error how the failure
 // is classified by retry.Classify: nil is success, a *retry.PermanentError
 // goes to the DLQ, a *retry.RetryAfterError is retryable no sooner than its
 // delay, anything else is retryable.
@@ -26,6 +27,10 @@ type Delivery struct {
 	Provider string
 	// EventType is the provider's event type, empty when unknown.
 	EventType string
+	// Route is the name of the route (providers file) this delivery is
+	// for, empty when the caller has no route to name. The HTTP handler
+	// sends it as X-Hookline-Route.
+	Route string
 	// Attempt is the 1-based number of this processing attempt.
 	Attempt int
 	// Body is the request body exactly as received; handlers must not modify

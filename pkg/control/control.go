@@ -1,11 +1,14 @@
-// Package control is the operators' hold on a provider's deliveries: a
-// provider paused (its records wait, parked in its lane topic, and nothing is
-// refused at ingest) or drained at a rate (calls to its destination at most N
-// per second). The settings live in the compacted topic webhooks.control,
-// one record per provider keyed "provider:<name>", so they survive restarts
+// Package control is the operators' hold on deliveries: a provider, or one
+// route of it (a named destination of the providers file), paused (its
+// records wait, parked in its lane topic, and nothing is refused at ingest)
+// or drained at a rate (calls to its destination at most N per second).
+// The settings live in the compacted topic webhooks.control, one record per
+// provider keyed "provider:<name>" (provider-wide: every route of it) and
+// one per route keyed "route:<provider>/<route>", so they survive restarts
 // and every processor follows the same ones. Written by the dlq tool
-// (`dlq provider pause|resume|rate`, and `dlq serve`'s API); read by every
-// processor (Follow).
+// (`dlq provider|route pause|resume|rate`, and `dlq serve`'s API); read by
+// every processor (Follow). A processor of the version before routes reads
+// only "provider:" keys, so it skips route settings.
 package control
 
 import (
@@ -21,13 +24,21 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// keyPrefix starts every record key of the control topic.
-const keyPrefix = "provider:"
+// Key prefixes of the settings: provider-wide, and one route's.
+const (
+	keyPrefix   = "provider:"
+	routePrefix = "route:"
+)
 
-// Setting is one provider's operator setting, the value of its record.
+// Setting is one provider's operator setting (Route empty: every route of
+// it), or one route's, the value of its record.
 type Setting struct {
 	// Provider is the provider name.
 	Provider string `json:"provider"`
+	// Route, when set, is the route the setting holds (DefaultRoute for a
+	// provider with a provider-level destination); empty, the setting
+	// holds every route of the provider.
+	Route string `json:"route,omitempty"`
 	// Paused holds its deliveries: no destination call, records parked.
 	Paused bool `json:"paused"`
 	// Rate, when above 0 and not paused, caps its destination calls per
@@ -49,11 +60,34 @@ func (s Setting) String() string {
 	return "running"
 }
 
+// Key is the setting's record key: "provider:<provider>", or
+// "route:<provider>/<route>" for a route's.
+func (s Setting) Key() string {
+	if s.Route != "" {
+		return routePrefix + s.Provider + "/" + s.Route
+	}
+	return keyPrefix + s.Provider
+}
+
+// Name is what the setting holds, as people write it: "stripe" (every
+// route) or "stripe/billing".
+func (s Setting) Name() string {
+	if s.Route != "" {
+		return s.Provider + "/" + s.Route
+	}
+	return s.Provider
+}
+
 // Validate refuses a setting no processor could follow.
 func (s Setting) Validate() error {
 	var errs []error
-	if s.Provider == "" || strings.ContainsAny(s.Provider, " /:") {
-		errs = append(errs, fmt.Errorf("provider %q: want a provider name", s.Provider))
+	if err := checkProvider(s.Provider); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Route != "" {
+		if err := CheckRoute(s.Route); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if s.Rate < 0 || math.IsNaN(s.Rate) || math.IsInf(s.Rate, 0) {
 		errs = append(errs, fmt.Errorf("rate %v: want a positive number of calls per second, or 0 for none", s.Rate))
@@ -70,25 +104,37 @@ func Record(topic string, s Setting) (*kgo.Record, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(keyPrefix + s.Provider), Value: v}, nil
+	return &kgo.Record{Topic: topic, Key: []byte(s.Key()), Value: v}, nil
 }
 
-// Decode reads a control record; ok is false for a record of another kind
-// (a key without the provider prefix), which readers skip. A tombstone
-// (nil value) is the provider running.
+// Decode reads a control record, provider-wide ("provider:<name>") or a
+// route's ("route:<provider>/<route>"); ok is false for a record of another
+// kind (a breaker report), which readers skip. A tombstone (nil value) is
+// the provider or route running.
 func Decode(r *kgo.Record) (s Setting, ok bool, err error) {
-	name, ok := strings.CutPrefix(string(r.Key), keyPrefix)
-	if !ok {
+	var want Setting
+	if name, found := strings.CutPrefix(string(r.Key), keyPrefix); found {
+		want.Provider = name
+	} else if name, found := strings.CutPrefix(string(r.Key), routePrefix); found {
+		var cut bool
+		if want.Provider, want.Route, cut = strings.Cut(name, "/"); !cut || want.Route == "" {
+			return Setting{}, true, fmt.Errorf("control record %s: want route:<provider>/<route>", r.Key)
+		}
+	} else {
 		return Setting{}, false, nil
 	}
 	if r.Value == nil {
-		return Setting{Provider: name, At: r.Timestamp}, true, nil
+		want.At = r.Timestamp
+		if err := want.Validate(); err != nil {
+			return Setting{}, true, fmt.Errorf("control record %s: %w", r.Key, err)
+		}
+		return want, true, nil
 	}
 	if err := json.Unmarshal(r.Value, &s); err != nil {
 		return Setting{}, true, fmt.Errorf("control record %s: %w", r.Key, err)
 	}
-	if s.Provider != name {
-		return Setting{}, true, fmt.Errorf("control record %s names provider %q", r.Key, s.Provider)
+	if s.Provider != want.Provider || s.Route != want.Route {
+		return Setting{}, true, fmt.Errorf("control record %s names provider %q, route %q", r.Key, s.Provider, s.Route)
 	}
 	if err := s.Validate(); err != nil {
 		return Setting{}, true, fmt.Errorf("control record %s: %w", r.Key, err)
@@ -104,7 +150,7 @@ func Write(ctx context.Context, cl *kgo.Client, topic string, s Setting) error {
 		return err
 	}
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return fmt.Errorf("write %s setting of %s: %w", s, s.Provider, err)
+		return fmt.Errorf("write %s setting of %s: %w", s, s.Name(), err)
 	}
 	return nil
 }

@@ -1,7 +1,8 @@
 // Package deliver is where the processor hands a webhook it decided to process
 // (DESIGN §6): a Handler per provider, looked up in a Router. The HTTP handler
 // POSTs the exact body to the provider's destination with the provider's
-// headers and the idempotency key, and says through its error how the failure
+// headers and the idempotency key (and a Standard Webhooks signature when it
+// has signing secrets), and says through its error how the failure
 // is classified by retry.Classify: nil is success, a *retry.PermanentError
 // goes to the DLQ, a *retry.RetryAfterError is retryable no sooner than its
 // delay, anything else is retryable.
@@ -14,6 +15,8 @@ import (
 	"context"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
 )
 
 // Delivery is one webhook to hand to a destination.
@@ -24,6 +27,10 @@ type Delivery struct {
 	Provider string
 	// EventType is the provider's event type, empty when unknown.
 	EventType string
+	// Route is the name of the route (providers file) this delivery is
+	// for, empty when the caller has no route to name. The HTTP handler
+	// sends it as X-Hookline-Route.
+	Route string
 	// Attempt is the 1-based number of this processing attempt.
 	Attempt int
 	// Body is the request body exactly as received; handlers must not modify
@@ -65,15 +72,16 @@ type HandlerFunc func(ctx context.Context, d Delivery) error
 // Handle calls f(ctx, d).
 func (f HandlerFunc) Handle(ctx context.Context, d Delivery) error { return f(ctx, d) }
 
-// Router maps a provider name to its destination Handler. It is immutable
-// after NewRouter, so it is safe for concurrent use; a nil *Router routes
-// nothing.
+// Router maps a provider's route to its destination Handler. It is
+// immutable after NewRouter, so it is safe for concurrent use; a nil
+// *Router routes nothing.
 type Router struct {
 	handlers map[string]Handler
 }
 
-// NewRouter returns a Router over a copy of handlers (provider name ->
-// Handler). A nil Handler in the map means the provider has no destination,
+// NewRouter returns a Router over a copy of handlers, keyed
+// "provider/route" (providers.RouteKey), or by the provider's name alone
+// for its route default. A nil Handler in the map means no destination,
 // the same as leaving it out.
 func NewRouter(handlers map[string]Handler) *Router {
 	m := make(map[string]Handler, len(handlers))
@@ -85,11 +93,25 @@ func NewRouter(handlers map[string]Handler) *Router {
 	return &Router{handlers: m}
 }
 
-// For returns the provider's Handler, or false when the provider has no
-// destination: its records are then handled by writing the outcome only
-// (DESIGN §5). Cost: one map lookup.
+// For returns the Handler of the provider's route default, or false when it
+// has none. Cost: a map lookup or two.
 func (r *Router) For(provider string) (Handler, bool) {
+	return r.ForRoute(provider, headers.DefaultRoute)
+}
+
+// ForRoute returns the Handler of one route of a provider (key
+// "provider/route", or the provider's name for the route default), or
+// false when the route has no HTTP destination: its records are then
+// handled by writing their outcome only (DESIGN §5), or by a topic
+// destination. Cost: a map lookup or two.
+func (r *Router) ForRoute(provider, route string) (Handler, bool) {
 	if r == nil {
+		return nil, false
+	}
+	if h, ok := r.handlers[provider+"/"+route]; ok {
+		return h, true
+	}
+	if route != headers.DefaultRoute {
 		return nil, false
 	}
 	h, ok := r.handlers[provider]

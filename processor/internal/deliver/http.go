@@ -53,6 +53,15 @@ const (
 	UserAgent            = "hookline/1"
 )
 
+// Headers of the Standard Webhooks signature, set on every call of a
+// destination with HTTPOptions.SigningSecrets (and then never forwarded from
+// the provider). Names are canonical.
+const (
+	HeaderWebhookID        = "Webhook-Id"        // the idempotency key
+	HeaderWebhookTimestamp = "Webhook-Timestamp" // the call's time, Unix seconds
+	HeaderWebhookSignature = "Webhook-Signature" // "v1,<base64>", one per secret, space-separated
+)
+
 // ErrCircuitOpen is returned, without calling the destination, while the
 // circuit breaker is open (or half-open with its probe in flight). It is
 // retryable, inside a *retry.RetryAfterError carrying the cool-down left when
@@ -104,14 +113,26 @@ type HTTPOptions struct {
 	// redirects turned off (a POST is never redirected); its Transport and
 	// Timeout are kept.
 	Client *http.Client
-	// Now is the clock for the breaker and Retry-After dates; nil is
-	// time.Now. For tests.
+	// SigningSecrets, when set, sign every call with the Standard Webhooks
+	// symmetric scheme: webhook-id (the idempotency key), webhook-timestamp
+	// (the call's time in Unix seconds, taken for each attempt) and
+	// webhook-signature ("v1,<base64 HMAC-SHA256 of id.timestamp.body>",
+	// one per secret in this order, space-separated). They are the decoded
+	// keys (of a "whsec_<base64>" secret, the decoded base64), the current
+	// one first and those being rotated out after it; none may be empty.
+	// These three headers then replace any a provider sent; without
+	// signing, a provider's are forwarded like its other headers. Cost:
+	// one HMAC-SHA256 pass over the body per secret and call.
+	SigningSecrets [][]byte
+	// Now is the clock for the breaker, Retry-After dates and the
+	// signature's timestamp; nil is time.Now. For tests.
 	Now func() time.Time
 }
 
 // HTTP POSTs deliveries to one destination URL (DESIGN §6). It is safe for
 // concurrent use. Each call costs one HTTP round trip on a pooled connection
-// plus a header map; the breaker and the rate limiter cost a mutex each.
+// plus a header map; the breaker and the rate limiter cost a mutex each, and
+// signing one HMAC pass over the body per secret.
 type HTTP struct {
 	url     string // as configured, for requests
 	label   string // for errors: redacted, without query
@@ -119,6 +140,7 @@ type HTTP struct {
 	client  *http.Client
 	limiter *rate.Limiter // nil: unlimited
 	breaker *breaker      // nil: disabled
+	signer  *signer       // nil: calls are not signed
 	now     func() time.Time
 }
 
@@ -155,6 +177,11 @@ func NewHTTP(o HTTPOptions) (*HTTP, error) {
 	if o.BreakerCooldown < 0 {
 		bad("BreakerCooldown", "%s is negative", o.BreakerCooldown)
 	}
+	for i, key := range o.SigningSecrets {
+		if len(key) == 0 {
+			bad(fmt.Sprintf("SigningSecrets[%d]", i), "empty")
+		}
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -180,6 +207,13 @@ func NewHTTP(o HTTPOptions) (*HTTP, error) {
 		h.limiter = rate.NewLimiter(rate.Limit(o.RatePerSecond), cmp.Or(o.Burst, 1))
 	}
 	h.breaker = newBreaker(cmp.Or(o.BreakerFailures, DefaultBreakerFailures), cmp.Or(o.BreakerCooldown, DefaultBreakerCooldown))
+	if len(o.SigningSecrets) > 0 {
+		keys := make([][]byte, len(o.SigningSecrets))
+		for i, key := range o.SigningSecrets {
+			keys[i] = bytes.Clone(key)
+		}
+		h.signer = newSigner(keys)
+	}
 	return h, nil
 }
 
@@ -250,6 +284,9 @@ func (h *HTTP) Handle(ctx context.Context, d Delivery) error {
 	if err != nil { // the URL was validated: cannot happen
 		return retry.Permanent(fmt.Errorf("destination %s: %w", h.label, err))
 	}
+	if h.signer != nil { // the call's own time: each attempt, after any wait
+		h.signer.set(hdr, d.Key, h.now().Unix(), d.Body)
+	}
 	req.Header = hdr
 
 	resp, err := h.client.Do(req)
@@ -318,10 +355,16 @@ func (h *HTTP) abandoned(ctx context.Context) error {
 }
 
 // header builds the request headers: the provider's, minus credentials and
-// hop-by-hop ones and any that cannot be sent, then hookline's own. It fails
-// when one of hookline's values cannot travel in a header.
+// hop-by-hop ones and any that cannot be sent, then hookline's own (the
+// signature's are set by Handle, at the call's time). It fails when one of
+// hookline's values cannot travel in a header, or when a signed call has no
+// key.
 func (h *HTTP) header(d Delivery) (http.Header, error) {
-	hdr := make(http.Header, len(d.Headers)+6)
+	if h.signer != nil && d.Key == "" {
+		return nil, fmt.Errorf("destination %s: no idempotency key to sign as %s", h.label, HeaderWebhookID)
+	}
+	// Room for 7 headers of hookline's and the signature's 3.
+	hdr := make(http.Header, len(d.Headers)+10)
 	var dropped []string // named in a forwarded Connection header
 	for _, rh := range d.Headers {
 		if strings.EqualFold(rh.Key, "connection") {
@@ -343,6 +386,7 @@ func (h *HTTP) header(d Delivery) (http.Header, error) {
 		{HeaderAttempt, strconv.Itoa(d.Attempt)},
 		{HeaderProvider, d.Provider},
 		{HeaderEventType, d.EventType},
+		{HeaderRoute, d.Route},
 		{"User-Agent", UserAgent},
 		{"Content-Type", d.ContentType},
 	}

@@ -41,6 +41,9 @@ func TestNewHTTPValidates(t *testing.T) {
 		{name: "NaN rate", o: HTTPOptions{URL: "http://x", RatePerSecond: nan()}, want: []string{"RatePerSecond"}},
 		{name: "negative burst", o: HTTPOptions{URL: "http://x", Burst: -1}, want: []string{"Burst: -1 is negative"}},
 		{name: "negative cooldown", o: HTTPOptions{URL: "http://x", BreakerCooldown: -time.Second}, want: []string{"BreakerCooldown"}},
+		{name: "signing", o: HTTPOptions{URL: "http://x", SigningSecrets: [][]byte{[]byte("k1"), []byte("k2")}}},
+		{name: "empty signing secret", o: HTTPOptions{URL: "http://x", SigningSecrets: [][]byte{[]byte("key-value"), {}, nil}},
+			want: []string{"SigningSecrets[1]: empty", "SigningSecrets[2]: empty"}},
 		{name: "all reported", o: HTTPOptions{Timeout: -1, Burst: -1}, want: []string{"URL: required", "Timeout", "Burst"}},
 	}
 	for _, tt := range tests {
@@ -60,8 +63,8 @@ func TestNewHTTPValidates(t *testing.T) {
 					t.Errorf("error %q does not contain %q", err, w)
 				}
 			}
-			if strings.Contains(err.Error(), "secret") {
-				t.Errorf("error %q shows the password", err)
+			if strings.Contains(err.Error(), "secret") || strings.Contains(err.Error(), "key-value") {
+				t.Errorf("error %q shows the password or a signing secret", err)
 			}
 		})
 	}
@@ -207,7 +210,7 @@ func TestHandleRequest(t *testing.T) {
 	})
 	h := mustHTTP(t, HTTPOptions{URL: srv.URL + "/hooks/stripe?token=abc"})
 	d := Delivery{
-		Key: "stripe:evt_1", Provider: "stripe", EventType: "invoice.paid", Attempt: 3,
+		Key: "stripe:evt_1", Provider: "stripe", EventType: "invoice.paid", Route: "billing", Attempt: 3,
 		Body: body, ContentType: "application/json; charset=utf-8",
 		Headers: []kgo.RecordHeader{
 			{Key: "stripe-signature", Value: []byte("t=1,v1=abc")},
@@ -228,6 +231,7 @@ func TestHandleRequest(t *testing.T) {
 			{Key: "bad name", Value: []byte("x")},
 			{Key: "idempotency-key", Value: []byte("spoofed")},
 			{Key: "x-hookline-attempt", Value: []byte("99")},
+			{Key: "x-hookline-route", Value: []byte("spoofed")},
 			{Key: "user-agent", Value: []byte("Stripe/1.0")},
 			{Key: "content-type", Value: []byte("text/plain")},
 		},
@@ -253,6 +257,7 @@ func TestHandleRequest(t *testing.T) {
 		"X-Hookline-Attempt":    {"3"},
 		"X-Hookline-Provider":   {"stripe"},
 		"X-Hookline-Event-Type": {"invoice.paid"},
+		"X-Hookline-Route":      {"billing"},
 		"User-Agent":            {"hookline/1"},
 		"Content-Type":          {"application/json; charset=utf-8"},
 	}
@@ -274,11 +279,14 @@ func TestHandleEmptyOptionalHeaders(t *testing.T) {
 	srv := mustServer(t, func(w http.ResponseWriter, r *http.Request) { got = r.Header; w.WriteHeader(204) })
 	h := mustHTTP(t, HTTPOptions{URL: srv.URL})
 	d := Delivery{Key: "k", Provider: "acme", Attempt: 1,
-		Headers: []kgo.RecordHeader{{Key: "x-hookline-event-type", Value: []byte("spoofed")}}}
+		Headers: []kgo.RecordHeader{
+			{Key: "x-hookline-event-type", Value: []byte("spoofed")},
+			{Key: "x-hookline-route", Value: []byte("spoofed")},
+		}}
 	if err := h.Handle(t.Context(), d); err != nil {
 		t.Fatalf("Handle: %v", err)
 	}
-	for _, name := range []string{"X-Hookline-Event-Type", "Content-Type"} {
+	for _, name := range []string{"X-Hookline-Event-Type", "X-Hookline-Route", "Content-Type"} {
 		if v, ok := got[name]; ok {
 			t.Errorf("%s = %q, want none", name, v)
 		}

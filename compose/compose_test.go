@@ -129,8 +129,8 @@ func TestDockerComposeMatchesCode(t *testing.T) {
 				if _, err := providers.Load(mounted, env); err != nil {
 					t.Errorf("ingest cannot load its providers file with its environment: %v", err)
 				}
-			} else if _, err := providers.LoadWithoutSecrets(mounted); err != nil {
-				t.Errorf("%s cannot load its providers file: %v", svc, err)
+			} else if _, err := providers.LoadForProcessor(mounted, env); err != nil {
+				t.Errorf("%s cannot load its providers file with its environment: %v", svc, err)
 			}
 		})
 	}

@@ -58,11 +58,11 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	}
 	svc := startup.New("ingest", cfg.Common, logOut)
 	log, names := svc.Log, svc.Names
-	secrets := lookupEnv
+	secrets := startup.VerifySecrets
 	if ensureOnly { // only the dedup TTLs matter: no signing secret needed
-		secrets = nil
+		secrets = startup.NoSecrets
 	}
-	reg, _, err := svc.LoadProviders(cfg.ProvidersFile, secrets)
+	reg, _, err := svc.LoadProviders(cfg.ProvidersFile, secrets, lookupEnv)
 	if err != nil {
 		return err
 	}

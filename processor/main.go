@@ -56,9 +56,9 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	}
 	svc := startup.New("processor", cfg.Common, logOut)
 	log, names := svc.Log, svc.Names
-	// The processor verifies no signature: it needs TTLs and destinations,
-	// not the signing secrets.
-	reg, policies, err := svc.LoadProviders(cfg.ProvidersFile, nil)
+	// The processor verifies no signature: it needs TTLs, routes and the
+	// routes' signing secrets, not the providers' verification secrets.
+	reg, policies, err := svc.LoadProviders(cfg.ProvidersFile, startup.SigningSecrets, lookupEnv)
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -151,4 +152,47 @@ func (o object) str(path ...string) string {
 		}
 	}
 	return ""
+}
+
+// decodeJSON parses doc as one JSON value into a tree of map[string]any,
+// []any, json.Number, string, bool and nil (numbers kept as written, so no
+// precision is lost). ok is false for a doc that is not valid UTF-8 or not
+// exactly one JSON value. Cost: one parse of the document.
+func decodeJSON(doc []byte) (v any, ok bool) {
+	if !utf8.Valid(doc) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF { // anything after the value
+		return nil, false
+	}
+	return v, true
+}
+
+// find returns the value p refers to in a tree decodeJSON made, and whether
+// it exists. Cost: one map lookup or slice index per token.
+func (p pointer) find(v any) (any, bool) {
+	for _, tok := range p {
+		switch c := v.(type) {
+		case map[string]any:
+			next, ok := c[tok]
+			if !ok {
+				return nil, false
+			}
+			v = next
+		case []any:
+			i, ok := arrayIndex(tok)
+			if !ok || i >= len(c) {
+				return nil, false
+			}
+			v = c[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
 }

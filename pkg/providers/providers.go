@@ -7,7 +7,8 @@
 //
 // Ingest calls, per request and in this order: Registry.Get with the name
 // from the URL, CheckContentType, Verify over the raw body before anything
-// parses it, Events, ForwardHeaders. Every method of a Provider is safe for
+// parses it, Events, ForwardHeaders. The processor calls Match for each
+// record to find the routes (routes.go) it is delivered to. Every method of a Provider is safe for
 // concurrent use: a Provider is never changed after Load.
 //
 // Secrets never leave this package: they are read from the environment
@@ -44,18 +45,33 @@ const (
 // Provider is one configured webhook sender, named by the URL path
 // /webhooks/{name}.
 type Provider struct {
-	Name        string
-	Preset      string
-	DedupTTL    time.Duration // how long a key is remembered; default 168h
-	Destination *Destination  // nil: the outcome record is the only effect
-	RateLimit   *RateLimit    // nil: unlimited
-	Redrive     *Redrive      // nil: no automatic re-drive (redrive.go)
-	// Priority is the provider's class when the processor is overloaded
-	// (priority in the file; default normal).
+	Name     string
+	Preset   string
+	DedupTTL time.Duration // how long a key is remembered; default 168h
+	// Destination is the provider-level destination, which Routes gives as
+	// the route "default"; nil for a provider with routes, and for one that
+	// delivers nowhere (the outcome record is the only effect).
+	Destination *Destination
+	RateLimit   *RateLimit // nil: unlimited
+	Redrive     *Redrive   // nil: no automatic re-drive (redrive.go)
+	// Priority is the provider's class when the processor is overloaded:
+	// priority in the file (default normal), or for a provider with routes
+	// the highest of its routes' (a record's class before its routes are
+	// known).
 	Priority Priority
-	// Retry is the provider's retry policy (retry in the file); nil: every
-	// tier of HOOKLINE_RETRY_TIERS.
+	// Retry is the provider-level retry policy (retry in the file), which
+	// the route "default" has; nil: every tier of HOOKLINE_RETRY_TIERS, and
+	// always nil for a provider with routes.
 	Retry *RetryPolicy
+
+	// routes are the routes in name order: those of the file, or the
+	// route "default" made from Destination; nil when there is neither.
+	routes []*Route
+	// literals are the event types some route's events names without a
+	// '*'; globs the other patterns, in route then list order
+	// (EventTypeLabel).
+	literals map[string]struct{}
+	globs    []glob
 
 	secrets   []secret // first is used by Sign; any one verifying is enough
 	scheme    *scheme  // nil: unsigned (generic with signature: {none: true})
@@ -109,9 +125,14 @@ func ParsePriority(s string) (Priority, error) {
 	return 0, fmt.Errorf("want one of critical, high, normal, low, got %q", s)
 }
 
-// Destination is where the processor delivers a provider's events.
+// Destination is where the processor delivers a route's events: an HTTP
+// URL, or a Kafka topic. Exactly one of URL and Topic is set; the other
+// fields are the HTTP destination's and zero for a topic.
 type Destination struct {
-	URL     string
+	URL string
+	// Topic is a topic destination's Kafka topic, used as written
+	// (HOOKLINE_TOPIC_PREFIX does not apply); "" for an HTTP destination.
+	Topic   string
 	Timeout time.Duration // one call; default 10s, at most MaxDestinationTimeout
 	// MaxInflight bounds the concurrent calls to this destination
 	// (destination.max_inflight); 0 means the processor's default
@@ -129,11 +150,13 @@ type RateLimit struct {
 	Burst     int
 }
 
-// RetryPolicy is a provider's retry: {tiers: [...]}: the retry tiers its
-// failures go through, in order, a subset of HOOKLINE_RETRY_TIERS that
-// Registry.RetrySchedules checks; after the last one comes the DLQ.
+// RetryPolicy is a route's (or the provider-level) retry: {tiers: [...]}:
+// the retry tiers its failures go through, in order, a subset of
+// HOOKLINE_RETRY_TIERS that Registry.RetrySchedules checks; after the last
+// one comes the DLQ. No tiers (tiers: []) means a single attempt: a
+// retryable failure goes straight to the DLQ as exhausted.
 type RetryPolicy struct {
-	Tiers []time.Duration // at least one, strictly increasing
+	Tiers []time.Duration // strictly increasing; empty: one attempt
 }
 
 // Header is a provider header copied onto a record as http.<Name>.

@@ -25,6 +25,7 @@ type Registry struct {
 	byName map[string]*Provider
 	names  []string
 	maxTTL time.Duration
+	topics []string // of topic destinations, sorted, each once
 }
 
 // Get returns the provider named name (the {provider} of the URL). Cost: one
@@ -43,15 +44,49 @@ func (r *Registry) Names() []string { return slices.Clone(r.names) }
 func (r *Registry) MaxDedupTTL() time.Duration { return r.maxTTL }
 
 // Load reads the providers file (DESIGN §5) at path and resolves each
-// provider's secrets with lookupEnv (os.LookupEnv in production; nil means
-// os.LookupEnv). Errors name the file, the provider and the field; they never
-// contain a secret. Cost: one read and parse of the file.
+// provider's verification secrets (secret_env) with lookupEnv
+// (os.LookupEnv in production; nil means os.LookupEnv): ingest's view. The
+// routes' signing secrets are not read (ingest signs nothing): each
+// Route.Signing has its variable names and no Secrets. Errors name the
+// file, the provider, the route and the field; they never contain a
+// secret. Cost: one read and parse of the file.
 func Load(path string, lookupEnv func(string) (string, bool)) (*Registry, error) {
+	return load(path, lookupEnv, verifySecrets)
+}
+
+// LoadForProcessor reads the providers file like Load, but with the
+// routes' signing secrets (signing.secret_env) and without the
+// verification secrets: the processor signs calls and verifies no
+// request, so it needs no provider's secret_env in its environment (Verify
+// on its providers always fails). A signing variable that is unset, empty
+// or not a Standard Webhooks secret is an error naming the provider, the
+// route and the variable. nil lookupEnv means os.LookupEnv.
+func LoadForProcessor(path string, lookupEnv func(string) (string, bool)) (*Registry, error) {
+	return load(path, lookupEnv, signingSecrets)
+}
+
+// LoadWithoutSecrets reads the providers file like Load but leaves every
+// secret unread: for services that neither verify nor sign (dlq reads
+// dedup TTLs, routes and destinations), so they need no secret in their
+// environment. Verify on its providers always fails.
+func LoadWithoutSecrets(path string) (*Registry, error) {
+	return load(path, nil, 0)
+}
+
+// secretsMode says which secrets a load reads.
+type secretsMode uint8
+
+const (
+	verifySecrets  secretsMode = 1 << iota // the providers' secret_env (ingest)
+	signingSecrets                         // the routes' signing.secret_env (processor)
+)
+
+func load(path string, lookupEnv func(string) (string, bool), mode secretsMode) (*Registry, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("providers file: %w", err)
 	}
-	r, err := Parse(data, lookupEnv)
+	r, err := parse(data, lookupEnv, mode)
 	if err != nil {
 		return nil, fmt.Errorf("providers file %s: %w", path, err)
 	}
@@ -63,26 +98,10 @@ func Load(path string, lookupEnv func(string) (string, bool)) (*Registry, error)
 // found, one line each naming its provider, providers in name order. Cost:
 // one YAML parse, plus a second one of the node tree to place an error.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Registry, error) {
-	return parse(data, lookupEnv, true)
+	return parse(data, lookupEnv, verifySecrets)
 }
 
-// LoadWithoutSecrets reads the providers file like Load but leaves the
-// secrets unread: for services that never verify a signature (the processor
-// reads dedup TTLs and destinations), so they need no signing secret in their
-// environment. Verify on its providers always fails.
-func LoadWithoutSecrets(path string) (*Registry, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("providers file: %w", err)
-	}
-	r, err := parse(data, nil, false)
-	if err != nil {
-		return nil, fmt.Errorf("providers file %s: %w", path, err)
-	}
-	return r, nil
-}
-
-func parse(data []byte, lookupEnv func(string) (string, bool), withSecrets bool) (*Registry, error) {
+func parse(data []byte, lookupEnv func(string) (string, bool), mode secretsMode) (*Registry, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
@@ -105,7 +124,7 @@ func parse(data []byte, lookupEnv func(string) (string, bool), withSecrets bool)
 	slices.Sort(r.names)
 	var errs []error
 	for _, name := range r.names {
-		p, perrs := file.Providers[name].build(name, lookupEnv, withSecrets)
+		p, perrs := file.Providers[name].build(name, lookupEnv, mode)
 		for _, err := range perrs {
 			errs = append(errs, fmt.Errorf("provider %q: %w", name, err))
 		}
@@ -114,10 +133,16 @@ func parse(data []byte, lookupEnv func(string) (string, bool), withSecrets bool)
 		}
 		r.byName[name] = p
 		r.maxTTL = max(r.maxTTL, p.DedupTTL)
+		for _, rt := range p.routes {
+			if t := rt.Destination.Topic; t != "" && !slices.Contains(r.topics, t) {
+				r.topics = append(r.topics, t)
+			}
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
+	slices.Sort(r.topics)
 	return r, nil
 }
 
@@ -141,14 +166,20 @@ type providerConfig struct {
 	Redrive        *redriveConfig     `yaml:"redrive"`
 	Priority       string             `yaml:"priority"`
 	Retry          *retryConfig       `yaml:"retry"`
+	// Routes, by name, replace destination, priority and retry (routes.go).
+	Routes map[string]*routeConfig `yaml:"routes"`
 }
 
-// retryConfig is a provider's retry: {tiers: [5m, 1h]}.
+// retryConfig is a route's or a provider's retry: {tiers: [5m, 1h]};
+// tiers: [] is a single attempt. Tiers is a pointer so that tiers: [] is
+// told apart from tiers left out.
 type retryConfig struct {
-	Tiers []string `yaml:"tiers"`
+	Tiers *[]string `yaml:"tiers"`
 }
 
+// destinationConfig is {url, timeout, max_inflight, rate_limit} or {topic}.
 type destinationConfig struct {
+	Topic       string           `yaml:"topic"`
 	URL         string           `yaml:"url"`
 	Timeout     string           `yaml:"timeout"`
 	MaxInflight int              `yaml:"max_inflight"`
@@ -204,7 +235,7 @@ func validName(name string) bool {
 
 // build checks one block and turns it into a Provider, or returns every
 // problem found. Errors name the field and never contain a secret value.
-func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool), withSecrets bool) (*Provider, []error) {
+func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool), mode secretsMode) (*Provider, []error) {
 	one := func(format string, args ...any) []error { return []error{fmt.Errorf(format, args...)} }
 	if !validName(name) {
 		return nil, one("name must match ^[a-z0-9][a-z0-9_-]{0,62}$ (it is a URL path segment)")
@@ -254,7 +285,7 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 		fail(fmt.Errorf("secret_env: required: the environment variables holding the signing secrets"))
 	}
 	for _, env := range c.SecretEnv {
-		if !withSecrets {
+		if mode&verifySecrets == 0 {
 			break
 		}
 		s, err := readSecret(pre, env, lookupEnv)
@@ -313,51 +344,72 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 		errs = append(errs, rerrs...)
 		p.Redrive = rd
 	}
+	if c.Routes != nil {
+		errs = append(errs, c.buildRoutes(p, lookupEnv, mode)...)
+	}
 	if len(errs) > 0 {
 		return nil, errs
+	}
+	if c.Routes == nil {
+		p.defaultRoute()
 	}
 	return p, nil
 }
 
 // build checks the tiers' syntax and order; whether they are tiers of
 // HOOKLINE_RETRY_TIERS is for RetrySchedules, which knows the schedule.
+// tiers: [] gives a policy without tiers: a single attempt.
 func (c *retryConfig) build() (*RetryPolicy, error) {
-	if len(c.Tiers) == 0 {
-		return nil, fmt.Errorf("retry.tiers: required: the retry tiers to use, in order, such as [5m, 1h] (leave retry out for every tier)")
+	if c.Tiers == nil {
+		return nil, fmt.Errorf("retry.tiers: required: the retry tiers to use, in order, such as [5m, 1h], or [] for a single attempt (leave retry out for every tier)")
 	}
 	rp := &RetryPolicy{}
-	for i, t := range c.Tiers {
+	for i, t := range *c.Tiers {
 		d, err := parseDuration(t)
 		if err != nil {
 			return nil, fmt.Errorf("retry.tiers: %w", err)
 		}
 		if i > 0 && d <= rp.Tiers[i-1] {
-			return nil, fmt.Errorf("retry.tiers: %s is not longer than %s: list tiers in increasing order", t, c.Tiers[i-1])
+			return nil, fmt.Errorf("retry.tiers: %s is not longer than %s: list tiers in increasing order", t, (*c.Tiers)[i-1])
 		}
 		rp.Tiers = append(rp.Tiers, d)
 	}
 	return rp, nil
 }
 
-// RetrySchedules returns, for each provider with a retry policy, the retry
-// schedule all restricted to the policy's tiers (retry.Schedule.Only);
-// providers without one are not in the map and use all. The error names
-// every provider whose tiers are not a subset of all in order, and the
-// allowed values. Cost: one Only per provider with a policy.
+// RetrySchedules returns, for each route with a retry policy (the route
+// "default" has the provider-level one), the retry schedule all restricted
+// to the policy's tiers (retry.Schedule.Only; no tiers: a schedule that
+// sends every retryable failure to the DLQ as exhausted), keyed by
+// RouteKey(provider, route); routes without one are not in the map and use
+// all. The error names every provider and route whose tiers are not a
+// subset of all in order, and the allowed values; a provider-level retry
+// is checked even when the provider has no destination. Cost: one Only
+// per policy.
 func (r *Registry) RetrySchedules(all retry.Schedule) (map[string]retry.Schedule, error) {
 	out := map[string]retry.Schedule{}
 	var errs []error
 	for _, name := range r.names {
 		p := r.byName[name]
-		if p.Retry == nil {
-			continue
+		if p.Retry != nil && p.routes == nil {
+			if _, err := all.Only(p.Retry.Tiers); err != nil {
+				errs = append(errs, fmt.Errorf("provider %q: retry.tiers: %w", name, err))
+			}
 		}
-		s, err := all.Only(p.Retry.Tiers)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("provider %q: retry.tiers: %w", name, err))
-			continue
+		for _, rt := range p.routes {
+			if rt.Retry == nil {
+				continue
+			}
+			s, err := all.Only(rt.Retry.Tiers)
+			switch {
+			case err != nil && rt.Retry == p.Retry:
+				errs = append(errs, fmt.Errorf("provider %q: retry.tiers: %w", name, err))
+			case err != nil:
+				errs = append(errs, fmt.Errorf("provider %q: route %q: retry.tiers: %w", name, rt.Name, err))
+			default:
+				out[RouteKey(name, rt.Name)] = s
+			}
 		}
-		out[name] = s
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("providers file: %w", errors.Join(errs...))
@@ -485,11 +537,15 @@ func (c *ruleConfig) rules(field string) ([]*rule, error) {
 	return out, nil
 }
 
+// build checks a destination: {topic} alone, or {url} with its options.
 func (c *destinationConfig) build() (*Destination, []error) {
+	if c.Topic != "" {
+		return c.buildTopic()
+	}
 	d := &Destination{URL: c.URL, Timeout: DefaultDestinationTimeout}
 	var errs []error
 	if c.URL == "" {
-		errs = append(errs, fmt.Errorf("destination.url: required"))
+		errs = append(errs, fmt.Errorf("destination.url: required (or destination.topic for a Kafka topic)"))
 	} else if u, err := url.Parse(c.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		errs = append(errs, fmt.Errorf("destination.url: %q is not an absolute http or https URL", c.URL))
 	}
@@ -514,6 +570,24 @@ func (c *destinationConfig) build() (*Destination, []error) {
 		d.RateLimit = rl
 	}
 	return d, errs
+}
+
+// buildTopic checks a topic destination: the topic's name, and none of the
+// HTTP destination's fields.
+func (c *destinationConfig) buildTopic() (*Destination, []error) {
+	var errs []error
+	if err := checkTopic(c.Topic); err != nil {
+		errs = append(errs, fmt.Errorf("destination.topic: %w", err))
+	}
+	for _, f := range [...]struct {
+		name string
+		set  bool
+	}{{"url", c.URL != ""}, {"timeout", c.Timeout != ""}, {"max_inflight", c.MaxInflight != 0}, {"rate_limit", c.RateLimit != nil}} {
+		if f.set {
+			errs = append(errs, fmt.Errorf("destination.%s: a topic destination takes no %s (it makes no HTTP call)", f.name, f.name))
+		}
+	}
+	return &Destination{Topic: c.Topic}, errs
 }
 
 func (c *rateLimitConfig) build() (*RateLimit, error) {
@@ -565,11 +639,14 @@ func readSecret(pre preset, env string, lookupEnv func(string) (string, bool)) (
 var (
 	yamlLine       = regexp.MustCompile(`^line (\d+): `)
 	yamlFieldError = regexp.MustCompile(`field (\S+) not found in type \S+`)
+	yamlDuplicate  = regexp.MustCompile(`^line \d+: mapping key "(?:[^"\\]|\\.)*" already defined at line (\d+)$`)
 )
 
 // annotateYAMLError rewrites yaml.v3's type errors ("line 7: field secert_env
-// not found in type providers.providerConfig") to name the provider whose
-// block holds the line, and the unknown field plainly.
+// not found in type providers.providerConfig") to name the provider, and
+// the route, whose block holds the line, and the unknown field plainly. A
+// route name given twice (a duplicate mapping key, which yaml.v3 reports)
+// is said as such.
 func annotateYAMLError(err error, data []byte) error {
 	var te *yaml.TypeError
 	if !errors.As(err, &te) {
@@ -581,11 +658,15 @@ func annotateYAMLError(err error, data []byte) error {
 		msg = yamlFieldError.ReplaceAllString(msg, "unknown field $1")
 		if m := yamlLine.FindStringSubmatch(msg); m != nil {
 			line, _ := strconv.Atoi(m[1])
-			for _, s := range spans {
-				if s.first <= line && line <= s.last {
-					msg = fmt.Sprintf("provider %q: %s", s.name, msg)
-					break
+			if s, ok := spanOf(spans, line); ok {
+				prefix := fmt.Sprintf("provider %q: ", s.name)
+				if rt, ok := spanOf(s.routes, line); ok {
+					prefix += fmt.Sprintf("route %q: ", rt.name)
+					if d := yamlDuplicate.FindStringSubmatch(msg); d != nil && line == rt.first {
+						msg = fmt.Sprintf("line %d: the route is defined twice (first at line %s): route names are unique within a provider", line, d[1])
+					}
 				}
+				msg = prefix + msg
 			}
 		}
 		msgs = append(msgs, msg)
@@ -593,29 +674,60 @@ func annotateYAMLError(err error, data []byte) error {
 	return errors.New(strings.Join(msgs, "\n"))
 }
 
+// span is the line range of a provider's block, or of a route's within it.
 type span struct {
 	name        string
 	first, last int
+	routes      []span
 }
 
-// providerSpans returns the line range of each provider's block.
+// spanOf returns the span holding line; the last one when blocks overlap
+// (a key given twice).
+func spanOf(spans []span, line int) (span, bool) {
+	for i := len(spans) - 1; i >= 0; i-- {
+		if s := spans[i]; s.first <= line && line <= s.last {
+			return s, true
+		}
+	}
+	return span{}, false
+}
+
+// providerSpans returns the line range of each provider's block, and of
+// each of its routes.
 func providerSpans(data []byte) []span {
 	var root yaml.Node
 	if yaml.Unmarshal(data, &root) != nil || len(root.Content) == 0 {
 		return nil
 	}
-	top := root.Content[0]
-	var spans []span
-	for i := 0; i+1 < len(top.Content); i += 2 {
-		if top.Content[i].Value != "providers" {
-			continue
-		}
-		m := top.Content[i+1]
-		for j := 0; j+1 < len(m.Content); j += 2 {
-			spans = append(spans, span{name: m.Content[j].Value, first: m.Content[j].Line, last: lastLine(m.Content[j+1])})
-		}
+	spans, nodes := mappingSpans(root.Content[0], "providers")
+	for i := range spans {
+		spans[i].routes, _ = mappingSpans(nodes[i], "routes")
 	}
 	return spans
+}
+
+// mappingSpans returns, for the mapping under key in the mapping n, the
+// span and the value node of each entry.
+func mappingSpans(n *yaml.Node, key string) ([]span, []*yaml.Node) {
+	if n.Kind != yaml.MappingNode {
+		return nil, nil
+	}
+	var (
+		spans []span
+		nodes []*yaml.Node
+	)
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value != key {
+			continue
+		}
+		m := n.Content[i+1]
+		for j := 0; j+1 < len(m.Content); j += 2 {
+			k, v := m.Content[j], m.Content[j+1]
+			spans = append(spans, span{name: k.Value, first: k.Line, last: lastLine(v)})
+			nodes = append(nodes, v)
+		}
+	}
+	return spans, nodes
 }
 
 func lastLine(n *yaml.Node) int {

@@ -407,10 +407,12 @@ providers:
 	}
 }
 
-// TestRetrySchedules: a provider's retry.tiers become the schedule
-// restricted to them; a provider without retry is left to the whole
-// schedule; tiers not in HOOKLINE_RETRY_TIERS are refused naming the
-// provider and the allowed values.
+// TestRetrySchedules: a route's retry.tiers (the route "default" has the
+// provider-level ones) become the schedule restricted to them, keyed by
+// RouteKey; a route without retry is left to the whole schedule; tiers: []
+// is a schedule with no tier; tiers not in HOOKLINE_RETRY_TIERS are refused
+// naming the provider, the route and the allowed values, a provider-level
+// retry even when the provider has no destination.
 func TestRetrySchedules(t *testing.T) {
 	all, err := retry.ParseSchedule("1s,2s,3s")
 	if err != nil {
@@ -418,36 +420,57 @@ func TestRetrySchedules(t *testing.T) {
 	}
 	r := mustParse(t, `
 providers:
-  short: {preset: github, secret_env: [S1], retry: {tiers: [2s]}}
-  skip:  {preset: github, secret_env: [S1], retry: {tiers: [1s, 3s]}}
-  every: {preset: github, secret_env: [S1]}
+  short: {preset: github, secret_env: [S1], retry: {tiers: [2s]}, destination: {url: "http://x/"}}
+  skip:  {preset: github, secret_env: [S1], retry: {tiers: [1s, 3s]}, destination: {url: "http://x/"}}
+  once:  {preset: github, secret_env: [S1], retry: {tiers: []}, destination: {url: "http://x/"}}
+  every: {preset: github, secret_env: [S1], destination: {url: "http://x/"}}
+  nowhere: {preset: github, secret_env: [S1], retry: {tiers: [2s]}}
+  routed:
+    preset: github
+    secret_env: [S1]
+    routes:
+      a: {destination: {url: "http://x/"}, retry: {tiers: [3s]}}
+      b: {destination: {url: "http://x/"}, retry: {tiers: []}}
+      c: {destination: {topic: audit}}
 `, testEnv())
 	got, err := r.RetrySchedules(all)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := got["every"]; ok || len(got) != 2 {
-		t.Fatalf("schedules for %v, want short and skip only", got)
+	want := map[string][]int{"short/default": {2}, "skip/default": {1, 3}, "once/default": {}, "routed/a": {3}, "routed/b": {}}
+	if len(got) != len(want) {
+		t.Fatalf("schedules for %v, want %v", got, want)
 	}
-	for name, want := range map[string][]int{"short": {2}, "skip": {1, 3}} {
-		if used := got[name].Used(); !slices.Equal(used, want) {
-			t.Errorf("%s uses tiers %v, want %v", name, used, want)
+	for key, w := range want {
+		s, ok := got[key]
+		if used := s.Used(); !ok || !slices.Equal(used, w) {
+			t.Errorf("%s uses tiers %v (present %v), want %v", key, used, ok, w)
 		}
+	}
+	if _, ok := got["once/default"].Route(1, retry.Decision{Retryable: true}); ok {
+		t.Error("tiers: [] routes a retryable failure to a tier, want the DLQ at once")
 	}
 	bad := mustParse(t, `
 providers:
-  a: {preset: github, secret_env: [S1], retry: {tiers: [5s]}}
-  b: {preset: github, secret_env: [S1], retry: {tiers: [1s]}}
+  a: {preset: github, secret_env: [S1], retry: {tiers: [5s]}, destination: {url: "http://x/"}}
+  b: {preset: github, secret_env: [S1], retry: {tiers: [1s]}, destination: {url: "http://x/"}}
   c: {preset: github, secret_env: [S1], retry: {tiers: [500ms, 2s]}}
+  d:
+    preset: github
+    secret_env: [S1]
+    routes:
+      fine: {destination: {url: "http://x/"}, retry: {tiers: [2s]}}
+      slow: {destination: {url: "http://x/"}, retry: {tiers: [1s, 9s]}}
 `, testEnv())
 	_, err = bad.RetrySchedules(all)
-	for _, want := range []string{`provider "a": retry.tiers: 5s is not a retry tier`, `provider "c": retry.tiers: 500ms is not a retry tier`, "HOOKLINE_RETRY_TIERS=1s,2s,3s"} {
+	for _, want := range []string{`provider "a": retry.tiers: 5s is not a retry tier`, `provider "c": retry.tiers: 500ms is not a retry tier`,
+		`provider "d": route "slow": retry.tiers: 9s is not a retry tier`, "HOOKLINE_RETRY_TIERS=1s,2s,3s"} {
 		if err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("error %v, want it to say %q", err, want)
 		}
 	}
-	if err != nil && strings.Contains(err.Error(), `provider "b"`) {
-		t.Errorf("error %v names provider b, whose tiers are fine", err)
+	if err != nil && (strings.Contains(err.Error(), `provider "b"`) || strings.Contains(err.Error(), `route "fine"`)) {
+		t.Errorf("error %v names provider b or route fine, whose tiers are fine", err)
 	}
 }
 

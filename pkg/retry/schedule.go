@@ -122,20 +122,19 @@ func Read(r *envconf.Reader) (Schedule, float64) {
 	return sch, jitter
 }
 
-// Only returns s restricted to the tiers given, a provider's retry.tiers: a
+// Only returns s restricted to the tiers given, a route's retry.tiers: a
 // subset of s's tiers in s's order. Route on the result sends attempt k to
 // the k-th of them and attempt len(tiers)+1 that fails to the DLQ; the tier
-// numbers it returns are s's, so they name the same topics. An empty list, a
-// tier that is not one of s's, or tiers out of order are an error that lists
-// the allowed values. Cost: a binary search per tier.
+// numbers it returns are s's, so they name the same topics. An empty list
+// keeps no tier: every retryable failure of the result goes to the DLQ as
+// exhausted (a single attempt). A tier that is not one of s's, or tiers out
+// of order are an error that lists the allowed values. Cost: a binary
+// search per tier.
 func (s Schedule) Only(tiers []time.Duration) (Schedule, error) {
 	allowed := func() string {
 		return fmt.Sprintf("want tiers of %s=%s, in that order", EnvTiers, s.String())
 	}
-	if len(tiers) == 0 {
-		return Schedule{}, fmt.Errorf("no tiers (%s; or leave retry out for every tier)", allowed())
-	}
-	use := make([]int, len(tiers))
+	use := make([]int, len(tiers)) // never nil: nil means every tier
 	for i, d := range tiers {
 		j, found := slices.BinarySearch(s.tiers, d)
 		switch {

@@ -271,6 +271,9 @@ func TestOnly(t *testing.T) {
 		{"one tier: attempt 1", only(t, 15*time.Minute), 1, retry, 3, true},
 		{"one tier: attempt 2 exhausted", only(t, 15*time.Minute), 2, retry, 0, false},
 		{"every tier is the whole schedule", only(t, time.Minute, 5*time.Minute, 15*time.Minute, time.Hour, 6*time.Hour), 5, retry, 5, true},
+		{"no tier: attempt 1 is exhausted", only(t), 1, retry, 0, false},
+		{"no tier: a retry-after changes nothing", only(t), 1, after(time.Minute), 0, false},
+		{"no tier: permanent", only(t), 1, Decision{}, 0, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,12 +294,17 @@ func TestOnly(t *testing.T) {
 			t.Fatalf("Used() of the whole schedule = %v", got)
 		}
 	})
+	t.Run("no tier keeps the whole schedule and uses none", func(t *testing.T) {
+		none := only(t)
+		if none.Len() != 5 || none.String() != DefaultTiers || len(none.Used()) != 0 {
+			t.Fatalf("Len %d, String %q, Used %v: want the whole schedule, none used", none.Len(), none.String(), none.Used())
+		}
+	})
 	for _, bad := range []struct {
 		name  string
 		tiers []time.Duration
 		want  string
 	}{
-		{"empty", nil, "no tiers"},
 		{"not a tier", []time.Duration{2 * time.Minute}, "2m is not a retry tier"},
 		{"out of order", []time.Duration{time.Hour, 5 * time.Minute}, "5m comes after 1h"},
 		{"twice", []time.Duration{5 * time.Minute, 5 * time.Minute}, "5m comes after 5m"},

@@ -78,18 +78,38 @@ func New(name string, c Common, logOut io.Writer) *Service {
 	}
 }
 
-// LoadProviders reads the providers file at path, with the signing secrets
-// from secrets, or without them when secrets is nil (a service that
-// verifies no signature). It also returns each provider's retry policy
-// (providers.Registry.RetrySchedules): a policy that does not fit
-// HOOKLINE_RETRY_TIERS is refused by every service that reads the file.
-func (s *Service) LoadProviders(path string, secrets func(string) (string, bool)) (*providers.Registry, map[string]retry.Schedule, error) {
+// Secrets says which secrets of the providers file a service reads from
+// its environment.
+type Secrets int
+
+const (
+	// NoSecrets reads none: a service that neither verifies nor signs
+	// (ingest -ensure-topics reads only the dedup TTLs).
+	NoSecrets Secrets = iota
+	// VerifySecrets reads the providers' secret_env (ingest verifies
+	// requests).
+	VerifySecrets
+	// SigningSecrets reads the routes' signing.secret_env (the processor
+	// signs its calls and verifies nothing).
+	SigningSecrets
+)
+
+// LoadProviders reads the providers file at path with the secrets which
+// says, from lookupEnv (providers.Load, LoadForProcessor or
+// LoadWithoutSecrets). It also returns each route's retry policy keyed by
+// providers.RouteKey (providers.Registry.RetrySchedules): a policy that
+// does not fit HOOKLINE_RETRY_TIERS is refused by every service that reads
+// the file.
+func (s *Service) LoadProviders(path string, which Secrets, lookupEnv func(string) (string, bool)) (*providers.Registry, map[string]retry.Schedule, error) {
 	var reg *providers.Registry
 	var err error
-	if secrets == nil {
+	switch which {
+	case VerifySecrets:
+		reg, err = providers.Load(path, lookupEnv)
+	case SigningSecrets:
+		reg, err = providers.LoadForProcessor(path, lookupEnv)
+	default:
 		reg, err = providers.LoadWithoutSecrets(path)
-	} else {
-		reg, err = providers.Load(path, secrets)
 	}
 	if err != nil {
 		return nil, nil, err

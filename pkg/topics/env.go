@@ -1,6 +1,7 @@
 package topics
 
 import (
+	"fmt"
 	"regexp"
 	"strconv"
 	"time"
@@ -20,7 +21,28 @@ const DefaultMaxBodyBytes = 1 << 20
 // less than this). Topics, producers and fetches are sized for body plus room.
 const HeaderRoom = 256 << 10
 
+// prefixRE is the characters Kafka allows in a topic name.
 var prefixRE = regexp.MustCompile(`^[a-zA-Z0-9._-]*$`)
+
+// MaxNameLen is the longest topic name Kafka accepts.
+const MaxNameLen = 249
+
+// CheckName says why name cannot be a Kafka topic's name, or returns nil:
+// Kafka takes 1 to 249 letters, digits, '.', '_' and '-', except "." and
+// "..". The error quotes name. Cost: one pass over name.
+func CheckName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("empty: want a topic name")
+	case len(name) > MaxNameLen:
+		return fmt.Errorf("%q is %d characters, over Kafka's %d", name, len(name), MaxNameLen)
+	case name == "." || name == "..":
+		return fmt.Errorf("%q is not a name Kafka allows", name)
+	case !prefixRE.MatchString(name):
+		return fmt.Errorf("%q: a topic name takes letters, digits, '.', '_' and '-' only", name)
+	}
+	return nil
+}
 
 // Env is the environment-wide topic settings every service reads.
 type Env struct {

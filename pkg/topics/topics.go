@@ -8,6 +8,8 @@ package topics
 import (
 	"cmp"
 	"time"
+
+	"github.com/hookline/hookline/pkg/headers"
 )
 
 // Base names (DESIGN §2). Every name is prefixed with HOOKLINE_TOPIC_PREFIX.
@@ -66,8 +68,20 @@ func NewNames(prefix string, tierNames []string) Names {
 	return n
 }
 
-// Lane returns the prefixed lane topic of a provider's destination.
+// Lane returns the prefixed lane topic of a provider's destination: its
+// route default's, or, given "provider.route", another route's (RouteLane).
 func (n Names) Lane(provider string) string { return n.Prefix + BaseLanePrefix + provider }
+
+// RouteLane returns the prefixed lane topic of one route of a provider:
+// webhooks.lane.<provider> for the route default (the lane of a provider
+// before routes), webhooks.lane.<provider>.<route> for another. Provider
+// and route names hold no '.', so no two routes share a lane.
+func (n Names) RouteLane(provider, route string) string {
+	if route == "" || route == headers.DefaultRoute {
+		return n.Lane(provider)
+	}
+	return n.Lane(provider + "." + route)
+}
 
 // LaneSpecs returns the wanted shape of the lane topics of providers: like
 // raw (its partition count, so lane partition p holds keys of raw partition
@@ -78,6 +92,21 @@ func (n Names) LaneSpecs(providers []string, s Shape) []Spec {
 		specs = append(specs, Spec{Name: n.Lane(p), Partitions: s.Partitions, Cleanup: "delete", Configs: map[string]string{
 			"cleanup.policy":    "delete",
 			"retention.ms":      ms(7 * day),
+			"max.message.bytes": itoa(s.MaxMessageBytes),
+		}})
+	}
+	return specs
+}
+
+// RouteTopicSpecs returns the wanted shape of routes' topic destinations
+// when missing: raw's partition count and the topics' record size, cleanup
+// delete. Their names are used as written (no prefix: they are the
+// consumers' topics), and an existing one is taken as it is (Foreign).
+func RouteTopicSpecs(names []string, s Shape) []Spec {
+	var specs []Spec
+	for _, name := range names {
+		specs = append(specs, Spec{Name: name, Partitions: s.Partitions, Cleanup: "delete", Foreign: true, Configs: map[string]string{
+			"cleanup.policy":    "delete",
 			"max.message.bytes": itoa(s.MaxMessageBytes),
 		}})
 	}
@@ -116,6 +145,10 @@ type Spec struct {
 	Partitions int32
 	// Cleanup is the cleanup.policy, checked on existing topics.
 	Cleanup string
+	// Foreign marks a topic hookline creates when missing but does not
+	// own (a route's topic destination, the consumers' topic): an existing
+	// one is taken with whatever partitions and cleanup policy it has.
+	Foreign bool
 	// Configs are set when the topic is created.
 	Configs map[string]string
 	// Tuned are keys of Configs an operator may change on an existing

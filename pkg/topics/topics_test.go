@@ -64,3 +64,24 @@ func TestReadEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestCheckName(t *testing.T) {
+	for _, ok := range []string{"a", "billing.ledger", "A-b_c.9", strings.Repeat("x", MaxNameLen), "...", "__consumer_offsets"} {
+		if err := CheckName(ok); err != nil {
+			t.Errorf("CheckName(%q) = %v, want nil", ok, err)
+		}
+	}
+	for bad, want := range map[string]string{
+		"":                                "empty",
+		".":                               "not a name Kafka allows",
+		"..":                              "not a name Kafka allows",
+		"a b":                             "letters, digits",
+		"a/b":                             "letters, digits",
+		"tópico":                          "letters, digits",
+		strings.Repeat("x", MaxNameLen+1): "250 characters",
+	} {
+		if err := CheckName(bad); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("CheckName(%q) = %v, want an error saying %q", bad, err, want)
+		}
+	}
+}

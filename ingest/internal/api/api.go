@@ -283,7 +283,9 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 	produced = true
 	s.m.ackSeconds.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
 	s.m.bodyBytes.WithLabelValues(p.Name).Observe(float64(len(body)))
-	s.m.records.WithLabelValues(p.Name).Add(float64(len(recs)))
+	for _, ev := range d.Events { // one record each
+		s.m.records.WithLabelValues(p.Name, p.EventTypeLabel(ev.Type)).Inc()
+	}
 	s.m.requests.WithLabelValues(p.Name, "202").Inc()
 	c.JSON(http.StatusAccepted, out)
 	return nil

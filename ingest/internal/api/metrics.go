@@ -6,7 +6,9 @@ import (
 
 // metrics are the ingest service's own series; the Kafka client's come from
 // kprom. Provider labels only ever hold configured provider names (or
-// "unknown"), so their cardinality is bounded by the providers file.
+// "unknown"), and event_type labels the event types the provider's routes
+// name (providers.Provider.EventTypeLabel: an events entry, or "other"),
+// so their cardinality is bounded by the providers file.
 type metrics struct {
 	requests     *prometheus.CounterVec
 	ackSeconds   *prometheus.HistogramVec
@@ -45,8 +47,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"provider"}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_ingest_records_total",
-			Help: "Records acknowledged by Kafka (a batch request gives several).",
-		}, []string{"provider"}),
+			Help: "Records acknowledged by Kafka: events accepted (a batch request gives several), by provider and event type (an entry of a route's events that the type matches, else other).",
+		}, []string{"provider", "event_type"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hookline_ingest_requests_in_flight",
 			Help: "Webhook requests (POST /webhooks/{provider}) being served now: read, verified, or waiting for Kafka's ack.",

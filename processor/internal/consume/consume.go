@@ -54,9 +54,10 @@ type Config struct {
 	Providers *providers.Registry
 	Router    *deliver.Router
 	Store     *state.Store
-	// RetryPolicies are the providers' own retry policies (retry.tiers
-	// in the providers file: Schedule restricted with Only), by provider
-	// name; a provider not in it uses Schedule. Optional.
+	// RetryPolicies are the routes' own retry policies (retry.tiers
+	// in the providers file: Schedule restricted with Only), by
+	// providers.RouteKey(provider, route); a route not in it uses
+	// Schedule. Optional.
 	RetryPolicies map[string]retry.Schedule
 	// StandbyReplicas is how many standbys the group's balancer names per
 	// partition (HOOKLINE_STANDBY_REPLICAS): members that keep its state

@@ -1,6 +1,9 @@
 package consume
 
-import "github.com/hookline/hookline/processor/internal/decide"
+import (
+	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/processor/internal/decide"
+)
 
 // policyOf returns the decision policy of a provider's destination: its
 // dedup TTL, and the retry schedule its failures are routed by (its own
@@ -10,7 +13,7 @@ import "github.com/hookline/hookline/processor/internal/decide"
 // lookups.
 func (p *Processor) policyOf(provider string) decide.Policy {
 	pol := decide.Policy{Schedule: p.cfg.Schedule, TTL: decide.DefaultTTL}
-	if s, ok := p.cfg.RetryPolicies[provider]; ok {
+	if s, ok := p.cfg.RetryPolicies[providers.RouteKey(provider, providers.DefaultRoute)]; ok {
 		pol.Schedule = s
 	}
 	if pr, ok := p.cfg.Providers.Get(provider); ok {

@@ -1,0 +1,116 @@
+package compose
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/retry"
+)
+
+// TestPriorityMatrix loads providers.example.yaml as ingest and the
+// processor do (with dummy secrets) and checks that it writes seed 000's
+// Queue Priority Matrix and seed 004's order rule literally: for each row,
+// an event of that type goes to one route, of that priority and timeout,
+// with that many attempts under the default HOOKLINE_RETRY_TIERS (1 + the
+// route's tiers; "Retries" in the matrix counts attempts).
+func TestPriorityMatrix(t *testing.T) {
+	dummy := func(name string) (string, bool) {
+		switch {
+		case strings.HasSuffix(name, "_SIGNING_SECRET"):
+			return "whsec_ZHVtbXktc2lnbmluZy1rZXk=", true
+		case strings.HasSuffix(name, "_SECRET"):
+			return "dummy-secret", true
+		}
+		return "", false
+	}
+	if _, err := providers.Load("providers.example.yaml", dummy); err != nil {
+		t.Fatalf("ingest's load: %v", err)
+	}
+	reg, err := providers.LoadForProcessor("providers.example.yaml", dummy)
+	if err != nil {
+		t.Fatalf("the processor's load: %v", err)
+	}
+	all := retry.DefaultSchedule()
+	schedules, err := reg.RetrySchedules(all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := []struct {
+		provider, eventType string
+		route               string
+		priority            providers.Priority
+		timeout             time.Duration
+		attempts            int
+	}{
+		{"retell", "call_inbound", "call-inbound", providers.PriorityCritical, 60 * time.Second, 1},
+		{"retell", "call_ended", "call-ended", providers.PriorityHigh, 120 * time.Second, 3},
+		{"retell", "call_analyzed", "call-analyzed", providers.PriorityNormal, 180 * time.Second, 3},
+		{"calcom", "BOOKING_CREATED", "bookings", providers.PriorityHigh, 120 * time.Second, 3},
+		{"calcom", "BOOKING_CANCELLED", "bookings", providers.PriorityHigh, 120 * time.Second, 3},
+		{"stripe", "payment_intent.succeeded", "payments", providers.PriorityCritical, 60 * time.Second, 3},
+		{"stripe", "payment_intent.payment_failed", "payments", providers.PriorityCritical, 60 * time.Second, 3},
+		{"github", "push", providers.DefaultRoute, providers.PriorityNormal, 180 * time.Second, 3}, // Default
+		{"salla", "order.created", "orders", providers.PriorityHigh, 180 * time.Second, 3},         // seed 004
+		{"salla", "order.status.updated", "orders", providers.PriorityHigh, 180 * time.Second, 3},
+	}
+	for _, row := range rows {
+		t.Run(row.provider+" "+row.eventType, func(t *testing.T) {
+			p, ok := reg.Get(row.provider)
+			if !ok {
+				t.Fatalf("no provider %s", row.provider)
+			}
+			// The event type as ingest reads it from such a delivery.
+			h, body := matrixDelivery(row.provider, row.eventType)
+			d, err := p.Events(h, body)
+			if err != nil || len(d.Events) != 1 || d.Events[0].Type != row.eventType {
+				t.Fatalf("Events = %+v, %v: want one event of type %s", d, err, row.eventType)
+			}
+			got := p.Match(d.Events[0].Type, d.Events[0].Body, nil)
+			if len(got) != 1 || got[0].Name != row.route {
+				t.Fatalf("%s goes to %d routes (%v), want route %s only", row.eventType, len(got), got, row.route)
+			}
+			rt := got[0]
+			if rt.Priority != row.priority || rt.Destination.Timeout != row.timeout || rt.Destination.URL == "" {
+				t.Errorf("priority %v, timeout %v, destination %+v; want %v, %v, an HTTP URL", rt.Priority, rt.Destination.Timeout, rt.Destination, row.priority, row.timeout)
+			}
+			attempts := 1 + all.Len()
+			if s, ok := schedules[providers.RouteKey(row.provider, rt.Name)]; ok {
+				attempts = 1 + len(s.Used())
+			}
+			if attempts != row.attempts {
+				t.Errorf("%d attempts, want %d", attempts, row.attempts)
+			}
+		})
+	}
+	// What no row names is unrouted: routes fan out and have no "otherwise".
+	for provider, typ := range map[string]string{"retell": "call_started", "calcom": "BOOKING_RESCHEDULED", "stripe": "invoice.paid", "salla": "product.created"} {
+		p, _ := reg.Get(provider)
+		if got := p.Match(typ, []byte(`{}`), nil); len(got) != 0 {
+			t.Errorf("%s %s goes to %d routes, want none (no row names it)", provider, typ, len(got))
+		}
+	}
+	stripe, _ := reg.Get("stripe")
+	if rt, _ := stripe.Route("payments"); rt.Signing == nil || len(rt.Signing.Secrets) != 1 {
+		t.Errorf("stripe payments: signing %v, want one secret read by the processor", rt.Signing)
+	}
+}
+
+// matrixDelivery is a delivery of eventType as provider sends it (headers
+// and body; unsigned: Events reads, Verify is not called).
+func matrixDelivery(provider, eventType string) (http.Header, []byte) {
+	h := http.Header{}
+	switch provider {
+	case "github":
+		h.Set("X-GitHub-Event", eventType)
+		h.Set("X-GitHub-Delivery", "d-1")
+		return h, []byte(`{"ref":"refs/heads/main"}`)
+	case "stripe":
+		return h, []byte(`{"id":"evt_1","object":"event","type":"` + eventType + `"}`)
+	case "calcom":
+		return h, []byte(`{"triggerEvent":"` + eventType + `","payload":{"uid":"b_1"}}`)
+	}
+	return h, []byte(`{"event":"` + eventType + `","call":{"call_id":"c_1"}}`) // retell, salla
+}

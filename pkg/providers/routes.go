@@ -1,0 +1,457 @@
+package providers
+
+import (
+	"cmp"
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"gopkg.in/yaml.v3"
+
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+// DefaultRoute is the name of the one route a provider-level destination
+// makes (a provider without routes:).
+const DefaultRoute = "default"
+
+// RouteKey is "provider/route": the key of per-route maps (retry schedules,
+// slots, breakers). Cost: one string concatenation.
+func RouteKey(provider, route string) string { return provider + "/" + route }
+
+// Route is one way out for a provider's events: the events it takes (event
+// type globs and where conditions), where they go and with which policy.
+// Each route an event matches gets its own delivery. A Route is never
+// changed after Load, so it is safe for concurrent use.
+type Route struct {
+	Name        string       // ^[a-z0-9_-]{1,40}$, unique within the provider
+	Events      []string     // the globs as written; nil: every event
+	Destination *Destination // URL set (HTTP) or Topic set (Kafka), never both
+	Signing     *Signing     // nil: calls are not signed
+	Priority    Priority
+	Retry       *RetryPolicy // nil: every tier; non-nil with no Tiers: a single attempt
+
+	globs []glob      // Events compiled
+	where []condition // nil: no condition on the body
+}
+
+// Matches reports whether an event of eventType with body goes to the
+// route: its type matches one of Events (or Events is nil), and every where
+// condition holds on the body parsed as JSON (a body that is not JSON, or a
+// pointer that resolves to nothing, does not match). An empty eventType
+// matches only a route without Events. Cost: no allocation for a route
+// without where; with where, one parse of the body.
+func (rt *Route) Matches(eventType string, body []byte) bool {
+	var doc lazyDoc
+	return rt.matches(eventType, body, &doc)
+}
+
+// lazyDoc is a body parsed at most once, the first time a where condition
+// needs it, however many routes look at it.
+type lazyDoc struct {
+	parsed, ok bool
+	v          any
+}
+
+func (d *lazyDoc) get(body []byte) (any, bool) {
+	if !d.parsed {
+		d.v, d.ok = decodeJSON(body)
+		d.parsed = true
+	}
+	return d.v, d.ok
+}
+
+func (rt *Route) matches(eventType string, body []byte, doc *lazyDoc) bool {
+	if rt.globs != nil && !matchesAny(rt.globs, eventType) {
+		return false
+	}
+	if len(rt.where) == 0 {
+		return true
+	}
+	v, ok := doc.get(body)
+	if !ok {
+		return false
+	}
+	for _, c := range rt.where {
+		if !c.holds(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func matchesAny(globs []glob, eventType string) bool {
+	if eventType == "" {
+		return false
+	}
+	for _, g := range globs {
+		if g.match(eventType) {
+			return true
+		}
+	}
+	return false
+}
+
+// Routes returns the provider's routes in name order: those of its
+// routes:, or the one route "default" its provider-level destination makes
+// (with the provider's Destination, Priority and Retry); nil when it
+// delivers nowhere. Cost: none; the slice is the provider's own: never
+// modify it.
+func (p *Provider) Routes() []*Route { return p.routes }
+
+// Route returns the route called name. Cost: a binary search over the
+// routes.
+func (p *Provider) Route(name string) (*Route, bool) {
+	i, ok := slices.BinarySearchFunc(p.routes, name, func(rt *Route, name string) int { return cmp.Compare(rt.Name, name) })
+	if !ok {
+		return nil, false
+	}
+	return p.routes[i], true
+}
+
+// Match appends to dst the routes an event goes to, in name order (see
+// Route.Matches), and returns the extended slice; none appended: the event
+// is unrouted. Cost: no allocation when dst has room and no route has a
+// where; with where, one parse of the body whatever the number of routes.
+func (p *Provider) Match(eventType string, body []byte, dst []*Route) []*Route {
+	var doc lazyDoc
+	for _, rt := range p.routes {
+		if rt.matches(eventType, body, &doc) {
+			dst = append(dst, rt)
+		}
+	}
+	return dst
+}
+
+// OtherEventType is EventTypeLabel's value for an event type no route
+// names.
+const OtherEventType = "other"
+
+// EventTypeLabel bounds a metric label: eventType itself when some route's
+// events list names it literally (no '*'), else the first glob (in route
+// name order, then list order) it matches, else "other". So the label's
+// values are the events lists' entries and "other", whatever the provider
+// sends. Cost: one map lookup and at most one match per glob; no
+// allocation.
+func (p *Provider) EventTypeLabel(eventType string) string {
+	if _, ok := p.literals[eventType]; ok {
+		return eventType
+	}
+	if eventType != "" {
+		for _, g := range p.globs {
+			if g.match(eventType) {
+				return g.pattern
+			}
+		}
+	}
+	return OtherEventType
+}
+
+// RouteTopics returns the topics of every topic destination, sorted, each
+// once. Cost: a copy of the list.
+func (r *Registry) RouteTopics() []string { return slices.Clone(r.topics) }
+
+// Signing is a route's signing: {secret_env: [...]}: the processor signs
+// each HTTP call of the route as Standard Webhooks do, one signature per
+// secret. Like a Provider it never prints its secrets.
+type Signing struct {
+	Envs    []string // the variable names, for logs
+	Secrets [][]byte // decoded keys, in the listed order; empty when loaded without secrets
+}
+
+// Sign sets on h the Standard Webhooks headers of a call carrying body:
+// webhook-id (id: the idempotency key), webhook-timestamp (now, in
+// seconds) and webhook-signature, "v1,<base64 HMAC-SHA256 of
+// id.timestamp.body>" for each secret, space-separated in Secrets' order.
+// The standard preset (and the Standard Webhooks libraries) verify it with
+// any one of the secrets. It returns an error when s holds no secret (a
+// registry loaded without them). Cost: one HMAC over the body per secret.
+func (s *Signing) Sign(id string, now time.Time, body []byte, h http.Header) error {
+	if len(s.Secrets) == 0 {
+		return fmt.Errorf("sign: no signing secret loaded (%s)", strings.Join(s.Envs, ", "))
+	}
+	ts := strconv.FormatInt(now.Unix(), 10)
+	prefix := []byte(id + "." + ts + ".")
+	sigs := make([]string, len(s.Secrets))
+	for i, key := range s.Secrets {
+		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(mac(sha256.New, key, prefix, body))
+	}
+	h.Set(headerWebhookID, id)
+	h.Set(headerWebhookTimestamp, ts)
+	h.Set(headerWebhookSignature, strings.Join(sigs, " "))
+	return nil
+}
+
+// String names the variables, never the secrets. String, GoString, Format
+// and LogValue have value receivers so that a Signing value prints as
+// safely as a pointer.
+func (s Signing) String() string {
+	return fmt.Sprintf("signing with %s (%d secrets)", strings.Join(s.Envs, ", "), len(s.Secrets))
+}
+
+// GoString is String: %#v must not print the secrets either.
+func (s Signing) GoString() string { return s.String() }
+
+// Format prints String for every verb.
+func (s Signing) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String()) }
+
+// LogValue gives slog the variable names only.
+func (s Signing) LogValue() slog.Value { return slog.AnyValue(s.Envs) }
+
+// MarshalJSON writes the variable names only.
+func (s Signing) MarshalJSON() ([]byte, error) {
+	return []byte(strconv.Quote(s.String())), nil
+}
+
+// routeConfig is one entry of a provider's routes.
+type routeConfig struct {
+	Events      *stringList          `yaml:"events"`
+	Where       map[string]yaml.Node `yaml:"where"`
+	Destination *destinationConfig   `yaml:"destination"`
+	Signing     *signingConfig       `yaml:"signing"`
+	Priority    string               `yaml:"priority"`
+	Retry       *retryConfig         `yaml:"retry"`
+}
+
+// signingConfig is a route's signing: {secret_env: [...]}.
+type signingConfig struct {
+	SecretEnv stringList `yaml:"secret_env"`
+}
+
+// validRouteName reports whether name can be a route's name:
+// ^[a-z0-9_-]{1,40}$.
+func validRouteName(name string) bool {
+	if name == "" || len(name) > 40 {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// buildRoutes checks a provider's routes and sets p.routes, p.Priority (the
+// highest of the routes') and the event type label tables. Errors name the
+// route and the field.
+func (c *providerConfig) buildRoutes(p *Provider, lookupEnv func(string) (string, bool), mode secretsMode) []error {
+	var errs []error
+	for _, f := range [...]struct {
+		name string
+		set  bool
+	}{{"destination", c.Destination != nil}, {"priority", c.Priority != ""}, {"retry", c.Retry != nil}} {
+		if f.set {
+			errs = append(errs, fmt.Errorf("%s: set beside routes: a provider with routes takes no provider-level %s (give each route its own)", f.name, f.name))
+		}
+	}
+	if len(c.Routes) == 0 {
+		errs = append(errs, fmt.Errorf("routes: empty: give at least one route, or leave routes out and use destination"))
+	}
+	names := make([]string, 0, len(c.Routes))
+	for name := range c.Routes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	p.Priority = PriorityLow
+	for _, name := range names {
+		rt, rerrs := c.Routes[name].build(name, lookupEnv, mode)
+		for _, err := range rerrs {
+			errs = append(errs, fmt.Errorf("route %q: %w", name, err))
+		}
+		if len(rerrs) > 0 {
+			continue
+		}
+		p.routes = append(p.routes, rt)
+		p.Priority = max(p.Priority, rt.Priority)
+	}
+	if len(errs) > 0 {
+		return errs
+	}
+	p.indexEventTypes()
+	return nil
+}
+
+// defaultRoute makes the route "default" of a provider-level destination.
+func (p *Provider) defaultRoute() {
+	if p.Destination == nil {
+		return
+	}
+	p.routes = []*Route{{Name: DefaultRoute, Destination: p.Destination, Priority: p.Priority, Retry: p.Retry}}
+}
+
+// indexEventTypes fills the tables of EventTypeLabel.
+func (p *Provider) indexEventTypes() {
+	for _, rt := range p.routes {
+		for _, g := range rt.globs {
+			if !g.literal() {
+				p.globs = append(p.globs, g)
+				continue
+			}
+			if p.literals == nil {
+				p.literals = map[string]struct{}{}
+			}
+			p.literals[g.pattern] = struct{}{}
+		}
+	}
+}
+
+func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), mode secretsMode) (*Route, []error) {
+	if !validRouteName(name) {
+		return nil, []error{fmt.Errorf("name must match ^[a-z0-9_-]{1,40}$")}
+	}
+	if c == nil {
+		return nil, []error{fmt.Errorf("empty block: destination is required")}
+	}
+	rt := &Route{Name: name, Priority: PriorityNormal}
+	var errs []error
+	if c.Events != nil {
+		if len(*c.Events) == 0 {
+			errs = append(errs, fmt.Errorf("events: empty: list event type globs, or leave events out for every event"))
+		}
+		for _, e := range *c.Events {
+			g, err := compileGlob(e)
+			switch {
+			case err != nil:
+				errs = append(errs, fmt.Errorf("events: %w", err))
+			case slices.Contains(rt.Events, e):
+				errs = append(errs, fmt.Errorf("events: %q is listed twice", e))
+			default:
+				rt.Events = append(rt.Events, e)
+				rt.globs = append(rt.globs, g)
+			}
+		}
+	}
+	var werrs []error
+	rt.where, werrs = buildWhere(c.Where)
+	errs = append(errs, werrs...)
+	if c.Destination == nil {
+		errs = append(errs, fmt.Errorf("destination: required: {url: ...} or {topic: ...}"))
+	} else {
+		d, derrs := c.Destination.build()
+		errs = append(errs, derrs...)
+		rt.Destination = d
+	}
+	if c.Signing != nil {
+		s, serrs := c.Signing.build(lookupEnv, mode)
+		errs = append(errs, serrs...)
+		if c.Destination != nil && c.Destination.Topic != "" {
+			errs = append(errs, fmt.Errorf("signing: a topic destination takes no signing (it makes no HTTP call)"))
+		}
+		rt.Signing = s
+	}
+	if c.Priority != "" {
+		pr, err := ParsePriority(c.Priority)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("priority: %w", err))
+		}
+		rt.Priority = pr
+	}
+	if c.Retry != nil {
+		rp, err := c.Retry.build()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		rt.Retry = rp
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return rt, nil
+}
+
+// build checks the variable names and, when mode reads signing secrets,
+// reads and decodes each as a Standard Webhooks secret (the standard
+// preset's decoding: whsec_<base64>, or bare base64). Errors name the
+// variable, never its value.
+func (c *signingConfig) build(lookupEnv func(string) (string, bool), mode secretsMode) (*Signing, []error) {
+	if len(c.SecretEnv) == 0 {
+		return nil, []error{fmt.Errorf("signing.secret_env: required: the environment variables holding the signing secrets (whsec_<base64>)")}
+	}
+	s := &Signing{Envs: slices.Clone([]string(c.SecretEnv))}
+	std, _ := presetFor(PresetStandard)
+	var errs []error
+	for _, env := range c.SecretEnv {
+		if mode&signingSecrets == 0 {
+			if env == "" {
+				errs = append(errs, fmt.Errorf("signing.secret_env: an entry is empty: want an environment variable name"))
+			}
+			continue
+		}
+		key, err := readSecret(std, env, lookupEnv)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("signing.secret_env: %w", err))
+			continue
+		}
+		s.Secrets = append(s.Secrets, []byte(key))
+	}
+	return s, errs
+}
+
+// glob is an event type pattern: '*' matches any run of characters (dots
+// included, none too), every other character itself.
+type glob struct {
+	pattern string
+	parts   []string // pattern split at each '*'
+}
+
+// compileGlob checks an events entry: a possible event type (at most 256
+// printable bytes, headers.CheckEventType) where '*' is the wildcard, not
+// empty and without "**".
+func compileGlob(pattern string) (glob, error) {
+	switch {
+	case pattern == "":
+		return glob{}, fmt.Errorf("an entry is empty: want an event type or a glob such as invoice.*")
+	case strings.Contains(pattern, "**"):
+		return glob{}, fmt.Errorf("%q: ** is the same as *: write one", pattern)
+	}
+	if err := headers.CheckEventType(pattern); err != nil {
+		return glob{}, fmt.Errorf("%q can match no event type: %w", pattern, err)
+	}
+	return glob{pattern: pattern, parts: strings.Split(pattern, "*")}, nil
+}
+
+// literal reports whether the pattern has no '*'.
+func (g glob) literal() bool { return len(g.parts) == 1 }
+
+// match reports whether s matches the pattern. Cost: a prefix and suffix
+// check and one search per inner part; no allocation.
+func (g glob) match(s string) bool {
+	if g.literal() {
+		return s == g.pattern
+	}
+	first, last := g.parts[0], g.parts[len(g.parts)-1]
+	if !strings.HasPrefix(s, first) {
+		return false
+	}
+	s = s[len(first):]
+	for _, part := range g.parts[1 : len(g.parts)-1] {
+		i := strings.Index(s, part)
+		if i < 0 {
+			return false
+		}
+		s = s[i+len(part):]
+	}
+	return strings.HasSuffix(s, last)
+}
+
+// checkTopic checks a topic destination's name: a name Kafka takes
+// (topics.CheckName), and not one of Kafka's internal topics ("__...").
+func checkTopic(name string) error {
+	if err := topics.CheckName(name); err != nil {
+		return err
+	}
+	if strings.HasPrefix(name, "__") {
+		return fmt.Errorf("%q: names starting with __ are Kafka's internal topics", name)
+	}
+	return nil
+}

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -70,7 +71,35 @@ func TestProvidersFileRoutes(t *testing.T) {
 	if got := s.routesOf("stripe:1", "customer.created"); !reflect.DeepEqual(got, []string{"default"}) {
 		t.Errorf("routesOf without routes given to the system: %v, want [default]", got)
 	}
+	// providers.Load reads the same routes, and matches the kit's event
+	// types as the kit expects.
+	env := map[string]string{"E2E_SECRET": Secret, "E2E_STD_SECRET": "whsec_ZTJlLXNlY3JldA=="}
+	reg, err := providers.Parse([]byte(s.providersFile(o)), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := reg.Get("stripe")
+	billing, ok := p.Route("billing")
+	if !ok || billing.Destination.URL != s.Dest.RouteURL("billing") || billing.Destination.Timeout != 10*time.Second ||
+		billing.Destination.MaxInflight != 4 || billing.Priority.String() != "critical" || billing.Retry == nil ||
+		!reflect.DeepEqual(billing.Retry.Tiers, []time.Duration{time.Second, 2 * time.Second}) {
+		t.Errorf("route billing as loaded: %+v (destination %+v)", billing, billing.Destination)
+	}
+	if book, ok := p.Route("book"); !ok || book.Destination.Topic != "t-x.billing.book" {
+		t.Errorf("route book as loaded: %+v", book)
+	}
 	s.routes = o.Routes
+	for _, typ := range []string{"invoice.paid", "payment_intent.succeeded", "customer.created", ""} {
+		var loaded []string
+		for _, r := range p.Match(typ, NewTypedEvent("stripe", "1", typ).Body, nil) {
+			loaded = append(loaded, r.Name)
+		}
+		kit := s.routesOf("stripe:1", typ)
+		slices.Sort(kit)
+		if !reflect.DeepEqual(loaded, kit) {
+			t.Errorf("event type %q: providers matches %v, the kit expects %v", typ, loaded, kit)
+		}
+	}
 	for _, c := range []struct {
 		key, typ string
 		want     []string

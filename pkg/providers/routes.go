@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -206,10 +207,8 @@ func (s Signing) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String
 // LogValue gives slog the variable names only.
 func (s Signing) LogValue() slog.Value { return slog.AnyValue(s.Envs) }
 
-// MarshalJSON writes the variable names only.
-func (s Signing) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.Quote(s.String())), nil
-}
+// MarshalJSON writes String: the variable names only.
+func (s Signing) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
 // routeConfig is one entry of a provider's routes.
 type routeConfig struct {

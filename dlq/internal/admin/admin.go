@@ -6,8 +6,10 @@
 //	GET  /dlq/{ref}         one entry: headers, error history, body
 //	POST /dlq/replay        {"refs":[...]} or {"key"|"provider"|"all", "reason", "since", "include_resolved"}, "dry_run", "by", "note"
 //	POST /dlq/{ref}/resolve {"resolution":"ignored"|"manual_fix", "note", "by"}
-//	GET  /providers         every provider's setting (running, paused, draining at N/s), when Config.Settings is set
+//	GET  /providers         every provider's provider-wide setting (running, paused, draining at N/s), when Config.Settings is set
 //	POST /providers/{name}/pause, /resume, /rate  {"rate": N} or ?rate=N for /rate; "by" or ?by= (default "api")
+//	GET  /routes            every route's own setting, when Config.Settings is set
+//	POST /routes/{provider}/{route}/pause, /resume, /rate  as /providers/{name}/...
 //	GET  /events/{key}      the key's trace (trace.go), when Config.Trace is set
 //	GET  /parked            what waits in the retry tiers and lanes: ?tier= &provider= &limit= &offset=, when Config.Parked is set
 //	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
@@ -74,9 +76,10 @@ type Config struct {
 	// Metrics, when set, is served on GET /metrics without the token (see
 	// NewMetrics: it holds no payload data).
 	Metrics http.Handler
-	// Settings, when set, serves /providers: the providers' settings as
-	// followed from webhooks.control (and the providers a name is checked
-	// against); SetProvider writes one there and is required with it.
+	// Settings, when set, serves /providers and /routes: the providers'
+	// and routes' settings as followed from webhooks.control (and the
+	// providers and routes a name is checked against); SetProvider writes
+	// one there (provider-wide or a route's) and is required with it.
 	Settings    *settings.Live
 	SetProvider func(context.Context, control.Setting) error
 	// Trace, when set, serves GET /events/{key} (trace.go); Parked GET /parked.
@@ -134,8 +137,11 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Settings != nil {
 		pr := r.Group("/providers", s.auth)
 		pr.GET("", s.providers)
+		rt := r.Group("/routes", s.auth)
+		rt.GET("", s.routes)
 		for _, verb := range []string{"pause", "resume", "rate"} {
 			pr.POST("/:name/"+verb, s.setProvider(verb))
+			rt.POST("/:provider/:route/"+verb, s.setRoute(verb))
 		}
 	}
 	if s.cfg.Trace != nil {

@@ -193,6 +193,8 @@ func TestOpenAPI(t *testing.T) {
 		{name: "resolve write fails", h: up, method: "POST", path: "/dlq/" + ref + "/resolve", auth: auth, body: `{"resolution":"ignored","note":"x","by":"m"}`, status: 502, before: failing},
 		{name: "providers", h: up, method: "GET", path: "/providers", auth: auth, status: 200},
 		{name: "providers no token", h: up, method: "GET", path: "/providers", status: 401},
+		{name: "routes", h: up, method: "GET", path: "/routes", auth: auth, status: 200},
+		{name: "routes no token", h: up, method: "GET", path: "/routes", status: 401},
 		{name: "trace", h: up, method: "GET", path: "/events/" + traceKey, auth: auth, status: 200},
 		{name: "trace with %2F", h: up, method: "GET", path: "/events/" + strings.ReplaceAll(traceKey, "/", "%2F"), auth: auth, status: 200},
 		{name: "trace of a dead letter", h: up, method: "GET", path: "/events/stripe:evt_oa", auth: auth, status: 200},
@@ -215,6 +217,22 @@ func TestOpenAPI(t *testing.T) {
 		{name: "misdirected host", h: up, method: "GET", path: "/nope", host: "attacker.example", status: 421}, // on listed paths too (TestHostChecked)
 		{name: "trailing slash GET", h: up, method: "GET", path: "/dlq/", auth: auth, status: 301},
 		{name: "trailing slash POST", h: up, method: "POST", path: "/dlq/replay/", auth: auth, body: `{}`, status: 307},
+	}
+	for _, verb := range []string{"pause", "resume", "rate"} {
+		p := "/routes/stripe/default/" + verb
+		ok := call{name: "route " + verb, h: up, method: "POST", path: p, auth: auth, body: `{"by":"openapi"}`, status: 200}
+		if verb == "rate" {
+			ok.path += "?rate=2"
+		}
+		calls = append(calls, ok,
+			call{name: "route " + verb + " bad name", h: up, method: "POST", path: "/routes/stripe/Bill.ing/" + verb, auth: auth, status: 400},
+			call{name: "route " + verb + " no token", h: up, method: "POST", path: p, status: 401},
+			call{name: "route " + verb + " unknown route", h: up, method: "POST", path: "/routes/stripe/billing/" + verb, auth: auth, status: 404},
+			call{name: "route " + verb + " write fails", h: up, method: "POST", path: p + "?rate=1", auth: auth, status: 502, before: failing},
+		)
+		if verb != "rate" {
+			calls[len(calls)-1].path = p
+		}
 	}
 	for _, verb := range []string{"pause", "resume", "rate"} {
 		p := "/providers/stripe/" + verb

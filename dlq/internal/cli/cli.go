@@ -1,6 +1,7 @@
 // Package cli is the dlq command (DESIGN §8): list, show, replay, stats,
-// resolve, provider and serve, each a function over parsed flags, printing tables for
-// people or, with --json, one JSON object per line for programs.
+// resolve, trace, parked, provider, route and serve, each a function over
+// parsed flags, printing tables for people or, with --json, one JSON object
+// per line for programs.
 //
 // Exit codes: 0 ok, 1 failure (Kafka, a replay that was not sent), 2 usage
 // (a bad flag or ref, or a ref that does not exist). Run returns an error
@@ -42,7 +43,7 @@ type Env struct {
 
 // Help is the text of `dlq help`.
 const Help = `dlq — look at, replay and resolve hookline's dead letters (webhooks.dlq);
-pause, resume and drain a provider's deliveries (webhooks.control)
+pause, resume and drain a provider's or a route's deliveries (webhooks.control)
 
 Usage:
   dlq list    [--provider P] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]
@@ -57,6 +58,9 @@ Usage:
   dlq provider pause|resume NAME [--by NAME] [--json]
   dlq provider rate NAME --rate N/s [--by NAME] [--json]
   dlq provider list [--json]
+  dlq route pause|resume PROVIDER/ROUTE [--by NAME] [--json]
+  dlq route rate PROVIDER/ROUTE --rate N/s [--by NAME] [--json]
+  dlq route list [--json]
   dlq serve   [--addr HOST:PORT]
   dlq help    [command]
 
@@ -83,9 +87,10 @@ trace    a key's whole path in time order and where it stands now (dlq help trac
 parked   what waits in the retry tiers and the destinations' lanes (dlq help parked).
 resolve  records that an entry needs no replay: ignored or manual_fix, with
          a note and who (--by, default $USER).
-provider pauses a provider's deliveries (they wait, parked in its lane
-         topic), resumes them, or drains them at a rate; lists the settings
-         (webhooks.control; see dlq help provider).
+provider pauses a provider's deliveries, every route of it (they wait,
+         parked in the lane topics), resumes them, or drains them at a
+         rate; lists the settings (webhooks.control; see dlq help provider).
+route    the same for one route of a provider, PROVIDER/ROUTE (dlq help route).
 serve    the admin API and triage page (see dlq help serve).
 
 --json prints one JSON object per line on stdout. --since takes a duration
@@ -96,8 +101,8 @@ not exist.
 
 Environment: KAFKA_BROKERS (default 127.0.0.1:9092), KAFKA_TLS,
 KAFKA_TLS_CA_FILE, KAFKA_SASL_MECHANISM, KAFKA_SASL_USER, KAFKA_SASL_PASSWORD,
-HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider and serve
-HOOKLINE_PROVIDERS (the provider names a setting may name, and the redrive
+HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider, route and serve
+HOOKLINE_PROVIDERS (the providers and routes a setting may name, and the redrive
 policies serve applies); for serve HOOKLINE_ADMIN_ADDR (default
 127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN; for trace and serve
 HOOKLINE_TRACE_DIR (the trace index, default data/dlq-trace); USER.
@@ -176,6 +181,8 @@ func runCommand(ctx context.Context, env Env) error {
 		return runResolve(ctx, env, args)
 	case "provider":
 		return runProvider(ctx, env, args)
+	case "route":
+		return runRoute(ctx, env, args)
 	case "serve":
 		return runServe(ctx, env, args)
 	case "trace":
@@ -183,7 +190,7 @@ func runCommand(ctx context.Context, env Env) error {
 	case "parked":
 		return runParked(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, provider, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, provider, route, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
@@ -194,6 +201,7 @@ var commandHelp = map[string]string{
 	"stats":    "usage: dlq stats [--json]\n",
 	"resolve":  "usage: dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]\n",
 	"provider": providerHelp,
+	"route":    routeHelp,
 	"serve":    serveHelp,
 	"trace":    traceHelp,
 	"parked":   parkedHelp,

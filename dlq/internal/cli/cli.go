@@ -46,14 +46,14 @@ const Help = `dlq — look at, replay and resolve hookline's dead letters (webho
 pause, resume and drain a provider's or a route's deliveries (webhooks.control)
 
 Usage:
-  dlq list    [--provider P] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]
+  dlq list    [--provider P] [--route R] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]
   dlq show    <partition>:<offset> [--json | --body]
   dlq replay  (<partition>:<offset>... | --key K | --provider P | --all)
-              [--reason R] [--since DUR|TIME] [--include-resolved]
+              [--route R] [--reason R] [--since DUR|TIME] [--include-resolved]
               [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]
-  dlq stats   [--json]
+  dlq stats   [--provider P] [--route R] [--json]
   dlq trace   KEY [--json]
-  dlq parked  [--tier T] [--provider P] [--limit N] [--offset N] [--json]
+  dlq parked  [--tier T] [--provider P] [--route R] [--limit N] [--offset N] [--json]
   dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]
   dlq provider pause|resume NAME [--by NAME] [--json]
   dlq provider rate NAME --rate N/s [--by NAME] [--json]
@@ -68,7 +68,10 @@ An entry is named by its ref, <partition>:<offset> in webhooks.dlq (list
 shows it). Every read scans the topics from their start to where they end
 when the command starts, read_committed; nothing waits for new records.
 
-list     entries newest first, with their resolution; filters combine.
+list     entries newest first, with their route and resolution; filters
+         combine. An entry's route is its hookline.route header, default
+         when it has none (every entry written before routes); --route R
+         takes route R of every provider, or of --provider P.
 show     one entry: headers, error history, body (pretty-printed when JSON);
          --body writes the exact body bytes and nothing else.
 replay   re-produces to webhooks.raw with hookline.origin=replay,
@@ -76,13 +79,16 @@ replay   re-produces to webhooks.raw with hookline.origin=replay,
          exact key and body and the other headers (not dead-reason, due-at,
          source.*), then marks the entry replayed on webhooks.dlq-status.
          Running the same replay twice processes nothing twice: the
-         processor keeps each key's replay ids. Named refs are sent whatever
-         their resolution; --key, --provider and --all take unresolved
-         entries only, unless --include-resolved. --rate bounds records per
-         second (50, 50/s, 600/m); --wait waits that long for the
-         processor's outcomes and prints them; --dry-run sends nothing.
+         processor keeps each key's replay ids. A replay keeps the
+         entry's hookline.route, so it is delivered to that route only.
+         Named refs are sent whatever their resolution; --key, --provider
+         and --all take unresolved entries only, unless --include-resolved
+         (--route narrows them). --rate bounds records per second (50,
+         50/s, 600/m); --wait waits that long for the processor's outcomes
+         and prints them; --dry-run sends nothing.
          Progress goes to stderr when it is a terminal, or with --progress.
-stats    counts by provider, by reason and by resolution; the oldest entries.
+stats    counts by provider, by provider/route, by reason and by resolution;
+         the oldest entries (--provider and --route narrow them).
 trace    a key's whole path in time order and where it stands now (dlq help trace).
 parked   what waits in the retry tiers and the destinations' lanes (dlq help parked).
 resolve  records that an entry needs no replay: ignored or manual_fix, with
@@ -195,10 +201,10 @@ func runCommand(ctx context.Context, env Env) error {
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
 var commandHelp = map[string]string{
-	"list":     "usage: dlq list [--provider P] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]\n",
+	"list":     "usage: dlq list [--provider P] [--route R] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]\n",
 	"show":     "usage: dlq show <partition>:<offset> [--json | --body]\n",
-	"replay":   "usage: dlq replay (<partition>:<offset>... | --key K | --provider P | --all) [--reason R] [--since DUR|TIME] [--include-resolved] [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]\n",
-	"stats":    "usage: dlq stats [--json]\n",
+	"replay":   "usage: dlq replay (<partition>:<offset>... | --key K | --provider P | --all) [--route R] [--reason R] [--since DUR|TIME] [--include-resolved] [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]\n",
+	"stats":    "usage: dlq stats [--provider P] [--route R] [--json]\n",
 	"resolve":  "usage: dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]\n",
 	"provider": providerHelp,
 	"route":    routeHelp,

@@ -35,6 +35,9 @@ import (
 // path.
 const traceKey = "github:octo/repo/7"
 
+// laneRoute is the route of github whose lane holds traceKey too.
+const laneRoute = "ci"
+
 // openAPIServer is the handler as `dlq serve` wires it (store, replayer,
 // metrics, provider settings followed from webhooks.control, the providers
 // checked against the test providers file, the trace index fed from the
@@ -47,7 +50,8 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	names := topics.NewNames("", []string{"5m"})
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.Raw, names.DLQ, names.DLQStatus, names.Retry[0]))
+	lane := names.Lane("github") + "." + laneRoute
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.Raw, names.DLQ, names.DLQStatus, names.Retry[0], lane))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +78,12 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	headers.SetAttempt(waiting, 2)
 	headers.SetTime(waiting, headers.DueAt, now.Add(5*time.Minute))
 	headers.SetErrors(waiting, []headers.ErrorEntry{{Attempt: 1, At: now, Error: "destination: HTTP 503", Retryable: true}})
-	if err := cl.ProduceSync(t.Context(), accepted, waiting).FirstErr(); err != nil {
+	// The same key parked in the lane of github's route ci.
+	laned := &kgo.Record{Topic: lane, Key: []byte(traceKey), Value: accepted.Value, Timestamp: now}
+	headers.Set(laned, headers.Provider, "github")
+	headers.Set(laned, headers.Route, laneRoute)
+	headers.SetAttempt(laned, 1)
+	if err := cl.ProduceSync(t.Context(), accepted, waiting, laned).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	ix, err := trace.Open(trace.Options{InMemory: true, Names: names})
@@ -92,6 +101,11 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	var offs kadm.Offsets
 	offs.AddOffset(names.Retry[0], waiting.Partition, 0, -1)
 	if _, err := adm.CommitOffsets(t.Context(), names.Group(topics.GroupRetrier), offs); err != nil {
+		t.Fatal(err)
+	}
+	var laneOffs kadm.Offsets
+	laneOffs.AddOffset(lane, laned.Partition, 0, -1)
+	if _, err := adm.CommitOffsets(t.Context(), names.Group(topics.GroupProcessor), laneOffs); err != nil {
 		t.Fatal(err)
 	}
 	pr := &parked.Reader{Names: names, NewClient: newClient, Adm: adm, Stall: 2 * time.Second}
@@ -210,6 +224,8 @@ func TestOpenAPI(t *testing.T) {
 		{name: "trace index closed", h: down, method: "GET", path: "/events/" + traceKey, auth: auth, status: 500},
 		{name: "parked", h: up, method: "GET", path: "/parked", auth: auth, status: 200},
 		{name: "parked filtered", h: up, method: "GET", path: "/parked?tier=5m&provider=github&limit=1&offset=0", auth: auth, status: 200},
+		{name: "parked of a route", h: up, method: "GET", path: "/parked?provider=github&route=" + laneRoute, auth: auth, status: 200},
+		{name: "parked bad route", h: up, method: "GET", path: "/parked?route=Ci.2", auth: auth, status: 400},
 		{name: "parked none", h: up, method: "GET", path: "/parked?tier=lane", auth: auth, status: 200},
 		{name: "parked bad limit", h: up, method: "GET", path: "/parked?limit=1001", auth: auth, status: 400},
 		{name: "parked bad offset", h: up, method: "GET", path: "/parked?offset=-1", auth: auth, status: 400},
@@ -332,15 +348,38 @@ func TestOpenAPITraceAndParked(t *testing.T) {
 	if tr.Key != traceKey || tr.Now.State != "pending" || len(tr.Steps) != 2 || tr.Steps[0].Kind != "accepted" || tr.Steps[1].Kind != "waiting" {
 		t.Errorf("trace of %s: %+v", traceKey, tr)
 	}
-	var rep struct {
-		Total   int
+	type report struct {
+		Total  int
+		Counts []struct {
+			Tier, Provider, Route string
+			Records               int
+		}
 		Records []struct {
-			Key, Tier string
-			LastError string `json:"last_error"`
+			Key, Tier, Route, Topic string
+			LastError               string `json:"last_error"`
 		}
 	}
+	var rep report
+	get("/parked?provider=github&tier=5m", &rep)
+	if rep.Total != 1 || len(rep.Records) != 1 || rep.Records[0].Key != traceKey || rep.Records[0].Tier != "5m" || rep.Records[0].LastError != "destination: HTTP 503" || rep.Records[0].Route != "default" {
+		t.Errorf("parked in 5m: %+v", rep)
+	}
+	// A route's lane, webhooks.lane.<provider>.<route>, is that route's.
+	for _, path := range []string{"/parked?route=" + laneRoute, "/parked?provider=github&tier=lane"} {
+		rep = report{}
+		get(path, &rep)
+		if rep.Total != 1 || rep.Records[0].Tier != "lane" || rep.Records[0].Route != laneRoute || rep.Records[0].Topic != "webhooks.lane.github.ci" ||
+			len(rep.Counts) != 1 || rep.Counts[0].Provider != "github" || rep.Counts[0].Route != laneRoute {
+			t.Errorf("%s: %+v", path, rep)
+		}
+	}
+	rep = report{}
 	get("/parked?provider=github", &rep)
-	if rep.Total != 1 || len(rep.Records) != 1 || rep.Records[0].Key != traceKey || rep.Records[0].Tier != "5m" || rep.Records[0].LastError != "destination: HTTP 503" {
-		t.Errorf("parked: %+v", rep)
+	if rep.Total != 2 || len(rep.Counts) != 2 || rep.Counts[0].Tier != "5m" || rep.Counts[1].Tier != "lane" {
+		t.Errorf("github's parked records: %+v", rep)
+	}
+	rep = report{}
+	if get("/parked?route=default&tier=lane", &rep); rep.Total != 0 {
+		t.Errorf("the route default's lane records: %+v, want none", rep)
 	}
 }

@@ -29,10 +29,10 @@ func addFilterFlags(fs *flag.FlagSet) *filterFlags {
 }
 
 // addPlaceFlags registers --provider and --route on fs (list, replay,
-// stats).
+// stats, parked).
 func addPlaceFlags(fs *flag.FlagSet, provider, route *string) {
-	fs.StringVar(provider, "provider", "", "only entries of `PROVIDER` (hookline.provider)")
-	fs.StringVar(route, "route", "", "only entries of route `NAME` (hookline.route; default: also entries without it), of every provider unless --provider")
+	fs.StringVar(provider, "provider", "", "only those of `PROVIDER` (hookline.provider)")
+	fs.StringVar(route, "route", "", "only those of route `NAME` (hookline.route; default takes those without it too), of every provider unless --provider")
 }
 
 // checkRoute refuses a --route no route may have.

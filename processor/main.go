@@ -23,6 +23,7 @@ import (
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/startup"
+	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/consume"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
@@ -89,13 +90,20 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return fmt.Errorf("kafka client: %w", err)
 	}
 	shape := svc.Shape(reg)
-	var withDestination []string
+	// A lane per route with an HTTP destination; the routes' topic
+	// destinations, created when missing, taken as they are otherwise.
+	var lanes []string
 	for _, name := range reg.Names() {
-		if p, _ := reg.Get(name); p.Destination != nil {
-			withDestination = append(withDestination, name)
+		p, _ := reg.Get(name)
+		for _, r := range p.Routes() {
+			if r.Destination != nil && r.Destination.URL != "" {
+				lanes = append(lanes, laneName(name, r.Name))
+			}
 		}
 	}
-	err = svc.EnsureTopics(ctx, adminCl, append(names.Specs(shape), names.LaneSpecs(withDestination, shape)...), health, "trying again", nil)
+	specs := append(names.Specs(shape), names.LaneSpecs(lanes, shape)...)
+	specs = append(specs, topics.RouteTopicSpecs(reg.RouteTopics(), shape)...)
+	err = svc.EnsureTopics(ctx, adminCl, specs, health, "trying again", nil)
 	adminCl.Close()
 	if ctx.Err() != nil {
 		return nil
@@ -168,28 +176,45 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	return nil
 }
 
-// buildRouter gives every provider with a destination its HTTP handler.
+// laneName is what Names.LaneSpecs takes for a route's lane: the
+// provider's name for its route default, "provider.route" for another
+// (Names.RouteLane).
+func laneName(provider, route string) string {
+	if route == providers.DefaultRoute {
+		return provider
+	}
+	return provider + "." + route
+}
+
+// buildRouter gives every route with an HTTP destination its handler, keyed
+// providers.RouteKey, signing its calls when the route has signing secrets.
 func buildRouter(reg *providers.Registry, cfg config) (*deliver.Router, error) {
 	handlers := map[string]deliver.Handler{}
 	for _, name := range reg.Names() {
 		p, _ := reg.Get(name)
-		if p.Destination == nil {
-			continue
+		for _, r := range p.Routes() {
+			d := r.Destination
+			if d == nil || d.URL == "" {
+				continue
+			}
+			o := deliver.HTTPOptions{
+				URL:             d.URL,
+				Timeout:         d.Timeout,
+				BreakerFailures: cfg.BreakerFailures,
+				BreakerCooldown: cfg.BreakerCooldown,
+			}
+			if rl := d.RateLimit; rl != nil {
+				o.RatePerSecond, o.Burst = rl.PerSecond, rl.Burst
+			}
+			if r.Signing != nil {
+				o.SigningSecrets = r.Signing.Secrets
+			}
+			h, err := deliver.NewHTTP(o)
+			if err != nil {
+				return nil, fmt.Errorf("provider %s route %s destination: %w", name, r.Name, err)
+			}
+			handlers[providers.RouteKey(name, r.Name)] = h
 		}
-		o := deliver.HTTPOptions{
-			URL:             p.Destination.URL,
-			Timeout:         p.Destination.Timeout,
-			BreakerFailures: cfg.BreakerFailures,
-			BreakerCooldown: cfg.BreakerCooldown,
-		}
-		if rl := p.Destination.RateLimit; rl != nil {
-			o.RatePerSecond, o.Burst = rl.PerSecond, rl.Burst
-		}
-		h, err := deliver.NewHTTP(o)
-		if err != nil {
-			return nil, fmt.Errorf("provider %s destination: %w", name, err)
-		}
-		handlers[name] = h
 	}
 	return deliver.NewRouter(handlers), nil
 }

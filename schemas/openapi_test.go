@@ -84,7 +84,7 @@ func TestOpenAPICheck(t *testing.T) {
 		err          string // "" means conforming
 	}{
 		{"templated route", "GET", "/dlq/3:17", 401, jsonH("WWW-Authenticate", wwwAuth), unauth, Answer{"GET", "/dlq/{ref}", 401}, ""},
-		{"concrete route wins", "GET", "/dlq/stats", 200, jsonH(), `{"total":0,"unresolved":0,"resolved":0,"by_resolution":{},"by_provider":{},"by_reason":{},"oldest":null,"oldest_unresolved":null}`, Answer{"GET", "/dlq/stats", 200}, ""},
+		{"concrete route wins", "GET", "/dlq/stats", 200, jsonH(), `{"total":0,"unresolved":0,"resolved":0,"by_resolution":{},"by_provider":{},"by_route":{},"by_reason":{},"oldest":null,"oldest_unresolved":null}`, Answer{"GET", "/dlq/stats", 200}, ""},
 		{"method of a templated route", "GET", "/dlq/replay", 400, jsonH(), `{"error":"bad_request","message":"bad ref"}`, Answer{"GET", "/dlq/{ref}", 400}, ""},
 		{"rest of the path", "GET", "/events/github:octo/repo/7", 401, jsonH("WWW-Authenticate", wwwAuth), unauth, Answer{"GET", "/events/{key}", 401}, ""},
 		{"rest of the path empty", "GET", "/events/", 400, jsonH(), `{"error":"bad_request","message":"the key is empty"}`, Answer{"GET", "/events/{key}", 400}, ""},
@@ -92,7 +92,7 @@ func TestOpenAPICheck(t *testing.T) {
 		{"unrouted", "DELETE", "/dlq", 404, jsonH(), `{"error":"not_found","message":"no such route"}`, Answer{"", Unrouted, 404}, ""},
 		{"HEAD has no body", "HEAD", "/dlq", 404, jsonH(), ``, Answer{"", Unrouted, 404}, ""},
 		{"GET without its body", "GET", "/nope", 404, jsonH(), ``, Answer{"", Unrouted, 404}, "not JSON"},
-		{"status not listed", "GET", "/dlq/stats", 400, jsonH(), `{"error":"bad_request","message":"x"}`, Answer{"GET", "/dlq/stats", 400}, "does not list"},
+		{"status not listed", "GET", "/providers", 400, jsonH(), `{"error":"bad_request","message":"x"}`, Answer{"GET", "/providers", 400}, "does not list"},
 		{"required header missing", "GET", "/dlq", 401, jsonH(), unauth, Answer{"GET", "/dlq", 401}, "WWW-Authenticate is required"},
 		{"header off its schema", "GET", "/dlq", 401, jsonH("WWW-Authenticate", "Basic"), unauth, Answer{"GET", "/dlq", 401}, "header WWW-Authenticate"},
 		{"wrong content type", "GET", "/dlq", 401, http.Header{"Content-Type": {"text/plain"}, "Www-Authenticate": {wwwAuth}}, unauth, Answer{"GET", "/dlq", 401}, "Content-Type"},

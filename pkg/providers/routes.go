@@ -2,16 +2,12 @@ package providers
 
 import (
 	"cmp"
-	"crypto/sha256"
-	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
@@ -161,33 +157,11 @@ func (r *Registry) RouteTopics() []string { return slices.Clone(r.topics) }
 
 // Signing is a route's signing: {secret_env: [...]}: the processor signs
 // each HTTP call of the route as Standard Webhooks do, one signature per
-// secret. Like a Provider it never prints its secrets.
+// secret (processor/internal/deliver). Like a Provider it never prints its
+// secrets.
 type Signing struct {
 	Envs    []string // the variable names, for logs
 	Secrets [][]byte // decoded keys, in the listed order; empty when loaded without secrets
-}
-
-// Sign sets on h the Standard Webhooks headers of a call carrying body:
-// webhook-id (id: the idempotency key), webhook-timestamp (now, in
-// seconds) and webhook-signature, "v1,<base64 HMAC-SHA256 of
-// id.timestamp.body>" for each secret, space-separated in Secrets' order.
-// The standard preset (and the Standard Webhooks libraries) verify it with
-// any one of the secrets. It returns an error when s holds no secret (a
-// registry loaded without them). Cost: one HMAC over the body per secret.
-func (s *Signing) Sign(id string, now time.Time, body []byte, h http.Header) error {
-	if len(s.Secrets) == 0 {
-		return fmt.Errorf("sign: no signing secret loaded (%s)", strings.Join(s.Envs, ", "))
-	}
-	ts := strconv.FormatInt(now.Unix(), 10)
-	prefix := []byte(id + "." + ts + ".")
-	sigs := make([]string, len(s.Secrets))
-	for i, key := range s.Secrets {
-		sigs[i] = "v1," + base64.StdEncoding.EncodeToString(mac(sha256.New, key, prefix, body))
-	}
-	h.Set(headerWebhookID, id)
-	h.Set(headerWebhookTimestamp, ts)
-	h.Set(headerWebhookSignature, strings.Join(sigs, " "))
-	return nil
 }
 
 // String names the variables, never the secrets. String, GoString, Format
@@ -206,10 +180,8 @@ func (s Signing) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, s.String
 // LogValue gives slog the variable names only.
 func (s Signing) LogValue() slog.Value { return slog.AnyValue(s.Envs) }
 
-// MarshalJSON writes the variable names only.
-func (s Signing) MarshalJSON() ([]byte, error) {
-	return []byte(strconv.Quote(s.String())), nil
-}
+// MarshalJSON writes String: the variable names only.
+func (s Signing) MarshalJSON() ([]byte, error) { return json.Marshal(s.String()) }
 
 // routeConfig is one entry of a provider's routes.
 type routeConfig struct {

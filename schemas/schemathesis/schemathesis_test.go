@@ -142,6 +142,8 @@ func fuzz(t *testing.T, bin, doc, base string, args ...string) []exchange {
 	if err := os.WriteFile(config, []byte(`
 [dictionaries.providers]
 values = ["stripe", "github", "shopify", "standard", "gocardless", "calcom", "outcomes"]
+[dictionaries.routes]
+values = ["default"]
 [dictionaries.refs]
 values = ["0:0", "0:1", "0:2", "0:3", "0:4"]
 [dictionaries.keys]
@@ -151,6 +153,7 @@ values = ["`+waitingTier+`", "lane"]
 [parameters]
 "path.provider" = { dictionary = "providers", probability = 0.8 }
 "path.name" = { dictionary = "providers", probability = 0.8 }
+"path.route" = { dictionary = "routes", probability = 0.8 }
 "path.ref" = { dictionary = "refs", probability = 0.6 }
 "path.key" = { dictionary = "keys", probability = 0.6 }
 "query.tier" = { dictionary = "tiers", probability = 0.5 }
@@ -307,8 +310,8 @@ func waiting(t *testing.T, sys *e2e.System) {
 // topic may grow. dlq serve (with the token, and schemathesis' ignored_auth
 // check sending requests without it): a request it accepts may write
 // (replays to webhooks.raw, resolutions to webhooks.dlq-status, provider
-// settings to webhooks.control), so each topic must grow by exactly what
-// the accepted answers report, and no other topic at all.
+// and route settings to webhooks.control), so each topic must grow by
+// exactly what the accepted answers report, and no other topic at all.
 func TestSchemathesis(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the fuzzer needs a broker and takes a minute")
@@ -437,7 +440,7 @@ func TestSchemathesis(t *testing.T) {
 				}
 			case strings.HasSuffix(u.Path, "/resolve"):
 				want[sys.Names.DLQStatus]++
-			case strings.HasPrefix(u.Path, "/providers/"):
+			case strings.HasPrefix(u.Path, "/providers/"), strings.HasPrefix(u.Path, "/routes/"):
 				want[sys.Names.Control]++
 			}
 		}

@@ -1,15 +1,17 @@
 // Package admin is `dlq serve`: the DLQ admin API (gin) and the triage page
 // it serves.
 //
-//	GET  /dlq               entries, newest first: ?provider= &reason= &key= &since= &unresolved=true &limit= &offset=
-//	GET  /dlq/stats         counts by provider, reason and resolution; the oldest entries
+//	GET  /dlq               entries, newest first: ?provider= &route= &reason= &key= &since= &unresolved=true &limit= &offset=
+//	GET  /dlq/stats         counts by provider, provider/route, reason and resolution; the oldest entries: ?provider= &route=
 //	GET  /dlq/{ref}         one entry: headers, error history, body
-//	POST /dlq/replay        {"refs":[...]} or {"key"|"provider"|"all", "reason", "since", "include_resolved"}, "dry_run", "by", "note"
+//	POST /dlq/replay        {"refs":[...]} or {"key"|"provider"|"all", "route", "reason", "since", "include_resolved"}, "dry_run", "by", "note"
 //	POST /dlq/{ref}/resolve {"resolution":"ignored"|"manual_fix", "note", "by"}
-//	GET  /providers         every provider's setting (running, paused, draining at N/s), when Config.Settings is set
+//	GET  /providers         every provider's provider-wide setting (running, paused, draining at N/s), when Config.Settings is set
 //	POST /providers/{name}/pause, /resume, /rate  {"rate": N} or ?rate=N for /rate; "by" or ?by= (default "api")
+//	GET  /routes            every route's own setting, when Config.Settings is set
+//	POST /routes/{provider}/{route}/pause, /resume, /rate  as /providers/{name}/...
 //	GET  /events/{key}      the key's trace (trace.go), when Config.Trace is set
-//	GET  /parked            what waits in the retry tiers and lanes: ?tier= &provider= &limit= &offset=, when Config.Parked is set
+//	GET  /parked            what waits in the retry tiers and lanes: ?tier= &provider= &route= &limit= &offset=, when Config.Parked is set
 //	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
 //	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
@@ -74,9 +76,10 @@ type Config struct {
 	// Metrics, when set, is served on GET /metrics without the token (see
 	// NewMetrics: it holds no payload data).
 	Metrics http.Handler
-	// Settings, when set, serves /providers: the providers' settings as
-	// followed from webhooks.control (and the providers a name is checked
-	// against); SetProvider writes one there and is required with it.
+	// Settings, when set, serves /providers and /routes: the providers'
+	// and routes' settings as followed from webhooks.control (and the
+	// providers and routes a name is checked against); SetProvider writes
+	// one there (provider-wide or a route's) and is required with it.
 	Settings    *settings.Live
 	SetProvider func(context.Context, control.Setting) error
 	// Trace, when set, serves GET /events/{key} (trace.go); Parked GET /parked.
@@ -134,8 +137,11 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Settings != nil {
 		pr := r.Group("/providers", s.auth)
 		pr.GET("", s.providers)
+		rt := r.Group("/routes", s.auth)
+		rt.GET("", s.routes)
 		for _, verb := range []string{"pause", "resume", "rate"} {
 			pr.POST("/:name/"+verb, s.setProvider(verb))
+			rt.POST("/:provider/:route/"+verb, s.setRoute(verb))
 		}
 	}
 	if s.cfg.Trace != nil {
@@ -245,7 +251,7 @@ type listPage struct {
 }
 
 func (s *Server) list(c *gin.Context) {
-	f, err := filterFrom(c.Query("provider"), c.Query("reason"), c.Query("key"), c.Query("since"), s.cfg.Store.Now())
+	f, err := filterFrom(c.Query("provider"), c.Query("route"), c.Query("reason"), c.Query("key"), c.Query("since"), s.cfg.Store.Now())
 	if err != nil {
 		fail(c, http.StatusBadRequest, "bad_request", err.Error())
 		return
@@ -285,13 +291,18 @@ func queryInt(c *gin.Context, name string, def, lo, hi int) (int, error) {
 }
 
 // filterFrom builds a filter from request fields; since takes what
-// store.ParseSince takes.
-func filterFrom(provider, reason, key, since string, now time.Time) (store.Filter, error) {
-	f := store.Filter{Provider: provider, Reason: reason, Key: key}
+// store.ParseSince takes, route a route name.
+func filterFrom(provider, route, reason, key, since string, now time.Time) (store.Filter, error) {
+	f := store.Filter{Provider: provider, Route: route, Reason: reason, Key: key}
 	switch reason {
 	case "", headers.DeadPermanent, headers.DeadExhausted:
 	default:
 		return f, errors.New("reason " + strconv.Quote(reason) + ": want permanent or exhausted")
+	}
+	if route != "" {
+		if err := control.CheckRoute(route); err != nil {
+			return f, err
+		}
 	}
 	if since != "" {
 		t, err := store.ParseSince(since, now)
@@ -304,7 +315,12 @@ func filterFrom(provider, reason, key, since string, now time.Time) (store.Filte
 }
 
 func (s *Server) stats(c *gin.Context) {
-	es, err := s.cfg.Store.List(c.Request.Context(), store.Filter{}, false)
+	f, err := filterFrom(c.Query("provider"), c.Query("route"), "", "", "", s.cfg.Store.Now())
+	if err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	es, err := s.cfg.Store.List(c.Request.Context(), f, false)
 	if err != nil {
 		kafkaFail(c, err)
 		return
@@ -331,6 +347,7 @@ type replayRequest struct {
 	Refs            []string `json:"refs"`
 	Key             string   `json:"key"`
 	Provider        string   `json:"provider"`
+	Route           string   `json:"route"`
 	All             bool     `json:"all"`
 	Reason          string   `json:"reason"`
 	Since           string   `json:"since"`
@@ -361,14 +378,14 @@ func (s *Server) replay(c *gin.Context) {
 		}
 		sel.Refs = append(sel.Refs, ref)
 	}
-	f, err := filterFrom(req.Provider, req.Reason, req.Key, req.Since, s.cfg.Store.Now())
+	f, err := filterFrom(req.Provider, req.Route, req.Reason, req.Key, req.Since, s.cfg.Store.Now())
 	if err != nil {
 		fail(c, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
 	sel.Filter = f
 	if err := sel.Validate(); err != nil {
-		fail(c, http.StatusBadRequest, "bad_request", err.Error()+" (fields refs, key, provider, all, reason, since, include_resolved)")
+		fail(c, http.StatusBadRequest, "bad_request", err.Error()+" (fields refs, key, provider, all, route, reason, since, include_resolved)")
 		return
 	}
 	if strings.TrimSpace(req.By) == "" && !req.DryRun {

@@ -35,6 +35,9 @@ import (
 // path.
 const traceKey = "github:octo/repo/7"
 
+// laneRoute is the route of github whose lane holds traceKey too.
+const laneRoute = "ci"
+
 // openAPIServer is the handler as `dlq serve` wires it (store, replayer,
 // metrics, provider settings followed from webhooks.control, the providers
 // checked against the test providers file, the trace index fed from the
@@ -47,7 +50,8 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	t.Helper()
 	gin.SetMode(gin.TestMode)
 	names := topics.NewNames("", []string{"5m"})
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.Raw, names.DLQ, names.DLQStatus, names.Retry[0]))
+	lane := names.Lane("github") + "." + laneRoute
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.Raw, names.DLQ, names.DLQStatus, names.Retry[0], lane))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +78,12 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	headers.SetAttempt(waiting, 2)
 	headers.SetTime(waiting, headers.DueAt, now.Add(5*time.Minute))
 	headers.SetErrors(waiting, []headers.ErrorEntry{{Attempt: 1, At: now, Error: "destination: HTTP 503", Retryable: true}})
-	if err := cl.ProduceSync(t.Context(), accepted, waiting).FirstErr(); err != nil {
+	// The same key parked in the lane of github's route ci.
+	laned := &kgo.Record{Topic: lane, Key: []byte(traceKey), Value: accepted.Value, Timestamp: now}
+	headers.Set(laned, headers.Provider, "github")
+	headers.Set(laned, headers.Route, laneRoute)
+	headers.SetAttempt(laned, 1)
+	if err := cl.ProduceSync(t.Context(), accepted, waiting, laned).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	ix, err := trace.Open(trace.Options{InMemory: true, Names: names})
@@ -92,6 +101,11 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	var offs kadm.Offsets
 	offs.AddOffset(names.Retry[0], waiting.Partition, 0, -1)
 	if _, err := adm.CommitOffsets(t.Context(), names.Group(topics.GroupRetrier), offs); err != nil {
+		t.Fatal(err)
+	}
+	var laneOffs kadm.Offsets
+	laneOffs.AddOffset(lane, laned.Partition, 0, -1)
+	if _, err := adm.CommitOffsets(t.Context(), names.Group(topics.GroupProcessor), laneOffs); err != nil {
 		t.Fatal(err)
 	}
 	pr := &parked.Reader{Names: names, NewClient: newClient, Adm: adm, Stall: 2 * time.Second}
@@ -172,6 +186,12 @@ func TestOpenAPI(t *testing.T) {
 		{name: "list no token", h: up, method: "GET", path: "/dlq", status: 401},
 		{name: "list kafka down", h: down, method: "GET", path: "/dlq", auth: auth, status: 502},
 		{name: "stats", h: up, method: "GET", path: "/dlq/stats", auth: auth, status: 200},
+		{name: "stats of a route", h: up, method: "GET", path: "/dlq/stats?provider=stripe&route=default", auth: auth, status: 200},
+		{name: "stats bad route", h: up, method: "GET", path: "/dlq/stats?route=Bill.ing", auth: auth, status: 400},
+		{name: "list of a route", h: up, method: "GET", path: "/dlq?route=default&provider=stripe", auth: auth, status: 200},
+		{name: "list bad route", h: up, method: "GET", path: "/dlq?route=a%2Fb", auth: auth, status: 400},
+		{name: "replay of a route", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"provider":"stripe","route":"billing","dry_run":true}`, status: 200},
+		{name: "replay bad route", h: up, method: "POST", path: "/dlq/replay", auth: auth, body: `{"all":true,"route":"B","dry_run":true}`, status: 400},
 		{name: "stats wrong token", h: up, method: "GET", path: "/dlq/stats", auth: "Bearer nope", status: 401},
 		{name: "stats kafka down", h: down, method: "GET", path: "/dlq/stats", auth: auth, status: 502},
 		{name: "show", h: up, method: "GET", path: "/dlq/" + ref, auth: auth, status: 200},
@@ -193,6 +213,8 @@ func TestOpenAPI(t *testing.T) {
 		{name: "resolve write fails", h: up, method: "POST", path: "/dlq/" + ref + "/resolve", auth: auth, body: `{"resolution":"ignored","note":"x","by":"m"}`, status: 502, before: failing},
 		{name: "providers", h: up, method: "GET", path: "/providers", auth: auth, status: 200},
 		{name: "providers no token", h: up, method: "GET", path: "/providers", status: 401},
+		{name: "routes", h: up, method: "GET", path: "/routes", auth: auth, status: 200},
+		{name: "routes no token", h: up, method: "GET", path: "/routes", status: 401},
 		{name: "trace", h: up, method: "GET", path: "/events/" + traceKey, auth: auth, status: 200},
 		{name: "trace with %2F", h: up, method: "GET", path: "/events/" + strings.ReplaceAll(traceKey, "/", "%2F"), auth: auth, status: 200},
 		{name: "trace of a dead letter", h: up, method: "GET", path: "/events/stripe:evt_oa", auth: auth, status: 200},
@@ -202,6 +224,8 @@ func TestOpenAPI(t *testing.T) {
 		{name: "trace index closed", h: down, method: "GET", path: "/events/" + traceKey, auth: auth, status: 500},
 		{name: "parked", h: up, method: "GET", path: "/parked", auth: auth, status: 200},
 		{name: "parked filtered", h: up, method: "GET", path: "/parked?tier=5m&provider=github&limit=1&offset=0", auth: auth, status: 200},
+		{name: "parked of a route", h: up, method: "GET", path: "/parked?provider=github&route=" + laneRoute, auth: auth, status: 200},
+		{name: "parked bad route", h: up, method: "GET", path: "/parked?route=Ci.2", auth: auth, status: 400},
 		{name: "parked none", h: up, method: "GET", path: "/parked?tier=lane", auth: auth, status: 200},
 		{name: "parked bad limit", h: up, method: "GET", path: "/parked?limit=1001", auth: auth, status: 400},
 		{name: "parked bad offset", h: up, method: "GET", path: "/parked?offset=-1", auth: auth, status: 400},
@@ -215,6 +239,22 @@ func TestOpenAPI(t *testing.T) {
 		{name: "misdirected host", h: up, method: "GET", path: "/nope", host: "attacker.example", status: 421}, // on listed paths too (TestHostChecked)
 		{name: "trailing slash GET", h: up, method: "GET", path: "/dlq/", auth: auth, status: 301},
 		{name: "trailing slash POST", h: up, method: "POST", path: "/dlq/replay/", auth: auth, body: `{}`, status: 307},
+	}
+	for _, verb := range []string{"pause", "resume", "rate"} {
+		p := "/routes/stripe/default/" + verb
+		ok := call{name: "route " + verb, h: up, method: "POST", path: p, auth: auth, body: `{"by":"openapi"}`, status: 200}
+		if verb == "rate" {
+			ok.path += "?rate=2"
+		}
+		calls = append(calls, ok,
+			call{name: "route " + verb + " bad name", h: up, method: "POST", path: "/routes/stripe/Bill.ing/" + verb, auth: auth, status: 400},
+			call{name: "route " + verb + " no token", h: up, method: "POST", path: p, status: 401},
+			call{name: "route " + verb + " unknown route", h: up, method: "POST", path: "/routes/stripe/billing/" + verb, auth: auth, status: 404},
+			call{name: "route " + verb + " write fails", h: up, method: "POST", path: p + "?rate=1", auth: auth, status: 502, before: failing},
+		)
+		if verb != "rate" {
+			calls[len(calls)-1].path = p
+		}
 	}
 	for _, verb := range []string{"pause", "resume", "rate"} {
 		p := "/providers/stripe/" + verb
@@ -308,15 +348,38 @@ func TestOpenAPITraceAndParked(t *testing.T) {
 	if tr.Key != traceKey || tr.Now.State != "pending" || len(tr.Steps) != 2 || tr.Steps[0].Kind != "accepted" || tr.Steps[1].Kind != "waiting" {
 		t.Errorf("trace of %s: %+v", traceKey, tr)
 	}
-	var rep struct {
-		Total   int
+	type report struct {
+		Total  int
+		Counts []struct {
+			Tier, Provider, Route string
+			Records               int
+		}
 		Records []struct {
-			Key, Tier string
-			LastError string `json:"last_error"`
+			Key, Tier, Route, Topic string
+			LastError               string `json:"last_error"`
 		}
 	}
+	var rep report
+	get("/parked?provider=github&tier=5m", &rep)
+	if rep.Total != 1 || len(rep.Records) != 1 || rep.Records[0].Key != traceKey || rep.Records[0].Tier != "5m" || rep.Records[0].LastError != "destination: HTTP 503" || rep.Records[0].Route != "default" {
+		t.Errorf("parked in 5m: %+v", rep)
+	}
+	// A route's lane, webhooks.lane.<provider>.<route>, is that route's.
+	for _, path := range []string{"/parked?route=" + laneRoute, "/parked?provider=github&tier=lane"} {
+		rep = report{}
+		get(path, &rep)
+		if rep.Total != 1 || rep.Records[0].Tier != "lane" || rep.Records[0].Route != laneRoute || rep.Records[0].Topic != "webhooks.lane.github.ci" ||
+			len(rep.Counts) != 1 || rep.Counts[0].Provider != "github" || rep.Counts[0].Route != laneRoute {
+			t.Errorf("%s: %+v", path, rep)
+		}
+	}
+	rep = report{}
 	get("/parked?provider=github", &rep)
-	if rep.Total != 1 || len(rep.Records) != 1 || rep.Records[0].Key != traceKey || rep.Records[0].Tier != "5m" || rep.Records[0].LastError != "destination: HTTP 503" {
-		t.Errorf("parked: %+v", rep)
+	if rep.Total != 2 || len(rep.Counts) != 2 || rep.Counts[0].Tier != "5m" || rep.Counts[1].Tier != "lane" {
+		t.Errorf("github's parked records: %+v", rep)
+	}
+	rep = report{}
+	if get("/parked?route=default&tier=lane", &rep); rep.Total != 0 {
+		t.Errorf("the route default's lane records: %+v, want none", rep)
 	}
 }

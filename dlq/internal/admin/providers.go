@@ -15,9 +15,9 @@ import (
 	"github.com/hookline/hookline/pkg/control"
 )
 
-// awaitFollowed bounds how long a POST /providers/... waits, after its
-// write, for the follower to read the setting back, so that the GET after it
-// shows it.
+// awaitFollowed bounds how long a POST /providers/... or /routes/... waits,
+// after its write, for the follower to read the setting back, so that the
+// GET after it shows it.
 const awaitFollowed = 5 * time.Second
 
 // providersAnswer is GET /providers's answer.
@@ -33,19 +33,43 @@ func (s *Server) providers(c *gin.Context) {
 	c.JSON(http.StatusOK, providersAnswer{Providers: views, CaughtUp: caught})
 }
 
-// providerRequest is the optional body of POST /providers/{name}/...: rate
-// (for /rate; ?rate= also takes it, as N, N/s or N/m) and who sets it (by or
-// ?by=; "api" when neither says).
+// routesAnswer is GET /routes's answer: every route's own setting.
+type routesAnswer struct {
+	Routes   []settings.View `json:"routes"`
+	CaughtUp bool            `json:"caught_up"`
+}
+
+func (s *Server) routes(c *gin.Context) {
+	views, caught := s.cfg.Settings.RouteViews()
+	c.JSON(http.StatusOK, routesAnswer{Routes: views, CaughtUp: caught})
+}
+
+// providerRequest is the optional body of POST /providers/{name}/... and
+// /routes/{provider}/{route}/...: rate (for /rate; ?rate= also takes it,
+// as N, N/s or N/m) and who sets it (by or ?by=; "api" when neither says).
 type providerRequest struct {
 	Rate *float64 `json:"rate"`
 	By   string   `json:"by"`
 }
 
-// setProvider serves POST /providers/{name}/pause, /resume and /rate.
+// setProvider serves POST /providers/{name}/pause, /resume and /rate: a
+// provider-wide setting.
 func (s *Server) setProvider(verb string) gin.HandlerFunc {
+	return s.setSetting(verb, func(c *gin.Context) (string, string) { return c.Param("name"), "" })
+}
+
+// setRoute serves POST /routes/{provider}/{route}/pause, /resume and
+// /rate: one route's setting, answered as the provider's are.
+func (s *Server) setRoute(verb string) gin.HandlerFunc {
+	return s.setSetting(verb, func(c *gin.Context) (string, string) { return c.Param("provider"), c.Param("route") })
+}
+
+// setSetting writes the setting verb makes for the provider (route "") or
+// route target names, and answers its view once it is read back.
+func (s *Server) setSetting(verb string, target func(*gin.Context) (provider, route string)) gin.HandlerFunc {
 	return func(c *gin.Context) {
-		name := c.Param("name")
-		if err := s.cfg.Settings.Known().Check(name); err != nil {
+		provider, route := target(c)
+		if err := s.cfg.Settings.Known().Check(provider, route); err != nil {
 			if errors.Is(err, settings.ErrUnknown) {
 				fail(c, http.StatusNotFound, "not_found", err.Error())
 				return
@@ -64,7 +88,7 @@ func (s *Server) setProvider(verb string) gin.HandlerFunc {
 		if by == "" {
 			by = "api"
 		}
-		set := control.Setting{Provider: name, Paused: verb == "pause", By: by, At: s.cfg.Store.Now().UTC()}
+		set := control.Setting{Provider: provider, Route: route, Paused: verb == "pause", By: by, At: s.cfg.Store.Now().UTC()}
 		rate, given, err := rateFrom(req.Rate, c.Query("rate"))
 		switch {
 		case err != nil:
@@ -74,7 +98,7 @@ func (s *Server) setProvider(verb string) gin.HandlerFunc {
 			fail(c, http.StatusBadRequest, "bad_request", `rate is required: {"rate": N} or ?rate=N, calls per second (0 clears the cap)`)
 			return
 		case verb != "rate" && given:
-			fail(c, http.StatusBadRequest, "bad_request", "rate is for POST /providers/"+name+"/rate")
+			fail(c, http.StatusBadRequest, "bad_request", "rate is for POST "+strings.TrimSuffix(c.Request.URL.Path, verb)+"rate")
 			return
 		}
 		set.Rate = rate
@@ -86,9 +110,9 @@ func (s *Server) setProvider(verb string) gin.HandlerFunc {
 		wctx, cancel := context.WithTimeout(ctx, awaitFollowed)
 		defer cancel()
 		if !s.cfg.Settings.Await(wctx, set) {
-			s.cfg.Logger.Warn("provider setting written but not read back yet", "provider", name, "setting", set.String(), "in", awaitFollowed.String())
+			s.cfg.Logger.Warn("setting written but not read back yet", "provider", provider, "route", route, "setting", set.String(), "in", awaitFollowed.String())
 		}
-		s.cfg.Logger.Info("provider", "provider", name, "setting", set.String(), "by", by)
+		s.cfg.Logger.Info("setting", "provider", provider, "route", route, "setting", set.String(), "by", by)
 		c.JSON(http.StatusOK, settings.ViewOf(set))
 	}
 }

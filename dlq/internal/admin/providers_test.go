@@ -48,21 +48,62 @@ func providerServer(t *testing.T, providersFile string, set func(context.Context
 // getProviders is GET /providers once the control topic was read to its end.
 func getProviders(t *testing.T, h http.Handler) map[string]settings.View {
 	t.Helper()
+	return getSettings(t, h, "/providers")
+}
+
+// getSettings is GET /providers or GET /routes once the control topic was
+// read to its end, by name (provider, or provider/route).
+func getSettings(t *testing.T, h http.Handler, path string) map[string]settings.View {
+	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		w := do(h, "GET", "/providers", "Bearer "+token, "")
-		var ans providersAnswer
+		w := do(h, "GET", path, "Bearer "+token, "")
+		var ans struct {
+			providersAnswer
+			Routes []settings.View `json:"routes"`
+		}
 		if err := json.Unmarshal(w.Body.Bytes(), &ans); w.Code != 200 || err != nil {
-			t.Fatalf("GET /providers: %d %s", w.Code, w.Body)
+			t.Fatalf("GET %s: %d %s", path, w.Code, w.Body)
 		}
 		if ans.CaughtUp {
 			out := map[string]settings.View{}
-			for _, v := range ans.Providers {
-				out[v.Provider] = v
+			for _, v := range append(ans.Providers, ans.Routes...) {
+				out[v.Name()] = v
 			}
 			return out
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("GET /providers never caught up")
+			t.Fatalf("GET %s never caught up", path)
+		}
+	}
+}
+
+// refusal is a POST the settings routes refuse: its answer's code and
+// what its message says.
+type refusal struct {
+	path, body string
+	code       int
+	says       string
+}
+
+// refused POSTs each request and checks it is refused as it says.
+func refused(t *testing.T, h http.Handler, cs []refusal) {
+	t.Helper()
+	for _, c := range cs {
+		w := do(h, "POST", c.path, "Bearer "+token, c.body)
+		var e errorBody
+		if err := json.Unmarshal(w.Body.Bytes(), &e); w.Code != c.code || err != nil || !strings.Contains(e.Message, c.says) {
+			t.Errorf("POST %s %s: %d %s; want %d saying %q", c.path, c.body, w.Code, w.Body, c.code, c.says)
+		}
+	}
+}
+
+// hasMetrics checks GET /metrics has each series.
+func hasMetrics(t *testing.T, h http.Handler, want []string) {
+	t.Helper()
+	metrics := do(h, "GET", "/metrics", "", "").Body.String()
+	for _, w := range want {
+		if !strings.Contains(metrics, w) {
+			t.Errorf("/metrics lacks %s", w)
 		}
 	}
 }
@@ -113,21 +154,12 @@ func TestProviderRoutes(t *testing.T) {
 	}
 	do(h, "POST", "/providers/slowcrm/pause", auth, "")
 	do(h, "POST", "/providers/stripe/rate?rate=7", auth, "")
-	metrics := do(h, "GET", "/metrics", "", "").Body.String()
-	for _, want := range []string{
+	hasMetrics(t, h, []string{
 		`hookline_dlq_provider_paused{provider="slowcrm"} 1`, `hookline_dlq_provider_paused{provider="stripe"} 0`,
 		`hookline_dlq_provider_rate{provider="slowcrm"} 0`, `hookline_dlq_provider_rate{provider="stripe"} 7`,
-	} {
-		if !strings.Contains(metrics, want) {
-			t.Errorf("/metrics lacks %s", want)
-		}
-	}
+	})
 
-	for _, c := range []struct {
-		path, body string
-		code       int
-		says       string
-	}{
+	refused(t, h, []refusal{
 		{"/providers/nosuch/pause", "", 404, "slowcrm, stripe"},
 		{"/providers/nosuch/rate?rate=5", "", 404, "unknown provider"},
 		{"/providers/slowcrm/rate", "", 400, "rate is required"},
@@ -144,13 +176,7 @@ func TestProviderRoutes(t *testing.T) {
 		{"/providers/slowcrm/pause", "\x0c", 400, "body"},    // a form feed is not JSON white space
 		{"/providers/slowcrm/resume", "\u00a0", 400, "body"}, // nor a no-break space
 		{"/providers/slowcrm/drain", "", 404, "no such route"},
-	} {
-		w := do(h, "POST", c.path, auth, c.body)
-		var e errorBody
-		if err := json.Unmarshal(w.Body.Bytes(), &e); w.Code != c.code || err != nil || !strings.Contains(e.Message, c.says) {
-			t.Errorf("POST %s %s: %d %s; want %d saying %q", c.path, c.body, w.Code, w.Body, c.code, c.says)
-		}
-	}
+	})
 	if g := getProviders(t, h); !g["slowcrm"].Paused || g["stripe"].Rate != 7 {
 		t.Errorf("refused requests changed a setting: %+v", g)
 	}
@@ -178,5 +204,78 @@ func TestProviderRouteKafkaFailure(t *testing.T) {
 	w := do(h, "POST", "/providers/slowcrm/pause", "Bearer "+token, "")
 	if w.Code != http.StatusBadGateway || !strings.Contains(w.Body.String(), `"error":"kafka"`) || !strings.Contains(w.Body.String(), "broker down") {
 		t.Fatalf("a failed write: %d %s, want 502 kafka", w.Code, w.Body)
+	}
+}
+
+// getRoutes is GET /routes once the control topic was read to its end.
+func getRoutes(t *testing.T, h http.Handler) map[string]settings.View {
+	t.Helper()
+	return getSettings(t, h, "/routes")
+}
+
+// TestRouteSettingRoutes: POST /routes/{provider}/{route}/... answers as
+// /providers/{name}/... does (the same handler): the token first, the
+// setting's view with its route once read back, GET /routes showing it
+// and GET /providers not; 404 for a route the providers file lacks, 400
+// for a bad name or rate; the route gauges.
+func TestRouteSettingRoutes(t *testing.T) {
+	h := providerServer(t, testProviders, nil)
+	auth := "Bearer " + token
+	for _, p := range []string{"/routes", "/routes/stripe/default/pause"} {
+		method := "POST"
+		if p == "/routes" {
+			method = "GET"
+		}
+		if w := do(h, method, p, "Bearer nope", ""); w.Code != http.StatusUnauthorized {
+			t.Errorf("%s %s with a wrong token: %d", method, p, w.Code)
+		}
+	}
+	if got := getRoutes(t, h); len(got) != 2 || got["stripe/default"].State != "running" || got["stripe/default"].Route != "default" {
+		t.Fatalf("GET /routes before any setting: %+v", got)
+	}
+	for _, c := range []struct {
+		path, body string
+		state      string
+		rate       float64
+		by         string
+	}{
+		{"/routes/stripe/default/pause", `{"by":"alice"}`, "paused", 0, "alice"},
+		{"/routes/slowcrm/default/rate?rate=300/m", "", "draining", 5, "api"},
+		{"/routes/stripe/default/resume?by=bob", "", "running", 0, "bob"},
+		{"/routes/stripe/default/pause", "", "paused", 0, "api"},
+	} {
+		w := do(h, "POST", c.path, auth, c.body)
+		var v settings.View
+		if err := json.Unmarshal(w.Body.Bytes(), &v); w.Code != 200 || err != nil || v.Route != "default" || v.State != c.state || v.Rate != c.rate || v.By != c.by {
+			t.Fatalf("POST %s %s: %d %s; want %s at %v by %s", c.path, c.body, w.Code, w.Body, c.state, c.rate, c.by)
+		}
+		if g := getRoutes(t, h)[v.Name()]; g.State != c.state || g.Rate != c.rate || g.By != c.by {
+			t.Fatalf("GET /routes after POST %s: %+v", c.path, g)
+		}
+	}
+	if g := getProviders(t, h); g["stripe"].State != "running" || g["slowcrm"].State != "running" || len(g) != 2 {
+		t.Errorf("a route's setting shows on GET /providers: %+v", g)
+	}
+	hasMetrics(t, h, []string{
+		`hookline_dlq_route_paused{provider="stripe",route="default"} 1`, `hookline_dlq_route_rate{provider="slowcrm",route="default"} 5`,
+		`hookline_dlq_provider_paused{provider="stripe"} 0`,
+	})
+	refused(t, h, []refusal{
+		{"/routes/stripe/billing/pause", "", 404, `unknown route "stripe/billing"`},
+		{"/routes/nosuch/default/pause", "", 404, "unknown provider"},
+		{"/routes/stripe/Bill.ing/pause", "", 400, "want a route name"},
+		{"/routes/stripe/default/rate", "", 400, "rate is required"},
+		{"/routes/stripe/default/pause?rate=5", "", 400, "POST /routes/stripe/default/rate"},
+		{"/routes/stripe/default/pause", "\x0c", 400, "body"},
+		{"/routes/stripe/default/drain", "", 404, "no such route"},
+		{"/routes/stripe/pause", "", 404, "no such route"},
+	})
+	// Without a providers file any valid route goes.
+	h = providerServer(t, "", nil)
+	if w := do(h, "POST", "/routes/stripe/billing/rate", auth, `{"rate":2}`); w.Code != 200 {
+		t.Fatalf("a route of any name without a providers file: %d %s", w.Code, w.Body)
+	}
+	if g := getRoutes(t, h); len(g) != 1 || g["stripe/billing"].Rate != 2 {
+		t.Errorf("GET /routes without a file: %+v", g)
 	}
 }

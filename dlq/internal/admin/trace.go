@@ -13,6 +13,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/parked"
 	"github.com/hookline/hookline/dlq/internal/trace"
+	"github.com/hookline/hookline/pkg/control"
 )
 
 // GET /events/{key}: the key's trace (trace.Trace), 404 for a key the
@@ -35,15 +36,19 @@ func (s *Server) events(c *gin.Context) {
 	}
 }
 
-// GET /parked?tier=&provider=&limit=&offset=: parked.Report.
+// GET /parked?tier=&provider=&route=&limit=&offset=: parked.Report.
 func (s *Server) parked(c *gin.Context) {
 	limit, err1 := queryInt(c, "limit", 50, 0, 1000)
 	offset, err2 := queryInt(c, "offset", 0, 0, 1<<31)
-	if err := errors.Join(err1, err2); err != nil {
+	var err3 error
+	if r := c.Query("route"); r != "" {
+		err3 = control.CheckRoute(r)
+	}
+	if err := errors.Join(err1, err2, err3); err != nil {
 		fail(c, http.StatusBadRequest, "bad_request", err.Error())
 		return
 	}
-	rep, err := s.cfg.Parked(c.Request.Context(), parked.Filter{Tier: c.Query("tier"), Provider: c.Query("provider")}, offset, limit)
+	rep, err := s.cfg.Parked(c.Request.Context(), parked.Filter{Tier: c.Query("tier"), Provider: c.Query("provider"), Route: c.Query("route")}, offset, limit)
 	if err != nil {
 		fail(c, http.StatusBadGateway, "kafka", err.Error())
 		return

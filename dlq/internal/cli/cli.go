@@ -1,6 +1,7 @@
 // Package cli is the dlq command (DESIGN §8): list, show, replay, stats,
-// resolve, provider and serve, each a function over parsed flags, printing tables for
-// people or, with --json, one JSON object per line for programs.
+// resolve, trace, parked, provider, route and serve, each a function over
+// parsed flags, printing tables for people or, with --json, one JSON object
+// per line for programs.
 //
 // Exit codes: 0 ok, 1 failure (Kafka, a replay that was not sent), 2 usage
 // (a bad flag or ref, or a ref that does not exist). Run returns an error
@@ -42,21 +43,24 @@ type Env struct {
 
 // Help is the text of `dlq help`.
 const Help = `dlq — look at, replay and resolve hookline's dead letters (webhooks.dlq);
-pause, resume and drain a provider's deliveries (webhooks.control)
+pause, resume and drain a provider's or a route's deliveries (webhooks.control)
 
 Usage:
-  dlq list    [--provider P] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]
+  dlq list    [--provider P] [--route R] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]
   dlq show    <partition>:<offset> [--json | --body]
   dlq replay  (<partition>:<offset>... | --key K | --provider P | --all)
-              [--reason R] [--since DUR|TIME] [--include-resolved]
+              [--route R] [--reason R] [--since DUR|TIME] [--include-resolved]
               [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]
-  dlq stats   [--json]
+  dlq stats   [--provider P] [--route R] [--json]
   dlq trace   KEY [--json]
-  dlq parked  [--tier T] [--provider P] [--limit N] [--offset N] [--json]
+  dlq parked  [--tier T] [--provider P] [--route R] [--limit N] [--offset N] [--json]
   dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]
   dlq provider pause|resume NAME [--by NAME] [--json]
   dlq provider rate NAME --rate N/s [--by NAME] [--json]
   dlq provider list [--json]
+  dlq route pause|resume PROVIDER/ROUTE [--by NAME] [--json]
+  dlq route rate PROVIDER/ROUTE --rate N/s [--by NAME] [--json]
+  dlq route list [--json]
   dlq serve   [--addr HOST:PORT]
   dlq help    [command]
 
@@ -64,7 +68,10 @@ An entry is named by its ref, <partition>:<offset> in webhooks.dlq (list
 shows it). Every read scans the topics from their start to where they end
 when the command starts, read_committed; nothing waits for new records.
 
-list     entries newest first, with their resolution; filters combine.
+list     entries newest first, with their route and resolution; filters
+         combine. An entry's route is its hookline.route header, default
+         when it has none (every entry written before routes); --route R
+         takes route R of every provider, or of --provider P.
 show     one entry: headers, error history, body (pretty-printed when JSON);
          --body writes the exact body bytes and nothing else.
 replay   re-produces to webhooks.raw with hookline.origin=replay,
@@ -72,20 +79,24 @@ replay   re-produces to webhooks.raw with hookline.origin=replay,
          exact key and body and the other headers (not dead-reason, due-at,
          source.*), then marks the entry replayed on webhooks.dlq-status.
          Running the same replay twice processes nothing twice: the
-         processor keeps each key's replay ids. Named refs are sent whatever
-         their resolution; --key, --provider and --all take unresolved
-         entries only, unless --include-resolved. --rate bounds records per
-         second (50, 50/s, 600/m); --wait waits that long for the
-         processor's outcomes and prints them; --dry-run sends nothing.
+         processor keeps each key's replay ids. A replay keeps the
+         entry's hookline.route, so it is delivered to that route only.
+         Named refs are sent whatever their resolution; --key, --provider
+         and --all take unresolved entries only, unless --include-resolved
+         (--route narrows them). --rate bounds records per second (50,
+         50/s, 600/m); --wait waits that long for the processor's outcomes
+         and prints them; --dry-run sends nothing.
          Progress goes to stderr when it is a terminal, or with --progress.
-stats    counts by provider, by reason and by resolution; the oldest entries.
+stats    counts by provider, by provider/route, by reason and by resolution;
+         the oldest entries (--provider and --route narrow them).
 trace    a key's whole path in time order and where it stands now (dlq help trace).
 parked   what waits in the retry tiers and the destinations' lanes (dlq help parked).
 resolve  records that an entry needs no replay: ignored or manual_fix, with
          a note and who (--by, default $USER).
-provider pauses a provider's deliveries (they wait, parked in its lane
-         topic), resumes them, or drains them at a rate; lists the settings
-         (webhooks.control; see dlq help provider).
+provider pauses a provider's deliveries, every route of it (they wait,
+         parked in the lane topics), resumes them, or drains them at a
+         rate; lists the settings (webhooks.control; see dlq help provider).
+route    the same for one route of a provider, PROVIDER/ROUTE (dlq help route).
 serve    the admin API and triage page (see dlq help serve).
 
 --json prints one JSON object per line on stdout. --since takes a duration
@@ -96,8 +107,8 @@ not exist.
 
 Environment: KAFKA_BROKERS (default 127.0.0.1:9092), KAFKA_TLS,
 KAFKA_TLS_CA_FILE, KAFKA_SASL_MECHANISM, KAFKA_SASL_USER, KAFKA_SASL_PASSWORD,
-HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider and serve
-HOOKLINE_PROVIDERS (the provider names a setting may name, and the redrive
+HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider, route and serve
+HOOKLINE_PROVIDERS (the providers and routes a setting may name, and the redrive
 policies serve applies); for serve HOOKLINE_ADMIN_ADDR (default
 127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN; for trace and serve
 HOOKLINE_TRACE_DIR (the trace index, default data/dlq-trace); USER.
@@ -176,6 +187,8 @@ func runCommand(ctx context.Context, env Env) error {
 		return runResolve(ctx, env, args)
 	case "provider":
 		return runProvider(ctx, env, args)
+	case "route":
+		return runRoute(ctx, env, args)
 	case "serve":
 		return runServe(ctx, env, args)
 	case "trace":
@@ -183,17 +196,18 @@ func runCommand(ctx context.Context, env Env) error {
 	case "parked":
 		return runParked(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, provider, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, provider, route, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
 var commandHelp = map[string]string{
-	"list":     "usage: dlq list [--provider P] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]\n",
+	"list":     "usage: dlq list [--provider P] [--route R] [--reason R] [--key K] [--since DUR|TIME] [--unresolved] [--limit N] [--json]\n",
 	"show":     "usage: dlq show <partition>:<offset> [--json | --body]\n",
-	"replay":   "usage: dlq replay (<partition>:<offset>... | --key K | --provider P | --all) [--reason R] [--since DUR|TIME] [--include-resolved] [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]\n",
-	"stats":    "usage: dlq stats [--json]\n",
+	"replay":   "usage: dlq replay (<partition>:<offset>... | --key K | --provider P | --all) [--route R] [--reason R] [--since DUR|TIME] [--include-resolved] [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]\n",
+	"stats":    "usage: dlq stats [--provider P] [--route R] [--json]\n",
 	"resolve":  "usage: dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]\n",
 	"provider": providerHelp,
+	"route":    routeHelp,
 	"serve":    serveHelp,
 	"trace":    traceHelp,
 	"parked":   parkedHelp,

@@ -7,23 +7,43 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 )
 
 // filterFlags are the entry filters list and replay share.
 type filterFlags struct {
-	provider, reason, key string
-	since                 sinceFlag
+	provider, route, reason, key string
+	since                        sinceFlag
 }
 
-// addFilterFlags registers --provider, --reason, --key and --since on fs.
+// addFilterFlags registers --provider, --route, --reason, --key and
+// --since on fs.
 func addFilterFlags(fs *flag.FlagSet) *filterFlags {
 	f := &filterFlags{since: sinceFlag{now: time.Now}}
-	fs.StringVar(&f.provider, "provider", "", "only entries of `PROVIDER` (hookline.provider)")
+	addPlaceFlags(fs, &f.provider, &f.route)
 	fs.StringVar(&f.reason, "reason", "", "only entries dead-lettered for `REASON`: permanent or exhausted")
 	fs.StringVar(&f.key, "key", "", "only entries whose idempotency key is `KEY`")
 	fs.Var(&f.since, "since", "only entries dead-lettered since `DUR|TIME` (90m, 7d, 2026-03-01T12:00:00Z)")
 	return f
+}
+
+// addPlaceFlags registers --provider and --route on fs (list, replay,
+// stats, parked).
+func addPlaceFlags(fs *flag.FlagSet, provider, route *string) {
+	fs.StringVar(provider, "provider", "", "only those of `PROVIDER` (hookline.provider)")
+	fs.StringVar(route, "route", "", "only those of route `NAME` (hookline.route; default takes those without it too), of every provider unless --provider")
+}
+
+// checkRoute refuses a --route no route may have.
+func checkRoute(route string) error {
+	if route == "" {
+		return nil
+	}
+	if err := control.CheckRoute(route); err != nil {
+		return usagef("--route: %v", err)
+	}
+	return nil
 }
 
 func (f *filterFlags) filter() (store.Filter, error) {
@@ -32,7 +52,10 @@ func (f *filterFlags) filter() (store.Filter, error) {
 	default:
 		return store.Filter{}, usagef("--reason %q: want %s or %s", f.reason, headers.DeadPermanent, headers.DeadExhausted)
 	}
-	return store.Filter{Provider: f.provider, Reason: f.reason, Key: f.key, Since: f.since.t}, nil
+	if err := checkRoute(f.route); err != nil {
+		return store.Filter{}, err
+	}
+	return store.Filter{Provider: f.provider, Route: f.route, Reason: f.reason, Key: f.key, Since: f.since.t}, nil
 }
 
 func runList(ctx context.Context, env Env, args []string) error {
@@ -46,7 +69,7 @@ func runList(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	if len(pos) > 0 {
-		return usagef("list takes no arguments, got %q (filters are flags: --provider, --key, ...)", pos[0])
+		return usagef("list takes no arguments, got %q (filters are flags: --provider, --route, --key, ...)", pos[0])
 	}
 	if *limit < 0 {
 		return usagef("--limit %d: want 0 (all) or more", *limit)
@@ -83,7 +106,7 @@ func runList(ctx context.Context, env Env, args []string) error {
 		return nil
 	}
 	tw := newTable(env.Stdout)
-	row(tw, "REF", "DEAD AT", "PROVIDER", "EVENT", "KEY", "REASON", "ATTEMPT", "RESOLUTION", "LAST ERROR")
+	row(tw, "REF", "DEAD AT", "PROVIDER", "ROUTE", "EVENT", "KEY", "REASON", "ATTEMPT", "RESOLUTION", "LAST ERROR")
 	unres := 0
 	for _, e := range es {
 		s := e.Summary()
@@ -93,7 +116,7 @@ func runList(ctx context.Context, env Env, args []string) error {
 		} else {
 			unres++
 		}
-		row(tw, s.Ref, when(e.DeadAt()), s.Provider, s.EventType, s.Key, s.Reason, fmt.Sprint(s.Attempt), res, short(s.LastError, 70))
+		row(tw, s.Ref, when(e.DeadAt()), s.Provider, s.Route, s.EventType, s.Key, s.Reason, fmt.Sprint(s.Attempt), res, short(s.LastError, 70))
 	}
 	if err := tw.Flush(); err != nil {
 		return err

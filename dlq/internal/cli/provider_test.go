@@ -176,3 +176,93 @@ func TestProviderErrors(t *testing.T) {
 		t.Errorf("dlq help does not list provider:\n%s", out)
 	}
 }
+
+// TestRouteCommands: dlq route sets one route with the flags, output and
+// JSON of dlq provider (the same code), keyed route:PROVIDER/ROUTE; a
+// route the providers file lacks is refused, any valid one goes without
+// the file; dlq route list shows the routes' own settings and says which
+// provider-wide setting holds them too; dlq provider list shows no route.
+func TestRouteCommands(t *testing.T) {
+	env, read := controlEnv(t)
+	code, out, errs := run(env, "route", "list")
+	if code != 0 || squash(out) != "ROUTE SETTING BY SINCE slowcrm/default running - - stripe/default running - -" {
+		t.Fatalf("route list before any setting: %d\n%s%s", code, out, errs)
+	}
+	code, out, errs = run(env, "route", "pause", "stripe/default")
+	if code != 0 || out != "stripe/default paused by tester\n" || errs != "" {
+		t.Fatalf("route pause: %d %q %q", code, out, errs)
+	}
+	if s := read()["stripe/default"]; s.Provider != "stripe" || s.Route != "default" || !s.Paused || s.By != "tester" {
+		t.Fatalf("setting written by route pause: %+v", s)
+	}
+	if s, ok := read()["stripe"]; ok {
+		t.Fatalf("a route's pause wrote a provider-wide setting: %+v", s)
+	}
+
+	noFile := with(env, "HOOKLINE_PROVIDERS", "")
+	code, out, errs = run(noFile, "route", "rate", "stripe/billing", "--rate", "600/m", "--by", "alice", "--json")
+	if code != 0 || !strings.Contains(errs, `route "stripe/billing" is not checked`) {
+		t.Fatalf("route rate without a file: %d %q %q", code, out, errs)
+	}
+	if v := jsonLines(t, out)[0]; v["provider"] != "stripe" || v["route"] != "billing" || v["state"] != "draining" || v["rate"] != 10.0 || v["by"] != "alice" {
+		t.Fatalf("route rate --json: %v", v)
+	}
+	if code, out, _ := run(noFile, "route", "resume", "stripe/billing"); code != 0 || out != "stripe/billing running by tester\n" {
+		t.Fatalf("route resume: %d %q", code, out)
+	}
+	run(env, "provider", "pause", "slowcrm", "--by", "bob")
+	code, out, _ = run(env, "route", "list")
+	if code != 0 || !strings.Contains(squash(out), "slowcrm/default running - - stripe/billing running tester 20") ||
+		!strings.Contains(squash(out), "stripe/default paused tester 20") ||
+		!strings.Contains(out, "slowcrm is paused provider-wide (by bob, dlq provider): every route of it is held so") {
+		t.Fatalf("route list: %d\n%s", code, out)
+	}
+	code, out, _ = run(env, "route", "list", "--json")
+	if lines := jsonLines(t, out); code != 0 || len(lines) != 3 || lines[1]["route"] != "billing" || lines[2]["route"] != "default" || lines[2]["state"] != "paused" {
+		t.Fatalf("route list --json: %d %v", code, lines)
+	}
+	code, out, _ = run(env, "provider", "list", "--json")
+	if lines := jsonLines(t, out); code != 0 || len(lines) != 2 || lines[0]["route"] != nil || lines[1]["provider"] != "stripe" || lines[1]["state"] != "running" {
+		t.Fatalf("provider list --json shows routes: %d %v", code, lines)
+	}
+}
+
+func TestRouteErrors(t *testing.T) {
+	env, read := controlEnv(t)
+	for _, tc := range []struct {
+		args []string
+		env  map[string]string
+		says string
+	}{
+		{[]string{"route"}, env, "pause, resume, rate or list"},
+		{[]string{"route", "frob", "stripe/default"}, env, `"frob"`},
+		{[]string{"route", "pause"}, env, "one PROVIDER/ROUTE"},
+		{[]string{"route", "pause", "stripe"}, env, "want PROVIDER/ROUTE"},
+		{[]string{"route", "pause", "stripe/"}, env, "want a route name"},
+		{[]string{"route", "pause", "stripe/Billing.eu"}, env, "want a route name"},
+		{[]string{"route", "pause", "stripe/billing/x"}, env, "want a route name"},
+		{[]string{"route", "pause", "a:b/c"}, with(env, "HOOKLINE_PROVIDERS", ""), "want a provider name"},
+		{[]string{"route", "pause", "stripe/billing"}, env, `unknown route "stripe/billing"`},
+		{[]string{"route", "pause", "nosuch/default"}, env, `unknown provider "nosuch"`},
+		{[]string{"route", "rate", "stripe/default"}, env, "needs --rate"},
+		{[]string{"route", "rate", "stripe/default", "--rate", "5/d"}, env, "unit"},
+		{[]string{"route", "list", "x"}, env, "no arguments"},
+	} {
+		code, out, errs := run(tc.env, tc.args...)
+		if code != 2 || !strings.Contains(errs, tc.says) || out != "" {
+			t.Errorf("dlq %s: exit %d, stdout %q, stderr %q; want 2 saying %q", strings.Join(tc.args, " "), code, out, errs, tc.says)
+		}
+	}
+	if got := read(); len(got) != 0 {
+		t.Errorf("failed commands wrote %v", got)
+	}
+	for _, args := range [][]string{{"help", "route"}, {"route", "--help"}, {"route", "rate", "-h"}} {
+		code, out, _ := run(nil, args...)
+		if code != 0 || !strings.Contains(out, "usage: dlq route pause PROVIDER/ROUTE") {
+			t.Errorf("dlq %s: exit %d\n%s", strings.Join(args, " "), code, out)
+		}
+	}
+	if _, out, _ := run(nil, "help"); !strings.Contains(out, "dlq route rate PROVIDER/ROUTE --rate N/s") {
+		t.Errorf("dlq help does not list route:\n%s", out)
+	}
+}

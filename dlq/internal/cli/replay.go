@@ -40,7 +40,7 @@ func runReplay(ctx context.Context, env Env, args []string) error {
 	}
 	sel := store.Selection{Refs: refs, Filter: f, All: *all, IncludeResolved: *includeResolved}
 	if err := sel.Validate(); err != nil {
-		return usagef("%v (flags --key, --provider, --all, --reason, --since, --include-resolved)", err)
+		return usagef("%v (flags --key, --provider, --all, --route, --reason, --since, --include-resolved)", err)
 	}
 	switch {
 	case *wait < 0:
@@ -180,9 +180,9 @@ func printResult(w io.Writer, r replay.Result) {
 	case !r.Sent && r.Error != "":
 		fmt.Fprintf(&b, "FAILED      %s  %s  %s", r.Ref, cell(r.Key), cell(r.Error))
 	case r.DryRun:
-		fmt.Fprintf(&b, "would send  %s  %s  as %s to %s", r.Ref, cell(r.Key), r.ReplayID, r.Topic)
+		fmt.Fprintf(&b, "would send  %s  %s  to route %s as %s to %s", r.Ref, cell(r.Key), cell(r.Route), r.ReplayID, r.Topic)
 	default:
-		fmt.Fprintf(&b, "sent        %s  %s  as %s to %s %d:%d", r.Ref, cell(r.Key), r.ReplayID, r.Topic, r.Partition, r.Offset)
+		fmt.Fprintf(&b, "sent        %s  %s  to route %s as %s to %s %d:%d", r.Ref, cell(r.Key), cell(r.Route), r.ReplayID, r.Topic, r.Partition, r.Offset)
 		if r.Outcome != "" {
 			fmt.Fprintf(&b, "  outcome %s", r.Outcome)
 			if r.OutcomeError != "" {

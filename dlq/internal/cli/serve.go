@@ -36,6 +36,8 @@ Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
   POST /providers/{name}/pause    {"by":"alice"} (optional body; ?by= too; default "api")
   POST /providers/{name}/resume   running again, no cap
   POST /providers/{name}/rate     {"rate":5} or ?rate=5 (or 5/s, 300/m): drain at N calls/s; 0 clears the cap
+  GET  /routes            every route's own setting: {"routes":[{"provider","route","state",...}],"caught_up"}
+  POST /routes/{provider}/{route}/pause, /resume, /rate   as /providers/{name}/..., for one route
   GET  /events/{key}      the key's trace: {"key","provider","now":{"state",...},"steps":[...],"accepted",
                           "attempts","duplicates","replays","dead_letters"} (dlq help trace); 404 for an unknown key
   GET  /parked            what waits in the retry tiers and lanes (?tier= &provider= &limit= &offset=):
@@ -44,6 +46,7 @@ Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
   GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
                           hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds,
                           hookline_dlq_provider_paused{provider}, hookline_dlq_provider_rate{provider},
+                          hookline_dlq_route_paused{provider,route}, hookline_dlq_route_rate{provider,route},
                           hookline_dlq_parked_oldest_age_seconds{tier}, hookline_dlq_redrives_total{provider},
                           hookline_dlq_redrive_held_total{provider}, hookline_dlq_redrive_errors_total{provider}
 
@@ -59,11 +62,11 @@ key, header or body. One consumer follows webhooks.dlq and
 webhooks.dlq-status (each record is read once, kept as a time and a ref in
 memory) and the counts are refreshed every HOOKLINE_DLQ_METRICS_INTERVAL
 (default 30s), so a scrape costs no Kafka request. Another follows
-webhooks.control (dlq help provider) for the provider settings and their
-gauges; a POST writes the setting there (every in-sync replica
-acknowledging) and answers once it has read it back (at most 5s). With
-HOOKLINE_PROVIDERS set, a provider not in that file is 404; without it any
-name is taken.
+webhooks.control (dlq help provider, dlq help route) for the provider and
+route settings and their gauges; a POST writes the setting there (every
+in-sync replica acknowledging) and answers once it has read it back (at
+most 5s). With HOOKLINE_PROVIDERS set, a provider or route not in that
+file is 404; without it any valid name is taken.
 
 The trace index (HOOKLINE_TRACE_DIR, default data/dlq-trace; a Badger
 directory only this process may hold) is fed by one consumer reading

@@ -53,6 +53,7 @@ func printDetail(w io.Writer, topic string, e *store.Entry) error {
 	tw := newTable(w)
 	row(tw, "Key:", d.Key)
 	row(tw, "Provider:", d.Provider)
+	row(tw, "Route:", d.Route)
 	row(tw, "Event type:", d.EventType)
 	row(tw, "Reason:", d.Reason)
 	row(tw, "Origin:", d.Origin+" (attempt "+e.Header(headers.Attempt)+")")

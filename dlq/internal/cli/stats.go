@@ -13,6 +13,8 @@ import (
 
 func runStats(ctx context.Context, env Env, args []string) error {
 	fs := newFlags("stats")
+	var f store.Filter
+	addPlaceFlags(fs, &f.Provider, &f.Route)
 	asJSON := fs.Bool("json", false, "the statistics as one JSON object")
 	pos, err := parse(fs, env, "stats", args)
 	if err != nil {
@@ -21,12 +23,15 @@ func runStats(ctx context.Context, env Env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("stats takes no arguments, got %q", pos[0])
 	}
+	if err := checkRoute(f.Route); err != nil {
+		return err
+	}
 	a, err := connect(env)
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	es, err := a.store.List(ctx, store.Filter{}, false)
+	es, err := a.store.List(ctx, f, false)
 	if err != nil {
 		return a.kafkaErr(err)
 	}
@@ -60,13 +65,13 @@ func printStats(w io.Writer, topic string, st store.Stats) {
 			row(tw, o.name, "none")
 			continue
 		}
-		row(tw, o.name, o.o.Ref, o.o.DeadAt, ago(time.Duration(o.o.AgeSeconds)*time.Second)+" ago", o.o.Provider, o.o.Key)
+		row(tw, o.name, o.o.Ref, o.o.DeadAt, ago(time.Duration(o.o.AgeSeconds)*time.Second)+" ago", o.o.Provider+"/"+o.o.Route, o.o.Key)
 	}
 	_ = tw.Flush()
 	for _, t := range []struct {
 		title string
 		m     map[string]store.Count
-	}{{"PROVIDER", st.ByProvider}, {"REASON", st.ByReason}} {
+	}{{"PROVIDER", st.ByProvider}, {"ROUTE", st.ByRoute}, {"REASON", st.ByReason}} {
 		fmt.Fprintln(w)
 		tw := newTable(w)
 		row(tw, t.title, "TOTAL", "UNRESOLVED")

@@ -1,8 +1,10 @@
 // Package parked answers "what waits?": the records parked in the retry
-// tiers (webhooks.retry.<tier>, until their due time) and in the
-// destinations' lanes (webhooks.lane.<provider>, until the destination has
+// tiers (webhooks.retry.<tier>, until their due time) and in the routes'
+// lanes (webhooks.lane.<provider> for the route default,
+// webhooks.lane.<provider>.<route> for another, until the destination has
 // room), for `dlq parked` and GET /parked, and the oldest one per tier for
-// the gauges of `dlq serve`.
+// the gauges of `dlq serve`. Lane topics are found by their prefix, and
+// each is its route's (a provider name has no '.').
 //
 // What waits in a tier is what lies between the retrier group's committed
 // offset and the partition's end; in a lane, what lies between the
@@ -23,6 +25,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/topics"
 )
@@ -40,6 +43,9 @@ type Record struct {
 	Offset    int64  `json:"offset"`
 	Key       string `json:"key"`
 	Provider  string `json:"provider"`
+	// Route is the route it waits for: its lane's, or in a retry tier its
+	// hookline.route header (the route default without one).
+	Route     string `json:"route"`
 	EventType string `json:"event_type"`
 	// Attempt is the attempt it will be delivered as.
 	Attempt int `json:"attempt"`
@@ -51,11 +57,12 @@ type Record struct {
 	LastError string    `json:"last_error,omitempty"`
 }
 
-// Count is how many records wait in one tier for one provider, and since
-// when.
+// Count is how many records wait in one tier for one route of one
+// provider, and since when.
 type Count struct {
 	Tier     string    `json:"tier"`
 	Provider string    `json:"provider"`
+	Route    string    `json:"route"`
 	Records  int       `json:"records"`
 	Oldest   time.Time `json:"oldest"`
 }
@@ -75,8 +82,33 @@ type Report struct {
 	Incomplete []string `json:"incomplete,omitempty"`
 }
 
-// Filter selects records; zero fields match all.
-type Filter struct{ Tier, Provider string }
+// Filter selects records; zero fields match all. Route takes that route
+// of every provider, or of Provider.
+type Filter struct{ Tier, Provider, Route string }
+
+// match reports whether a record of provider and route passes f's
+// provider and route.
+func (f Filter) match(provider, route string) bool {
+	return (f.Provider == "" || f.Provider == provider) && (f.Route == "" || f.Route == route)
+}
+
+// Lane reads a lane topic's name (without the topics prefix): provider
+// and route ("stripe" is stripe's route default, "stripe.billing" its
+// route billing); ok is false for a name that is no lane's.
+func Lane(names topics.Names, topic string) (provider, route string, ok bool) {
+	rest, ok := strings.CutPrefix(topic, names.Prefix+topics.BaseLanePrefix)
+	if !ok || rest == "" {
+		return "", "", false
+	}
+	provider, route, dotted := strings.Cut(rest, ".")
+	if !dotted {
+		return provider, control.DefaultRoute, true
+	}
+	if provider == "" || control.CheckRoute(route) != nil {
+		return "", "", false
+	}
+	return provider, route, true
+}
 
 // Reader reads parked records.
 type Reader struct {
@@ -111,8 +143,8 @@ func (rd *Reader) where(ctx context.Context, f Filter) (map[string]map[int32]spa
 				tierOf[name], retries = tier, append(retries, name)
 			}
 		}
-		if prov, ok := strings.CutPrefix(name, rd.Names.Prefix+topics.BaseLanePrefix); ok && prov != "" {
-			if (f.Tier == "" || f.Tier == TierLane) && (f.Provider == "" || f.Provider == prov) {
+		if prov, route, ok := Lane(rd.Names, name); ok {
+			if (f.Tier == "" || f.Tier == TierLane) && f.match(prov, route) {
 				tierOf[name], lanes = TierLane, append(lanes, name)
 			}
 		}
@@ -178,8 +210,8 @@ func (rd *Reader) Read(ctx context.Context, f Filter, offset, limit int) (Report
 	}
 	var recs []Record
 	incomplete, err := rd.scan(ctx, spans, false, func(r *kgo.Record) {
-		rec := recordOf(r, tierOf[r.Topic])
-		if f.Provider == "" || rec.Provider == f.Provider {
+		rec := recordOf(rd.Names, r, tierOf[r.Topic])
+		if f.match(rec.Provider, rec.Route) {
 			recs = append(recs, rec)
 		}
 	})
@@ -187,13 +219,13 @@ func (rd *Reader) Read(ctx context.Context, f Filter, offset, limit int) (Report
 		return Report{}, err
 	}
 	rep := Report{Total: len(recs), Counts: []Count{}, Records: []Record{}, Offset: offset, Limit: limit, Incomplete: incomplete}
-	counts := map[[2]string]*Count{}
+	counts := map[[3]string]*Count{}
 	for i := range recs {
 		r := &recs[i]
-		k := [2]string{r.Tier, r.Provider}
+		k := [3]string{r.Tier, r.Provider, r.Route}
 		c, ok := counts[k]
 		if !ok {
-			c = &Count{Tier: r.Tier, Provider: r.Provider, Oldest: r.ParkedAt}
+			c = &Count{Tier: r.Tier, Provider: r.Provider, Route: r.Route, Oldest: r.ParkedAt}
 			counts[k] = c
 		}
 		c.Records++
@@ -207,7 +239,9 @@ func (rd *Reader) Read(ctx context.Context, f Filter, offset, limit int) (Report
 	for _, c := range counts {
 		rep.Counts = append(rep.Counts, *c)
 	}
-	slices.SortFunc(rep.Counts, func(a, b Count) int { return cmp.Or(cmp.Compare(a.Tier, b.Tier), cmp.Compare(a.Provider, b.Provider)) })
+	slices.SortFunc(rep.Counts, func(a, b Count) int {
+		return cmp.Or(cmp.Compare(a.Tier, b.Tier), cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Route, b.Route))
+	})
 	if rep.Oldest != nil {
 		o := *rep.Oldest
 		rep.Oldest = &o
@@ -251,10 +285,15 @@ func (rd *Reader) Heads(ctx context.Context) (map[string]time.Time, error) {
 	return out, err
 }
 
-func recordOf(r *kgo.Record, tier string) Record {
+// recordOf is the Record of r, read from a topic of tier: its route is its
+// lane's, or (a retry tier) its hookline.route header's.
+func recordOf(names topics.Names, r *kgo.Record, tier string) Record {
 	rec := Record{Tier: tier, Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Key: string(r.Key),
-		Provider: headers.Value(r, headers.Provider), EventType: headers.Value(r, headers.EventType),
+		Provider: headers.Value(r, headers.Provider), Route: control.RecordRoute(r), EventType: headers.Value(r, headers.EventType),
 		ParkedAt: r.Timestamp.UTC(), DueAt: headers.Value(r, headers.DueAt)}
+	if _, route, ok := Lane(names, r.Topic); ok && tier == TierLane {
+		rec.Route = route
+	}
 	rec.Attempt, _ = headers.GetAttempt(r)
 	if es, err := headers.GetErrors(r); err == nil && len(es) > 0 {
 		rec.LastError = es[len(es)-1].Error

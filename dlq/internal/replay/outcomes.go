@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/outcome"
 )
 
@@ -54,7 +55,8 @@ type pos struct {
 // Wait reads outcomes, read_committed, until every sent result has the
 // outcome of the record it landed as (matched by webhooks.raw partition and
 // offset, so an earlier replay of the same ref cannot be mistaken for this
-// one), or until timeout. It fills Outcome (and OutcomeError) and returns
+// one, and by route: the result's, or none for a duplicate decided for the
+// key), or until timeout. It fills Outcome (and OutcomeError) and returns
 // how many are still pending.
 func (w *Outcomes) Wait(ctx context.Context, results []*Result, timeout time.Duration) (int, error) {
 	want := map[pos]*Result{}
@@ -94,7 +96,7 @@ func (w *Outcomes) Wait(ctx context.Context, results []*Result, timeout time.Dur
 				return
 			}
 			k := pos{o.Partition, o.Offset}
-			if r, ok := want[k]; ok && o.ReplayID == r.ReplayID {
+			if r, ok := want[k]; ok && o.ReplayID == r.ReplayID && outcomeFor(o, r.Route) {
 				r.Outcome, r.OutcomeError = o.Status, o.Error
 				delete(want, k)
 			}
@@ -107,4 +109,17 @@ func (w *Outcomes) Wait(ctx context.Context, results []*Result, timeout time.Dur
 		return len(want), err
 	}
 	return len(want), nil
+}
+
+// outcomeFor reports whether o answers a replay to route: an outcome of
+// that route (none named is the route default's), or one decided for the
+// whole key (duplicate, unrouted), which carries no route.
+func outcomeFor(o outcome.Outcome, route string) bool {
+	switch {
+	case o.Route != "":
+		return o.Route == control.RouteOr(route)
+	case o.Status == outcome.StatusDuplicate, o.Status == outcome.StatusUnrouted:
+		return true
+	}
+	return control.RouteOr(route) == control.DefaultRoute
 }

@@ -43,7 +43,10 @@ var dropped = []string{
 // other header of the DLQ record kept in its order, except the DLQ-only ones
 // (dead-reason, due-at, source.*). The error history and first-seen-at are
 // kept: a replay that fails again reaches the DLQ with its whole story, and
-// the key keeps the time ingest first accepted it.
+// the key keeps the time ingest first accepted it. hookline.route is kept
+// too, so the processor delivers the replay to the entry's route only (an
+// entry without it, written before routes, replays to the route default,
+// which is what a record without it means).
 func Record(topic string, e *store.Entry) (*kgo.Record, error) {
 	src := e.Record
 	if len(src.Key) == 0 {

@@ -57,6 +57,8 @@ type Result struct {
 	Ref      string `json:"ref"`
 	Key      string `json:"key"`
 	Provider string `json:"provider"`
+	// Route is the entry's route, the only one the replay is delivered to.
+	Route    string `json:"route"`
 	ReplayID string `json:"replay_id"`
 	DryRun   bool   `json:"dry_run"`
 	Sent     bool   `json:"sent"`
@@ -205,7 +207,7 @@ func (r *Replayer) Run(ctx context.Context, entries []*store.Entry, o Options, e
 			}
 		}
 		res := Result{
-			Ref: e.Ref.String(), Key: e.Key(), Provider: e.Header(headers.Provider), ReplayID: e.Ref.ReplayID(),
+			Ref: e.Ref.String(), Key: e.Key(), Provider: e.Header(headers.Provider), Route: e.Route(), ReplayID: e.Ref.ReplayID(),
 			DryRun: o.DryRun, Topic: o.Raw, Partition: -1, Offset: -1, PreviousResolution: e.Resolution, ref: e.Ref,
 		}
 		rec, err := Record(o.Raw, e)

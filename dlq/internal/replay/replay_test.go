@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/schemas"
 )
@@ -30,7 +31,7 @@ func dlqEntry(p int32, o int64, key string, errs int) *store.Entry {
 		{headers.Origin, headers.OriginRetry}, {headers.Attempt, "4"}, {"http.stripe-signature", "t=1,v1=ab"},
 		{headers.FirstSeenAt, "2026-03-01T12:00:00.120Z"}, {headers.DueAt, "2026-03-01T12:05:00.000Z"},
 		{headers.DeadReason, headers.DeadExhausted}, {headers.SourceTopic, "webhooks.retry.5m"},
-		{headers.SourcePartition, "3"}, {headers.SourceOffset, "17"},
+		{headers.SourcePartition, "3"}, {headers.SourceOffset, "17"}, {headers.Route, "billing"},
 	} {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
 	}
@@ -58,6 +59,9 @@ func TestRecord(t *testing.T) {
 		headers.Origin: headers.OriginReplay, headers.Attempt: "1", headers.ReplayID: "dlq:3:1187",
 		headers.Provider: "stripe", headers.FirstSeenAt: "2026-03-01T12:00:00.120Z", "http.stripe-signature": "t=1,v1=ab",
 		headers.Errors: headers.Value(e.Record, headers.Errors),
+		// The entry's route goes with it: the replay is delivered to
+		// that route only, never to the provider's other routes.
+		headers.Route: "billing",
 	} {
 		if got := headers.Value(out, name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)
@@ -82,6 +86,50 @@ func TestRecord(t *testing.T) {
 	out.Key[0] = 'X'
 	if e.Record.Key[0] == 'X' {
 		t.Fatal("replay shares the DLQ record's key bytes")
+	}
+}
+
+// TestRecordOfAnEntryBeforeRoutes: an entry without hookline.route (the
+// route default, written before routes) replays without it, which means
+// the route default again; its result names the route.
+func TestRecordOfAnEntryBeforeRoutes(t *testing.T) {
+	e := dlqEntry(0, 1, "stripe:evt_old", 1)
+	headers.Delete(e.Record, headers.Route)
+	out, err := Record("webhooks.raw", e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := headers.Get(out, headers.Route); ok {
+		t.Errorf("a replay of an entry without a route got %s=%q", headers.Route, headers.Value(out, headers.Route))
+	}
+	var got []Result
+	New(&recorder{}).Run(t.Context(), []*store.Entry{e, dlqEntry(0, 2, "stripe:evt_new", 1)}, Options{Raw: "raw", Status: "status", DryRun: true},
+		func(r Result) { got = append(got, r) })
+	if len(got) != 2 || got[0].Route != "default" || got[1].Route != "billing" {
+		t.Errorf("results %+v: want routes default and billing", got)
+	}
+}
+
+// TestOutcomeFor: a replay's outcome is its route's, the route default's
+// when the outcome names none, or a duplicate's or unrouted's, decided
+// for the key.
+func TestOutcomeFor(t *testing.T) {
+	for _, tc := range []struct {
+		o     outcome.Outcome
+		route string
+		want  bool
+	}{
+		{outcome.Outcome{Status: "done", Route: "billing"}, "billing", true},
+		{outcome.Outcome{Status: "done", Route: "crm"}, "billing", false},
+		{outcome.Outcome{Status: "done"}, "default", true},
+		{outcome.Outcome{Status: "done"}, "billing", false},
+		{outcome.Outcome{Status: "done", Route: "default"}, "default", true},
+		{outcome.Outcome{Status: "duplicate"}, "billing", true},
+		{outcome.Outcome{Status: "unrouted"}, "billing", true},
+	} {
+		if got := outcomeFor(tc.o, tc.route); got != tc.want {
+			t.Errorf("outcome %+v for a replay to %s: %v, want %v", tc.o, tc.route, got, tc.want)
+		}
 	}
 }
 

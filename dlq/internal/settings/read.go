@@ -11,16 +11,18 @@ import (
 
 // Read reads the control topic from its start to the end it has when Read
 // starts (read_committed, as every dlq command reads) and returns the
-// latest setting of each provider. A record it cannot read is passed to
-// bad and skipped. It fails when ctx ends first. Cost: one consumer, the
-// whole topic (compacted: about one record per provider ever set).
+// latest setting of each provider and route, by name
+// (control.Setting.Name: "stripe", "stripe/billing"). A record it cannot
+// read is passed to bad and skipped. It fails when ctx ends first. Cost:
+// one consumer, the whole topic (compacted: about one record per provider
+// and route ever set, and per breaker).
 func Read(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string, bad func(error)) (map[string]control.Setting, error) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	got := map[string]control.Setting{}
 	caught := false
 	err := control.Follow(ctx, newClient, topic,
-		func(s control.Setting) { got[s.Provider] = s },
+		func(s control.Setting) { got[s.Name()] = s },
 		func() { caught = true; stop() },
 		bad)
 	switch {

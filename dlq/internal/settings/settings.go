@@ -1,11 +1,17 @@
-// Package settings is the dlq tool's side of the operators' per-provider
-// settings (pkg/control: pause, resume, drain at a rate): the rate syntax
-// the CLI and the API share, the providers a name is checked against, one
-// reading of the control topic from its start to its end (`dlq provider
+// Package settings is the dlq tool's side of the operators' settings of a
+// provider (every route of it) or of one route (pkg/control: pause, resume,
+// drain at a rate): the rate syntax the CLI and the API share, the
+// providers and routes a name is checked against, one reading of the
+// control topic from its start to its end (`dlq provider list`, `dlq route
 // list`), and the live view `dlq serve` keeps by following it (Live).
+//
+// Settings are kept by name (control.Setting.Name): "stripe" for a
+// provider-wide one, "stripe/billing" for a route's (a provider name has no
+// '/', so the two never meet).
 package settings
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -53,19 +59,21 @@ func CheckRate(n float64) error {
 	return nil
 }
 
-// ErrUnknown is a provider name that is not in the providers file.
-var ErrUnknown = errors.New("unknown provider")
+// ErrUnknown is a provider, or a route of a provider, that is not in the
+// providers file.
+var ErrUnknown = errors.New("not in the providers file")
 
-// Known is the set of provider names a setting may name: those of the
+// Known is the providers and routes a setting may name: those of the
 // providers file, or any valid name when there is no file (Checked false).
 type Known struct {
-	path  string
-	names []string
+	path   string
+	names  []string
+	routes map[string][]string // provider -> its routes, sorted
 }
 
 // LoadKnown reads the provider names of the providers file at path
-// (HOOKLINE_PROVIDERS), without its secrets; "" gives a Known that checks
-// nothing. Cost: one read and parse of the file.
+// (HOOKLINE_PROVIDERS), and their routes, without its secrets; "" gives a
+// Known that checks nothing. Cost: one read and parse of the file.
 func LoadKnown(path string) (Known, error) {
 	if path == "" {
 		return Known{}, nil
@@ -74,8 +82,19 @@ func LoadKnown(path string) (Known, error) {
 	if err != nil {
 		return Known{}, fmt.Errorf("HOOKLINE_PROVIDERS=%s: %w", path, err)
 	}
-	return Known{path: path, names: reg.Names()}, nil
+	k := Known{path: path, names: reg.Names(), routes: map[string][]string{}}
+	for _, n := range k.names {
+		p, _ := reg.Get(n)
+		k.routes[n] = routesOf(p)
+	}
+	return k, nil
 }
+
+// routesOf lists the routes of p. pkg/providers does not read a `routes:`
+// block yet (issue 22), so every provider has the one route its
+// provider-level destination makes, control.DefaultRoute; when it does,
+// this is where its route names come in.
+func routesOf(*providers.Provider) []string { return []string{control.DefaultRoute} }
 
 // Checked says whether names are checked against a providers file.
 func (k Known) Checked() bool { return k.path != "" }
@@ -83,33 +102,58 @@ func (k Known) Checked() bool { return k.path != "" }
 // Names are the providers of the file, sorted (none without a file).
 func (k Known) Names() []string { return slices.Clone(k.names) }
 
-// Check refuses a name that cannot be a provider (ErrUnknown when the
-// providers file lacks it; another error for a name no setting may carry).
-func (k Known) Check(name string) error {
-	if err := (control.Setting{Provider: name}).Validate(); err != nil {
+// Routes are the routes of every provider of the file, as
+// control.Setting{Provider, Route}, sorted (none without a file).
+func (k Known) Routes() []control.Setting {
+	var out []control.Setting
+	for _, n := range k.names {
+		for _, r := range k.routes[n] {
+			out = append(out, control.Setting{Provider: n, Route: r})
+		}
+	}
+	return out
+}
+
+// Check refuses a provider (route "") or a route of a provider that
+// cannot be set: ErrUnknown when the providers file lacks it, another
+// error for a name no setting may carry.
+func (k Known) Check(provider, route string) error {
+	if err := (control.Setting{Provider: provider, Route: route}).Validate(); err != nil {
 		return err
 	}
-	if k.Checked() && !slices.Contains(k.names, name) {
-		return fmt.Errorf("%w %q: the providers file %s has %s", ErrUnknown, name, k.path, strings.Join(k.names, ", "))
+	if !k.Checked() {
+		return nil
+	}
+	if !slices.Contains(k.names, provider) {
+		return fmt.Errorf("unknown provider %q: %w %s, which has %s", provider, ErrUnknown, k.path, strings.Join(k.names, ", "))
+	}
+	if route != "" && !slices.Contains(k.routes[provider], route) {
+		return fmt.Errorf("unknown route %q: %w %s, where %s has the routes %s", provider+"/"+route, ErrUnknown, k.path, provider, strings.Join(k.routes[provider], ", "))
 	}
 	return nil
 }
 
-// View is one provider's setting as the CLI prints it and the API answers
-// it: State is running, paused or draining (Rate calls per second).
+// View is one provider's or route's setting as the CLI prints it and the
+// API answers it: State is running, paused or draining (Rate calls per
+// second).
 type View struct {
-	Provider string     `json:"provider"`
-	State    string     `json:"state"`
-	Paused   bool       `json:"paused"`
-	Rate     float64    `json:"rate"`
-	Text     string     `json:"text"` // "running", "paused", "draining at 5/s"
-	By       string     `json:"by,omitempty"`
-	At       *time.Time `json:"at,omitempty"` // when it was set; none for a provider never set
+	Provider string `json:"provider"`
+	// Route is set on a route's setting, absent on a provider-wide one.
+	Route  string     `json:"route,omitempty"`
+	State  string     `json:"state"`
+	Paused bool       `json:"paused"`
+	Rate   float64    `json:"rate"`
+	Text   string     `json:"text"` // "running", "paused", "draining at 5/s"
+	By     string     `json:"by,omitempty"`
+	At     *time.Time `json:"at,omitempty"` // when it was set; none for one never set
 }
+
+// Name is "provider" or "provider/route".
+func (v View) Name() string { return control.Setting{Provider: v.Provider, Route: v.Route}.Name() }
 
 // ViewOf is the View of s.
 func ViewOf(s control.Setting) View {
-	v := View{Provider: s.Provider, State: "running", Paused: s.Paused, Text: s.String(), By: s.By}
+	v := View{Provider: s.Provider, Route: s.Route, State: "running", Paused: s.Paused, Text: s.String(), By: s.By}
 	switch {
 	case s.Paused:
 		v.State = "paused"
@@ -123,23 +167,42 @@ func ViewOf(s control.Setting) View {
 	return v
 }
 
-// Views lists the settings of every provider of k and every provider of
-// got, sorted by name; a provider without a setting is running.
+// Views lists the provider-wide settings of every provider of k and every
+// provider of got (settings by name), sorted by name; a provider without
+// a setting is running.
 func (k Known) Views(got map[string]control.Setting) []View {
-	names := k.Names()
-	for n := range got {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
+	var want []control.Setting
+	for _, n := range k.names {
+		want = append(want, control.Setting{Provider: n})
+	}
+	return views(want, got, false)
+}
+
+// RouteViews lists the settings of every route of k and every route of
+// got, sorted by provider and route; a route without a setting is running
+// (as far as its own setting goes: a provider-wide one holds it too).
+func (k Known) RouteViews(got map[string]control.Setting) []View {
+	return views(k.Routes(), got, true)
+}
+
+// views lists want and the settings of got of the same kind (a route's
+// or a provider-wide one), by name, one per name.
+func views(want []control.Setting, got map[string]control.Setting, routes bool) []View {
+	byName := map[string]control.Setting{}
+	for _, s := range want {
+		byName[s.Name()] = s
+	}
+	for _, s := range got {
+		if (s.Route != "") == routes {
+			byName[s.Name()] = s
 		}
 	}
-	slices.Sort(names)
-	out := make([]View, 0, len(names))
-	for _, n := range names {
-		s, ok := got[n]
-		if !ok {
-			s = control.Setting{Provider: n}
-		}
+	out := make([]View, 0, len(byName))
+	for _, s := range byName {
 		out = append(out, ViewOf(s))
 	}
+	slices.SortFunc(out, func(a, b View) int {
+		return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Route, b.Route))
+	})
 	return out
 }

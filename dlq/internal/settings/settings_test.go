@@ -40,16 +40,16 @@ func TestKnown(t *testing.T) {
 	if !k.Checked() || strings.Join(k.Names(), ",") != "slowcrm,stripe" {
 		t.Fatalf("known %v", k.Names())
 	}
-	if err := k.Check("slowcrm"); err != nil {
+	if err := k.Check("slowcrm", ""); err != nil {
 		t.Errorf("Check(slowcrm) = %v", err)
 	}
-	if err := k.Check("nosuch"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "slowcrm, stripe") {
+	if err := k.Check("nosuch", ""); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), "slowcrm, stripe") {
 		t.Errorf("Check(nosuch) = %v, want ErrUnknown naming slowcrm, stripe", err)
 	}
-	if err := (Known{}).Check("anything"); err != nil {
+	if err := (Known{}).Check("anything", ""); err != nil {
 		t.Errorf("without a file, Check(anything) = %v", err)
 	}
-	if err := (Known{}).Check("a:b"); err == nil || errors.Is(err, ErrUnknown) {
+	if err := (Known{}).Check("a:b", ""); err == nil || errors.Is(err, ErrUnknown) {
 		t.Errorf("Check(a:b) = %v, want a bad name", err)
 	}
 	if _, err := LoadKnown(filepath.Join(t.TempDir(), "none.yaml")); err == nil || !strings.Contains(err.Error(), "HOOKLINE_PROVIDERS") {
@@ -69,6 +69,59 @@ func TestKnown(t *testing.T) {
 	}
 	if views[2].At != nil || views[1].At == nil || !views[1].At.Equal(at) || views[1].Rate != 5 {
 		t.Errorf("views %+v", views)
+	}
+}
+
+// TestKnownRoutes: a provider of the file has its routes (the route
+// default for a provider-level destination, which is all the file can
+// say until pkg/providers reads routes); another route of it, or a route
+// of a provider the file lacks, is ErrUnknown naming what there is; a bad
+// route name is refused with or without a file; route settings are listed
+// apart from provider-wide ones.
+func TestKnownRoutes(t *testing.T) {
+	k := mustKnown(t)
+	var routes []string
+	for _, r := range k.Routes() {
+		routes = append(routes, r.Name())
+	}
+	if strings.Join(routes, " ") != "slowcrm/default stripe/default" {
+		t.Fatalf("routes %v", routes)
+	}
+	if err := k.Check("stripe", "default"); err != nil {
+		t.Errorf("Check(stripe/default) = %v", err)
+	}
+	if err := k.Check("stripe", "billing"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), `unknown route "stripe/billing"`) || !strings.Contains(err.Error(), "stripe has the routes default") {
+		t.Errorf("Check(stripe/billing) = %v, want ErrUnknown naming stripe's routes", err)
+	}
+	if err := k.Check("nosuch", "default"); !errors.Is(err, ErrUnknown) {
+		t.Errorf("Check(nosuch/default) = %v, want ErrUnknown", err)
+	}
+	for _, bad := range []string{"Billing", "a.b", "a/b"} {
+		if err := (Known{}).Check("stripe", bad); err == nil || errors.Is(err, ErrUnknown) {
+			t.Errorf("Check(stripe, %q) = %v, want a bad name", bad, err)
+		}
+	}
+	if err := (Known{}).Check("stripe", "billing"); err != nil {
+		t.Errorf("without a file, Check(stripe/billing) = %v", err)
+	}
+	at := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	got := map[string]control.Setting{
+		"stripe":         {Provider: "stripe", Paused: true, By: "alice", At: at},
+		"stripe/billing": {Provider: "stripe", Route: "billing", Rate: 5, By: "bob", At: at},
+	}
+	var rv []string
+	for _, v := range k.RouteViews(got) {
+		rv = append(rv, v.Name()+"="+v.State)
+	}
+	if strings.Join(rv, " ") != "slowcrm/default=running stripe/billing=draining stripe/default=running" {
+		t.Errorf("route views %v", rv)
+	}
+	var pv []string
+	for _, v := range k.Views(got) {
+		pv = append(pv, v.Name()+"="+v.State)
+	}
+	if strings.Join(pv, " ") != "slowcrm=running stripe=paused" {
+		t.Errorf("provider views %v", pv)
 	}
 }
 
@@ -102,9 +155,28 @@ func TestLive(t *testing.T) {
 	if p, r := gauges(t, reg, "hookline_dlq_provider_paused")["slowcrm"], gauges(t, reg, "hookline_dlq_provider_rate")["slowcrm"]; p != 0 || r != 2.5 {
 		t.Errorf("after a drain: paused %v rate %v", p, r)
 	}
+	if n := len(gauges(t, reg, "hookline_dlq_route_paused")); n != 2 {
+		t.Errorf("%d route paused series, want one per route of the file", n)
+	}
+	billing := control.Setting{Provider: "stripe", Route: "billing", Paused: true, By: "b", At: at}
+	l.Apply(billing)
+	if v := gauges(t, reg, "hookline_dlq_route_paused")["stripe/billing"]; v != 1 {
+		t.Errorf("route paused gauge %v", v)
+	}
+	if v := gauges(t, reg, "hookline_dlq_provider_paused")["stripe"]; v != 0 {
+		t.Errorf("a route's pause set the provider's gauge: %v", v)
+	}
+	ctx1, cancel1 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel1()
+	if !l.Await(ctx1, billing) {
+		t.Error("Await did not see the route's setting")
+	}
+	if rv, _ := l.RouteViews(); len(rv) != 3 || rv[0].Name() != "slowcrm/default" || rv[1].Name() != "stripe/billing" || !rv[1].Paused {
+		t.Errorf("route views %+v", rv)
+	}
 	l.CaughtUp()
 	views, caught := l.Views()
-	if !caught || len(views) != 3 || views[0].Provider != "other" || !views[0].Paused {
+	if !caught || len(views) != 3 || views[0].Provider != "other" || !views[0].Paused || views[2].Provider != "stripe" || views[2].Paused {
 		t.Errorf("views %+v caught %v", views, caught)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
@@ -114,7 +186,8 @@ func TestLive(t *testing.T) {
 	}
 }
 
-// gauges reads the series of one gauge vector from reg, by provider label.
+// gauges reads the series of one gauge vector from reg, by provider label
+// (provider/route for a route's).
 func gauges(t *testing.T, reg *prometheus.Registry, name string) map[string]float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
@@ -127,11 +200,13 @@ func gauges(t *testing.T, reg *prometheus.Registry, name string) map[string]floa
 			continue
 		}
 		for _, m := range mf.GetMetric() {
+			var name []string
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "provider" {
-					out[l.GetValue()] = m.GetGauge().GetValue()
+				if l.GetName() == "provider" || l.GetName() == "route" {
+					name = append(name, l.GetValue())
 				}
 			}
+			out[strings.Join(name, "/")] = m.GetGauge().GetValue()
 		}
 	}
 	return out

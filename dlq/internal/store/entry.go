@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 )
 
@@ -32,17 +33,24 @@ func (e *Entry) Header(name string) string { return headers.Value(e.Record, name
 // Key is the record key, the idempotency key.
 func (e *Entry) Key() string { return string(e.Record.Key) }
 
+// Route is the route the entry was dead-lettered for: its hookline.route
+// header, control.DefaultRoute when it has none (every entry written
+// before routes).
+func (e *Entry) Route() string { return control.RecordRoute(e.Record) }
+
 // Resolved reports whether an operator (or a replay) resolved the entry.
 func (e *Entry) Resolved() bool { return e.Resolution != nil }
 
 // Summary is an entry as `dlq list --json` prints it and GET /dlq returns it.
 type Summary struct {
-	Ref         string `json:"ref"`
-	Partition   int32  `json:"partition"`
-	Offset      int64  `json:"offset"`
-	DeadAt      string `json:"dead_at"`
-	Key         string `json:"key"`
-	Provider    string `json:"provider"`
+	Ref       string `json:"ref"`
+	Partition int32  `json:"partition"`
+	Offset    int64  `json:"offset"`
+	DeadAt    string `json:"dead_at"`
+	Key       string `json:"key"`
+	Provider  string `json:"provider"`
+	// Route is the route the delivery failed for (Entry.Route).
+	Route       string `json:"route"`
 	EventType   string `json:"event_type"`
 	Reason      string `json:"reason"`
 	Origin      string `json:"origin"`
@@ -66,6 +74,7 @@ func (e *Entry) Summary() Summary {
 		DeadAt:      headers.FormatTime(e.DeadAt()),
 		Key:         e.Key(),
 		Provider:    e.Header(headers.Provider),
+		Route:       e.Route(),
 		EventType:   e.Header(headers.EventType),
 		Reason:      e.Header(headers.DeadReason),
 		Origin:      e.Header(headers.Origin),

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/hookline/hookline/pkg/headers"
@@ -19,6 +20,7 @@ type Oldest struct {
 	AgeSeconds int64  `json:"age_seconds"`
 	Key        string `json:"key"`
 	Provider   string `json:"provider"`
+	Route      string `json:"route"`
 }
 
 // Stats summarises the DLQ, as `dlq stats` prints it and GET /dlq/stats
@@ -29,7 +31,10 @@ type Stats struct {
 	Resolved     int              `json:"resolved"`
 	ByResolution map[string]int   `json:"by_resolution"`
 	ByProvider   map[string]Count `json:"by_provider"`
-	ByReason     map[string]Count `json:"by_reason"`
+	// ByRoute counts by provider/route ("stripe/billing"; "stripe/default"
+	// for entries without a route header).
+	ByRoute  map[string]Count `json:"by_route"`
+	ByReason map[string]Count `json:"by_reason"`
 	// Oldest is the oldest entry still in the topic; OldestUnresolved the
 	// oldest one nobody resolved. Nil when there is none.
 	Oldest           *Oldest `json:"oldest"`
@@ -39,7 +44,7 @@ type Stats struct {
 // Summarise counts entries at now. An empty provider or reason header is
 // counted under "(none)".
 func Summarise(es []*Entry, now time.Time) Stats {
-	st := Stats{ByResolution: map[string]int{}, ByProvider: map[string]Count{}, ByReason: map[string]Count{}}
+	st := Stats{ByResolution: map[string]int{}, ByProvider: map[string]Count{}, ByRoute: map[string]Count{}, ByReason: map[string]Count{}}
 	var oldest, oldestUnres *Entry
 	older := func(a, b *Entry) bool {
 		return b == nil || a.DeadAt().Before(b.DeadAt()) || a.DeadAt().Equal(b.DeadAt()) && a.Ref.Less(b.Ref)
@@ -70,6 +75,7 @@ func Summarise(es []*Entry, now time.Time) Stats {
 			m[k] = c
 		}
 		add(st.ByProvider, e.Header(headers.Provider))
+		add(st.ByRoute, cmp.Or(e.Header(headers.Provider), "(none)")+"/"+e.Route())
 		add(st.ByReason, e.Header(headers.DeadReason))
 	}
 	st.Oldest = oldestOf(oldest, now)
@@ -87,5 +93,6 @@ func oldestOf(e *Entry, now time.Time) *Oldest {
 		AgeSeconds: int64(now.Sub(e.DeadAt()).Seconds()),
 		Key:        e.Key(),
 		Provider:   e.Header(headers.Provider),
+		Route:      e.Route(),
 	}
 }

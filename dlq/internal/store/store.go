@@ -77,8 +77,12 @@ func (s *Store) Now() time.Time { return s.now() }
 // Filter selects entries; zero fields match everything.
 type Filter struct {
 	Provider string
-	Reason   string
-	Key      string
+	// Route keeps the entries of that route (Entry.Route: "default" takes
+	// those without a route header too), of any provider unless Provider
+	// says which.
+	Route  string
+	Reason string
+	Key    string
 	// Since keeps entries dead-lettered at or after it.
 	Since time.Time
 	// Unresolved keeps entries without a resolution.
@@ -89,6 +93,7 @@ type Filter struct {
 func (f Filter) Match(e *Entry) bool {
 	switch {
 	case f.Provider != "" && e.Header(headers.Provider) != f.Provider,
+		f.Route != "" && e.Route() != f.Route,
 		f.Reason != "" && e.Header(headers.DeadReason) != f.Reason,
 		f.Key != "" && e.Key() != f.Key,
 		!f.Since.IsZero() && e.DeadAt().Before(f.Since),
@@ -275,14 +280,15 @@ type Selection struct {
 
 // Validate checks a replay's selection by the rules the CLI (dlq replay)
 // and the API (POST /dlq/replay) share: refs, or a selection (a key, a
-// provider, or all, narrowed by reason and since, resolved entries too
-// with include-resolved), not both; all with neither key nor provider.
+// provider, or all, narrowed by route, reason and since, resolved entries
+// too with include-resolved), not both; all with neither key nor
+// provider.
 func (sel Selection) Validate() error {
 	f := sel.Filter
 	selecting := f.Key != "" || f.Provider != "" || sel.All
 	switch {
-	case len(sel.Refs) > 0 && (selecting || f.Reason != "" || !f.Since.IsZero() || sel.IncludeResolved):
-		return errors.New("replay takes either refs or a selection (key, provider or all, with reason, since, include-resolved), not both")
+	case len(sel.Refs) > 0 && (selecting || f.Route != "" || f.Reason != "" || !f.Since.IsZero() || sel.IncludeResolved):
+		return errors.New("replay takes either refs or a selection (key, provider or all, with route, reason, since, include-resolved), not both")
 	case len(sel.Refs) == 0 && !selecting:
 		return errors.New("replay needs refs (<partition>:<offset>...), a key, a provider or all")
 	case sel.All && (f.Key != "" || f.Provider != ""):

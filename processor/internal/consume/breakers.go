@@ -8,68 +8,70 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
 
 // breakerPoll is how often the breakers are looked at for a change.
 const breakerPoll = time.Second
 
-// publishBreakers reports each destination's circuit breaker on the
-// control topic (control.Breaker, key breaker:<provider>:<instance>) until
-// ctx ends: every destination closed at the start (which also clears what
-// an earlier run of this instance left), then each change seen within
-// breakerPoll, and an open breaker again every control.BreakerRefresh.
-// `dlq serve` re-drives a provider's DLQ entries only while none is open.
-// A report that cannot be written is logged and tried again at the next
-// poll; nothing else waits for it.
+// publishBreakers reports each route's destination's circuit breaker on
+// the control topic (control.Breaker, key breaker:<provider>:<instance>
+// for the route default, breaker:<provider>/<route>:<instance> for
+// another) until ctx ends: every destination closed at the start (which
+// also clears what an earlier run of this instance left), then each
+// change seen within breakerPoll, and an open breaker again every
+// control.BreakerRefresh. `dlq serve` re-drives a route's DLQ entries only
+// while none is open. A report that cannot be written is logged and tried
+// again at the next poll; nothing else waits for it.
 func (p *Processor) publishBreakers(ctx context.Context) {
-	open := map[string]func() bool{}
-	for _, name := range p.cfg.Providers.Names() {
-		h, ok := p.cfg.Router.For(name)
-		if !ok {
-			continue
-		}
-		if b, ok := h.(deliver.Breaker); ok {
-			open[name] = b.BreakerOpen
+	type watched struct {
+		provider, route string
+		open            func() bool
+	}
+	var ws []watched
+	for _, t := range p.routes.byLane {
+		if b, ok := t.lane.h.(deliver.Breaker); ok {
+			ws = append(ws, watched{t.provider, t.route, b.BreakerOpen})
 		}
 	}
-	if len(open) == 0 || p.cfg.InstanceID == "" || p.cfg.NewClient == nil {
+	if len(ws) == 0 || p.cfg.InstanceID == "" || p.cfg.NewClient == nil {
 		return
 	}
-	names := make([]string, 0, len(open))
-	for n := range open {
-		names = append(names, n)
-	}
-	sort.Strings(names)
+	sort.Slice(ws, func(i, j int) bool {
+		return ws[i].provider < ws[j].provider || ws[i].provider == ws[j].provider && ws[i].route < ws[j].route
+	})
 	cl, err := p.cfg.NewClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
 	if err != nil {
 		p.cfg.Logger.Warn("breaker reports: no client; dlq serve will not see breaker changes", "err", err)
 		return
 	}
 	defer cl.Close()
-	sent := map[string]control.Breaker{} // the last report written per provider
+	sent := make([]*control.Breaker, len(ws)) // the last report written per route
 	t := time.NewTicker(breakerPoll)
 	defer t.Stop()
 	for {
 		now := p.cfg.Now()
-		for _, name := range names {
-			is := open[name]()
-			last, ok := sent[name]
-			if ok && last.Open == is && (!is || now.Sub(last.At) < control.BreakerRefresh) {
+		for i, w := range ws {
+			is := w.open()
+			if last := sent[i]; last != nil && last.Open == is && (!is || now.Sub(last.At) < control.BreakerRefresh) {
 				continue
 			}
-			b := control.Breaker{Provider: name, Instance: p.cfg.InstanceID, Open: is, At: now.UTC()}
+			b := control.Breaker{Provider: w.provider, Instance: p.cfg.InstanceID, Open: is, At: now.UTC()}
+			if w.route != headers.DefaultRoute {
+				b.Route = w.route
+			}
 			r, err := control.BreakerRecord(p.cfg.Names.Control, b)
 			if err == nil {
 				err = cl.ProduceSync(ctx, r).FirstErr()
 			}
 			if err != nil {
 				if ctx.Err() == nil {
-					p.cfg.Logger.Warn("breaker report not written; trying again", "provider", name, "open", is, "err", err)
+					p.cfg.Logger.Warn("breaker report not written; trying again", "provider", w.provider, "route", w.route, "open", is, "err", err)
 				}
 				continue
 			}
-			sent[name] = b
+			sent[i] = &b
 		}
 		select {
 		case <-ctx.Done():

@@ -263,12 +263,14 @@ func (s *session) end(ctx context.Context, abort bool) error {
 	}
 	s.mu.Unlock()
 	for _, res := range batch {
-		p.m.records.WithLabelValues(res.stat.provider, res.stat.status).Inc()
-		switch res.stat.status {
-		case outcome.StatusDuplicate:
-			p.m.duplicates.WithLabelValues(res.stat.origin).Inc()
-		case outcome.StatusDone:
-			p.m.succeeded.WithLabelValues(res.stat.provider, succeededAttempt(res, p.cfg.Schedule.Len()+1)).Inc()
+		for _, st := range res.stats {
+			p.m.records.WithLabelValues(st.provider, st.route, st.status).Inc()
+			switch st.status {
+			case outcome.StatusDuplicate:
+				p.m.duplicates.WithLabelValues(st.origin).Inc()
+			case outcome.StatusDone:
+				p.m.succeeded.WithLabelValues(st.provider, st.route, succeededAttempt(res.r, st.origin, p.cfg.Schedule.Len()+1)).Inc()
+			}
 		}
 	}
 	p.m.batchSeconds.Observe(time.Since(t.start).Seconds())
@@ -279,9 +281,9 @@ func (s *session) end(ctx context.Context, abort bool) error {
 // succeededAttempt is the attempt label of a done result: the record's
 // hookline.attempt (a replay's outcome says 1, as decide counts it),
 // folded into last above it so the label stays bounded by the tiers.
-func succeededAttempt(res *result, last int) string {
-	n, err := headers.GetAttempt(res.r)
-	if err != nil || res.stat.origin == headers.OriginReplay {
+func succeededAttempt(r *kgo.Record, origin string, last int) string {
+	n, err := headers.GetAttempt(r)
+	if err != nil || origin == headers.OriginReplay {
 		n = 1
 	}
 	return strconv.Itoa(min(n, last))

@@ -121,9 +121,9 @@ type Config struct {
 
 // Processor runs sessions until stopped.
 type Processor struct {
-	cfg   Config
-	m     *metrics
-	lanes map[string]*lane
+	cfg    Config
+	m      *metrics
+	routes routing
 	// laneNames are the lanes' topics, sorted.
 	laneNames []string
 	// hangMu serializes hanging transaction checks (after an assignment
@@ -160,9 +160,9 @@ func New(cfg Config) (*Processor, error) {
 		return nil, fmt.Errorf("consume: MaxInflight, MaxBatch, MaxPending and MaxPendingBytes must be positive")
 	}
 	p := &Processor{cfg: cfg, m: newMetrics(cfg.Registry, cfg.Store)}
-	p.lanes = newLanes(cfg, p.m)
-	for _, ln := range p.lanes {
-		p.laneNames = append(p.laneNames, ln.topic)
+	p.routes = newRouting(cfg, p.m)
+	for topic := range p.routes.byLane {
+		p.laneNames = append(p.laneNames, topic)
 	}
 	sort.Strings(p.laneNames)
 	if cfg.StandbyReplicas > 0 {
@@ -298,11 +298,11 @@ func (p *Processor) runSession(ctx context.Context) error {
 	// The watchers end with the session, not only with ctx.
 	wctx, stopWatchers := context.WithCancel(ctx)
 	defer stopWatchers()
-	providerOf := map[string]string{}
-	for name, ln := range p.lanes {
-		providerOf[ln.topic] = name
+	laneOf := map[string]*lane{}
+	for topic, t := range p.routes.byLane {
+		laneOf[topic] = t.lane
 	}
-	go p.m.watchLag(wctx, tx.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Names.Raw, providerOf, p.cfg.Logger)
+	go p.m.watchLag(wctx, tx.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Names.Raw, laneOf, p.cfg.Logger)
 
 	// Take the transactional id now, not at the first produce: that fences
 	// a previous incarnation killed mid-transaction and aborts its open

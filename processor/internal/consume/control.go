@@ -31,25 +31,60 @@ func (p *Processor) followControl(ctx context.Context, caughtUp chan<- struct{})
 	})
 }
 
-// applyControl sets one provider's lane as the operator asked.
+// applyControl applies one operator setting: a provider's (s.Route empty)
+// to every route of the provider, a route's to that route. A route is
+// paused while either its provider or itself is paused, and drained at its
+// own rate if it has one, else at its provider's.
 func (p *Processor) applyControl(s control.Setting) {
-	ln, ok := p.lanes[s.Provider]
-	if !ok {
-		p.cfg.Logger.Warn("operator setting for a provider without a destination in this processor's providers file: nothing to hold", "provider", s.Provider, "setting", s.String())
+	var lanes []*lane
+	for _, t := range p.routes.byLane {
+		if t.provider == s.Provider && (s.Route == "" || t.route == s.Route) {
+			lanes = append(lanes, t.lane)
+		}
+	}
+	if len(lanes) == 0 {
+		what := "provider"
+		if s.Route != "" {
+			what = "route " + s.Route + " of the provider"
+		}
+		p.cfg.Logger.Warn("operator setting for a "+what+" without an HTTP destination in this processor's providers file: nothing to hold", "provider", s.Provider, "route", s.Route, "setting", s.String())
 		return
 	}
-	was := ln.setting()
-	ln.paused.Store(s.Paused)
-	if s.Rate > 0 && !s.Paused {
-		ln.drain.Store(rate.NewLimiter(rate.Limit(s.Rate), 1))
-	} else {
-		ln.drain.Store(nil)
+	for _, ln := range lanes {
+		was := ln.setting()
+		if s.Route == "" {
+			ln.byProvider.Store(&s)
+		} else {
+			ln.byRoute.Store(&s)
+		}
+		paused, rps := ln.effective()
+		ln.paused.Store(paused)
+		if rps > 0 && !paused {
+			ln.drain.Store(rate.NewLimiter(rate.Limit(rps), 1))
+		} else {
+			ln.drain.Store(nil)
+		}
+		p.m.lanePaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[paused])
+		p.m.laneRate.WithLabelValues(ln.provider, ln.route).Set(rps)
+		if now := ln.setting(); now != was {
+			p.cfg.Logger.Info("route "+now+" by an operator", "provider", ln.provider, "route", ln.route, "was", was, "by", s.By, "at", s.At)
+		}
 	}
-	p.m.lanePaused.WithLabelValues(s.Provider).Set(map[bool]float64{true: 1, false: 0}[s.Paused])
-	p.m.laneRate.WithLabelValues(s.Provider).Set(s.Rate)
-	if now := ln.setting(); now != was {
-		p.cfg.Logger.Info("provider "+now+" by an operator", "provider", s.Provider, "was", was, "by", s.By, "at", s.At)
+}
+
+// effective combines the provider's and the route's settings: paused if
+// either is, at the route's rate if it has one, else the provider's.
+func (ln *lane) effective() (paused bool, rps float64) {
+	for _, s := range []*control.Setting{ln.byProvider.Load(), ln.byRoute.Load()} {
+		if s == nil {
+			continue
+		}
+		paused = paused || s.Paused
+		if s.Rate > 0 {
+			rps = s.Rate // the route's, loaded last, wins
+		}
 	}
+	return paused, rps
 }
 
 // setting says what an operator set for the lane.

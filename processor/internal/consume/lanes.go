@@ -3,7 +3,7 @@ package consume
 import (
 	"context"
 	"errors"
-	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/admission"
@@ -18,26 +19,30 @@ import (
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
 
-// lane is one destination's budget: at most cap(slots) calls in flight.
-// A record waiting for a slot waits in its own chain's goroutine, so a full
-// lane holds back only its own destination's records.
+// lane is one route's HTTP destination's budget: at most cap(slots) calls
+// in flight. A record waiting for a slot waits in its own chain's
+// goroutine, so a full lane holds back only its own route's records.
 type lane struct {
-	name  string
-	topic string // where its records are parked: webhooks.lane.<provider>
-	class providers.Priority
-	h     deliver.Handler
-	slots chan struct{}
-	waitN atomic.Int64 // records waiting for a slot
+	provider, route string
+	topic           string // where its records are parked: Names.RouteLane
+	class           providers.Priority
+	h               deliver.Handler
+	slots           chan struct{}
+	waitN           atomic.Int64 // records waiting for a slot
 	// queueLimit is how many may wait before the next is parked at once.
 	queueLimit int64
 	refusing   func() bool // the breaker refuses calls now; nil: no breaker
 	// paused and drain are the operator's setting (package control): a
 	// paused destination is called by no one; a drain caps its calls.
-	paused   atomic.Bool
-	drain    atomic.Pointer[rate.Limiter] // nil: no cap
-	inflight prometheus.Gauge
-	waiting  prometheus.Gauge
-	parked   prometheus.Counter
+	paused atomic.Bool
+	drain  atomic.Pointer[rate.Limiter] // nil: no cap
+	// byProvider and byRoute are the operators' settings the above come
+	// from (control.go, effective).
+	byProvider, byRoute atomic.Pointer[control.Setting]
+	inflight            prometheus.Gauge
+	waiting             prometheus.Gauge
+	parked              prometheus.Counter
+	handler             prometheus.Observer
 }
 
 // Parking rules. A record waits in memory for a slot of its destination
@@ -93,49 +98,41 @@ var errClassShare = errors.New("priority class over its share of HOOKLINE_MAX_PE
 // was made, and the record is parked.
 var errPaused = errors.New("destination paused by an operator")
 
-// newLanes builds a lane for every provider with a destination.
-func newLanes(cfg Config, m *metrics) map[string]*lane {
-	lanes := map[string]*lane{}
-	for _, name := range cfg.Providers.Names() {
-		h, ok := cfg.Router.For(name)
-		if !ok {
-			continue
-		}
-		n := cfg.MaxInflight
-		p, _ := cfg.Providers.Get(name)
-		if p.Destination != nil && p.Destination.MaxInflight > 0 {
-			n = p.Destination.MaxInflight
-		}
-		lanes[name] = &lane{
-			name:       name,
-			topic:      cfg.Names.Lane(name),
-			class:      p.Priority,
-			h:          h,
-			parked:     m.parked.WithLabelValues(name),
-			slots:      make(chan struct{}, n),
-			queueLimit: int64(max(4*n, minQueueLimit, cfg.MaxPending/queueShareOfPending)),
-			inflight:   m.laneInflight.WithLabelValues(name),
-			waiting:    m.laneWaiting.WithLabelValues(name),
-		}
-		m.laneLimit.WithLabelValues(name).Set(float64(n))
-		if b, ok := h.(deliver.Breaker); ok {
-			m.breakerOpen(name, b.BreakerOpen)
-			lanes[name].refusing = b.Refusing
-		}
+// newLane builds the lane of a provider's route whose destination is h:
+// destination.max_inflight slots, else MaxInflight.
+func newLane(cfg Config, m *metrics, provider string, r *providers.Route, h deliver.Handler) *lane {
+	n := cfg.MaxInflight
+	if r.Destination != nil && r.Destination.MaxInflight > 0 {
+		n = r.Destination.MaxInflight
 	}
-	return lanes
+	ln := &lane{
+		provider:   provider,
+		route:      r.Name,
+		topic:      cfg.Names.RouteLane(provider, r.Name),
+		class:      r.Priority,
+		h:          h,
+		parked:     m.parked.WithLabelValues(provider, r.Name),
+		slots:      make(chan struct{}, n),
+		queueLimit: int64(max(4*n, minQueueLimit, cfg.MaxPending/queueShareOfPending)),
+		inflight:   m.laneInflight.WithLabelValues(provider, r.Name),
+		waiting:    m.laneWaiting.WithLabelValues(provider, r.Name),
+		handler:    m.handlerSeconds.WithLabelValues(provider, r.Name),
+	}
+	m.laneLimit.WithLabelValues(provider, r.Name).Set(float64(n))
+	if b, ok := h.(deliver.Breaker); ok {
+		m.breakerOpen(provider, r.Name, b.BreakerOpen)
+		ln.refusing = b.Refusing
+	}
+	return ln
 }
 
 // called is what became of a call: its error (nil: success; a
 // *decide.NotCalledError: the destination was not called, and why), how
-// long it took, whether it holds a token of the session's pool, and
-// whether it was abandoned.
+// long it took, and whether it was abandoned.
 type called struct {
 	err error
 	// took is the destination's time, 0 when not called.
 	took time.Duration
-	// token says the result holds a token of session.tokens (release).
-	token bool
 	// abandoned says ctx ended (the partition went away or the processor
 	// stops) before the call was made or answered: that is no attempt and
 	// leaves no trace; the record is read again by the partition's next
@@ -143,24 +140,46 @@ type called struct {
 	abandoned bool
 }
 
-// call hands the record to its provider's destination, waiting for a slot
+// recordToken is a record's share of the session's pool of finished,
+// uncommitted calls: one token per record, taken when its first call
+// returns, shared by its other routes' calls. (A token per call would let
+// records whose first calls hold every token wait for their other calls'
+// tokens forever.)
+type recordToken struct {
+	tokens chan struct{}
+	mu     sync.Mutex
+	held   bool
+}
+
+// take holds the record's token, waiting for one if it has none; false
+// when ctx ended first.
+func (t *recordToken) take(ctx context.Context) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held {
+		return true
+	}
+	select {
+	case t.tokens <- struct{}{}:
+		t.held = true
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// call hands the record to a route's HTTP destination, waiting for a slot
 // in its lane (and for the drain rate, if an operator set one). A record
 // that waits parkAfter for a slot, or meets its destination paused or its
 // breaker refusing, is not called (decide.NotCalled). When the call has
-// returned, it takes a token of the session's pool of finished, uncommitted
-// calls (tokens), holding the slot until it has one: when transactions fall
-// behind, each destination stops after the calls it has in flight, so a
-// crash repeats at most the calls in flight plus the pool. The token is
-// given back when the result commits or is dropped (release). A slow call
-// holds no token, so it holds back no other destination.
-func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Record, a decide.Arrival) called {
-	if _, ok := p.cfg.Providers.Get(a.Provider); !ok {
-		return called{err: fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)}
-	}
-	ln, ok := p.lanes[a.Provider]
-	if !ok {
-		return called{} // outcomes only
-	}
+// returned, the record takes its token of the session's pool of finished,
+// uncommitted calls (tok), holding the slot until it has one: when
+// transactions fall behind, each destination stops after the calls it has
+// in flight, so a crash repeats at most the calls in flight plus the
+// pool's records' calls. The token is given back when the result commits
+// or is dropped (release). A slow call holds no token, so it holds back no
+// other destination.
+func (p *Processor) call(ctx context.Context, tok *recordToken, ln *lane, r *kgo.Record, a decide.Arrival) called {
 	ln.waiting.Inc()
 	ln.waitN.Add(1)
 	var tooLong <-chan time.Time // a lane record waits as long as it takes: it was parked already
@@ -196,6 +215,7 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 	err := ln.h.Handle(ctx, deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
+		Route:       ln.route,
 		EventType:   headers.Value(r, headers.EventType),
 		Attempt:     a.Attempt,
 		Body:        r.Value,
@@ -210,18 +230,16 @@ func (p *Processor) call(ctx context.Context, tokens chan struct{}, r *kgo.Recor
 	case errors.Is(err, deliver.ErrCircuitOpen):
 		return called{err: decide.NotCalled(err)} // refused by the breaker before any call
 	}
-	p.m.handlerSeconds.WithLabelValues(ln.name).Observe(took.Seconds())
-	select {
-	case tokens <- struct{}{}:
-	case <-ctx.Done():
+	ln.handler.Observe(took.Seconds())
+	if !tok.take(ctx) {
 		return called{abandoned: true} // called, but the partition went away: the next owner calls again
 	}
-	return called{err: err, took: took, token: true}
+	return called{err: err, took: took}
 }
 
 // newBudget is the session's admission budget: MaxPending records and
-// MaxPendingBytes, classes competing when the providers are of more than
-// one priority class.
+// MaxPendingBytes, classes competing when the routes are of more than one
+// priority class.
 func (p *Processor) newBudget() *admission.Budget {
 	seen := map[providers.Priority]bool{}
 	for _, name := range p.cfg.Providers.Names() {
@@ -229,13 +247,27 @@ func (p *Processor) newBudget() *admission.Budget {
 			seen[pr.Priority] = true
 		}
 	}
+	for _, t := range p.routes.byKey {
+		seen[t.class] = true
+	}
 	return admission.New(int64(p.cfg.MaxPending), p.cfg.MaxPendingBytes, len(seen) > 1, p.m.classPending)
 }
 
-// classOf is the priority class of a record's provider (normal for a
-// provider this processor does not know).
+// classOf is the priority class of a record: its route's, for a record of
+// one route (a lane copy, a retry); else its provider's (the highest of
+// its routes'), normal for a provider this processor does not know.
 func (p *Processor) classOf(r *kgo.Record) providers.Priority {
-	return p.classOfProvider(headers.Value(r, headers.Provider))
+	provider := headers.Value(r, headers.Provider)
+	route := headers.Value(r, headers.Route)
+	if t, ok := p.routes.byLane[r.Topic]; ok {
+		return t.class
+	}
+	if route != "" {
+		if t := p.target(provider, route); t != nil {
+			return t.class
+		}
+	}
+	return p.classOfProvider(provider)
 }
 
 func (p *Processor) classOfProvider(name string) providers.Priority {

@@ -48,21 +48,21 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	m := &metrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_records_total",
-			Help: "Records of webhooks.raw processed, by provider and outcome status (done, duplicate, retrying, parked, dead); counted when their transaction committed.",
-		}, []string{"provider", "status"}),
+			Help: "Outcomes of the records processed, by provider, route and status (done, duplicate, retrying, parked, dead, unrouted; route empty for duplicate and unrouted, which are decided for the key, and for a provider delivered nowhere): a record delivered to three routes counts three. Counted when their transaction committed.",
+		}, []string{"provider", "route", "status"}),
 		succeeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_succeeded_total",
 			Help: "Deliveries that succeeded (status done), by provider and the attempt that succeeded: 1 is the first call, n+1 the retry from tier n; attempts above HOOKLINE_RETRY_TIERS' count + 1 are counted in that last value. Counted when their transaction committed.",
-		}, []string{"provider", "attempt"}),
+		}, []string{"provider", "route", "attempt"}),
 		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_duplicates_total",
 			Help: "Records skipped by the dedup table, by origin (ingest, retry, replay).",
 		}, []string{"origin"}),
 		handlerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hookline_processor_handler_seconds",
-			Help:    "Time each destination call took, by provider: calls made and answered (a parked record is not called; an abandoned call is not counted).",
+			Help:    "Time each destination call took, by provider and route: calls made and answered (a parked record is not called; an abandoned call is not counted).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
-		}, []string{"provider"}),
+		}, []string{"provider", "route"}),
 		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_transactions_total",
 			Help: "Kafka transactions ended, by result (committed, aborted).",
@@ -119,31 +119,31 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	m.laneInflight = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hookline_processor_destination_inflight",
 		Help: "Calls in flight to a provider's destination.",
-	}, []string{"provider"})
+	}, []string{"provider", "route"})
 	m.laneWaiting = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hookline_processor_destination_waiting",
 		Help: "Records waiting for a slot of their provider's destination (its in-flight bound is reached).",
-	}, []string{"provider"})
+	}, []string{"provider", "route"})
 	m.laneLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hookline_processor_destination_max_inflight",
 		Help: "A provider's destination's in-flight bound (destination.max_inflight, or HOOKLINE_MAX_INFLIGHT).",
-	}, []string{"provider"})
+	}, []string{"provider", "route"})
 	m.parked = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookline_processor_parked_total",
 		Help: "Records parked in their destination's lane topic (webhooks.lane.<provider>) because it had no room or its breaker refused calls; counted when decided, so an aborted transaction's may count twice.",
-	}, []string{"provider"})
+	}, []string{"provider", "route"})
 	m.laneLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hookline_processor_lane_lag",
 		Help: "Records waiting in a destination's lane topic, by provider and partition (from kadm, every 15s).",
-	}, []string{"provider", "partition"})
+	}, []string{"provider", "route", "partition"})
 	m.lanePaused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hookline_processor_destination_paused",
 		Help: "1 while an operator has paused a provider's deliveries (dlq provider pause): its records wait in its lane topic.",
-	}, []string{"provider"})
+	}, []string{"provider", "route"})
 	m.laneRate = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hookline_processor_destination_rate",
 		Help: "The calls per second an operator capped a provider's destination at (dlq provider rate); 0: no cap.",
-	}, []string{"provider"})
+	}, []string{"provider", "route"})
 	m.standbyLag = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "hookline_processor_standby_lag",
 		Help: "Changelog offsets a standby partition was behind when it was last caught up (every 5 s; HOOKLINE_STANDBY_REPLICAS).",
@@ -164,12 +164,13 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	return m
 }
 
-// breakerOpen exports a destination's circuit breaker: 1 while open.
-func (m *metrics) breakerOpen(provider string, open func() bool) {
+// breakerOpen exports a route's destination's circuit breaker: 1 while
+// open.
+func (m *metrics) breakerOpen(provider, route string, open func() bool) {
 	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "hookline_processor_breaker_open",
-		Help:        "1 while the circuit breaker of a provider's destination is open (calls refused without being made), else 0.",
-		ConstLabels: prometheus.Labels{"provider": provider},
+		Help:        "1 while the circuit breaker of a route's destination is open (calls refused without being made), else 0.",
+		ConstLabels: prometheus.Labels{"provider": provider, "route": route},
 	}, func() float64 {
 		if open() {
 			return 1
@@ -179,15 +180,15 @@ func (m *metrics) breakerOpen(provider string, open func() bool) {
 }
 
 // watchLag refreshes the lag gauges from the group's committed offsets:
-// webhooks.raw's, and each lane topic's (providerOf maps a lane topic to its
-// provider).
-func (m *metrics) watchLag(ctx context.Context, cl *kgo.Client, group, raw string, providerOf map[string]string, log *slog.Logger) {
+// webhooks.raw's, and each lane topic's (laneOf maps a lane topic to its
+// lane).
+func (m *metrics) watchLag(ctx context.Context, cl *kgo.Client, group, raw string, laneOf map[string]*lane, log *slog.Logger) {
 	obs.WatchLag(ctx, cl, group, 15*time.Second, log, func(t string, p int32, lag int64) {
 		part := strconv.Itoa(int(p))
 		if t == raw {
 			m.lag.WithLabelValues(part).Set(float64(lag))
-		} else if prov, ok := providerOf[t]; ok {
-			m.laneLag.WithLabelValues(prov, part).Set(float64(lag))
+		} else if ln, ok := laneOf[t]; ok {
+			m.laneLag.WithLabelValues(ln.provider, ln.route, part).Set(float64(lag))
 		}
 	})
 }

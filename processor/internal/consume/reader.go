@@ -187,8 +187,8 @@ func (l *reader) pace(ctx context.Context) {
 		if l.s.budget.Classes() {
 			l.ungate()
 		}
-		for _, ln := range l.s.p.lanes {
-			l.pace1(ln)
+		for _, t := range l.s.p.routes.byLane {
+			l.pace1(t.lane)
 		}
 	}
 }
@@ -234,6 +234,6 @@ func (l *reader) close() {
 	l.cl.Close()
 }
 
-// laneTopics lists the lane topics of the providers with a destination,
+// laneTopics lists the lane topics of the routes with an HTTP destination,
 // sorted.
 func (p *Processor) laneTopics() []string { return p.laneNames }

@@ -63,6 +63,7 @@ func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string
 		ReplayID:   a.ReplayID,
 		Partition:  r.Partition,
 		Offset:     r.Offset,
+		Route:      e.Route,
 	}
 	if err != nil {
 		o.Error = headers.CutError(err.Error())
@@ -72,8 +73,8 @@ func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string
 	}
 	switch status {
 	case outcome.StatusParked:
-		if ln := p.lanes[a.Provider]; ln != nil {
-			o.Lane = ln.topic
+		if t := p.target(a.Provider, e.Route); t != nil && t.lane != nil {
+			o.Lane = t.lane.topic
 		}
 	case outcome.StatusRetrying:
 		o.Tier = retry.TierName(p.cfg.Schedule.Tier(e.Tier))
@@ -82,6 +83,21 @@ func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string
 	}
 	v := o.AppendJSON(make([]byte, 0, 256)) // json.Marshal's bytes, without reflection
 	return &kgo.Record{Topic: p.cfg.Names.Outcomes, Key: r.Key, Value: v}
+}
+
+// setRoute names the route a copy of a record is for (hookline.route).
+func setRoute(r *kgo.Record, route string) {
+	if route != "" {
+		headers.Set(r, headers.Route, route)
+	}
+}
+
+// routedCopy is the exact record (key, body, headers) for topic, naming
+// its route.
+func routedCopy(topic string, r *kgo.Record, route string) *kgo.Record {
+	out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: append(make([]kgo.RecordHeader, 0, len(r.Headers)+1), r.Headers...)}
+	setRoute(out, route)
+	return out
 }
 
 // failedRecord copies r for a retry tier or the DLQ: the exact body, every

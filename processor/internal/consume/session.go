@@ -78,8 +78,8 @@ type result struct {
 	outputs []*kgo.Record
 	change  *state.Change // nil: a skip or a poison record
 	seq     uint64        // the overlay entry change made
-	token   bool          // holds a token of session.tokens
-	stat    stat
+	tok     *recordToken  // its share of session.tokens; nil: none
+	stats   []stat        // one per outcome written
 	// produceErr is what a produce of the open transaction answered for
 	// one of outputs (txn.mu); refused keeps it once that transaction
 	// aborted: the next produce cuts every long header, and a second
@@ -87,7 +87,7 @@ type result struct {
 	produceErr, refused error
 }
 
-type stat struct{ provider, status, origin string }
+type stat struct{ provider, route, status, origin string }
 
 func newSession(p *Processor) (*session, error) {
 	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
@@ -259,9 +259,20 @@ func (s *session) runChain(k string, c *chain) {
 
 // release gives back a result's call token.
 func (s *session) release(res *result) {
-	if res.token {
-		res.token = false
-		<-s.tokens
+	releaseToken(res.tok)
+	res.tok = nil
+}
+
+// releaseToken gives back a record's token, if it holds one.
+func releaseToken(tok *recordToken) {
+	if tok == nil {
+		return
+	}
+	tok.mu.Lock()
+	defer tok.mu.Unlock()
+	if tok.held {
+		tok.held = false
+		<-tok.tokens
 	}
 }
 
@@ -278,15 +289,16 @@ func (s *session) run(it *item) (*result, error) {
 	if it.ow.ctx.Err() != nil {
 		return nil, nil
 	}
-	res := &result{item: *it}
+	res := &result{item: *it, tok: &recordToken{tokens: s.tokens}}
 	a, err := arrival(r, p.cfg.Now())
 	a.FromLane = r.Topic != p.cfg.Names.Raw
 	if err != nil {
 		p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 		res.outputs = []*kgo.Record{p.poisonRecord(r, a.Now, err)}
-		res.stat = stat{provider: "unknown", status: outcome.StatusDead, origin: "unknown"}
+		res.stats = []stat{{provider: "unknown", status: outcome.StatusDead, origin: "unknown"}}
 		return res, nil
 	}
+	a.Route = p.routeOf(r, a)
 	cur, err := s.stateOf(r.Partition, string(r.Key))
 	if err != nil {
 		return nil, err
@@ -294,59 +306,142 @@ func (s *session) run(it *item) (*result, error) {
 	if process, why := decide.Admit(cur, a); !process {
 		return s.skipped(res, a, why), nil
 	}
-	c := s.deliver(it, res, a)
+	if a.Route == "" { // a fresh ingest record: every route it matches
+		var buf [4]*target
+		ts, filed := p.matching(r, a.Provider, buf[:0])
+		if !filed { // delivered nowhere: its outcome is the product
+			next, effects := decide.Step(cur, a, nil, p.keyPolicy(a.Provider))
+			return s.decided(res, a, next, effects, nil)
+		}
+		calls := s.deliverAll(it, res, a, ts)
+		results := make([]decide.RouteResult, len(ts))
+		for i, t := range ts {
+			if calls[t.route].abandoned {
+				s.release(res)
+				return nil, nil
+			}
+			results[i] = decide.RouteResult{Route: t.route, Result: calls[t.route].err, Policy: t.policy}
+		}
+		next, effects := decide.StepRoutes(cur, a, results, p.keyPolicy(a.Provider))
+		return s.decided(res, a, next, effects, calls)
+	}
+	t := p.target(a.Provider, a.Route)
+	var c called
+	switch _, known := p.cfg.Providers.Get(a.Provider); {
+	case !known:
+		c.err = fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
+	case t != nil:
+		c = s.deliver(it, res, a, t, true)
+	case p.routes.filed[a.Provider] || a.Route != headers.DefaultRoute:
+		c.err = errRouteGone(a.Provider, a.Route)
+	} // else: a provider delivered nowhere: its outcome only
 	if c.abandoned {
+		s.release(res)
 		return nil, nil
 	}
-	next, effects := decide.Step(cur, a, c.err, p.policyOf(a.Provider))
-	return s.decided(res, a, next, effects, c)
+	pol := p.keyPolicy(a.Provider)
+	if t != nil {
+		pol = t.policy
+	}
+	next, effects := decide.Step(cur, a, c.err, pol)
+	return s.decided(res, a, next, effects, map[string]called{a.Route: c})
 }
 
 // skipped is the result of a record Admit skipped: its outcome only.
 func (s *session) skipped(res *result, a decide.Arrival, why string) *result {
 	p := s.p
-	res.outputs = []*kgo.Record{p.outcomeRecord(res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{})}
-	res.stat = stat{provider: p.providerLabel(a.Provider), status: outcome.StatusDuplicate, origin: a.Origin}
+	res.outputs = []*kgo.Record{p.outcomeRecord(res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
+	res.stats = []stat{{provider: p.providerLabel(a.Provider), route: a.Route, status: outcome.StatusDuplicate, origin: a.Origin}}
 	if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
 		p.cfg.Logger.Debug("skipped", "key", string(res.r.Key), "origin", a.Origin, "attempt", a.Attempt, "why", why)
 	}
 	return res
 }
 
-// deliver calls the record's destination, unless its lane parks it first:
-// the destination paused, its breaker refusing, its queue long, or the
-// record's priority class over its share (errors of lanes.go, then a
-// *decide.NotCalledError). A record read from its lane was admitted when
-// it was parked. A provider without destination is called by nobody: a
-// nil error, its outcome only.
-func (s *session) deliver(it *item, res *result, a decide.Arrival) called {
-	if ln := s.p.lanes[a.Provider]; ln != nil && !a.FromLane {
-		why := ln.whyPark()
-		if why == nil && !s.budget.Admit(it.class) {
-			why = errClassShare
+// deliverAll delivers a fresh record to each of its routes (ts), the
+// calls at once, and returns what became of each, by route name: a slow
+// route holds back none of its siblings' calls.
+func (s *session) deliverAll(it *item, res *result, a decide.Arrival, ts []*target) map[string]called {
+	calls := make(map[string]called, len(ts))
+	if len(ts) == 1 {
+		calls[ts[0].route] = s.deliver(it, res, a, ts[0], true)
+		return calls
+	}
+	// Parking and admission first, in route order (they change the
+	// item), then the calls.
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, t := range ts {
+		if why := s.whyPark(it, res, a, t); why != nil {
+			calls[t.route] = called{err: decide.NotCalled(why)}
+			continue
 		}
-		if why != nil {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := s.deliver(it, res, a, t, false)
+			mu.Lock()
+			calls[t.route] = c
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return calls
+}
+
+// deliver delivers the record to one route: nothing to call for a topic
+// route or a route without destination (a nil error: the decision writes
+// what is due), else its HTTP destination, unless check and its lane park
+// it first (whyPark).
+func (s *session) deliver(it *item, res *result, a decide.Arrival, t *target, check bool) called {
+	if t.lane == nil {
+		return called{}
+	}
+	if check {
+		if why := s.whyPark(it, res, a, t); why != nil {
 			return called{err: decide.NotCalled(why)}
+		}
+	}
+	return s.p.call(it.ow.ctx, res.tok, t.lane, it.r, a)
+}
+
+// whyPark says why a record is parked in a route's lane before any call:
+// the destination paused, its breaker refusing, its queue long, or the
+// record's priority class over its share (errors of lanes.go); nil lets it
+// wait for a slot, admitting the record (once) if it was not. A record
+// read from its lane was admitted when it was parked.
+func (s *session) whyPark(it *item, res *result, a decide.Arrival, t *target) error {
+	if t.lane == nil || a.FromLane {
+		return nil
+	}
+	if why := t.lane.whyPark(); why != nil {
+		return why
+	}
+	if !it.admitted {
+		if !s.budget.Admit(it.class) {
+			return errClassShare
 		}
 		it.admitted, res.admitted = true, true
 	}
-	c := s.p.call(it.ow.ctx, s.tokens, it.r, a)
-	res.token = c.token
-	return c
+	return nil
 }
 
 // decided completes a result with the records the decision's effects
 // write and the key's next state (the store gets its binary form), and
 // puts the state in the overlay; nil when the partition went away
 // meanwhile.
-func (s *session) decided(res *result, a decide.Arrival, next decide.State, effects []decide.Effect, c called) (*result, error) {
+func (s *session) decided(res *result, a decide.Arrival, next decide.State, effects []decide.Effect, calls map[string]called) (*result, error) {
 	r, key := res.r, string(res.r.Key)
 	var err error
-	if res.outputs, err = s.records(r, a, next, effects, c); err != nil {
+	if res.outputs, err = s.records(r, a, next, effects, calls); err != nil {
 		return nil, err
 	}
-	status := string(effects[len(effects)-1].Status) // the outcome's, last
-	res.stat = stat{provider: s.p.providerLabel(a.Provider), status: status, origin: a.Origin}
+	provider := s.p.providerLabel(a.Provider)
+	for _, e := range effects {
+		if e.Kind == decide.ToOutcomes {
+			res.stats = append(res.stats, stat{provider: provider, route: e.Route, status: string(e.Status), origin: a.Origin})
+		}
+	}
 	stored, err := decide.EncodeStored(next)
 	if err != nil {
 		return nil, fmt.Errorf("encode stored state of %q: %w", key, err)
@@ -361,18 +456,22 @@ func (s *session) decided(res *result, a decide.Arrival, next decide.State, effe
 	return res, nil
 }
 
-// records builds what a decision's effects write, in their order.
+// records builds what a decision's effects write, in their order; calls
+// are what became of each route's delivery.
 //
-// A parked record (decide.ToLane) goes to its destination's lane topic: the
-// exact record (key, body, headers) to lane partition r.Partition (same
-// key, same partition count). Its outcome says where it waits and why. It
-// comes back through the lane reader when the destination has room, and a
-// record read from a lane that meets an open breaker is parked again at
-// the lane's end.
-func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, c called) ([]*kgo.Record, error) {
+// A parked record (decide.ToLane) goes to its route's lane topic: the
+// exact record (key, body, headers, plus hookline.route) to lane partition
+// r.Partition (same key, same partition count). Its outcome says where it
+// waits and why. It comes back through the lane reader when the
+// destination has room, and a record read from a lane that meets an open
+// breaker is parked again at the lane's end. Retry-tier and DLQ copies
+// carry hookline.route too; a topic route's delivery (decide.ToTopic) is
+// the exact record with hookline.route, to its topic.
+func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, calls map[string]called) ([]*kgo.Record, error) {
 	p := s.p
 	out := make([]*kgo.Record, 0, len(effects))
 	for _, e := range effects {
+		c := calls[e.Route]
 		switch e.Kind {
 		case decide.ToChangelog:
 			val, err := decide.Encode(next)
@@ -383,18 +482,22 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 		case decide.ToTier:
 			tr := p.failedRecord(p.cfg.Names.Retry[e.Tier-1], r, a, next, e.Attempt, c.err, true)
 			headers.SetTime(tr, headers.DueAt, p.cfg.Schedule.DueAt(a.Now, e.Tier, p.cfg.Jitter, rand.Float64))
+			setRoute(tr, e.Route)
 			out = append(out, tr)
 		case decide.ToDLQ:
 			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.err, e.DeadReason == headers.DeadExhausted)
 			headers.Set(dr, headers.DeadReason, e.DeadReason)
+			setRoute(dr, e.Route)
 			out = append(out, dr)
 		case decide.ToLane:
-			ln := p.lanes[a.Provider]
+			ln := p.target(a.Provider, e.Route).lane
 			if !ln.room() {
 				s.reader.hold(ln)
 			}
 			ln.parked.Inc()
-			out = append(out, &kgo.Record{Topic: ln.topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)})
+			out = append(out, routedCopy(ln.topic, r, e.Route))
+		case decide.ToTopic:
+			out = append(out, routedCopy(p.target(a.Provider, e.Route).topic, r, e.Route))
 		case decide.ToOutcomes:
 			out = append(out, p.outcomeRecord(r, a, string(e.Status), c.took, c.err, e))
 		}

@@ -232,6 +232,9 @@ type procOptions struct {
 	exited chan error
 	// maxRecordBytes is Config.MaxRecordBytes; 0: its default.
 	maxRecordBytes int
+	// providersYAML, when set, is the providers file (routes tests);
+	// handlers are then keyed as the Router takes them.
+	providersYAML string
 }
 
 func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler, o procOptions) (stop func() error) {
@@ -242,6 +245,9 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 		slots := cmp.Or(o.maxInflight[name], 4)
 		yml += fmt.Sprintf("  %s: {preset: stripe, secret_env: [S], priority: %s, destination: {url: \"http://%s.invalid/\", max_inflight: %d}}\n",
 			name, cmp.Or(o.priority[name], "normal"), name, slots)
+	}
+	if o.providersYAML != "" {
+		yml = o.providersYAML
 	}
 	path := filepath.Join(dir, "providers.yaml")
 	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {

@@ -90,9 +90,12 @@ func TestRoutesUnderChaos(t *testing.T) {
 // (answering at once: nothing waits on it) for 15 s, then with slow taking
 // its 3 s for 20 s, when slow can take 4/3 of the 30 events/s and its
 // backlog grows by about 29/s. fast's p99 must stay at most 500 ms and at
-// most 3× its p99 with slow idle. slow never has more than 4 calls in
-// flight, and once it answers at once again every key ends done on both
-// routes, once.
+// most 3× its p99 with slow idle, that p99 taken as at least 10 ms: on a
+// quiet machine it is under a millisecond (the call often arrives before
+// the poster has read its 202), where a ratio measures scheduling noise;
+// a call held back by slow costs slow's 3 s. slow never has more than 4
+// calls in flight, and once it answers at once again every key ends done
+// on both routes, once.
 func TestSiblingRoutesIsolation(t *testing.T) {
 	skipShort(t)
 	const (
@@ -103,6 +106,7 @@ func TestSiblingRoutesIsolation(t *testing.T) {
 		slots    = 4
 		maxP99   = 500 * time.Millisecond
 		maxRatio = 3.0
+		floor    = 10 * time.Millisecond // of the p99 with slow idle, for the ratio
 	)
 	sys := e2e.New(t, e2e.Options{Partitions: 6, Routes: map[string][]e2e.Route{"stripe": {
 		{Name: "fast"},
@@ -146,26 +150,23 @@ func TestSiblingRoutesIsolation(t *testing.T) {
 	slowOn.Store(false)
 	sys.Ledger().Settle(t, e2e.SettleOptions{AllDone: true})
 
-	ratio := 0.0
-	if alone.P99 > 0 {
-		ratio = float64(together.P99) / float64(alone.P99)
-	}
+	ratio := float64(together.P99) / float64(max(alone.P99, floor))
 	t.Logf("sibling routes: stripe at %.0f/s to fast (at once) and slow (%s a call, max_inflight %d)\n"+
 		"  %-30s %6s %7s %10s %10s %10s\n"+
 		"  %-30s %6d %7d %10.1f %10.1f %10.1f\n"+
 		"  %-30s %6d %7d %10.1f %10.1f %10.1f\n"+
-		"  ratio fast p99 with slow loaded / idle: %.2f (want ≤ %.0f, and p99 ≤ %s); slow: %d keys called of %d sent when the loaded phase ended, at most %d calls in flight",
+		"  ratio fast p99 with slow loaded / idle (at least %s): %.2f (want ≤ %.0f, and p99 ≤ %s); slow: %d keys called of %d sent when the loaded phase ended, at most %d calls in flight",
 		rate, slowCall, slots,
 		"fast: 202 -> call", "keys", "called", "p50 ms", "p99 ms", "max ms",
 		"with slow idle", alone.Keys, alone.Called, msf(alone.P50), msf(alone.P99), msf(alone.Max),
 		"with slow loaded", together.Keys, together.Called, msf(together.P50), msf(together.P99), msf(together.Max),
-		ratio, maxRatio, maxP99, slowCalled, sys.Ledger().Accepted(), slowMax)
+		floor, ratio, maxRatio, maxP99, slowCalled, sys.Ledger().Accepted(), slowMax)
 	if alone.Keys == 0 || together.Keys == 0 || alone.Called < alone.Keys || together.Called < together.Keys {
 		t.Errorf("fast: %d of %d keys called with slow idle, %d of %d with slow loaded: want all", alone.Called, alone.Keys, together.Called, together.Keys)
 	}
 	if together.P99 > maxP99 || ratio > maxRatio {
-		t.Errorf("fast's p99 with slow loaded %.1f ms, %.2f× its %.1f ms with slow idle: want at most %s and %.0f×",
-			msf(together.P99), ratio, msf(alone.P99), maxP99, maxRatio)
+		t.Errorf("fast's p99 with slow loaded %.1f ms, %.2f× its %.1f ms with slow idle (at least %s): want at most %s and %.0f×",
+			msf(together.P99), ratio, msf(alone.P99), floor, maxP99, maxRatio)
 	}
 	if slowMax > slots {
 		t.Errorf("slow had %d calls in flight: want at most its max_inflight %d", slowMax, slots)

@@ -56,13 +56,14 @@ var ensure = []kadm.ACLOperation{create, describe, descCfg}
 func with(ops ...kadm.ACLOperation) []kadm.ACLOperation { return append(ops, create, descCfg) }
 
 // RouteTopicRules are the processor's ACLs on routes' topic destinations
-// (providers.Registry.RouteTopics): it creates a missing one and writes
-// each route's records to it in its transactions. The names are used as
+// (providers.Registry.RouteTopics): it creates a missing one, writes each
+// route's records to it in its transactions, and its hanging-transaction
+// check describes the topic's producers (Read). The names are used as
 // written, like the providers file's.
 func RouteTopicRules(names []string) []Rule {
 	var rules []Rule
 	for _, n := range names {
-		rules = append(rules, Rule{User: "processor", Kind: Topic, Name: n, Internal: true, Ops: with(write, describe)})
+		rules = append(rules, Rule{User: "processor", Kind: Topic, Name: n, Internal: true, Ops: with(read, write)})
 	}
 	return rules
 }

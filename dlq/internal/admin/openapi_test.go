@@ -340,13 +340,23 @@ func TestOpenAPITraceAndParked(t *testing.T) {
 		}
 	}
 	var tr struct {
-		Key   string
-		Now   struct{ State string }
-		Steps []struct{ Kind string }
+		Key    string
+		Now    struct{ State, Route string }
+		Routes []struct {
+			Route string
+			Now   struct{ State string }
+		}
+		Steps []struct{ Kind, Route string }
 	}
 	get("/events/"+traceKey, &tr)
 	if tr.Key != traceKey || tr.Now.State != "pending" || len(tr.Steps) != 2 || tr.Steps[0].Kind != "accepted" || tr.Steps[1].Kind != "waiting" {
 		t.Errorf("trace of %s: %+v", traceKey, tr)
+	}
+	// The waiting record names no route: the route default's, per route
+	// status pending (no outcome yet); the accepted delivery is the key's.
+	if len(tr.Routes) != 1 || tr.Routes[0].Route != "default" || tr.Routes[0].Now.State != "pending" || tr.Now.Route != "default" ||
+		tr.Steps[0].Route != "" || tr.Steps[1].Route != "default" {
+		t.Errorf("routes of the trace of %s: %+v", traceKey, tr)
 	}
 	type report struct {
 		Total  int

@@ -79,8 +79,9 @@ record of each partition.
 Automatic re-drive: a provider with "redrive: {after: 1h, max: 2}" in
 HOOKLINE_PROVIDERS has its DLQ entries with reason exhausted replayed once
 they are that old, at most max times per delivery, only while no processor
-reports its destination's breaker open (breaker records on
-webhooks.control); each is marked replayed by auto-redrive. Permanent
+reports the breaker of the entry's route open (breaker records on
+webhooks.control; one without a route is the route default's); each is
+marked replayed by auto-redrive, and replayed to its route only. Permanent
 entries are never re-driven.
 `
 

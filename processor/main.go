@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -61,6 +62,9 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	// routes' signing secrets, not the providers' verification secrets.
 	reg, policies, err := svc.LoadProviders(cfg.ProvidersFile, startup.SigningSecrets, lookupEnv)
 	if err != nil {
+		return err
+	}
+	if err := ownTopics(reg, names); err != nil {
 		return err
 	}
 	if cfg.InstanceID == "" {
@@ -174,6 +178,24 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	health.Drain()
 	log.Info("processor stopped cleanly")
 	return nil
+}
+
+// ownTopics refuses a route's topic destination in hookline's own
+// namespace (the prefixed "webhooks."): a route writing to webhooks.raw, a
+// lane or the changelog would corrupt the pipeline, and the providers file
+// cannot know HOOKLINE_TOPIC_PREFIX.
+func ownTopics(reg *providers.Registry, names topics.Names) error {
+	own := names.Prefix + "webhooks."
+	var errs []error
+	for _, name := range reg.Names() {
+		p, _ := reg.Get(name)
+		for _, r := range p.Routes() {
+			if d := r.Destination; d != nil && strings.HasPrefix(d.Topic, own) {
+				errs = append(errs, fmt.Errorf("providers file: provider %q: route %q: destination.topic: %s is in hookline's own topics (%s...): name a topic of your consumers'", name, r.Name, d.Topic, own))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // laneName is what Names.LaneSpecs takes for a route's lane: the

@@ -16,19 +16,29 @@ import (
 
 	"github.com/hookline/hookline/pkg/kafkaacl"
 	"github.com/hookline/hookline/pkg/kafkaconf"
+	"github.com/hookline/hookline/pkg/providers"
 )
 
 func main() {
 	envFile := flag.String("env", ".kafka-secure/admin.env", "KAFKA_* settings of a super user")
 	prefix := flag.String("prefix", "", "HOOKLINE_TOPIC_PREFIX of the topics and groups")
+	providersFile := flag.String("providers", "", "a providers file: the processor also gets write on its routes' topic destinations")
 	flag.Parse()
-	if err := run(*envFile, *prefix); err != nil {
+	if err := run(*envFile, *prefix, *providersFile); err != nil {
 		fmt.Fprintln(os.Stderr, "kafkaacl:", err)
 		os.Exit(1)
 	}
 }
 
-func run(envFile, prefix string) error {
+func run(envFile, prefix, providersFile string) error {
+	var routeTopics []string
+	if providersFile != "" {
+		reg, err := providers.LoadWithoutSecrets(providersFile)
+		if err != nil {
+			return err
+		}
+		routeTopics = reg.RouteTopics()
+	}
 	vars, err := kafkaconf.ReadEnvFile(envFile)
 	if err != nil {
 		return err
@@ -48,7 +58,7 @@ func run(envFile, prefix string) error {
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	n, err := kafkaacl.Grant(ctx, kadm.NewClient(cl), prefix)
+	n, err := kafkaacl.Grant(ctx, kadm.NewClient(cl), prefix, routeTopics...)
 	if err != nil {
 		return fmt.Errorf("%w", cfg.Explain(err))
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
 )
 
 // breakerPrefix starts the key of a breaker report:
@@ -44,7 +46,7 @@ type Breaker struct {
 
 func (b Breaker) key() string {
 	target := b.Provider
-	if r := RouteOr(b.Route); r != DefaultRoute {
+	if r := RouteOr(b.Route); r != headers.DefaultRoute {
 		target += "/" + r
 	}
 	return breakerPrefix + target + ":" + b.Instance
@@ -126,7 +128,7 @@ func (bs Breakers) Closed(provider string, now time.Time) (bool, string) {
 	return bs.closed(provider, "", now)
 }
 
-// ClosedRoute is Closed for one route of provider ("" is DefaultRoute):
+// ClosedRoute is Closed for one route of provider ("" is headers.DefaultRoute):
 // the reports without a route are the route default's.
 func (bs Breakers) ClosedRoute(provider, route string, now time.Time) (bool, string) {
 	return bs.closed(provider, RouteOr(route), now)

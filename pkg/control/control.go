@@ -35,7 +35,7 @@ const (
 type Setting struct {
 	// Provider is the provider name.
 	Provider string `json:"provider"`
-	// Route, when set, is the route the setting holds (DefaultRoute for a
+	// Route, when set, is the route the setting holds (headers.DefaultRoute for a
 	// provider with a provider-level destination); empty, the setting
 	// holds every route of the provider.
 	Route string `json:"route,omitempty"`

@@ -10,11 +10,6 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 )
 
-// DefaultRoute is the route of a provider that has a provider-level
-// destination (no routes: in the providers file), and of every record,
-// outcome, setting and breaker report written before routes.
-const DefaultRoute = "default"
-
 // routeName is what a route may be called (the providers file's rule): no
 // '.', '/' or ':', so that a lane topic, a control key and a breaker key
 // each split back into provider and route.
@@ -53,15 +48,15 @@ func ParseRoute(s string) (provider, route string, err error) {
 	return provider, route, nil
 }
 
-// RouteOr is route, or DefaultRoute when it is empty (a record, outcome or
-// report written before routes, or one of the route default).
+// RouteOr is route, or headers.DefaultRoute when it is empty (a record,
+// outcome or report written before routes, or one of the route default).
 func RouteOr(route string) string {
 	if route == "" {
-		return DefaultRoute
+		return headers.DefaultRoute
 	}
 	return route
 }
 
 // RecordRoute is the route a retry-tier, DLQ or lane record is for: its
-// hookline.route header, DefaultRoute when it has none.
+// hookline.route header, headers.DefaultRoute when it has none.
 func RecordRoute(r *kgo.Record) string { return RouteOr(headers.Value(r, headers.Route)) }

@@ -22,7 +22,7 @@ func TestSettingKeys(t *testing.T) {
 	}{
 		{Setting{Provider: "stripe", Paused: true, By: "alice", At: at}, "provider:stripe", "stripe"},
 		{Setting{Provider: "stripe", Route: "billing", Rate: 5, By: "bob", At: at}, "route:stripe/billing", "stripe/billing"},
-		{Setting{Provider: "stripe", Route: DefaultRoute, Paused: true, At: at}, "route:stripe/default", "stripe/default"},
+		{Setting{Provider: "stripe", Route: headers.DefaultRoute, Paused: true, At: at}, "route:stripe/default", "stripe/default"},
 	} {
 		r, err := Record("webhooks.control", tc.s)
 		if err != nil {
@@ -97,8 +97,8 @@ func TestRouteNames(t *testing.T) {
 		}
 	}
 	r := &kgo.Record{}
-	if got := RecordRoute(r); got != DefaultRoute {
-		t.Errorf("a record without %s is for route %q, want %q", headers.Route, got, DefaultRoute)
+	if got := RecordRoute(r); got != headers.DefaultRoute {
+		t.Errorf("a record without %s is for route %q, want %q", headers.Route, got, headers.DefaultRoute)
 	}
 	headers.Set(r, headers.Route, "billing")
 	if got := RecordRoute(r); got != "billing" {
@@ -117,7 +117,7 @@ func TestBreakerKeys(t *testing.T) {
 		key string
 	}{
 		{Breaker{Provider: "acme", Instance: "p1", Open: true, At: now}, "breaker:acme:p1"},
-		{Breaker{Provider: "acme", Route: DefaultRoute, Instance: "p1", Open: true, At: now}, "breaker:acme:p1"},
+		{Breaker{Provider: "acme", Route: headers.DefaultRoute, Instance: "p1", Open: true, At: now}, "breaker:acme:p1"},
 		{Breaker{Provider: "acme", Route: "billing", Instance: "p-2:x", Open: true, At: now}, "breaker:acme/billing:p-2:x"},
 	} {
 		r, err := BreakerRecord("webhooks.control", tc.b)
@@ -167,7 +167,7 @@ func TestBreakersByRoute(t *testing.T) {
 	for _, tc := range []struct {
 		route string
 		open  bool
-	}{{"billing", true}, {"crm", false}, {DefaultRoute, false}, {"", false}} {
+	}{{"billing", true}, {"crm", false}, {headers.DefaultRoute, false}, {"", false}} {
 		if ok, _ := bs.ClosedRoute("acme", tc.route, now); ok == tc.open {
 			t.Errorf("route %q: closed %v, want open %v", tc.route, ok, tc.open)
 		}
@@ -176,7 +176,7 @@ func TestBreakersByRoute(t *testing.T) {
 		t.Errorf("provider-level: closed %v (%s), want open by p1 (route billing)", ok, inst)
 	}
 	bs.Apply(Breaker{Provider: "acme", Instance: "p2", Open: true, At: now}) // before routes: the route default
-	if ok, inst := bs.ClosedRoute("acme", DefaultRoute, now); ok || inst != "p2" {
+	if ok, inst := bs.ClosedRoute("acme", headers.DefaultRoute, now); ok || inst != "p2" {
 		t.Errorf("default after a report without a route: closed %v (%s), want open by p2", ok, inst)
 	}
 	if ok, _ := bs.ClosedRoute("acme", "crm", now); !ok {

@@ -36,7 +36,7 @@ type Rule struct {
 	Kind     string
 	Name     string
 	Prefixed bool
-	Internal bool // a Kafka internal topic: never prefixed
+	Internal bool // never prefixed: a Kafka internal topic, or a route's topic destination
 	Ops      []kadm.ACLOperation
 }
 
@@ -55,8 +55,22 @@ var ensure = []kadm.ACLOperation{create, describe, descCfg}
 
 func with(ops ...kadm.ACLOperation) []kadm.ACLOperation { return append(ops, create, descCfg) }
 
+// RouteTopicRules are the processor's ACLs on routes' topic destinations
+// (providers.Registry.RouteTopics): it creates a missing one, writes each
+// route's records to it in its transactions, and its hanging-transaction
+// check describes the topic's producers (Read). The names are used as
+// written, like the providers file's.
+func RouteTopicRules(names []string) []Rule {
+	var rules []Rule
+	for _, n := range names {
+		rules = append(rules, Rule{User: "processor", Kind: Topic, Name: n, Internal: true, Ops: with(read, write)})
+	}
+	return rules
+}
+
 // Rules lists every service's ACLs. Topic and group names are base names
-// (DESIGN §2); Grant puts the prefix in front.
+// (DESIGN §2); Grant puts the prefix in front. Routes' topic destinations
+// come on top (RouteTopicRules).
 func Rules() []Rule {
 	t := func(user, name string, ops ...kadm.ACLOperation) Rule {
 		return Rule{User: user, Kind: Topic, Name: name, Ops: ops}
@@ -145,11 +159,13 @@ func (r Rule) Builder(prefix string) *kadm.ACLBuilder {
 }
 
 // Grant creates every rule's ACLs for topics and groups named with prefix
-// (HOOKLINE_TOPIC_PREFIX). Granting twice is harmless: an ACL is a set
-// member. One CreateACLs request per rule; adm must act as a super user.
-func Grant(ctx context.Context, adm *kadm.Client, prefix string) (int, error) {
+// (HOOKLINE_TOPIC_PREFIX), and the processor's on routeTopics (the routes'
+// topic destinations, as written). Granting twice is harmless: an ACL is
+// a set member. One CreateACLs request per rule; adm must act as a super
+// user.
+func Grant(ctx context.Context, adm *kadm.Client, prefix string, routeTopics ...string) (int, error) {
 	n := 0
-	for _, r := range Rules() {
+	for _, r := range append(Rules(), RouteTopicRules(routeTopics)...) {
 		res, err := adm.CreateACLs(ctx, r.Builder(prefix))
 		if err != nil {
 			return n, fmt.Errorf("create ACLs of %s on %s %s: %w", r.User, r.Kind, r.ResourceName(prefix), err)
@@ -211,5 +227,7 @@ func Table() string {
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", r.User, r.Kind, name, r.OpsString())
 	}
+	rt := RouteTopicRules([]string{"T"})[0]
+	fmt.Fprintf(&b, "| %s | %s | each route's `destination.topic` T, as written | %s |\n", rt.User, rt.Kind, rt.OpsString())
 	return b.String()
 }

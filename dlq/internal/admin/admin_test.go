@@ -95,14 +95,17 @@ func TestPageAndHeaders(t *testing.T) {
 	}
 	// The page puts data in the DOM as text only.
 	js := do(h, "GET", "/ui/app.js", "", "").Body.String()
-	// It shows each provider's setting, with Pause and Resume buttons.
+	// It shows each provider's and each route's setting, with Pause and
+	// Resume buttons; the entries and the trace by route, with a filter.
 	page := do(h, "GET", "/ui/", "", "").Body.String()
-	for _, want := range []string{`id="providers"`, `id="provider-table"`} {
+	for _, want := range []string{`id="providers"`, `id="provider-table"`, `id="routes"`, `id="route-table"`, `<th>Route</th>`, `name="route"`, `id="t-routes"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
 		}
 	}
-	for _, want := range []string{"api('GET', '/providers')", "'/providers/' + encodeURIComponent(name) + '/' + verb", "['pause', 'Pause'", "['resume', 'Resume'"} {
+	for _, want := range []string{"api('GET', '/providers')", "'/providers/' + encodeURIComponent(p.provider)", "api('GET', '/routes')",
+		"'/routes/' + encodeURIComponent(r.provider) + '/' + encodeURIComponent(r.route)", "path + '/' + verb",
+		"['pause', 'Pause'", "['resume', 'Resume'", "'provider', 'route', 'reason'", "e.route", "t.routes"} {
 		if !strings.Contains(js, want) {
 			t.Errorf("app.js lacks %s", want)
 		}

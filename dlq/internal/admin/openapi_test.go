@@ -241,7 +241,7 @@ func TestOpenAPI(t *testing.T) {
 		{name: "trailing slash POST", h: up, method: "POST", path: "/dlq/replay/", auth: auth, body: `{}`, status: 307},
 	}
 	for _, verb := range []string{"pause", "resume", "rate"} {
-		p := "/routes/stripe/default/" + verb
+		p := "/routes/stripe/billing/" + verb
 		ok := call{name: "route " + verb, h: up, method: "POST", path: p, auth: auth, body: `{"by":"openapi"}`, status: 200}
 		if verb == "rate" {
 			ok.path += "?rate=2"
@@ -249,7 +249,7 @@ func TestOpenAPI(t *testing.T) {
 		calls = append(calls, ok,
 			call{name: "route " + verb + " bad name", h: up, method: "POST", path: "/routes/stripe/Bill.ing/" + verb, auth: auth, status: 400},
 			call{name: "route " + verb + " no token", h: up, method: "POST", path: p, status: 401},
-			call{name: "route " + verb + " unknown route", h: up, method: "POST", path: "/routes/stripe/billing/" + verb, auth: auth, status: 404},
+			call{name: "route " + verb + " unknown route", h: up, method: "POST", path: "/routes/stripe/default/" + verb, auth: auth, status: 404},
 			call{name: "route " + verb + " write fails", h: up, method: "POST", path: p + "?rate=1", auth: auth, status: 502, before: failing},
 		)
 		if verb != "rate" {
@@ -340,13 +340,23 @@ func TestOpenAPITraceAndParked(t *testing.T) {
 		}
 	}
 	var tr struct {
-		Key   string
-		Now   struct{ State string }
-		Steps []struct{ Kind string }
+		Key    string
+		Now    struct{ State, Route string }
+		Routes []struct {
+			Route string
+			Now   struct{ State string }
+		}
+		Steps []struct{ Kind, Route string }
 	}
 	get("/events/"+traceKey, &tr)
 	if tr.Key != traceKey || tr.Now.State != "pending" || len(tr.Steps) != 2 || tr.Steps[0].Kind != "accepted" || tr.Steps[1].Kind != "waiting" {
 		t.Errorf("trace of %s: %+v", traceKey, tr)
+	}
+	// The waiting record names no route: the route default's, per route
+	// status pending (no outcome yet); the accepted delivery is the key's.
+	if len(tr.Routes) != 1 || tr.Routes[0].Route != "default" || tr.Routes[0].Now.State != "pending" || tr.Now.Route != "default" ||
+		tr.Steps[0].Route != "" || tr.Steps[1].Route != "default" {
+		t.Errorf("routes of the trace of %s: %+v", traceKey, tr)
 	}
 	type report struct {
 		Total  int

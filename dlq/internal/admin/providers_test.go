@@ -221,7 +221,7 @@ func getRoutes(t *testing.T, h http.Handler) map[string]settings.View {
 func TestRouteSettingRoutes(t *testing.T) {
 	h := providerServer(t, testProviders, nil)
 	auth := "Bearer " + token
-	for _, p := range []string{"/routes", "/routes/stripe/default/pause"} {
+	for _, p := range []string{"/routes", "/routes/stripe/crm/pause"} {
 		method := "POST"
 		if p == "/routes" {
 			method = "GET"
@@ -230,7 +230,7 @@ func TestRouteSettingRoutes(t *testing.T) {
 			t.Errorf("%s %s with a wrong token: %d", method, p, w.Code)
 		}
 	}
-	if got := getRoutes(t, h); len(got) != 2 || got["stripe/default"].State != "running" || got["stripe/default"].Route != "default" {
+	if got := getRoutes(t, h); len(got) != 3 || got["stripe/crm"].State != "running" || got["stripe/crm"].Route != "crm" || got["slowcrm/default"].Route != "default" {
 		t.Fatalf("GET /routes before any setting: %+v", got)
 	}
 	for _, c := range []struct {
@@ -239,14 +239,14 @@ func TestRouteSettingRoutes(t *testing.T) {
 		rate       float64
 		by         string
 	}{
-		{"/routes/stripe/default/pause", `{"by":"alice"}`, "paused", 0, "alice"},
+		{"/routes/stripe/crm/pause", `{"by":"alice"}`, "paused", 0, "alice"},
 		{"/routes/slowcrm/default/rate?rate=300/m", "", "draining", 5, "api"},
-		{"/routes/stripe/default/resume?by=bob", "", "running", 0, "bob"},
-		{"/routes/stripe/default/pause", "", "paused", 0, "api"},
+		{"/routes/stripe/crm/resume?by=bob", "", "running", 0, "bob"},
+		{"/routes/stripe/crm/pause", "", "paused", 0, "api"},
 	} {
 		w := do(h, "POST", c.path, auth, c.body)
 		var v settings.View
-		if err := json.Unmarshal(w.Body.Bytes(), &v); w.Code != 200 || err != nil || v.Route != "default" || v.State != c.state || v.Rate != c.rate || v.By != c.by {
+		if err := json.Unmarshal(w.Body.Bytes(), &v); w.Code != 200 || err != nil || v.Route == "" || v.State != c.state || v.Rate != c.rate || v.By != c.by {
 			t.Fatalf("POST %s %s: %d %s; want %s at %v by %s", c.path, c.body, w.Code, w.Body, c.state, c.rate, c.by)
 		}
 		if g := getRoutes(t, h)[v.Name()]; g.State != c.state || g.Rate != c.rate || g.By != c.by {
@@ -257,17 +257,18 @@ func TestRouteSettingRoutes(t *testing.T) {
 		t.Errorf("a route's setting shows on GET /providers: %+v", g)
 	}
 	hasMetrics(t, h, []string{
-		`hookline_dlq_route_paused{provider="stripe",route="default"} 1`, `hookline_dlq_route_rate{provider="slowcrm",route="default"} 5`,
+		`hookline_dlq_route_paused{provider="stripe",route="crm"} 1`, `hookline_dlq_route_paused{provider="stripe",route="billing"} 0`,
+		`hookline_dlq_route_rate{provider="slowcrm",route="default"} 5`,
 		`hookline_dlq_provider_paused{provider="stripe"} 0`,
 	})
 	refused(t, h, []refusal{
-		{"/routes/stripe/billing/pause", "", 404, `unknown route "stripe/billing"`},
+		{"/routes/stripe/default/pause", "", 404, `unknown route "stripe/default"`},
 		{"/routes/nosuch/default/pause", "", 404, "unknown provider"},
 		{"/routes/stripe/Bill.ing/pause", "", 400, "want a route name"},
-		{"/routes/stripe/default/rate", "", 400, "rate is required"},
-		{"/routes/stripe/default/pause?rate=5", "", 400, "POST /routes/stripe/default/rate"},
-		{"/routes/stripe/default/pause", "\x0c", 400, "body"},
-		{"/routes/stripe/default/drain", "", 404, "no such route"},
+		{"/routes/stripe/crm/rate", "", 400, "rate is required"},
+		{"/routes/stripe/crm/pause?rate=5", "", 400, "POST /routes/stripe/crm/rate"},
+		{"/routes/stripe/crm/pause", "\x0c", 400, "body"},
+		{"/routes/stripe/crm/drain", "", 404, "no such route"},
 		{"/routes/stripe/pause", "", 404, "no such route"},
 	})
 	// Without a providers file any valid route goes.

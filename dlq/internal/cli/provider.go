@@ -50,8 +50,9 @@ Holds or meters one route's deliveries. A route is a named destination of a
 provider in the providers file; a provider with a provider-level
 destination has one, named default. A route's setting is one record on
 webhooks.control keyed route:PROVIDER/ROUTE (the latest counts), beside the
-provider-wide one keyed provider:PROVIDER (dlq provider), which holds every
-route of the provider whatever the route's own setting says.
+provider-wide one keyed provider:PROVIDER (dlq provider). The processor
+combines the two: a route is paused if either is, and drained at its own
+rate if it has one, else at the provider's.
 
 pause   the processor calls the route's destination no more: its records
         wait, parked durably in the route's lane topic

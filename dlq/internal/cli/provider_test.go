@@ -185,14 +185,14 @@ func TestProviderErrors(t *testing.T) {
 func TestRouteCommands(t *testing.T) {
 	env, read := controlEnv(t)
 	code, out, errs := run(env, "route", "list")
-	if code != 0 || squash(out) != "ROUTE SETTING BY SINCE slowcrm/default running - - stripe/default running - -" {
+	if code != 0 || squash(out) != "ROUTE SETTING BY SINCE slowcrm/default running - - stripe/billing running - - stripe/crm running - -" {
 		t.Fatalf("route list before any setting: %d\n%s%s", code, out, errs)
 	}
-	code, out, errs = run(env, "route", "pause", "stripe/default")
-	if code != 0 || out != "stripe/default paused by tester\n" || errs != "" {
+	code, out, errs = run(env, "route", "pause", "stripe/crm")
+	if code != 0 || out != "stripe/crm paused by tester\n" || errs != "" {
 		t.Fatalf("route pause: %d %q %q", code, out, errs)
 	}
-	if s := read()["stripe/default"]; s.Provider != "stripe" || s.Route != "default" || !s.Paused || s.By != "tester" {
+	if s := read()["stripe/crm"]; s.Provider != "stripe" || s.Route != "crm" || !s.Paused || s.By != "tester" {
 		t.Fatalf("setting written by route pause: %+v", s)
 	}
 	if s, ok := read()["stripe"]; ok {
@@ -200,25 +200,28 @@ func TestRouteCommands(t *testing.T) {
 	}
 
 	noFile := with(env, "HOOKLINE_PROVIDERS", "")
-	code, out, errs = run(noFile, "route", "rate", "stripe/billing", "--rate", "600/m", "--by", "alice", "--json")
-	if code != 0 || !strings.Contains(errs, `route "stripe/billing" is not checked`) {
+	code, out, errs = run(noFile, "route", "rate", "stripe/ledger", "--rate", "600/m", "--by", "alice", "--json")
+	if code != 0 || !strings.Contains(errs, `route "stripe/ledger" is not checked`) {
 		t.Fatalf("route rate without a file: %d %q %q", code, out, errs)
 	}
-	if v := jsonLines(t, out)[0]; v["provider"] != "stripe" || v["route"] != "billing" || v["state"] != "draining" || v["rate"] != 10.0 || v["by"] != "alice" {
+	if v := jsonLines(t, out)[0]; v["provider"] != "stripe" || v["route"] != "ledger" || v["state"] != "draining" || v["rate"] != 10.0 || v["by"] != "alice" {
 		t.Fatalf("route rate --json: %v", v)
 	}
-	if code, out, _ := run(noFile, "route", "resume", "stripe/billing"); code != 0 || out != "stripe/billing running by tester\n" {
+	if code, out, _ := run(env, "route", "rate", "stripe/billing", "--rate", "7"); code != 0 || out != "stripe/billing draining at 7/s by tester\n" {
+		t.Fatalf("route rate: %d %q", code, out)
+	}
+	if code, out, _ := run(env, "route", "resume", "stripe/billing"); code != 0 || out != "stripe/billing running by tester\n" {
 		t.Fatalf("route resume: %d %q", code, out)
 	}
 	run(env, "provider", "pause", "slowcrm", "--by", "bob")
 	code, out, _ = run(env, "route", "list")
 	if code != 0 || !strings.Contains(squash(out), "slowcrm/default running - - stripe/billing running tester 20") ||
-		!strings.Contains(squash(out), "stripe/default paused tester 20") ||
+		!strings.Contains(squash(out), "stripe/crm paused tester 20") || !strings.Contains(squash(out), "stripe/ledger draining at 10/s alice 20") ||
 		!strings.Contains(out, "slowcrm is paused provider-wide (by bob, dlq provider): every route of it is held so") {
 		t.Fatalf("route list: %d\n%s", code, out)
 	}
 	code, out, _ = run(env, "route", "list", "--json")
-	if lines := jsonLines(t, out); code != 0 || len(lines) != 3 || lines[1]["route"] != "billing" || lines[2]["route"] != "default" || lines[2]["state"] != "paused" {
+	if lines := jsonLines(t, out); code != 0 || len(lines) != 4 || lines[1]["route"] != "billing" || lines[2]["route"] != "crm" || lines[2]["state"] != "paused" || lines[3]["route"] != "ledger" {
 		t.Fatalf("route list --json: %d %v", code, lines)
 	}
 	code, out, _ = run(env, "provider", "list", "--json")
@@ -235,17 +238,18 @@ func TestRouteErrors(t *testing.T) {
 		says string
 	}{
 		{[]string{"route"}, env, "pause, resume, rate or list"},
-		{[]string{"route", "frob", "stripe/default"}, env, `"frob"`},
+		{[]string{"route", "frob", "stripe/crm"}, env, `"frob"`},
 		{[]string{"route", "pause"}, env, "one PROVIDER/ROUTE"},
 		{[]string{"route", "pause", "stripe"}, env, "want PROVIDER/ROUTE"},
 		{[]string{"route", "pause", "stripe/"}, env, "want a route name"},
 		{[]string{"route", "pause", "stripe/Billing.eu"}, env, "want a route name"},
 		{[]string{"route", "pause", "stripe/billing/x"}, env, "want a route name"},
 		{[]string{"route", "pause", "a:b/c"}, with(env, "HOOKLINE_PROVIDERS", ""), "want a provider name"},
-		{[]string{"route", "pause", "stripe/billing"}, env, `unknown route "stripe/billing"`},
+		{[]string{"route", "pause", "stripe/default"}, env, `unknown route "stripe/default"`},
+		{[]string{"route", "pause", "slowcrm/billing"}, env, "slowcrm has the routes default"},
 		{[]string{"route", "pause", "nosuch/default"}, env, `unknown provider "nosuch"`},
-		{[]string{"route", "rate", "stripe/default"}, env, "needs --rate"},
-		{[]string{"route", "rate", "stripe/default", "--rate", "5/d"}, env, "unit"},
+		{[]string{"route", "rate", "stripe/crm"}, env, "needs --rate"},
+		{[]string{"route", "rate", "stripe/crm", "--rate", "5/d"}, env, "unit"},
 		{[]string{"route", "list", "x"}, env, "no arguments"},
 	} {
 		code, out, errs := run(tc.env, tc.args...)

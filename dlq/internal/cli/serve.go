@@ -26,8 +26,8 @@ const serveHelp = `usage: dlq serve [--addr HOST:PORT]
 Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
 127.0.0.1:8081; --addr overrides it):
 
-  GET  /dlq               entries, newest first (?provider= &reason= &key= &since= &unresolved=true &limit= &offset=)
-  GET  /dlq/stats         counts by provider, reason and resolution; the oldest entries
+  GET  /dlq               entries, newest first (?provider= &route= &reason= &key= &since= &unresolved=true &limit= &offset=)
+  GET  /dlq/stats         counts by provider, provider/route, reason and resolution; the oldest entries (?provider= &route=)
   GET  /dlq/{ref}         one entry: headers, error history, body
   POST /dlq/replay        {"refs":["3:17"], "by":"alice"} or {"provider":"stripe", "since":"24h", "by":"alice"}
   POST /dlq/{ref}/resolve {"resolution":"ignored", "note":"test event", "by":"alice"}
@@ -38,10 +38,11 @@ Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
   POST /providers/{name}/rate     {"rate":5} or ?rate=5 (or 5/s, 300/m): drain at N calls/s; 0 clears the cap
   GET  /routes            every route's own setting: {"routes":[{"provider","route","state",...}],"caught_up"}
   POST /routes/{provider}/{route}/pause, /resume, /rate   as /providers/{name}/..., for one route
-  GET  /events/{key}      the key's trace: {"key","provider","now":{"state",...},"steps":[...],"accepted",
-                          "attempts","duplicates","replays","dead_letters"} (dlq help trace); 404 for an unknown key
-  GET  /parked            what waits in the retry tiers and lanes (?tier= &provider= &limit= &offset=):
-                          {"total","counts":[{"tier","provider","records","oldest"}],"oldest","records":[...],"offset","limit"}
+  GET  /events/{key}      the key's trace: {"key","provider","now":{"state","route",...},"routes":[{"route","now",
+                          "last_outcome",...}],"steps":[...],"accepted","attempts","duplicates","unrouted","replays",
+                          "dead_letters"} (dlq help trace); 404 for an unknown key
+  GET  /parked            what waits in the retry tiers and lanes (?tier= &provider= &route= &limit= &offset=):
+                          {"total","counts":[{"tier","provider","route","records","oldest"}],"oldest","records":[...],"offset","limit"}
   GET  /ui/               the triage page
   GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
                           hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds,
@@ -78,8 +79,9 @@ record of each partition.
 Automatic re-drive: a provider with "redrive: {after: 1h, max: 2}" in
 HOOKLINE_PROVIDERS has its DLQ entries with reason exhausted replayed once
 they are that old, at most max times per delivery, only while no processor
-reports its destination's breaker open (breaker records on
-webhooks.control); each is marked replayed by auto-redrive. Permanent
+reports the breaker of the entry's route open (breaker records on
+webhooks.control; one without a route is the route default's); each is
+marked replayed by auto-redrive, and replayed to its route only. Permanent
 entries are never re-driven.
 `
 

@@ -75,10 +75,10 @@ func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg 
 	})
 	rd := redrive.New(redrive.Config{
 		Policies: policies, Index: ix, Store: a.store, Replayer: replay.New(a.cl), Names: a.names,
-		BreakerClosed: func(p string) (bool, string) {
+		BreakerClosed: func(provider, route string) (bool, string) {
 			mu.Lock()
 			defer mu.Unlock()
-			return breakers.Closed(p, time.Now())
+			return breakers.ClosedRoute(provider, route, time.Now())
 		},
 		BeforeWrite: a.ensureStatusTopic,
 		Registry:    reg,

@@ -21,12 +21,18 @@ import (
 
 const traceHelp = `usage: dlq trace KEY [--json]
 
-The key's whole path in time order: each delivery ingest accepted (request
-id, received-at, origin), each processing outcome with its error, where it
-waited (retry tier and due time, or parked in its destination's lane), its
-DLQ entries with refs and resolutions, replays, duplicates; then where it
-stands now. --json prints one JSON object per line: each step, then the
-trace (kind "trace") with the counts and "now".
+The key's whole path, route by route: first where it stands now, then what
+happened to the key as a whole (each delivery ingest accepted, with request
+id, received-at and origin; duplicates; unrouted), then for each route (a
+named destination of the provider; "default" for a provider-level
+destination and everything written before routes) where that route stands
+and its steps: each processing outcome with its error, where it waited
+(retry tier and due time, or parked in its lane), its DLQ entries with refs
+and resolutions, its replays; each group in time order. The key stands
+where its route furthest from done stands (dead, waiting, parked, pending),
+done when every route is. --json prints one JSON object per line: each step
+in time order ("route" on a route's), then the trace (kind "trace") with
+the counts, "now" and "routes" (each route's "now" and "last_outcome").
 
 It reads the trace index in HOOKLINE_TRACE_DIR (default data/dlq-trace),
 reading the topics into it from where it stopped (the first run reads them
@@ -131,14 +137,44 @@ func remoteTrace(ctx context.Context, cfg config, key string) (trace.Trace, erro
 	return trace.Trace{}, fmt.Errorf("dlq serve at %s answered %s: %s", cfg.AdminAddr, resp.Status, strings.TrimSpace(string(body)))
 }
 
+// printTrace writes the trace grouped: where the key stands, the steps of
+// the whole key (deliveries accepted, duplicates, unrouted), then each
+// route's steps under where that route stands; each group in time order.
 func printTrace(w io.Writer, t trace.Trace) {
-	fmt.Fprintf(w, "%s (provider %s): %s\n", cell(t.Key), cell(t.Provider), cell(nowText(t.Now))) // nowText holds a resolution's "by", anyone's text
+	now := nowText(t.Now)
+	if t.Now.Route != "" && len(t.Routes) > 1 {
+		now = "route " + t.Now.Route + " " + now
+	}
+	fmt.Fprintf(w, "%s (provider %s): %s\n", cell(t.Key), cell(t.Provider), cell(now)) // nowText holds a resolution's "by", anyone's text
 	if t.StepsOmitted > 0 {
 		fmt.Fprintf(w, "(the first %d steps are left out; the last %d follow)\n", t.StepsOmitted, len(t.Steps))
 	}
+	byRoute := map[string][]trace.Event{}
+	for _, s := range t.Steps {
+		byRoute[s.Route] = append(byRoute[s.Route], s)
+	}
+	if steps := byRoute[""]; len(steps) > 0 {
+		fmt.Fprintf(w, "\nthe key, for every route:\n")
+		printSteps(w, steps)
+	}
+	for _, rt := range t.Routes {
+		fmt.Fprintf(w, "\nroute %s: %s (attempts %d, replays %d, DLQ entries %d)\n", cell(rt.Route), cell(nowText(rt.Now)), rt.Attempts, rt.Replays, rt.DeadLetters)
+		if steps := byRoute[rt.Route]; len(steps) > 0 {
+			printSteps(w, steps)
+		}
+	}
+	fmt.Fprintf(w, "\naccepted %d, attempts %d, duplicates %d", t.Accepted, t.Attempts, t.Duplicates)
+	if t.Unrouted > 0 {
+		fmt.Fprintf(w, ", unrouted %d", t.Unrouted)
+	}
+	fmt.Fprintf(w, ", replays %d, DLQ entries %d\n", t.Replays, t.DeadLetters)
+}
+
+// printSteps writes steps as a table.
+func printSteps(w io.Writer, steps []trace.Event) {
 	tw := newTable(w)
 	row(tw, "TIME", "STEP", "ATTEMPT", "DETAIL")
-	for _, s := range t.Steps {
+	for _, s := range steps {
 		step, detail := s.Kind, ""
 		switch s.Kind {
 		case trace.KindAccepted, trace.KindRetried, trace.KindReplayed:
@@ -155,6 +191,8 @@ func printTrace(w io.Writer, t trace.Trace) {
 				detail = "in " + s.Lane
 			case "dead":
 				detail = "to the DLQ (" + s.Reason + ")"
+			case "unrouted":
+				detail = "no route of the provider matched: nothing delivered"
 			}
 			if s.Error != "" {
 				detail = strings.TrimPrefix(detail+"; error: "+short(s.Error, 120), "; ")
@@ -180,7 +218,6 @@ func printTrace(w io.Writer, t trace.Trace) {
 		row(tw, s.At.UTC().Format("2006-01-02 15:04:05.000Z"), step, att, detail)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "accepted %d, attempts %d, duplicates %d, replays %d, DLQ entries %d\n", t.Accepted, t.Attempts, t.Duplicates, t.Replays, t.DeadLetters)
 }
 
 func nowText(n trace.Now) string {
@@ -197,6 +234,8 @@ func nowText(n trace.Now) string {
 		return s
 	case trace.StateDone:
 		return "done at " + n.Since
+	case trace.StateUnrouted:
+		return "unrouted: it matched no route of its provider, so nothing was delivered (" + n.Since + ")"
 	}
 	return "accepted, not processed yet"
 }

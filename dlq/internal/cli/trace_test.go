@@ -35,3 +35,37 @@ func TestPrintTraceEscapesControls(t *testing.T) {
 		t.Fatalf("first line %q: want the resolution's author, escaped", strings.SplitN(out, "\n", 2)[0])
 	}
 }
+
+// TestPrintTraceByRoute: the key's own steps, then each route's under
+// where it stands; the first line names the route the key stands on.
+func TestPrintTraceByRoute(t *testing.T) {
+	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	tr := trace.Trace{
+		Key: "stripe:evt_1", Provider: "stripe",
+		Now: trace.Now{State: trace.StateWaiting, Route: "crm", Tier: "5m", DueAt: "2026-11-26T12:05:00.000Z", NextAttempt: 2},
+		Routes: []trace.RouteTrace{
+			{Route: "billing", Now: trace.Now{State: trace.StateDone, Since: "2026-11-26T12:00:00.001Z"}, Attempts: 1},
+			{Route: "crm", Now: trace.Now{State: trace.StateWaiting, Tier: "5m", DueAt: "2026-11-26T12:05:00.000Z", NextAttempt: 2}, Attempts: 1},
+		},
+		Steps: []trace.Event{
+			{Kind: trace.KindAccepted, At: at, Origin: "ingest"},
+			{Kind: trace.KindOutcome, At: at, Status: "done", Route: "billing"},
+			{Kind: trace.KindOutcome, At: at, Status: "retrying", Tier: "5m", Route: "crm", Error: "HTTP 503"},
+			{Kind: trace.KindOutcome, At: at, Status: "duplicate"},
+		},
+		Accepted: 1, Attempts: 2, Duplicates: 1,
+	}
+	var b strings.Builder
+	printTrace(&b, tr)
+	out := b.String()
+	order := []string{"route crm waiting in retry tier 5m", "the key, for every route:", "accepted", "duplicate",
+		"route billing: done at", "done", "route crm: waiting in retry tier 5m", "to tier 5m; error: HTTP 503", "accepted 1, attempts 2, duplicates 1"}
+	rest := out
+	for _, want := range order {
+		i := strings.Index(rest, want)
+		if i < 0 {
+			t.Fatalf("trace output lacks %q after what came before:\n%s", want, out)
+		}
+		rest = rest[i+len(want):]
+	}
+}

@@ -102,7 +102,7 @@ func Lane(names topics.Names, topic string) (provider, route string, ok bool) {
 	}
 	provider, route, dotted := strings.Cut(rest, ".")
 	if !dotted {
-		return provider, control.DefaultRoute, true
+		return provider, headers.DefaultRoute, true
 	}
 	if provider == "" || control.CheckRoute(route) != nil {
 		return "", "", false

@@ -1,8 +1,11 @@
 // Package redrive replays exhausted DLQ entries automatically (dlq serve):
 // a provider with `redrive: {after, max}` in the providers file has its
 // entries with reason exhausted replayed once they are `after` old, at most
-// `max` times per entry, and only while no processor reports its
-// destination's breaker open. Permanent entries are never re-driven.
+// `max` times per entry, and only while no processor reports the breaker
+// of the entry's route open (the route default's for an entry without a
+// route, and for a report without one). Permanent entries are never
+// re-driven. A replay goes to the entry's route only (replay.Record keeps
+// hookline.route).
 //
 // An entry re-driven is marked `replayed` by "auto-redrive" like any replay
 // (hookline.replay-id dlq:<ref>, so a replay sent twice, after a crash
@@ -25,6 +28,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/dlq/internal/trace"
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/topics"
@@ -45,9 +49,10 @@ type Config struct {
 	Store    *store.Store
 	Replayer *replay.Replayer
 	Names    topics.Names
-	// BreakerClosed reports whether no processor's breaker of a
-	// provider's destination is open, naming one that is when not.
-	BreakerClosed func(provider string) (bool, string)
+	// BreakerClosed reports whether no processor's breaker of a route's
+	// destination is open (control.Breakers.ClosedRoute), naming an
+	// instance that reports it open when not.
+	BreakerClosed func(provider, route string) (bool, string)
 	// BeforeWrite runs before a pass writes (creates webhooks.dlq-status).
 	BeforeWrite func(context.Context) error
 	Registry    prometheus.Registerer
@@ -67,7 +72,7 @@ type Redriver struct {
 // New returns a Redriver and registers its counters:
 // hookline_dlq_redrives_total{provider} (replays sent and marked),
 // hookline_dlq_redrive_held_total{provider} (due entries held back by an
-// open breaker, per pass) and hookline_dlq_redrive_errors_total{provider}.
+// open breaker of their route, per pass; the route is in the log line) and hookline_dlq_redrive_errors_total{provider}.
 func New(cfg Config) *Redriver {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -76,7 +81,7 @@ func New(cfg Config) *Redriver {
 		sent: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookline_dlq_redrives_total",
 			Help: "DLQ entries re-driven automatically (replayed and marked replayed by auto-redrive)."}, []string{"provider"}),
 		held: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookline_dlq_redrive_held_total",
-			Help: "Due re-drives held back because a processor reported the destination's breaker open (counted per pass)."}, []string{"provider"}),
+			Help: "Due re-drives held back because a processor reported the breaker of the entry's route open (counted per pass)."}, []string{"provider"}),
 		failed: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "hookline_dlq_redrive_errors_total",
 			Help: "Re-drives that could not be sent or marked."}, []string{"provider"}),
 	}
@@ -130,7 +135,7 @@ type due struct {
 func (r *Redriver) Pass(ctx context.Context) (int, error) {
 	now := r.cfg.Now()
 	var picks []due
-	heldBy := map[string]string{}
+	heldBy := map[string]string{} // provider/route -> an instance that holds it
 	err := r.cfg.Index.DeadLetters(ctx, func(dl trace.DeadLetter, rs *store.Resolution) bool {
 		pol, ok := r.cfg.Policies[dl.Provider]
 		if !ok || dl.Reason != headers.DeadExhausted || rs != nil || now.Sub(dl.At) < pol.After {
@@ -144,8 +149,9 @@ func (r *Redriver) Pass(ctx context.Context) (int, error) {
 		if n >= pol.Max {
 			return true
 		}
-		if ok, inst := r.cfg.BreakerClosed(dl.Provider); !ok {
-			heldBy[dl.Provider] = inst
+		route := control.RouteOr(dl.Route)
+		if ok, inst := r.cfg.BreakerClosed(dl.Provider, route); !ok {
+			heldBy[dl.Provider+"/"+route] = inst
 			r.held.WithLabelValues(dl.Provider).Inc()
 			return true
 		}
@@ -155,8 +161,9 @@ func (r *Redriver) Pass(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	for _, p := range sortedKeys(heldBy) {
-		r.cfg.Logger.Info("auto-redrive held: the destination's breaker is open", "provider", p, "instance", heldBy[p])
+	for _, pr := range sortedKeys(heldBy) {
+		provider, route, _ := strings.Cut(pr, "/")
+		r.cfg.Logger.Info("auto-redrive held: the route's breaker is open", "provider", provider, "route", route, "instance", heldBy[pr])
 	}
 	if len(picks) == 0 {
 		return 0, nil
@@ -168,7 +175,7 @@ func (r *Redriver) Pass(ctx context.Context) (int, error) {
 	for _, p := range picks {
 		if err := r.one(ctx, p); err != nil {
 			r.failed.WithLabelValues(p.dl.Provider).Inc()
-			r.cfg.Logger.Warn("auto-redrive failed", "ref", p.dl.Ref, "key", p.dl.Key, "provider", p.dl.Provider, "err", err)
+			r.cfg.Logger.Warn("auto-redrive failed", "ref", p.dl.Ref, "key", p.dl.Key, "provider", p.dl.Provider, "route", control.RouteOr(p.dl.Route), "err", err)
 			if ctx.Err() != nil {
 				return sent, ctx.Err()
 			}
@@ -176,7 +183,7 @@ func (r *Redriver) Pass(ctx context.Context) (int, error) {
 		}
 		sent++
 		r.sent.WithLabelValues(p.dl.Provider).Inc()
-		r.cfg.Logger.Info("auto-redrive sent", "ref", p.dl.Ref, "key", p.dl.Key, "provider", p.dl.Provider, "redrive", p.count+1, "max", p.max)
+		r.cfg.Logger.Info("auto-redrive sent", "ref", p.dl.Ref, "key", p.dl.Key, "provider", p.dl.Provider, "route", control.RouteOr(p.dl.Route), "redrive", p.count+1, "max", p.max)
 	}
 	return sent, nil
 }

@@ -2,6 +2,7 @@ package redrive
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"testing"
@@ -67,7 +68,7 @@ func TestPassChoosesNothingItMustNot(t *testing.T) {
 	r := New(Config{
 		Policies: map[string]providers.Redrive{"acme": {After: time.Minute, Max: 2}, "bravo": {After: time.Minute, Max: 1}},
 		Index:    ix, Names: names, Registry: reg,
-		BreakerClosed: func(p string) (bool, string) { asked = append(asked, p); return p != "acme", "p1" },
+		BreakerClosed: func(p, route string) (bool, string) { asked = append(asked, p+"/"+route); return p != "acme", "p1" },
 		BeforeWrite:   func(context.Context) error { t.Fatal("a pass with nothing due wrote"); return nil },
 		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
 	})
@@ -81,8 +82,8 @@ func TestPassChoosesNothingItMustNot(t *testing.T) {
 	if got := counter(t, reg, "hookline_dlq_redrives_total", "acme"); got != 0 {
 		t.Fatalf("redrives{acme} = %v, want 0", got)
 	}
-	if len(asked) != 1 {
-		t.Fatalf("breaker asked for %v: only the one due entry should be", asked)
+	if len(asked) != 1 || asked[0] != "acme/default" {
+		t.Fatalf("breaker asked for %v: only the one due entry should be, for the route default (it has no route)", asked)
 	}
 	dl, _, _ := ix.DeadLetter("1:1")
 	if c, err := r.count(dl); err != nil || c != 1 {
@@ -90,6 +91,52 @@ func TestPassChoosesNothingItMustNot(t *testing.T) {
 	}
 	if got := r.Interval(); got != 15*time.Second {
 		t.Fatalf("interval %s, want a quarter of the shortest after (15s)", got)
+	}
+}
+
+// TestPassHoldsARouteNotItsSiblings: with one route's breaker open, its
+// due entries are held and its sibling's are picked (the pass goes on to
+// write them: BeforeWrite runs); an entry without a route is the route
+// default's.
+func TestPassHoldsARouteNotItsSiblings(t *testing.T) {
+	names := topics.NewNames("t.", nil)
+	ix, err := trace.Open(trace.Options{InMemory: true, Names: names})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	old := time.Now().Add(-time.Hour)
+	var recs []*kgo.Record
+	for i, route := range []string{"billing", "crm", ""} {
+		r := &kgo.Record{Topic: names.DLQ, Key: []byte("acme:k" + route), Offset: int64(i), Timestamp: old}
+		headers.Set(r, headers.Provider, "acme")
+		headers.Set(r, headers.DeadReason, headers.DeadExhausted)
+		if route != "" {
+			headers.Set(r, headers.Route, route)
+		}
+		recs = append(recs, r)
+	}
+	if err := ix.Apply(recs, nil); err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	asked := map[string]bool{}
+	wrote := errors.New("a pass with due entries writes")
+	r := New(Config{
+		Policies: map[string]providers.Redrive{"acme": {After: time.Minute, Max: 2}},
+		Index:    ix, Names: names, Registry: reg,
+		BreakerClosed: func(p, route string) (bool, string) { asked[p+"/"+route] = true; return route != "billing", "p1" },
+		BeforeWrite:   func(context.Context) error { return wrote },
+		Logger:        slog.New(slog.NewTextHandler(io.Discard, nil)),
+	})
+	if n, err := r.Pass(t.Context()); !errors.Is(err, wrote) || n != 0 {
+		t.Fatalf("pass: %d, %v; want the due entries of crm and default picked, then BeforeWrite's error", n, err)
+	}
+	if len(asked) != 3 || !asked["acme/billing"] || !asked["acme/crm"] || !asked["acme/default"] {
+		t.Fatalf("breakers asked %v, want billing, crm and default", asked)
+	}
+	if got := counter(t, reg, "hookline_dlq_redrive_held_total", "acme"); got != 1 {
+		t.Fatalf("held{acme} = %v, want 1 (billing's entry)", got)
 	}
 }
 

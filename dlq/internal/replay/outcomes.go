@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
 )
 
@@ -121,5 +122,5 @@ func outcomeFor(o outcome.Outcome, route string) bool {
 	case o.Status == outcome.StatusDuplicate, o.Status == outcome.StatusUnrouted:
 		return true
 	}
-	return control.RouteOr(route) == control.DefaultRoute
+	return control.RouteOr(route) == headers.DefaultRoute
 }

@@ -90,11 +90,16 @@ func LoadKnown(path string) (Known, error) {
 	return k, nil
 }
 
-// routesOf lists the routes of p. pkg/providers does not read a `routes:`
-// block yet (issue 22), so every provider has the one route its
-// provider-level destination makes, control.DefaultRoute; when it does,
-// this is where its route names come in.
-func routesOf(*providers.Provider) []string { return []string{control.DefaultRoute} }
+// routesOf lists the names of p's routes, in name order: those of its
+// routes:, or the route default its provider-level destination makes;
+// none for a provider that delivers nowhere.
+func routesOf(p *providers.Provider) []string {
+	var out []string
+	for _, rt := range p.Routes() {
+		out = append(out, rt.Name)
+	}
+	return out
+}
 
 // Checked says whether names are checked against a providers file.
 func (k Known) Checked() bool { return k.path != "" }

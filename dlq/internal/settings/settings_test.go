@@ -72,26 +72,27 @@ func TestKnown(t *testing.T) {
 	}
 }
 
-// TestKnownRoutes: a provider of the file has its routes (the route
-// default for a provider-level destination, which is all the file can
-// say until pkg/providers reads routes); another route of it, or a route
-// of a provider the file lacks, is ErrUnknown naming what there is; a bad
-// route name is refused with or without a file; route settings are listed
-// apart from provider-wide ones.
+// TestKnownRoutes: a provider of the file has its routes (those of its
+// routes:, or the route default of a provider-level destination); another
+// route of it, or a route of a provider the file lacks, is ErrUnknown
+// naming what there is; a bad route name is refused with or without a
+// file; route settings are listed apart from provider-wide ones.
 func TestKnownRoutes(t *testing.T) {
 	k := mustKnown(t)
 	var routes []string
 	for _, r := range k.Routes() {
 		routes = append(routes, r.Name())
 	}
-	if strings.Join(routes, " ") != "slowcrm/default stripe/default" {
+	if strings.Join(routes, " ") != "slowcrm/default stripe/billing stripe/crm" {
 		t.Fatalf("routes %v", routes)
 	}
-	if err := k.Check("stripe", "default"); err != nil {
-		t.Errorf("Check(stripe/default) = %v", err)
+	for _, ok := range [][2]string{{"stripe", "billing"}, {"stripe", "crm"}, {"slowcrm", "default"}} {
+		if err := k.Check(ok[0], ok[1]); err != nil {
+			t.Errorf("Check(%s/%s) = %v", ok[0], ok[1], err)
+		}
 	}
-	if err := k.Check("stripe", "billing"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), `unknown route "stripe/billing"`) || !strings.Contains(err.Error(), "stripe has the routes default") {
-		t.Errorf("Check(stripe/billing) = %v, want ErrUnknown naming stripe's routes", err)
+	if err := k.Check("stripe", "default"); !errors.Is(err, ErrUnknown) || !strings.Contains(err.Error(), `unknown route "stripe/default"`) || !strings.Contains(err.Error(), "stripe has the routes billing, crm") {
+		t.Errorf("Check(stripe/default) = %v, want ErrUnknown naming stripe's routes (a provider with routes has no default)", err)
 	}
 	if err := k.Check("nosuch", "default"); !errors.Is(err, ErrUnknown) {
 		t.Errorf("Check(nosuch/default) = %v, want ErrUnknown", err)
@@ -113,7 +114,7 @@ func TestKnownRoutes(t *testing.T) {
 	for _, v := range k.RouteViews(got) {
 		rv = append(rv, v.Name()+"="+v.State)
 	}
-	if strings.Join(rv, " ") != "slowcrm/default=running stripe/billing=draining stripe/default=running" {
+	if strings.Join(rv, " ") != "slowcrm/default=running stripe/billing=draining stripe/crm=running" {
 		t.Errorf("route views %v", rv)
 	}
 	var pv []string
@@ -155,7 +156,7 @@ func TestLive(t *testing.T) {
 	if p, r := gauges(t, reg, "hookline_dlq_provider_paused")["slowcrm"], gauges(t, reg, "hookline_dlq_provider_rate")["slowcrm"]; p != 0 || r != 2.5 {
 		t.Errorf("after a drain: paused %v rate %v", p, r)
 	}
-	if n := len(gauges(t, reg, "hookline_dlq_route_paused")); n != 2 {
+	if n := len(gauges(t, reg, "hookline_dlq_route_paused")); n != 3 {
 		t.Errorf("%d route paused series, want one per route of the file", n)
 	}
 	billing := control.Setting{Provider: "stripe", Route: "billing", Paused: true, By: "b", At: at}
@@ -171,7 +172,7 @@ func TestLive(t *testing.T) {
 	if !l.Await(ctx1, billing) {
 		t.Error("Await did not see the route's setting")
 	}
-	if rv, _ := l.RouteViews(); len(rv) != 3 || rv[0].Name() != "slowcrm/default" || rv[1].Name() != "stripe/billing" || !rv[1].Paused {
+	if rv, _ := l.RouteViews(); len(rv) != 3 || rv[0].Name() != "slowcrm/default" || rv[1].Name() != "stripe/billing" || !rv[1].Paused || rv[2].Paused {
 		t.Errorf("route views %+v", rv)
 	}
 	l.CaughtUp()

@@ -34,7 +34,7 @@ func (e *Entry) Header(name string) string { return headers.Value(e.Record, name
 func (e *Entry) Key() string { return string(e.Record.Key) }
 
 // Route is the route the entry was dead-lettered for: its hookline.route
-// header, control.DefaultRoute when it has none (every entry written
+// header, headers.DefaultRoute when it has none (every entry written
 // before routes).
 func (e *Entry) Route() string { return control.RecordRoute(e.Record) }
 

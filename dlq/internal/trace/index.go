@@ -33,6 +33,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/pkg/badgerdb"
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/topics"
@@ -120,6 +121,12 @@ type Event struct {
 	Partition int32  `json:"partition"`
 	Offset    int64  `json:"offset"`
 	Provider  string `json:"provider,omitempty"`
+	// Route is the route the step is for (providers file): an outcome's
+	// route, or the hookline.route of a retried or replayed record, a
+	// tier's record or a DLQ entry, "default" where it names none. Empty
+	// on a step of the whole key: a delivery ingest accepted (for every
+	// route it matches), a duplicate, an unrouted outcome.
+	Route     string `json:"route,omitempty"`
 	EventType string `json:"event_type,omitempty"`
 	Origin    string `json:"origin,omitempty"`
 	// Attempt is the attempt the record is for (for waiting: the attempt
@@ -157,11 +164,14 @@ const (
 
 // DeadLetter is what the index keeps of each DLQ entry (for re-drive).
 type DeadLetter struct {
-	Ref      string    `json:"ref"`
-	Key      string    `json:"key"`
-	Provider string    `json:"provider"`
-	Reason   string    `json:"reason"`
-	At       time.Time `json:"at"`
+	Ref      string `json:"ref"`
+	Key      string `json:"key"`
+	Provider string `json:"provider"`
+	// Route is the entry's route; empty in what an index kept before
+	// routes, which is the route default (control.RouteOr).
+	Route  string    `json:"route,omitempty"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
 	// ReplayID is set when the entry is itself a replay that failed again:
 	// dlq:<ref of the entry replayed>.
 	ReplayID string `json:"replay_id,omitempty"`
@@ -198,7 +208,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 	}
 	h := func(n string) string { return headers.Value(r, n) }
 	ev := Event{At: r.Timestamp.UTC(), Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
-		Provider: h(headers.Provider), EventType: h(headers.EventType), Origin: h(headers.Origin), ReplayID: h(headers.ReplayID)}
+		Provider: h(headers.Provider), Route: h(headers.Route), EventType: h(headers.EventType), Origin: h(headers.Origin), ReplayID: h(headers.ReplayID)}
 	ev.Attempt, _ = headers.GetAttempt(r)
 	switch kind {
 	case "raw":
@@ -214,11 +224,13 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 	case "outcomes":
 		o, err := outcome.Decode(r.Value)
 		if err != nil {
-			ev.Kind, ev.Status, ev.Error = KindOutcome, "unreadable", "outcome record: "+err.Error()
+			ev.Kind, ev.Status, ev.Error = KindOutcome, statusUnreadable, "outcome record: "+err.Error()
+			ev.routed()
 			return ev, true
 		}
 		ev.Kind, ev.Status, ev.Attempt, ev.Origin, ev.DurationMS, ev.Error = KindOutcome, o.Status, o.Attempt, o.Origin, o.DurationMS, o.Error
 		ev.Tier, ev.Reason, ev.ReplayID, ev.Lane, ev.Provider, ev.EventType = o.Tier, o.DeadReason, o.ReplayID, o.Lane, o.Provider, o.EventType
+		ev.Route = o.Route
 		if t, err := headers.ParseTime(o.Time); err == nil {
 			ev.At = t
 		}
@@ -233,8 +245,27 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 			ev.Errors, ev.Error = len(es), es[len(es)-1].Error
 		}
 	}
+	ev.routed()
 	return ev, true
 }
+
+// routed sets the event's route as Event.Route says: none on a step of
+// the whole key, the route default on a step of a route that names none
+// (written before routes, or by a version that leaves the default out).
+// Events read back from an index written before routes get theirs so too.
+func (ev *Event) routed() {
+	switch {
+	case ev.Kind == KindAccepted,
+		ev.Kind == KindOutcome && (ev.Status == outcome.StatusDuplicate || ev.Status == outcome.StatusUnrouted || ev.Status == statusUnreadable):
+		ev.Route = ""
+	default:
+		ev.Route = control.RouteOr(ev.Route)
+	}
+}
+
+// statusUnreadable is the status of an outcome step whose record is not
+// an outcome.
+const statusUnreadable = "unreadable"
 
 // rank orders events of one instant: arrivals, then outcomes, then where
 // the record went.
@@ -329,7 +360,7 @@ func (ix *Index) Apply(recs []*kgo.Record, pos []Position) error {
 			return err
 		}
 		if ev.Kind == KindDeadLetter {
-			dl, _ := json.Marshal(DeadLetter{Ref: ev.Ref, Key: string(r.Key), Provider: ev.Provider, Reason: ev.Reason, At: ev.At, ReplayID: ev.ReplayID})
+			dl, _ := json.Marshal(DeadLetter{Ref: ev.Ref, Key: string(r.Key), Provider: ev.Provider, Route: ev.Route, Reason: ev.Reason, At: ev.At, ReplayID: ev.ReplayID})
 			e := badger.NewEntry(refKey(pDead, ev.Ref), dl)
 			e.ExpiresAt = expires(ev.At)
 			if err := wb.SetEntry(e); err != nil {
@@ -388,6 +419,7 @@ func (ix *Index) Events(key string) ([]Event, error) {
 			if err := it.Item().Value(func(v []byte) error { return json.Unmarshal(v, &ev) }); err != nil {
 				return fmt.Errorf("trace index entry of %q: %w", key, err)
 			}
+			ev.routed()
 			if ev.Kind == KindDeadLetter {
 				rs, err := resolution(txn, ev.Ref)
 				if err != nil {

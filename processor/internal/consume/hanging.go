@@ -24,9 +24,25 @@ const (
 func (p *Processor) hangingConfig() hanging.Config {
 	return hanging.Config{
 		TransactionalID: p.cfg.TransactionalID,
-		Topics:          append([]string{p.cfg.Names.Changelog, p.cfg.Names.Outcomes, p.cfg.Names.DLQ}, p.cfg.Names.Retry...),
+		Topics:          p.outputTopics(),
 		NewClient:       p.cfg.NewClient,
 	}
+}
+
+// outputTopics are the topics this processor's transactions write:
+// changelog, outcomes, DLQ, retry tiers, lanes and routes' topic
+// destinations.
+func (p *Processor) outputTopics() []string {
+	out := append([]string{p.cfg.Names.Changelog, p.cfg.Names.Outcomes, p.cfg.Names.DLQ}, p.cfg.Names.Retry...)
+	out = append(out, p.laneTopics()...)
+	seen := map[string]bool{}
+	for _, t := range p.routes.byKey {
+		if t.topic != "" && !seen[t.topic] {
+			seen[t.topic] = true
+			out = append(out, t.topic)
+		}
+	}
+	return out
 }
 
 // checkHanging runs one check for hanging transactions of this processor

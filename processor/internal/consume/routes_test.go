@@ -35,6 +35,16 @@ const routesYAML = `providers:
         destination: {topic: shop.ledger}
 `
 
+// newRoutesKafka is newFakeKafka with routesYAML's lanes and topic.
+func newRoutesKafka(t *testing.T) *fakeKafka {
+	f := newFakeKafka(t)
+	adm := kadm.NewClient(f.client(t))
+	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, "shop.ledger", f.names.RouteLane("shop", "billing"), f.names.RouteLane("shop", "crm")); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
 // routeCalls is a destination that records each call's route and key and
 // fails the first call of each route/key in fail (503).
 type routeCalls struct {
@@ -110,11 +120,7 @@ func outcomeOf(out map[string][]outcome.Outcome, key, route string) []string {
 // and the topic route holds the exact record once, naming its route; an
 // event no route matches is unrouted, with no call.
 func TestRoutesFanOut(t *testing.T) {
-	f := newFakeKafka(t)
-	adm := kadm.NewClient(f.client(t))
-	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, "shop.ledger", f.names.RouteLane("shop", "billing"), f.names.RouteLane("shop", "crm")); err != nil {
-		t.Fatal(err)
-	}
+	f := newRoutesKafka(t)
 	dest := &routeCalls{fail: map[string]bool{"billing/inv1": true}}
 	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"shop/billing": dest, "shop/crm": dest}, procOptions{providersYAML: routesYAML})
 
@@ -185,5 +191,23 @@ func TestRoutesFanOut(t *testing.T) {
 	}
 	if n := len(f.readCommitted(t, "shop.ledger")); n != 2 {
 		t.Errorf("ledger topic holds %d records after the retry, want still 2", n)
+	}
+}
+
+// TestUnknownProviderRetries: a record of a provider missing from this
+// processor's providers file (ingest's may be newer) is a retryable
+// failure of the route default, never a delivery to nowhere.
+func TestUnknownProviderRetries(t *testing.T) {
+	f := newRoutesKafka(t)
+	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"shop/crm": &routeCalls{}}, procOptions{providersYAML: routesYAML})
+	f.produceTyped(t, "ghost", "g1", "invoice.paid")
+	waitFor(t, "ghost's outcome", func() bool { return len(f.outcomes(t)["g1"]) == 1 })
+	o := f.outcomes(t)["g1"][0]
+	if o.Status != outcome.StatusRetrying || o.Route != headers.DefaultRoute {
+		t.Errorf("outcome %+v: want retrying on the route default", o)
+	}
+	tier := f.readCommitted(t, f.names.Retry[0])
+	if len(tier) != 1 || headers.Value(tier[0], headers.Route) != headers.DefaultRoute {
+		t.Errorf("tier copies %d, want g1's, naming the route default", len(tier))
 	}
 }

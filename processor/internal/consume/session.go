@@ -299,6 +299,12 @@ func (s *session) run(it *item) (*result, error) {
 		return res, nil
 	}
 	a.Route = p.routeOf(r, a)
+	if _, known := p.cfg.Providers.Get(a.Provider); !known && a.Route == "" {
+		// Not in this processor's providers file (ingest's may be newer):
+		// a retryable failure of the route default, not a delivery to
+		// nowhere, so it is delivered once the file is.
+		a.Route = headers.DefaultRoute
+	}
 	cur, err := s.stateOf(r.Partition, string(r.Key))
 	if err != nil {
 		return nil, err

@@ -53,7 +53,7 @@ function failed(err) {
 function filters() {
   const f = new FormData($('filters'));
   const q = new URLSearchParams();
-  for (const name of ['provider', 'reason', 'since', 'key']) {
+  for (const name of ['provider', 'route', 'reason', 'since', 'key']) {
     const v = (f.get(name) || '').trim();
     if (v) q.set(name, v);
   }
@@ -77,6 +77,8 @@ async function loadStats() {
   for (const [k, v] of Object.entries(st.by_resolution || {})) item(k.replace('_', ' '), v);
   const per = Object.entries(st.by_provider || {}).map(([k, v]) => k + ' ' + v.unresolved + '/' + v.total);
   if (per.length) item('unresolved/total by provider:', per.join(', '));
+  const perRoute = Object.entries(st.by_route || {}).map(([k, v]) => k + ' ' + v.unresolved + '/' + v.total);
+  if (perRoute.length > per.length) item('by route:', perRoute.join(', '));
   if (st.oldest_unresolved) item('oldest unresolved', st.oldest_unresolved.ref + ', ' + shortTime(st.oldest_unresolved.dead_at));
 }
 
@@ -97,7 +99,7 @@ async function loadList() {
   if (page.entries.length === 0) {
     const tr = el('tr');
     const td = el('td', 'No entries match.', 'empty');
-    td.colSpan = 9;
+    td.colSpan = 10;
     tr.append(td);
     body.append(tr);
   }
@@ -107,17 +109,17 @@ async function loadList() {
     if (state.current === e.ref) tr.classList.add('selected');
     const res = e.resolution ? e.resolution.resolution : '';
     const cells = [
-      el('td', e.ref, 'nowrap'), el('td', shortTime(e.dead_at), 'nowrap'), el('td', e.provider), el('td', e.event_type || '–'),
-      el('td', e.key, 'key'), el('td'), el('td'), el('td', e.last_error, 'err'), el('td'),
+      el('td', e.ref, 'nowrap'), el('td', shortTime(e.dead_at), 'nowrap'), el('td', e.provider), el('td', e.route, 'route'),
+      el('td', e.event_type || '–'), el('td', e.key, 'key'), el('td'), el('td'), el('td', e.last_error, 'err'), el('td'),
     ];
-    cells[5].append(tag(e.reason));
-    cells[6].append(tag(res));
+    cells[6].append(tag(e.reason));
+    cells[7].append(tag(res));
     const btn = el('button', 'Replay');
     btn.type = 'button';
     btn.className = 'replay';
     btn.dataset.ref = e.ref;
     btn.addEventListener('click', (ev) => { ev.stopPropagation(); replay(e.ref); });
-    cells[8].append(btn, ' ', traceLink(e.key));
+    cells[9].append(btn, ' ', traceLink(e.key));
     tr.append(...cells);
     tr.addEventListener('click', () => show(e.ref));
     body.append(tr);
@@ -128,8 +130,22 @@ async function loadList() {
   $('older').disabled = last >= page.total;
 }
 
-// loadProviders shows each provider's setting (webhooks.control), with a
-// Pause button where it runs or drains and a Resume one where it is held.
+// settingButtons are the Pause and Resume buttons of a setting: Pause
+// where it runs or drains, Resume where it is held or drained.
+function settingButtons(v, path, name) {
+  const act = el('td', null, 'nowrap');
+  for (const [verb, label, show] of [['pause', 'Pause', v.state !== 'paused'], ['resume', 'Resume', v.state !== 'running']]) {
+    if (!show) continue;
+    const btn = el('button', label, verb);
+    btn.type = 'button';
+    btn.addEventListener('click', () => setSetting(path, name, verb));
+    act.append(btn);
+  }
+  return act;
+}
+
+// loadProviders shows each provider's provider-wide setting
+// (webhooks.control), and loadRoutes each route's own, with their buttons.
 async function loadProviders() {
   const ans = await api('GET', '/providers');
   const body = $('provider-table').tBodies[0];
@@ -138,31 +154,45 @@ async function loadProviders() {
   for (const p of ans.providers) {
     const tr = el('tr');
     tr.dataset.provider = p.provider;
-    const state = el('td');
-    state.append(tag(p.text, p.state));
-    const act = el('td', null, 'nowrap');
-    for (const [verb, label, show] of [['pause', 'Pause', p.state !== 'paused'], ['resume', 'Resume', p.state !== 'running']]) {
-      if (!show) continue;
-      const btn = el('button', label, verb);
-      btn.type = 'button';
-      btn.addEventListener('click', () => setProvider(p.provider, verb));
-      act.append(btn);
-    }
-    tr.append(el('td', p.provider), state, el('td', p.by || '–'), el('td', p.at ? shortTime(p.at) : '–', 'nowrap'), act);
+    const st = el('td');
+    st.append(tag(p.text, p.state));
+    const path = '/providers/' + encodeURIComponent(p.provider);
+    tr.append(el('td', p.provider), st, el('td', p.by || '–'), el('td', p.at ? shortTime(p.at) : '–', 'nowrap'), settingButtons(p, path, p.provider));
     body.append(tr);
   }
 }
 
-async function setProvider(name, verb) {
+async function loadRoutes() {
+  const ans = await api('GET', '/routes');
+  const body = $('route-table').tBodies[0];
+  body.replaceChildren();
+  // Only the route default of each provider, none set: the providers'
+  // table says it all, so the routes' stays out of the way.
+  $('routes').hidden = !ans.routes.some((r) => r.route !== 'default' || r.at);
+  for (const r of ans.routes) {
+    const name = r.provider + '/' + r.route;
+    const tr = el('tr');
+    tr.dataset.route = name;
+    const st = el('td');
+    st.append(tag(r.text, r.state));
+    const path = '/routes/' + encodeURIComponent(r.provider) + '/' + encodeURIComponent(r.route);
+    tr.append(el('td', r.provider), el('td', r.route, 'route'), st, el('td', r.by || '–'), el('td', r.at ? shortTime(r.at) : '–', 'nowrap'), settingButtons(r, path, name));
+    body.append(tr);
+  }
+}
+
+// setSetting pauses or resumes a provider (path /providers/{name}) or a
+// route (/routes/{provider}/{route}).
+async function setSetting(path, name, verb) {
   const by = sessionStorage.getItem(BY) || '';
   if (!by) {
-    say('Enter your name above first: provider settings are recorded with it.', 'error');
+    say('Enter your name above first: settings are recorded with it.', 'error');
     $('by').focus();
     return;
   }
   let v;
   try {
-    v = await api('POST', '/providers/' + encodeURIComponent(name) + '/' + verb, { by });
+    v = await api('POST', path + '/' + verb, { by });
   } catch (err) {
     failed(err);
     return;
@@ -180,7 +210,7 @@ async function refresh() {
   // aria-busy while the lists reload: their rows are replaced.
   $('entries').setAttribute('aria-busy', 'true');
   try {
-    await Promise.all([loadStats(), loadProviders(), loadList()]);
+    await Promise.all([loadStats(), loadProviders(), loadRoutes(), loadList()]);
   } catch (err) {
     failed(err);
   } finally {
@@ -208,7 +238,37 @@ function traceLink(key) {
   return a;
 }
 
-// showTrace shows the key's whole path: where it stands, then every step.
+// nowText says where a key, or one route of it, stands.
+function nowText(n) {
+  switch (n.state) {
+    case 'waiting': return 'waiting in retry tier ' + n.tier + ', due ' + shortTime(n.due_at) + ' (attempt ' + n.next_attempt + ')';
+    case 'parked': return 'parked in ' + n.lane + ' until its destination has room';
+    case 'dead': return 'dead, DLQ entry ' + n.ref + (n.resolution ? ' (' + n.resolution.resolution + ' by ' + n.resolution.by + ')' : '');
+    case 'pending': return 'accepted, not processed yet';
+    case 'done': return 'done at ' + shortTime(n.since);
+    case 'unrouted': return 'unrouted: it matched no route, nothing was delivered';
+  }
+  return n.state;
+}
+
+// stepDetail says what one step of a trace was.
+function stepDetail(s) {
+  if (s.kind === 'accepted' || s.kind === 'retried' || s.kind === 'replayed') {
+    return 'request ' + (s.request_id || '–') + ', origin ' + s.origin + (s.replay_id ? ', replay ' + s.replay_id : '');
+  }
+  if (s.kind === 'outcome') {
+    return [s.tier ? 'to tier ' + s.tier : '', s.lane && s.status === 'parked' ? 'in ' + s.lane : '', s.error || ''].filter(Boolean).join('; ');
+  }
+  if (s.kind === 'waiting') return 'tier ' + s.tier + ', due ' + shortTime(s.due_at);
+  if (s.kind === 'dead_letter') {
+    const r = s.resolution;
+    return 'ref ' + s.ref + ', ' + s.reason + (r ? '; ' + r.resolution + ' by ' + r.by : '; unresolved');
+  }
+  return '';
+}
+
+// showTrace shows the key's whole path: where it stands, where each route
+// stands with its latest outcome, then every step with its route.
 async function showTrace(key) {
   let t;
   try {
@@ -217,33 +277,28 @@ async function showTrace(key) {
     failed(err);
     return;
   }
-  const n = t.now;
-  let now = n.state;
-  if (n.state === 'waiting') now = 'waiting in retry tier ' + n.tier + ', due ' + shortTime(n.due_at) + ' (attempt ' + n.next_attempt + ')';
-  if (n.state === 'parked') now = 'parked in ' + n.lane + ' until its destination has room';
-  if (n.state === 'dead') now = 'dead, DLQ entry ' + n.ref + (n.resolution ? ' (' + n.resolution.resolution + ' by ' + n.resolution.by + ')' : '');
-  if (n.state === 'pending') now = 'accepted, not processed yet';
+  const routes = t.routes || [];
+  const on = t.now.route && routes.length > 1 ? ' (route ' + t.now.route + ')' : '';
   $('t-title').textContent = 'Trace of ' + t.key;
-  $('t-now').textContent = 'Now: ' + now + '. Accepted ' + t.accepted + ', attempts ' + t.attempts + ', duplicates ' + t.duplicates +
-    ', replays ' + t.replays + ', DLQ entries ' + t.dead_letters + '.';
+  $('t-now').textContent = 'Now: ' + nowText(t.now) + on + '. Accepted ' + t.accepted + ', attempts ' + t.attempts + ', duplicates ' + t.duplicates +
+    (t.unrouted ? ', unrouted ' + t.unrouted : '') + ', replays ' + t.replays + ', DLQ entries ' + t.dead_letters + '.';
+  const rb = $('t-routes').tBodies[0];
+  rb.replaceChildren();
+  $('t-routes').hidden = routes.length === 0;
+  for (const r of routes) {
+    const o = r.last_outcome;
+    const tr = el('tr');
+    tr.dataset.route = r.route;
+    tr.append(el('td', r.route, 'route'), el('td', nowText(r.now)),
+      el('td', o ? o.status + ' at ' + shortTime(o.at) + (o.error ? ': ' + o.error : '') : '–', 'err'), el('td', r.attempts), el('td', r.dead_letters));
+    rb.append(tr);
+  }
   const body = $('t-steps').tBodies[0];
   body.replaceChildren();
   for (const s of t.steps) {
-    let step = s.kind;
-    let detail = '';
-    if (s.kind === 'accepted' || s.kind === 'retried' || s.kind === 'replayed') {
-      detail = 'request ' + (s.request_id || '–') + ', origin ' + s.origin + (s.replay_id ? ', replay ' + s.replay_id : '');
-    } else if (s.kind === 'outcome') {
-      step = s.status;
-      detail = [s.tier ? 'to tier ' + s.tier : '', s.lane && s.status === 'parked' ? 'in ' + s.lane : '', s.error || ''].filter(Boolean).join('; ');
-    } else if (s.kind === 'waiting') {
-      detail = 'tier ' + s.tier + ', due ' + shortTime(s.due_at);
-    } else if (s.kind === 'dead_letter') {
-      const r = s.resolution;
-      detail = 'ref ' + s.ref + ', ' + s.reason + (r ? '; ' + r.resolution + ' by ' + r.by : '; unresolved');
-    }
     const tr = el('tr');
-    tr.append(el('td', shortTime(s.at), 'nowrap'), el('td', step), el('td', s.attempt || '–'), el('td', detail, 'err'));
+    tr.append(el('td', shortTime(s.at), 'nowrap'), el('td', s.route || 'every route', s.route ? 'route' : 'quiet'),
+      el('td', s.kind === 'outcome' ? s.status : s.kind), el('td', s.attempt || '–'), el('td', stepDetail(s), 'err'));
     body.append(tr);
   }
   $('trace').dataset.key = key;
@@ -271,6 +326,7 @@ async function show(ref) {
   dl.replaceChildren();
   dlRow(dl, 'Key', d.key);
   dlRow(dl, 'Provider', d.provider);
+  dlRow(dl, 'Route', d.route);
   dlRow(dl, 'Event type', d.event_type);
   dlRow(dl, 'Reason', d.reason);
   dlRow(dl, 'Dead at', shortTime(d.dead_at));

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -29,6 +29,13 @@ build:
 ## Ctrl-C only if it started it (the last line says which).
 run: build
 	HOOKLINE_RUN_KAFKA=$(if $(KAFKA_DEP),local,) compose/run.sh
+
+## observe: Prometheus and Alertmanager (Debian's prometheus and prometheus-alertmanager packages,
+## no Docker) in the foreground, scraping what `make run` runs, evaluating compose/prometheus/alerts.yml
+## and notifying the receivers set in the environment (HOOKLINE_ALERT_*; README, Monitoring).
+## Prints both URLs; Ctrl-C stops both.
+observe:
+	compose/observe.sh
 
 ## test: every test, against a real broker: the packages first, then the
 ## whole-system scenarios alone (they kill services and load both cores).

@@ -230,13 +230,13 @@ func TestComposeObservability(t *testing.T) {
 		t.Errorf("dlq publishes %v, want 127.0.0.1:%s:%s", dlq.Ports, p, p)
 	}
 
-	for _, name := range []string{"prometheus", "grafana"} {
+	for _, name := range []string{"prometheus", "alertmanager", "grafana"} {
 		s, ok := cf.Services[name]
 		if !ok {
 			t.Fatalf("no %s service", name)
 		}
 		img, tag, _ := strings.Cut(s.Image, ":")
-		if want := map[string]string{"prometheus": "prom/prometheus", "grafana": "grafana/grafana"}[name]; img != want ||
+		if want := map[string]string{"prometheus": "prom/prometheus", "alertmanager": "prom/alertmanager", "grafana": "grafana/grafana"}[name]; img != want ||
 			!regexp.MustCompile(`^v?\d+\.\d+\.\d+$`).MatchString(tag) {
 			t.Errorf("%s image %q: want %s at a pinned version", name, s.Image, want)
 		}
@@ -263,7 +263,14 @@ func TestComposeObservability(t *testing.T) {
 		t.Fatalf("prometheus --config.file=%s is mounted from %q, want ./prometheus/prometheus.yml", configPath, pm[configPath])
 	}
 	var pc struct {
-		RuleFiles     []string `yaml:"rule_files"`
+		RuleFiles []string `yaml:"rule_files"`
+		Alerting  struct {
+			Alertmanagers []struct {
+				StaticConfigs []struct {
+					Targets []string `yaml:"targets"`
+				} `yaml:"static_configs"`
+			} `yaml:"alertmanagers"`
+		} `yaml:"alerting"`
 		ScrapeConfigs []struct {
 			JobName       string `yaml:"job_name"`
 			StaticConfigs []struct {
@@ -295,6 +302,7 @@ func TestComposeObservability(t *testing.T) {
 			t.Errorf("rule file %s is mounted from %s, not compose/prometheus/%s (the file promtool checks)", rf, host, rf)
 		}
 	}
+	checkComposeAlertmanager(t, cf, pc.Alerting.Alertmanagers)
 	scraped := map[string]string{} // service -> job
 	for _, sc := range pc.ScrapeConfigs {
 		for _, st := range sc.StaticConfigs {
@@ -357,6 +365,60 @@ func TestComposeObservability(t *testing.T) {
 		t.Errorf("home dashboard %s is outside the provisioned folder", home)
 	} else if _, err := os.Stat(filepath.Join("grafana", "dashboards", rel)); err != nil {
 		t.Errorf("home dashboard: %v", err)
+	}
+}
+
+// checkComposeAlertmanager: the alertmanager service writes its
+// configuration with the script make observe uses, mounted where its command
+// runs it, from every HOOKLINE_ALERT_* variable the script reads (and no
+// other), each passed through from the caller's environment; Prometheus
+// sends to it on the port it listens on.
+func checkComposeAlertmanager(t *testing.T, cf composeFile, ams []struct {
+	StaticConfigs []struct {
+		Targets []string `yaml:"targets"`
+	} `yaml:"static_configs"`
+}) {
+	t.Helper()
+	am := cf.Services["alertmanager"]
+	const script = "./prometheus/alertmanager-config.sh"
+	in := ""
+	for container, host := range mounts(t, "alertmanager", am.Volumes) {
+		if host == script {
+			in = container
+		}
+	}
+	cmd := strings.Join(am.Command, " ")
+	if in == "" || !strings.Contains(cmd, "/bin/sh "+in+" /tmp/alertmanager.yml &&") {
+		t.Errorf("alertmanager: command %q does not run %s (mounted at %q) into /tmp/alertmanager.yml", cmd, script, in)
+	}
+	listen := regexp.MustCompile(`--web\.listen-address=:(\d+)`).FindStringSubmatch(cmd)
+	if listen == nil || !strings.Contains(cmd, "--config.file=/tmp/alertmanager.yml") || !strings.Contains(cmd, "--cluster.listen-address= ") && !strings.HasSuffix(cmd, "--cluster.listen-address=") {
+		t.Fatalf("alertmanager: command %q: want --config.file=/tmp/alertmanager.yml, --web.listen-address=:<port> and no cluster port", cmd)
+	}
+	if len(am.Ports) != 1 || !strings.HasSuffix(am.Ports[0], ":"+listen[1]) {
+		t.Errorf("alertmanager publishes %v, want its port %s", am.Ports, listen[1])
+	}
+	src, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]bool{}
+	for _, v := range regexp.MustCompile(`HOOKLINE_ALERT_[A-Z_]*[A-Z]`).FindAllString(string(src), -1) {
+		reads[v] = true
+	}
+	for v := range reads {
+		if !regexp.MustCompile(`^\$\{` + v + `:-[^}]*\}$`).MatchString(am.Environment[v]) {
+			t.Errorf("alertmanager: %s=%q, want it passed through (${%s:-})", v, am.Environment[v], v)
+		}
+	}
+	for k := range am.Environment {
+		if !reads[k] {
+			t.Errorf("alertmanager: compose sets %s, which %s never reads", k, script)
+		}
+	}
+	if len(ams) != 1 || len(ams[0].StaticConfigs) != 1 || len(ams[0].StaticConfigs[0].Targets) != 1 ||
+		ams[0].StaticConfigs[0].Targets[0] != "alertmanager:"+listen[1] {
+		t.Errorf("prometheus.yml alerting: %+v, want one target alertmanager:%s", ams, listen[1])
 	}
 }
 

@@ -237,9 +237,14 @@ func TestRulesAndDashboardUseRealMetrics(t *testing.T) {
 	}
 }
 
+// runbookBase is where every alert's runbook_url points, followed by the
+// anchor of its line in the README's table of alerts.
+const runbookBase = "https://github.com/hookline/hookline/blob/main/README.md#"
+
 // TestAlertsAreActionable: every alert waits (for:), has a severity, a
-// summary and a description, is shown both firing and quiet by
-// alerts_test.yml, and is in the README's table of alerts.
+// summary, a description and a runbook_url at its line of the README's table
+// of alerts (an anchor named after it), and is shown both firing and quiet
+// by alerts_test.yml.
 func TestAlertsAreActionable(t *testing.T) {
 	tests, err := os.ReadFile("prometheus/alerts_test.yml")
 	if err != nil {
@@ -291,8 +296,12 @@ func TestAlertsAreActionable(t *testing.T) {
 		if !quiet[r.Alert] {
 			t.Errorf("%s: alerts_test.yml has no case where it stays quiet", r.Alert)
 		}
-		if !strings.Contains(string(readme), "`"+r.Alert+"`") {
-			t.Errorf("%s is not in the README's alerts table", r.Alert)
+		anchor := strings.ToLower(r.Alert)
+		if !strings.Contains(string(readme), "| <a name=\""+anchor+"\"></a>`"+r.Alert+"` |") {
+			t.Errorf("%s is not in the README's alerts table with its anchor <a name=%q></a>", r.Alert, anchor)
+		}
+		if got := r.Annotations["runbook_url"]; got != runbookBase+anchor {
+			t.Errorf("%s: runbook_url %q, want %s", r.Alert, got, runbookBase+anchor)
 		}
 	}
 	if n < 8 {

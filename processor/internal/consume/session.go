@@ -378,6 +378,10 @@ func (s *session) deliverAll(it *item, res *result, a decide.Arrival, ts []*targ
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, t := range ts {
+		if t.lane == nil { // a topic route: nothing to call, nothing to wait for
+			calls[t.route] = called{}
+			continue
+		}
 		if why := s.whyPark(it, res, a, t); why != nil {
 			calls[t.route] = called{err: decide.NotCalled(why)}
 			continue

@@ -11,7 +11,13 @@
 //   - events/s with a destination that takes 50 ms, 64 in flight, from a
 //     backlog (most of it parked in the destination's lane and drained from
 //     there), against the in-flight bound 64/50 ms = 1,280/s (target >=
-//     0.9x).
+//     0.9x);
+//   - fan-out (-routes-n, -routes-rounds): the same backlog for a provider
+//     with one topic route and for one with three (every event matches
+//     every route), alternated round by round on the same processor: CPU
+//     per delivery with three routes against CPU per event with one
+//     (target <= 0.6x; the read, dedup and transaction are shared), and
+//     events/s with three against events/s with one (target >= 0.5x).
 //
 // Restore speed is BenchmarkRestore in processor/internal/restore. Every load
 // is bounded and stays on loopback; the broker is reached as the services
@@ -42,19 +48,29 @@ func main() {
 	n := flag.Int("n", 100000, "events in the backlog")
 	slowN := flag.Int("slow-n", 20000, "events for the slow destination")
 	parts := flag.Int("partitions", 12, "partitions of the topics (1 measures what one partition takes)")
+	fan := fanOut{}
+	flag.IntVar(&fan.n, "routes-n", 50000, "events a round of the fan-out comparison, for each of the one-route and three-route providers (0: no comparison)")
+	flag.IntVar(&fan.rounds, "routes-rounds", 2, "rounds of the fan-out comparison, each one route then three (1 to 10)")
 	flag.Parse()
 	if *parts < 1 || *parts > 1000 {
 		fmt.Fprintf(os.Stderr, "bench: -partitions=%d: want 1 to 1000\n", *parts)
 		os.Exit(2)
 	}
+	if fan.n < 0 || fan.rounds < 1 || fan.rounds > 10 {
+		fmt.Fprintf(os.Stderr, "bench: -routes-n=%d -routes-rounds=%d: want at least 0 events and 1 to 10 rounds\n", fan.n, fan.rounds)
+		os.Exit(2)
+	}
 	partitions = int32(*parts)
-	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN) })
+	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan) })
 }
+
+// fanOut shapes the fan-out comparison: n events a phase, rounds rounds.
+type fanOut struct{ n, rounds int }
 
 // partitions of every topic of the run (-partitions).
 var partitions int32 = 12
 
-func run(ctx context.Context, n, slowN int) (err error) {
+func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 	r, err := loadtest.NewRun("bench-processor", []string{"processor"}, kgo.ProducerBatchMaxBytes(2<<20))
 	if err != nil {
 		return err
@@ -74,6 +90,7 @@ func run(ctx context.Context, n, slowN int) (err error) {
 	go func() { _ = slow.Serve(ln) }()
 	defer slow.Close()
 
+	prefix := r.Prefix("bench-proc")
 	prov := filepath.Join(tmp, "providers.yaml")
 	if err := os.WriteFile(prov, []byte(fmt.Sprintf(`providers:
   fast:
@@ -85,10 +102,9 @@ func run(ctx context.Context, n, slowN int) (err error) {
     secret_env: [BENCH_SECRET]
     signature: {header: X-Sig}
     destination: {url: "http://%s/hook", timeout: 5s}
-`, ln.Addr())), 0o600); err != nil {
+`, ln.Addr())+routeProviders(prefix, fan)), 0o600); err != nil {
 		return err
 	}
-	prefix := r.Prefix("bench-proc")
 	names := topics.NewNames(prefix, []string{"1m", "5m", "15m", "1h", "6h"})
 	if err := topics.Ensure(ctx, cl, names.Specs(topics.Shape{Partitions: partitions, MaxMessageBytes: 2 << 20}), -1); err != nil {
 		return r.Kafka.Explain(err)
@@ -152,6 +168,12 @@ func run(ctx context.Context, n, slowN int) (err error) {
 		return fmt.Errorf("slow destination phase: %w", err)
 	}
 	rss, _ := loadtest.RSS(proc.Pid())
+	var fanRes [][2]result
+	if fan.n > 0 {
+		if fanRes, err = fanOutRounds(ctx, proc, metrics, fan, produce); err != nil {
+			return err
+		}
+	}
 
 	fmt.Printf("%-52s %12s %14s\n", "measure", "events/s", "CPU us/event")
 	fmt.Printf("%-52s %12.0f %14s\n", "broker ProducerPerformance, 1 KiB, acks=all (baseline)", perf.RecordsPerSec, "-")
@@ -163,6 +185,9 @@ func run(ctx context.Context, n, slowN int) (err error) {
 	fmt.Printf("CPU per duplicate / per first-seen: %.2f (target <= 0.5)\n", dup.cpuPerEvent()/first.cpuPerEvent())
 	fmt.Printf("50 ms destination, 64 in flight: %.0f events/s = %.2f of the in-flight bound 64/50ms (target >= 0.9)\n", slowRes.rate(), slowRes.rate()/1280)
 	fmt.Printf("processor RSS at the end: %.0f MB\n", float64(rss)/1e6)
+	if fan.n > 0 {
+		printFanOut(fan, fanRes)
+	}
 	return nil
 }
 
@@ -184,12 +209,7 @@ func phase(ctx context.Context, proc *loadtest.Proc, metrics string, from, to fl
 	pid := proc.Pid()
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	// Records ended: a parked record counts once its lane copy ends.
-	count := func() float64 {
-		v, _ := loadtest.CounterSum(ctx, metrics, "hookline_processor_records_total")
-		parked, _ := loadtest.CounterSum(ctx, metrics, "hookline_processor_records_total", `status="parked"`)
-		return v - parked
-	}
+	count := func() float64 { return ended(ctx, metrics) }
 	for count() <= from {
 		if err := proc.Err(); err != nil {
 			return result{}, err
@@ -224,4 +244,12 @@ func phase(ctx context.Context, proc *loadtest.Proc, metrics string, from, to fl
 		return result{}, err
 	}
 	return result{events: c - startCount, elapsed: time.Since(start), cpu: cpu1 - cpu0}, nil
+}
+
+// ended is the processor's count of records ended: a parked record counts
+// once its lane copy ends, a record delivered to three routes three times.
+func ended(ctx context.Context, metrics string) float64 {
+	v, _ := loadtest.CounterSum(ctx, metrics, "hookline_processor_records_total")
+	parked, _ := loadtest.CounterSum(ctx, metrics, "hookline_processor_records_total", `status="parked"`)
+	return v - parked
 }

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
+)
+
+// fanProviders are the providers of the fan-out comparison, with the count
+// of topic routes each has; every event matches every route.
+var fanProviders = [2]struct {
+	name   string
+	routes int
+}{{"fanone", 1}, {"fanthree", 3}}
+
+// routeProviders is the providers file's entries for the fan-out
+// comparison: each route a topic destination of its own under prefix, so
+// the run deletes them at the end (the processor creates them at start).
+// Without the comparison there are none, and the file is the one the
+// benchmark had before routes.
+func routeProviders(prefix string, fan fanOut) string {
+	if fan.n == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, p := range fanProviders {
+		fmt.Fprintf(&b, "  %s:\n    preset: generic\n    secret_env: [BENCH_SECRET]\n    signature: {header: X-Sig}\n    routes:\n", p.name)
+		for i := range p.routes {
+			fmt.Fprintf(&b, "      r%d: {destination: {topic: %q}}\n", i+1, fmt.Sprintf("%sroute-%s-%d", prefix, p.name, i+1))
+		}
+	}
+	return b.String()
+}
+
+// fanOutRounds runs fan.rounds rounds, each a backlog of fan.n events for
+// the one-route provider and then the same for the three-route one, on the
+// processor that ran the phases before; a result counts deliveries.
+func fanOutRounds(ctx context.Context, proc *loadtest.Proc, metrics string, fan fanOut, produce func(provider string, count int, keyPrefix string) error) ([][2]result, error) {
+	out := make([][2]result, fan.rounds)
+	for round := range out {
+		for i, p := range fanProviders {
+			from := ended(ctx, metrics)
+			if err := produce(p.name, fan.n, fmt.Sprintf("round%d", round)); err != nil {
+				return nil, err
+			}
+			res, err := phase(ctx, proc, metrics, from, from+float64(fan.n*p.routes))
+			if err != nil {
+				return nil, fmt.Errorf("fan-out round %d, %d routes: %w", round+1, p.routes, err)
+			}
+			out[round][i] = res
+		}
+	}
+	return out, nil
+}
+
+// printFanOut prints each round and the ratios: per round, and pooled
+// over the rounds (CPU and time summed).
+func printFanOut(fan fanOut, res [][2]result) {
+	fmt.Printf("\nfan-out: %d events a phase, %d rounds alternating one topic route / three topic routes, each event matching every route\n", fan.n, fan.rounds)
+	fmt.Printf("%-52s %12s %12s %16s\n", "measure", "events/s", "deliveries/s", "CPU us/delivery")
+	var sum [2]result
+	var cpuR, rateR []string
+	for round, rr := range res {
+		for i, p := range fanProviders {
+			r := rr[i]
+			fmt.Printf("%-52s %12.0f %12.0f %16.1f\n", fmt.Sprintf("round %d, %d topic route(s)", round+1, p.routes), perEvent(rr, i), r.rate(), r.cpuPerEvent())
+			sum[i].events += r.events
+			sum[i].elapsed += r.elapsed
+			sum[i].cpu += r.cpu
+		}
+		cpuR = append(cpuR, fmt.Sprintf("%.2f", rr[1].cpuPerEvent()/rr[0].cpuPerEvent()))
+		rateR = append(rateR, fmt.Sprintf("%.2f", perEvent(rr, 1)/perEvent(rr, 0)))
+	}
+	fmt.Printf("CPU per delivery, 3 routes / per event, 1 route: %.2f pooled, rounds %s (target <= 0.6)\n",
+		sum[1].cpuPerEvent()/sum[0].cpuPerEvent(), strings.Join(cpuR, " "))
+	fmt.Printf("events/s, 3 routes / 1 route: %.2f pooled, rounds %s (target >= 0.5)\n",
+		perEvent(sum, 1)/perEvent(sum, 0), strings.Join(rateR, " "))
+}
+
+// perEvent is the events/s of res[i], which counts deliveries.
+func perEvent(res [2]result, i int) float64 { return res[i].rate() / float64(fanProviders[i].routes) }

@@ -52,15 +52,15 @@ func TestIsolated(t *testing.T) {
 	}
 }
 
-// The priority scenario's floor is a tenth of slowcrm's call: 290 ms at
-// 5 ms alone fails it, 90 ms passes.
+// The priority scenario's floor is half of slowcrm's call: a p99 of a
+// call's time (a record held back) at 5 ms alone fails it, 490 ms passes.
 func TestPriorityFloor(t *testing.T) {
-	err := timeline(repeat(5*time.Millisecond, 100), repeat(290*time.Millisecond, 100)).Report(Priority()).Isolated()
-	if err == nil || !strings.Contains(err.Error(), "priority: fastpay p99 290.0 ms") || !strings.Contains(err.Error(), "or 100.0 ms") {
-		t.Fatalf("Isolated() = %v, want a failure naming the 100 ms floor", err)
+	err := timeline(repeat(5*time.Millisecond, 100), repeat(time.Second, 100)).Report(Priority()).Isolated()
+	if err == nil || !strings.Contains(err.Error(), "priority: fastpay p99 1000.0 ms") || !strings.Contains(err.Error(), "or 500.0 ms") {
+		t.Fatalf("Isolated() = %v, want a failure naming the 500 ms floor", err)
 	}
-	if err := timeline(repeat(5*time.Millisecond, 100), repeat(90*time.Millisecond, 100)).Report(Priority()).Isolated(); err != nil {
-		t.Fatalf("Isolated() = %v for a p99 of 90 ms, want it passed", err)
+	if err := timeline(repeat(5*time.Millisecond, 100), repeat(490*time.Millisecond, 100)).Report(Priority()).Isolated(); err != nil {
+		t.Fatalf("Isolated() = %v for a p99 of 490 ms, want it passed", err)
 	}
 	p := Priority().Providers("http://127.0.0.1:1/hooks", "SECRET")
 	for _, want := range []string{"priority: critical", "priority: low", "max_inflight: 2000"} {

@@ -90,10 +90,11 @@ func TestRoutesUnderChaos(t *testing.T) {
 // (answering at once: nothing waits on it) for 15 s, then with slow taking
 // its 3 s for 20 s, when slow can take 4/3 of the 30 events/s and its
 // backlog grows by about 29/s. fast's p99 must stay at most 500 ms and at
-// most 3× its p99 with slow idle, that p99 taken as at least 10 ms: on a
+// most 3× its p99 with slow idle, that p99 taken as at least 50 ms: on a
 // quiet machine it is under a millisecond (the call often arrives before
-// the poster has read its 202), where a ratio measures scheduling noise;
-// a call held back by slow costs slow's 3 s. slow never has more than 4
+// the poster has read its 202), and on a machine shared with other work
+// tens of milliseconds, where a ratio measures scheduling noise (issue 20:
+// no test fails by chance); a call held back by slow costs slow's 3 s. slow never has more than 4
 // calls in flight, and once it answers at once again every key ends done
 // on both routes, once.
 func TestSiblingRoutesIsolation(t *testing.T) {
@@ -106,7 +107,7 @@ func TestSiblingRoutesIsolation(t *testing.T) {
 		slots    = 4
 		maxP99   = 500 * time.Millisecond
 		maxRatio = 3.0
-		floor    = 10 * time.Millisecond // of the p99 with slow idle, for the ratio
+		floor    = 50 * time.Millisecond // of the p99 with slow idle, for the ratio
 	)
 	sys := e2e.New(t, e2e.Options{Partitions: 6, Routes: map[string][]e2e.Route{"stripe": {
 		{Name: "fast"},

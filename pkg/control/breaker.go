@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -92,15 +93,7 @@ func DecodeBreaker(r *kgo.Record) (b Breaker, ok bool, err error) {
 // calls apply for every breaker report, until ctx ends.
 func FollowBreakers(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
 	apply func(Breaker), bad func(error)) error {
-	return follow(ctx, newClient, topic, func(r *kgo.Record) {
-		b, ok, err := DecodeBreaker(r)
-		switch {
-		case err != nil:
-			bad(err)
-		case ok:
-			apply(b)
-		}
-	}, nil, bad)
+	return FollowAll(ctx, newClient, topic, nil, apply, nil, bad)
 }
 
 // breakerSlot names one report within a provider: a route's breaker in one
@@ -142,4 +135,38 @@ func (bs Breakers) closed(provider, route string, now time.Time) (bool, string) 
 		}
 	}
 	return true, ""
+}
+
+// Breaker states RouteState reports.
+const (
+	BreakerOpen       = "open"
+	BreakerClosed     = "closed"
+	BreakerUnreported = "unreported"
+)
+
+// RouteState says what the processors report of the breaker of route
+// ("" is headers.DefaultRoute) of provider at now: BreakerOpen, naming an
+// instance that reports it open (a report under BreakerStale old), else
+// BreakerClosed when any processor reported on it, else
+// BreakerUnreported (no processor has run that route since the topic was
+// compacted, or none reports breakers).
+func (bs Breakers) RouteState(provider, route string, now time.Time) (state, instance string) {
+	if closed, inst := bs.ClosedRoute(provider, route, now); !closed {
+		return BreakerOpen, inst
+	}
+	for slot := range bs[provider] {
+		if slot.route == RouteOr(route) {
+			return BreakerClosed, ""
+		}
+	}
+	return BreakerUnreported, ""
+}
+
+// Clone is a copy of bs that later Apply calls on bs do not change.
+func (bs Breakers) Clone() Breakers {
+	out := make(Breakers, len(bs))
+	for p, slots := range bs {
+		out[p] = maps.Clone(slots)
+	}
+	return out
 }

@@ -50,3 +50,36 @@ func TestBreakers(t *testing.T) {
 		t.Fatal("p1 closed again: want closed")
 	}
 }
+
+// TestBreakerRouteState: unreported until a processor reports the route,
+// open while a fresh report says so (naming it), closed again once it is
+// stale or closed; a report without a route is the route default's.
+func TestBreakerRouteState(t *testing.T) {
+	now := time.Now()
+	bs := Breakers{}
+	cases := []struct {
+		name         string
+		apply        *Breaker
+		route        string
+		state, which string
+	}{
+		{name: "no report", route: "billing", state: BreakerUnreported},
+		{name: "open", apply: &Breaker{Provider: "acme", Route: "billing", Instance: "p1", Open: true, At: now}, route: "billing", state: BreakerOpen, which: "p1"},
+		{name: "another route unreported", route: "crm", state: BreakerUnreported},
+		{name: "stale open", apply: &Breaker{Provider: "acme", Route: "billing", Instance: "p1", Open: true, At: now.Add(-BreakerStale)}, route: "billing", state: BreakerClosed},
+		{name: "default without a route", apply: &Breaker{Provider: "acme", Instance: "p2", Open: true, At: now}, route: "", state: BreakerOpen, which: "p2"},
+		{name: "default by name", route: "default", state: BreakerOpen, which: "p2"},
+	}
+	for _, c := range cases {
+		snap := bs.Clone()
+		if c.apply != nil {
+			bs.Apply(*c.apply)
+		}
+		if state, which := bs.RouteState("acme", c.route, now); state != c.state || which != c.which {
+			t.Errorf("%s: %s %q, want %s %q", c.name, state, which, c.state, c.which)
+		}
+		if c.apply != nil && len(snap["acme"]) == len(bs["acme"]) && c.name != "stale open" {
+			t.Errorf("%s: the clone changed with the original", c.name)
+		}
+	}
+}

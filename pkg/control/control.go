@@ -162,13 +162,31 @@ func Write(ctx context.Context, cl *kgo.Client, topic string, s Setting) error {
 // read is reported to bad and skipped (the setting stays as it was).
 func Follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
 	apply func(Setting), caughtUp func(), bad func(error)) error {
+	return FollowAll(ctx, newClient, topic, apply, nil, caughtUp, bad)
+}
+
+// FollowAll is Follow and FollowBreakers in one reading of the topic:
+// every setting goes to apply and every breaker report to applyBreaker
+// (either may be nil, and that kind is skipped). Cost: one consumer.
+func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
+	apply func(Setting), applyBreaker func(Breaker), caughtUp func(), bad func(error)) error {
 	return follow(ctx, newClient, topic, func(r *kgo.Record) {
-		s, ok, err := Decode(r)
+		if s, ok, err := Decode(r); ok {
+			switch {
+			case err != nil:
+				bad(err)
+			case apply != nil:
+				apply(s)
+			}
+			return
+		}
+		b, ok, err := DecodeBreaker(r)
 		switch {
+		case !ok:
 		case err != nil:
 			bad(err)
-		case ok:
-			apply(s)
+		case applyBreaker != nil:
+			applyBreaker(b)
 		}
 	}, caughtUp, bad)
 }

@@ -12,6 +12,7 @@
 //	POST /routes/{provider}/{route}/pause, /resume, /rate  as /providers/{name}/...
 //	GET  /events/{key}      the key's trace (trace.go), when Config.Trace is set
 //	GET  /parked            what waits in the retry tiers and lanes: ?tier= &provider= &route= &limit= &offset=, when Config.Parked is set
+//	GET  /status            the status report and verdict (dlq status --json), when Config.Status is set
 //	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
 //	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
@@ -51,6 +52,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/parked"
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/settings"
+	"github.com/hookline/hookline/dlq/internal/status"
 	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/control"
@@ -85,6 +87,8 @@ type Config struct {
 	// Trace, when set, serves GET /events/{key} (trace.go); Parked GET /parked.
 	Trace  func(key string) (trace.Trace, error)
 	Parked func(ctx context.Context, f parked.Filter, offset, limit int) (parked.Report, error)
+	// Status, when set, serves GET /status (status.Collect).
+	Status func(ctx context.Context) (status.Report, error)
 	// Hosts are the host names, lower case, that requests may name in
 	// their Host header besides IP addresses and localhost
 	// (HOOKLINE_ADMIN_HOSTS); any other is answered 421 (hostAllowed).
@@ -149,6 +153,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.cfg.Parked != nil {
 		r.GET("/parked", s.auth, s.parked)
+	}
+	if s.cfg.Status != nil {
+		r.GET("/status", s.auth, s.status)
 	}
 	r.NoRoute(s.auth, func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no such route") })
 	return r
@@ -475,4 +482,14 @@ func readJSON(c *gin.Context, v any) bool {
 		return false
 	}
 	return true
+}
+
+// status answers GET /status: the report dlq status --json prints.
+func (s *Server) status(c *gin.Context) {
+	rep, err := s.cfg.Status(c.Request.Context())
+	if err != nil {
+		kafkaFail(c, err)
+		return
+	}
+	c.JSON(http.StatusOK, rep)
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/parked"
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/settings"
+	"github.com/hookline/hookline/dlq/internal/status"
 	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/control"
@@ -142,6 +143,13 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 		},
 		Trace:  ix.Trace,
 		Parked: pr.Read,
+		Status: func(ctx context.Context) (status.Report, error) {
+			return status.Collect(ctx, status.Sources{Reader: pr, Store: st, Known: known,
+				Control: func(context.Context) (map[string]control.Setting, control.Breakers, error) {
+					got, _ := live.Settings()
+					return got, control.Breakers{}, nil
+				}}, 5*time.Minute)
+		},
 	}).Handler()
 	return h, store.Ref{Partition: r.Partition, Offset: r.Offset}.String(), fail
 }
@@ -234,6 +242,9 @@ func TestOpenAPI(t *testing.T) {
 		{name: "parked offset 0", h: up, method: "GET", path: "/parked?offset=0&limit=0", auth: auth, status: 200},
 		{name: "parked no token", h: up, method: "GET", path: "/parked", auth: "Bearer nope", status: 401},
 		{name: "parked kafka down", h: down, method: "GET", path: "/parked", auth: auth, status: 502},
+		{name: "status", h: up, method: "GET", path: "/status", auth: auth, status: 200},
+		{name: "status no token", h: up, method: "GET", path: "/status", status: 401},
+		{name: "status kafka down", h: down, method: "GET", path: "/status", auth: auth, status: 502},
 		{name: "unrouted no token", h: up, method: "DELETE", path: "/dlq", status: 401},
 		{name: "unrouted", h: up, method: "GET", path: "/nope", auth: auth, status: 404},
 		{name: "misdirected host", h: up, method: "GET", path: "/nope", host: "attacker.example", status: 421}, // on listed paths too (TestHostChecked)
@@ -391,5 +402,29 @@ func TestOpenAPITraceAndParked(t *testing.T) {
 	rep = report{}
 	if get("/parked?route=default&tier=lane", &rep); rep.Total != 0 {
 		t.Errorf("the route default's lane records: %+v, want none", rep)
+	}
+
+	// GET /status counts the same records per route: github's key
+	// retrying in 5m (route default, scheduled) and parked in ci's lane
+	// (due now), stripe's dead letter, the accepted record in the window.
+	var st status.Report
+	get("/status", &st)
+	if st.Totals.Retrying != 1 || st.Totals.Parked != 1 || st.Totals.DLQUnresolved != 1 || st.Totals.Accepted != 1 || st.Verdict != status.Degraded {
+		t.Errorf("status totals: %+v, verdict %s %q", st.Totals, st.Verdict, st.Reasons)
+	}
+	routes := map[string]status.Route{}
+	for _, p := range st.Providers {
+		for _, r := range p.Routes {
+			routes[p.Provider+"/"+r.Route] = r
+		}
+	}
+	if r := routes["github/default"]; r.Retrying != 1 || len(r.ByTier) != 1 || r.ByTier[0].Scheduled != 1 {
+		t.Errorf("github/default: %+v", r)
+	}
+	if r := routes["github/"+laneRoute]; r.Parked != 1 || len(r.ByTier) != 1 || r.ByTier[0].DueNow != 1 {
+		t.Errorf("github/%s: %+v", laneRoute, r)
+	}
+	if r := routes["stripe/default"]; r.DLQUnresolved != 1 || r.DLQOldestUnresolved == nil {
+		t.Errorf("stripe/default: %+v", r)
 	}
 }

@@ -68,10 +68,25 @@ type ParkedMetrics struct {
 
 // NewParkedMetrics registers the gauge on reg.
 func NewParkedMetrics(reg prometheus.Registerer) *ParkedMetrics {
-	m := &ParkedMetrics{heads: map[string]time.Time{}, now: time.Now,
-		desc: prometheus.NewDesc("hookline_dlq_parked_oldest_age_seconds",
-			"Now minus the time the oldest record still waiting in a retry tier (tier \"lane\": any destination's lane) was parked; 0 when none waits.",
-			[]string{"tier"}, nil)}
+	return newAgeGauge(prometheus.GaugeOpts{Name: "hookline_dlq_parked_oldest_age_seconds",
+		Help: "Now minus the time the oldest record still waiting in a retry tier (tier \"lane\": any destination's lane) was parked; 0 when none waits."},
+		[]string{"tier"}, reg)
+}
+
+// NewRawMetrics registers hookline_dlq_raw_oldest_unprocessed_age_seconds{topic}
+// on reg: now minus the timestamp of the oldest record of webhooks.raw the
+// processor group has not processed (the record at its committed offset,
+// over every partition with lag), 0 when none waits. Set takes
+// {topic: that timestamp}, the zero time when nothing waits.
+func NewRawMetrics(reg prometheus.Registerer) *ParkedMetrics {
+	return newAgeGauge(prometheus.GaugeOpts{Name: "hookline_dlq_raw_oldest_unprocessed_age_seconds",
+		Help: "Now minus the timestamp of the oldest record of webhooks.raw the processor group has not processed (the record at its committed offset); 0 when none waits."},
+		[]string{"topic"}, reg)
+}
+
+// newAgeGauge is an age gauge of one label, 0 for a zero time.
+func newAgeGauge(o prometheus.GaugeOpts, label []string, reg prometheus.Registerer) *ParkedMetrics {
+	m := &ParkedMetrics{heads: map[string]time.Time{}, now: time.Now, desc: prometheus.NewDesc(o.Name, o.Help, label, nil)}
 	reg.MustRegister(m)
 	return m
 }

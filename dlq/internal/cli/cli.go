@@ -1,5 +1,5 @@
 // Package cli is the dlq command (DESIGN §8): list, show, replay, stats,
-// resolve, trace, parked, provider, route and serve, each a function over
+// resolve, trace, parked, status, provider, route and serve, each a function over
 // parsed flags, printing tables for people or, with --json, one JSON object
 // per line for programs.
 //
@@ -54,6 +54,7 @@ Usage:
   dlq stats   [--provider P] [--route R] [--json]
   dlq trace   KEY [--json]
   dlq parked  [--tier T] [--provider P] [--route R] [--limit N] [--offset N] [--json]
+  dlq status  [--window DUR] [--json]
   dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]
   dlq provider pause|resume NAME [--by NAME] [--json]
   dlq provider rate NAME --rate N/s [--by NAME] [--json]
@@ -91,6 +92,9 @@ stats    counts by provider, by provider/route, by reason and by resolution;
          the oldest entries (--provider and --route narrow them).
 trace    a key's whole path in time order and where it stands now (dlq help trace).
 parked   what waits in the retry tiers and the destinations' lanes (dlq help parked).
+status   is it healthy? per provider and route: accepted, done, retrying,
+         parked, dead letters, breaker, setting; webhooks.raw's lag and
+         oldest unprocessed record; a verdict with reasons (dlq help status).
 resolve  records that an entry needs no replay: ignored or manual_fix, with
          a note and who (--by, default $USER).
 provider pauses a provider's deliveries, every route of it (they wait,
@@ -195,8 +199,10 @@ func runCommand(ctx context.Context, env Env) error {
 		return runTrace(ctx, env, args)
 	case "parked":
 		return runParked(ctx, env, args)
+	case "status":
+		return runStatus(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, provider, route, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, status, provider, route, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
@@ -211,6 +217,7 @@ var commandHelp = map[string]string{
 	"serve":    serveHelp,
 	"trace":    traceHelp,
 	"parked":   parkedHelp,
+	"status":   statusHelp,
 }
 
 // app is a connected command: one client for admin requests and writes,

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/pkg/topics"
 )
 
 const providerHelp = `usage: dlq provider pause NAME [--by NAME] [--json]
@@ -205,6 +206,24 @@ func (a *app) known() (settings.Known, error) {
 	return k, nil
 }
 
+// connectKnown connects, reads the providers file's names and checks
+// that the topic named by topic exists; the app is closed on an error.
+func connectKnown(ctx context.Context, env Env, topic func(topics.Names) string) (*app, settings.Known, error) {
+	a, err := connect(env)
+	if err != nil {
+		return nil, settings.Known{}, err
+	}
+	known, err := a.known()
+	if err == nil {
+		err = a.checkTopic(ctx, topic(a.names))
+	}
+	if err != nil {
+		a.close()
+		return nil, settings.Known{}, err
+	}
+	return a, known, nil
+}
+
 // runSettingList is dlq provider list and dlq route list.
 func runSettingList(ctx context.Context, env Env, noun settingNoun, args []string) error {
 	fs := newFlags(noun.name)
@@ -216,18 +235,11 @@ func runSettingList(ctx context.Context, env Env, noun settingNoun, args []strin
 	if len(pos) > 0 {
 		return usagef("%s list takes no arguments, got %q", noun.name, pos[0])
 	}
-	a, err := connect(env)
+	a, known, err := connectKnown(ctx, env, func(n topics.Names) string { return n.Control })
 	if err != nil {
 		return err
 	}
 	defer a.close()
-	known, err := a.known()
-	if err != nil {
-		return err
-	}
-	if err := a.checkTopic(ctx, a.names.Control); err != nil {
-		return err
-	}
 	rctx, cancel := context.WithTimeout(ctx, kafkaTimeout)
 	defer cancel()
 	got, err := settings.Read(rctx, a.newClient, a.names.Control, func(err error) {

@@ -17,6 +17,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/admin"
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/settings"
+	"github.com/hookline/hookline/dlq/internal/status"
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/obs"
 )
@@ -43,12 +44,15 @@ Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
                           "dead_letters"} (dlq help trace); 404 for an unknown key
   GET  /parked            what waits in the retry tiers and lanes (?tier= &provider= &route= &limit= &offset=):
                           {"total","counts":[{"tier","provider","route","records","oldest"}],"oldest","records":[...],"offset","limit"}
+  GET  /status            dlq status --json over the last 5m: {"verdict","reasons","raw":{"lag","oldest_unprocessed_at",...},
+                          "totals",...,"providers":[{"provider",...,"routes":[...]}]} (dlq help status)
   GET  /ui/               the triage page
   GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
                           hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds,
                           hookline_dlq_provider_paused{provider}, hookline_dlq_provider_rate{provider},
                           hookline_dlq_route_paused{provider,route}, hookline_dlq_route_rate{provider,route},
-                          hookline_dlq_parked_oldest_age_seconds{tier}, hookline_dlq_redrives_total{provider},
+                          hookline_dlq_parked_oldest_age_seconds{tier},
+                          hookline_dlq_raw_oldest_unprocessed_age_seconds{topic}, hookline_dlq_redrives_total{provider},
                           hookline_dlq_redrive_held_total{provider}, hookline_dlq_redrive_errors_total{provider}
 
 Every API request needs "Authorization: Bearer $HOOKLINE_ADMIN_TOKEN" (at
@@ -74,7 +78,10 @@ directory only this process may hold) is fed by one consumer reading
 webhooks.raw, webhooks.outcomes, the retry tiers, webhooks.dlq and
 webhooks.dlq-status from where it stopped (dlq help trace). The parked gauge
 is refreshed every HOOKLINE_DLQ_METRICS_INTERVAL from the first waiting
-record of each partition.
+record of each partition; the raw backlog gauge as often, from the record
+at the processor group's committed offset of each partition of
+webhooks.raw that has lag. GET /status reads the topics as dlq status does,
+with the settings and breaker reports serve follows.
 
 Automatic re-drive: a provider with "redrive: {after: 1h, max: 2}" in
 HOOKLINE_PROVIDERS has its DLQ entries with reason exhausted replayed once
@@ -143,7 +150,7 @@ func runServe(ctx context.Context, env Env, args []string) error {
 			log.Warn("provider settings", "topic", a.names.Control, "err", err)
 		})
 	})
-	ix, closeIndex, err := a.serveTrace(ctx, log, cfg, reg, cfg.MetricsInterval)
+	ix, closeIndex, breakers, err := a.serveTrace(ctx, log, cfg, reg, cfg.MetricsInterval)
 	if err != nil {
 		return err
 	}
@@ -159,8 +166,14 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		SetProvider: a.writeSetting,
 		Trace:       ix.Trace,
 		Parked:      a.parkedReader().Read,
-		Hosts:       a.cfg.AdminHosts,
-		Logger:      log,
+		Status: func(ctx context.Context) (status.Report, error) {
+			return status.Collect(ctx, a.statusSources(known, func(context.Context) (map[string]control.Setting, control.Breakers, error) {
+				got, _ := live.Settings()
+				return got, breakers(), nil
+			}), DefaultStatusWindow)
+		},
+		Hosts:  a.cfg.AdminHosts,
+		Logger: log,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),

@@ -13,22 +13,24 @@ import (
 	"github.com/hookline/hookline/dlq/internal/admin"
 	"github.com/hookline/hookline/dlq/internal/redrive"
 	"github.com/hookline/hookline/dlq/internal/replay"
+	"github.com/hookline/hookline/dlq/internal/status"
 	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/providers"
 )
 
 // serveTrace opens the trace index and starts what serve runs beside the
-// API until ctx ends: the feeder of the index, the parked gauge and, when
-// the providers file sets redrive on a provider, the re-driver with the
-// breaker reports it needs. closeIndex stops them all, waits for the
+// API until ctx ends: the feeder of the index, the parked and raw backlog
+// gauges, the follower of the breaker reports (snapshot gives a copy, for
+// GET /status) and, when the providers file sets redrive on a provider,
+// the re-driver, which needs them. closeIndex stops them all, waits for the
 // feeder and the re-driver and closes the index.
-func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg prometheus.Registerer, interval time.Duration) (ix *trace.Index, closeIndex func(), err error) {
+func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg prometheus.Registerer, interval time.Duration) (ix *trace.Index, closeIndex func(), snapshot func() control.Breakers, err error) {
 	policies := map[string]providers.Redrive{}
 	if cfg.ProvidersFile != "" {
 		preg, err := providers.LoadWithoutSecrets(cfg.ProvidersFile)
 		if err != nil {
-			return nil, nil, usagef("HOOKLINE_PROVIDERS=%s: %v", cfg.ProvidersFile, err)
+			return nil, nil, nil, usagef("HOOKLINE_PROVIDERS=%s: %v", cfg.ProvidersFile, err)
 		}
 		for _, n := range preg.Names() {
 			if p, _ := preg.Get(n); p.Redrive != nil {
@@ -38,7 +40,7 @@ func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg 
 	}
 	ix, err = trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Retention: cfg.Topics.DLQRetention, Logger: log})
 	if err != nil {
-		return nil, nil, fmt.Errorf("HOOKLINE_TRACE_DIR=%s: %w", cfg.TraceDir, err)
+		return nil, nil, nil, fmt.Errorf("HOOKLINE_TRACE_DIR=%s: %w", cfg.TraceDir, err)
 	}
 	ctx, stop := context.WithCancel(ctx)
 	var users sync.WaitGroup // what writes or scans the index in the background
@@ -60,9 +62,14 @@ func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg 
 	}()
 	pm := admin.NewParkedMetrics(reg)
 	go pm.Refresh(ctx, interval, a.parkedReader().Heads, func(err error) { log.Warn("parked gauge", "err", err) })
-	if len(policies) == 0 {
-		return ix, closeIndex, nil
-	}
+	rm := admin.NewRawMetrics(reg)
+	go rm.Refresh(ctx, interval, func(ctx context.Context) (map[string]time.Time, error) {
+		b, _, err := status.RawBacklog(ctx, a.parkedReader(), time.Now())
+		if err != nil || b.OldestAt == nil {
+			return map[string]time.Time{a.names.Raw: {}}, err
+		}
+		return map[string]time.Time{a.names.Raw: *b.OldestAt}, nil
+	}, func(err error) { log.Warn("raw backlog gauge", "err", err) })
 
 	var mu sync.Mutex
 	breakers := control.Breakers{}
@@ -73,6 +80,14 @@ func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg 
 			breakers.Apply(b)
 		}, func(err error) { log.Warn("breaker report ignored", "err", err) })
 	})
+	snapshot = func() control.Breakers {
+		mu.Lock()
+		defer mu.Unlock()
+		return breakers.Clone()
+	}
+	if len(policies) == 0 {
+		return ix, closeIndex, snapshot, nil
+	}
 	rd := redrive.New(redrive.Config{
 		Policies: policies, Index: ix, Store: a.store, Replayer: replay.New(a.cl), Names: a.names,
 		BreakerClosed: func(provider, route string) (bool, string) {
@@ -90,5 +105,5 @@ func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg 
 		defer users.Done()
 		rd.Run(ctx)
 	}()
-	return ix, closeIndex, nil
+	return ix, closeIndex, snapshot, nil
 }

@@ -119,13 +119,13 @@ type Reader struct {
 	Stall time.Duration
 }
 
-// span is [start, end) of one partition.
-type span struct{ start, end int64 }
+// Span is [Start, End) of one partition: the offsets a scan reads.
+type Span struct{ Start, End int64 }
 
 // where lists, per parked topic, the spans that wait: from the owning
 // group's committed offset (the log start when none) to the last stable
 // offset.
-func (rd *Reader) where(ctx context.Context, f Filter) (map[string]map[int32]span, map[string]string, error) {
+func (rd *Reader) where(ctx context.Context, f Filter) (map[string]map[int32]Span, map[string]string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	td, err := rd.Adm.ListTopics(ctx)
@@ -149,26 +149,39 @@ func (rd *Reader) where(ctx context.Context, f Filter) (map[string]map[int32]spa
 			}
 		}
 	}
-	all := append(append([]string(nil), retries...), lanes...)
+	out, err := rd.Waiting(ctx, map[string][]string{topics.GroupRetrier: retries, topics.GroupProcessor: lanes})
+	return out, tierOf, err
+}
+
+// Waiting lists, for the topics of each group (topics.GroupRetrier,
+// topics.GroupProcessor, without the prefix), the spans its consumer has
+// not committed yet: from the group's committed offset (the log start when
+// it has none) to the last stable offset. Partitions with nothing waiting
+// are left out. Cost: three admin requests and one per group.
+func (rd *Reader) Waiting(ctx context.Context, byGroup map[string][]string) (map[string]map[int32]Span, error) {
+	var all []string
+	for _, ts := range byGroup {
+		all = append(all, ts...)
+	}
 	if len(all) == 0 {
-		return nil, tierOf, nil
+		return nil, nil
 	}
 	starts, err := rd.Adm.ListStartOffsets(ctx, all...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parked: start offsets: %w", err)
+		return nil, fmt.Errorf("parked: start offsets: %w", err)
 	}
 	ends, err := rd.Adm.ListCommittedOffsets(ctx, all...)
 	if err != nil {
-		return nil, nil, fmt.Errorf("parked: end offsets: %w", err)
+		return nil, fmt.Errorf("parked: end offsets: %w", err)
 	}
 	committed := map[string]map[int32]int64{}
-	for group, ts := range map[string][]string{topics.GroupRetrier: retries, topics.GroupProcessor: lanes} {
+	for group, ts := range byGroup {
 		if len(ts) == 0 {
 			continue
 		}
 		offs, err := rd.Adm.FetchOffsetsForTopics(ctx, rd.Names.Group(group), ts...)
 		if err != nil {
-			return nil, nil, fmt.Errorf("parked: committed offsets of %s: %w", rd.Names.Group(group), err)
+			return nil, fmt.Errorf("parked: committed offsets of %s: %w", rd.Names.Group(group), err)
 		}
 		offs.Each(func(o kadm.OffsetResponse) {
 			if o.Err == nil && o.At >= 0 {
@@ -179,7 +192,7 @@ func (rd *Reader) where(ctx context.Context, f Filter) (map[string]map[int32]spa
 			}
 		})
 	}
-	out := map[string]map[int32]span{}
+	out := map[string]map[int32]Span{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Err != nil {
 			return
@@ -193,12 +206,12 @@ func (rd *Reader) where(ctx context.Context, f Filter) (map[string]map[int32]spa
 		}
 		if start < o.Offset {
 			if out[o.Topic] == nil {
-				out[o.Topic] = map[int32]span{}
+				out[o.Topic] = map[int32]Span{}
 			}
-			out[o.Topic][o.Partition] = span{start, o.Offset}
+			out[o.Topic][o.Partition] = Span{start, o.Offset}
 		}
 	})
-	return out, tierOf, nil
+	return out, nil
 }
 
 // Read reads every parked record f selects and returns the counts, the
@@ -209,7 +222,7 @@ func (rd *Reader) Read(ctx context.Context, f Filter, offset, limit int) (Report
 		return Report{}, err
 	}
 	var recs []Record
-	incomplete, err := rd.scan(ctx, spans, false, func(r *kgo.Record) {
+	incomplete, err := rd.Scan(ctx, spans, false, func(r *kgo.Record) {
 		rec := recordOf(rd.Names, r, tierOf[r.Topic])
 		if f.match(rec.Provider, rec.Route) {
 			recs = append(recs, rec)
@@ -276,7 +289,7 @@ func (rd *Reader) Heads(ctx context.Context) (map[string]time.Time, error) {
 	for _, t := range tierOf {
 		out[t] = time.Time{}
 	}
-	_, err = rd.scan(ctx, spans, true, func(r *kgo.Record) {
+	_, err = rd.Scan(ctx, spans, true, func(r *kgo.Record) {
 		t := tierOf[r.Topic]
 		if o := out[t]; o.IsZero() || r.Timestamp.Before(o) {
 			out[t] = r.Timestamp.UTC()
@@ -301,16 +314,17 @@ func recordOf(names topics.Names, r *kgo.Record, tier string) Record {
 	return rec
 }
 
-// scan reads the committed records of spans; with first, only the first
-// data record of each partition. It returns the partitions it could not
-// finish (nothing arrived for the stall time).
-func (rd *Reader) scan(ctx context.Context, spans map[string]map[int32]span, first bool, each func(*kgo.Record)) ([]string, error) {
+// Scan reads the committed records of spans (topic, partition, offsets);
+// with first, only the first data record of each partition. It returns
+// the partitions it could not finish (nothing arrived for the stall
+// time). Cost: one consumer, a fetch of the spans.
+func (rd *Reader) Scan(ctx context.Context, spans map[string]map[int32]Span, first bool, each func(*kgo.Record)) ([]string, error) {
 	assign := map[string]map[int32]kgo.Offset{}
 	left := 0
 	for t, ps := range spans {
 		assign[t] = map[int32]kgo.Offset{}
 		for p, sp := range ps {
-			assign[t][p] = kgo.NewOffset().At(sp.start)
+			assign[t][p] = kgo.NewOffset().At(sp.Start)
 			left++
 		}
 	}
@@ -363,11 +377,11 @@ func (rd *Reader) scan(ctx context.Context, spans map[string]map[int32]span, fir
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			sp := spans[fp.Topic][fp.Partition]
 			for _, r := range fp.Records {
-				if done[fp.Topic][fp.Partition] || r.Offset < sp.start {
+				if done[fp.Topic][fp.Partition] || r.Offset < sp.Start {
 					continue
 				}
 				got++
-				if r.Offset >= sp.end {
+				if r.Offset >= sp.End {
 					finish(fp.Topic, fp.Partition)
 					continue
 				}
@@ -378,7 +392,7 @@ func (rd *Reader) scan(ctx context.Context, spans map[string]map[int32]span, fir
 						continue
 					}
 				}
-				if r.Offset+1 >= sp.end {
+				if r.Offset+1 >= sp.End {
 					finish(fp.Topic, fp.Partition)
 				}
 			}

@@ -2,6 +2,7 @@ package settings
 
 import (
 	"context"
+	"maps"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -113,6 +114,14 @@ func (l *Live) RouteViews() ([]View, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.known.RouteViews(l.got), l.caughtUp
+}
+
+// Settings is a copy of every setting followed so far, by name
+// (control.Setting.Name), and whether the topic was read to its end yet.
+func (l *Live) Settings() (map[string]control.Setting, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.got), l.caughtUp
 }
 
 // Known is the providers and routes the settings are checked against.

@@ -17,19 +17,28 @@ import (
 // one consumer, the whole topic (compacted: about one record per provider
 // and route ever set, and per breaker).
 func Read(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string, bad func(error)) (map[string]control.Setting, error) {
+	got, _, err := ReadAll(ctx, newClient, topic, bad)
+	return got, err
+}
+
+// ReadAll is Read that also keeps every processor's breaker reports (dlq
+// status), from the same reading.
+func ReadAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string, bad func(error)) (map[string]control.Setting, control.Breakers, error) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	got := map[string]control.Setting{}
+	breakers := control.Breakers{}
 	caught := false
-	err := control.Follow(ctx, newClient, topic,
+	err := control.FollowAll(ctx, newClient, topic,
 		func(s control.Setting) { got[s.Name()] = s },
+		breakers.Apply,
 		func() { caught = true; stop() },
 		bad)
 	switch {
 	case err != nil:
-		return nil, err
+		return nil, nil, err
 	case !caught:
-		return nil, fmt.Errorf("read %s: %w before reaching its end", topic, context.Cause(ctx))
+		return nil, nil, fmt.Errorf("read %s: %w before reaching its end", topic, context.Cause(ctx))
 	}
-	return got, nil
+	return got, breakers, nil
 }

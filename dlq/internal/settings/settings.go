@@ -66,9 +66,10 @@ var ErrUnknown = errors.New("not in the providers file")
 // Known is the providers and routes a setting may name: those of the
 // providers file, or any valid name when there is no file (Checked false).
 type Known struct {
-	path   string
-	names  []string
-	routes map[string][]string // provider -> its routes, sorted
+	path     string
+	names    []string
+	routes   map[string][]string // provider -> its routes, sorted
+	priority map[string]string   // "provider/route" -> its priority class
 }
 
 // LoadKnown reads the provider names of the providers file at path
@@ -82,12 +83,22 @@ func LoadKnown(path string) (Known, error) {
 	if err != nil {
 		return Known{}, fmt.Errorf("HOOKLINE_PROVIDERS=%s: %w", path, err)
 	}
-	k := Known{path: path, names: reg.Names(), routes: map[string][]string{}}
+	k := Known{path: path, names: reg.Names(), routes: map[string][]string{}, priority: map[string]string{}}
 	for _, n := range k.names {
 		p, _ := reg.Get(n)
 		k.routes[n] = routesOf(p)
+		for _, rt := range p.Routes() {
+			k.priority[providers.RouteKey(n, rt.Name)] = rt.Priority.String()
+		}
 	}
 	return k, nil
+}
+
+// Priority is the priority class of a route of the providers file
+// (critical, high, normal or low: docs/processor.md, "Priority classes");
+// "" for a route the file does not have, or without a file.
+func (k Known) Priority(provider, route string) string {
+	return k.priority[providers.RouteKey(provider, route)]
 }
 
 // routesOf lists the names of p's routes, in name order: those of its

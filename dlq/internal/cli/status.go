@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/hookline/hookline/dlq/internal/settings"
+	"github.com/hookline/hookline/dlq/internal/status"
+	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/pkg/topics"
+)
+
+// DefaultStatusWindow is the window `dlq status` and GET /status count
+// accepted and done records over.
+const DefaultStatusWindow = 5 * time.Minute
+
+const statusHelp = `usage: dlq status [--window DUR] [--json]
+
+One answer to "is it healthy?": per provider and per route of it, the
+records ingest accepted in the window (default 5m) and their rate, the
+outcomes done in the window, what is retrying (retry tiers) and parked
+(lanes), by tier and by priority class, due now or scheduled, with the
+oldest; the unresolved DLQ entries and the oldest; the breaker (open,
+closed or unreported, from the processors' reports on webhooks.control)
+and the operator's setting (running, paused, draining); for webhooks.raw,
+the processor group's lag and the age of its oldest unprocessed record;
+and a verdict with its reasons. --json prints the report as one JSON
+object (GET /status on dlq serve answers the same).
+
+A route of a provider is one of the providers file (HOOKLINE_PROVIDERS)
+or one its records name (hookline.route; default without one); its
+priority class is the file's (unknown without it). Retrying and parked
+are what lies after the retrier's and the processor's committed offsets
+(dlq parked); a retry-tier record is due now once its hookline.due-at
+has passed, a lane record always (it waits for room, not for a time).
+The lag of webhooks.raw is its last stable offset minus the processor
+group's committed offset, per partition; the oldest unprocessed record is
+the one at that committed offset (the group's low-water mark: records
+above it may be finished already).
+
+The verdict:
+` + status.Rules + `
+
+Exit codes: 0 whatever the verdict (read it from the output); 1 when a
+topic cannot be read.
+`
+
+func runStatus(ctx context.Context, env Env, args []string) error {
+	fs := newFlags("status")
+	window := fs.Duration("window", DefaultStatusWindow, "count accepted and done records over the last `DUR`")
+	asJSON := fs.Bool("json", false, "the report as one JSON object")
+	pos, err := parse(fs, env, "status", args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usagef("status takes no arguments, got %q", pos[0])
+	}
+	if *window < time.Second || *window > 24*time.Hour {
+		return usagef("status: --window %s: want 1s to 24h", *window)
+	}
+	a, known, err := connectKnown(ctx, env, func(n topics.Names) string { return n.DLQ })
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	rep, err := status.Collect(ctx, a.statusSources(known, func(ctx context.Context) (map[string]control.Setting, control.Breakers, error) {
+		return settings.ReadAll(ctx, a.newClient, a.names.Control, func(err error) { fmt.Fprintln(env.Stderr, "dlq: warning:", err) })
+	}), *window)
+	if err != nil {
+		return a.kafkaErr(err)
+	}
+	for _, p := range rep.Incomplete {
+		fmt.Fprintf(env.Stderr, "dlq: warning: %s not read to its end (nothing arrived for 5s)\n", p)
+	}
+	if *asJSON {
+		return jsonLine(env.Stdout, rep)
+	}
+	printStatus(env.Stdout, rep)
+	return nil
+}
+
+// statusSources are the readings of a status report: control gives the
+// settings and breaker reports (read once, or as serve follows them).
+func (a *app) statusSources(known settings.Known, read func(context.Context) (map[string]control.Setting, control.Breakers, error)) status.Sources {
+	return status.Sources{Reader: a.parkedReader(), Store: a.store, Known: known, Control: read}
+}
+
+func printStatus(w io.Writer, rep status.Report) {
+	fmt.Fprintf(w, "%s at %s\n", strings.ToUpper(rep.Verdict), when(rep.At))
+	for _, r := range rep.Reasons {
+		fmt.Fprintf(w, "  - %s\n", cell(r))
+	}
+	raw := rep.Raw
+	fmt.Fprintf(w, "\n%s: lag %d (group %s)", raw.Topic, raw.Lag, raw.Group)
+	if raw.OldestAt != nil {
+		fmt.Fprintf(w, ", oldest unprocessed %s (%s ago)", when(*raw.OldestAt), ago(time.Duration(raw.OldestAgeSeconds*float64(time.Second))))
+	}
+	fmt.Fprintln(w)
+	win := ago(time.Duration(rep.WindowSeconds * float64(time.Second)))
+	t := rep.Totals
+	fmt.Fprintf(w, "last %s: %d accepted (%.2f/s), %d done; now %d retrying, %d parked, %d dead letters unresolved\n",
+		win, t.Accepted, t.AcceptedPerSecond, t.Done, t.Retrying, t.Parked, t.DLQUnresolved)
+
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	row(tw, "PROVIDER", "ROUTE", "PRIORITY", "ACCEPTED/S", "DONE", "RETRYING", "PARKED", "DUE NOW", "SCHEDULED", "OLDEST WAITING", "DLQ", "OLDEST DLQ", "STATE", "BREAKER")
+	for _, p := range rep.Providers {
+		row(tw, p.Provider, "*", "", fmt.Sprintf("%.2f", p.AcceptedPerSecond), fmt.Sprint(p.Done), fmt.Sprint(p.Retrying), fmt.Sprint(p.Parked),
+			dueCells(p.ByTier, rep.At)[0], dueCells(p.ByTier, rep.At)[1], dueCells(p.ByTier, rep.At)[2],
+			fmt.Sprint(p.DLQUnresolved), oldestDLQ(p.Counts), p.State, p.Breaker)
+		for _, r := range p.Routes {
+			c := dueCells(r.ByTier, rep.At)
+			state := r.State
+			if r.PausedBy != "" {
+				state += " (" + r.PausedBy + ")"
+			}
+			row(tw, "", r.Route, r.Priority, "", fmt.Sprint(r.Done), fmt.Sprint(r.Retrying), fmt.Sprint(r.Parked), c[0], c[1], c[2],
+				fmt.Sprint(r.DLQUnresolved), oldestDLQ(r.Counts), state, r.Breaker)
+		}
+	}
+	_ = tw.Flush()
+	for _, by := range []struct {
+		title string
+		rows  []status.Waiting
+	}{{"TIER", t.ByTier}, {"PRIORITY", t.ByPriority}} {
+		if len(by.rows) == 0 {
+			continue
+		}
+		fmt.Fprintln(w)
+		tw := newTable(w)
+		row(tw, by.title, "RECORDS", "DUE NOW", "SCHEDULED", "OLDEST")
+		for _, x := range by.rows {
+			row(tw, x.Tier+x.Priority, fmt.Sprint(x.Records), fmt.Sprint(x.DueNow), fmt.Sprint(x.Scheduled), oldestWaiting(x.Oldest, rep.At))
+		}
+		_ = tw.Flush()
+	}
+}
+
+// dueCells sums rows: due now, scheduled, the oldest.
+func dueCells(rows []status.Waiting, now time.Time) [3]string {
+	var due, sched int
+	var oldest *time.Time
+	for _, x := range rows {
+		due += x.DueNow
+		sched += x.Scheduled
+		if x.Oldest != nil && (oldest == nil || x.Oldest.Before(*oldest)) {
+			oldest = x.Oldest
+		}
+	}
+	return [3]string{fmt.Sprint(due), fmt.Sprint(sched), oldestWaiting(oldest, now)}
+}
+
+func oldestWaiting(t *time.Time, now time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return ago(now.Sub(*t)) + " ago"
+}
+
+func oldestDLQ(c status.Counts) string {
+	if c.DLQOldestUnresolved == nil {
+		return "-"
+	}
+	return ago(time.Duration(c.DLQOldestUnresolved.AgeSeconds)*time.Second) + " ago"
+}

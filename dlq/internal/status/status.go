@@ -1,0 +1,447 @@
+// Package status is hookline's one answer to "is it healthy?" (`dlq
+// status`, GET /status on `dlq serve`): per provider and per route, what
+// was accepted and done in a recent window, what is retrying and parked
+// (by tier and by priority class, due now or scheduled, and the oldest),
+// the unresolved dead letters and the oldest of them, the breaker and the
+// operator's setting; for webhooks.raw the processor group's lag and the
+// age of the oldest record it has not processed; and a verdict, healthy,
+// degraded or failing, with its reasons (Rules).
+//
+// Build is pure: it counts what the readings dlq already makes give it
+// (parked.Reader.Read, store.Store.List with store.Summarise, the control
+// topic's settings and breaker reports, settings.Known), plus the two
+// readings of this package (read.go): the raw backlog and the window's
+// records of webhooks.raw and webhooks.outcomes.
+package status
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hookline/hookline/dlq/internal/parked"
+	"github.com/hookline/hookline/dlq/internal/settings"
+	"github.com/hookline/hookline/dlq/internal/store"
+	"github.com/hookline/hookline/pkg/control"
+	"github.com/hookline/hookline/pkg/headers"
+)
+
+// The verdict's thresholds (Rules says how they are used).
+const (
+	// SlowAfter: a record of webhooks.raw unprocessed for this long, or a
+	// retry-tier record this long past its due time, makes the system
+	// degraded.
+	SlowAfter = time.Minute
+	// StuckAfter: that long, failing.
+	StuckAfter = 5 * time.Minute
+)
+
+// Verdicts.
+const (
+	Healthy  = "healthy"
+	Degraded = "degraded"
+	Failing  = "failing"
+)
+
+// UnknownPriority is the priority class of a route the providers file
+// does not name (or with no providers file).
+const UnknownPriority = "unknown"
+
+// Rules is the verdict's definition, as `dlq help status` prints it.
+const Rules = `failing when any of:
+  - the oldest unprocessed record of webhooks.raw is 5m old or older (the
+    processor is stopped, or far behind);
+  - a retry-tier record is 5m or more past its due time (the retrier is not
+    moving it);
+degraded when none of those and any of:
+  - the oldest unprocessed record of webhooks.raw is 1m old or older;
+  - a retry-tier record is 1m or more past its due time;
+  - a route's breaker is open (a processor reported it in the last 3m);
+  - a provider or route is paused by an operator;
+  - records wait in a lane of a route that is not paused (its destination
+    is full, or its priority class over its share);
+  - the DLQ has unresolved entries;
+  - a topic could not be read to its end;
+healthy otherwise. Retries waiting for their due time are not a reason:
+they are the pipeline working.`
+
+// Waiting counts records that wait in one tier ("lane" for the lanes) or
+// of one priority class.
+type Waiting struct {
+	Tier     string `json:"tier,omitempty"`
+	Priority string `json:"priority,omitempty"`
+	Records  int    `json:"records"`
+	// DueNow may go now: a retry-tier record whose due time has come, and
+	// every lane record (it waits for room, not for a time); Scheduled
+	// waits for a due time still to come.
+	DueNow    int `json:"due_now"`
+	Scheduled int `json:"scheduled"`
+	// Oldest is when the record waiting longest was parked.
+	Oldest *time.Time `json:"oldest"`
+}
+
+// Counts are what one route, one provider or the whole system holds.
+type Counts struct {
+	// Done is the outcomes with status done in the window.
+	Done int `json:"done"`
+	// Retrying is the records waiting in the retry tiers; Parked those
+	// waiting in the lanes.
+	Retrying int       `json:"retrying"`
+	Parked   int       `json:"parked"`
+	ByTier   []Waiting `json:"by_tier"`
+	// DLQUnresolved is the DLQ entries nobody replayed or resolved;
+	// DLQOldestUnresolved the oldest of them (nil when none).
+	DLQUnresolved       int           `json:"dlq_unresolved"`
+	DLQOldestUnresolved *store.Oldest `json:"dlq_oldest_unresolved"`
+}
+
+// Route is one route of a provider.
+type Route struct {
+	Route    string `json:"route"`
+	Priority string `json:"priority"`
+	Counts
+	// State is running, paused or draining, from the route's own setting
+	// and its provider's (paused if either is; the route's rate, else the
+	// provider's); PausedBy says whose pause holds it (provider, route).
+	State    string  `json:"state"`
+	PausedBy string  `json:"paused_by,omitempty"`
+	Rate     float64 `json:"rate"`
+	// Breaker is open, closed or unreported (control.Breakers.RouteState);
+	// BreakerInstance names a processor reporting it open.
+	Breaker         string `json:"breaker"`
+	BreakerInstance string `json:"breaker_instance,omitempty"`
+}
+
+// Provider is one provider and its routes.
+type Provider struct {
+	Provider string `json:"provider"`
+	// Accepted is the records ingest accepted in the window
+	// (hookline.origin ingest on webhooks.raw); AcceptedPerSecond that
+	// over the window.
+	Accepted          int     `json:"accepted"`
+	AcceptedPerSecond float64 `json:"accepted_per_second"`
+	Counts
+	ByPriority []Waiting `json:"by_priority"`
+	// State is the provider-wide setting (running, paused, draining).
+	State string `json:"state"`
+	// Breaker is open when any route's is, else closed when any route's
+	// was reported, else unreported.
+	Breaker string  `json:"breaker"`
+	Routes  []Route `json:"routes"`
+}
+
+// Partition is the backlog of one partition of webhooks.raw.
+type Partition struct {
+	Partition int32 `json:"partition"`
+	// Committed is the processor group's committed offset (its low-water
+	// mark: records above it may be finished already); End the last
+	// stable offset; Lag End - Committed.
+	Committed int64 `json:"committed"`
+	End       int64 `json:"end"`
+	Lag       int64 `json:"lag"`
+	// OldestAt is the timestamp of the record at Committed.
+	OldestAt *time.Time `json:"oldest_unprocessed_at"`
+}
+
+// Backlog is what the processor group has not processed of webhooks.raw.
+type Backlog struct {
+	Topic string `json:"topic"`
+	Group string `json:"group"`
+	Lag   int64  `json:"lag"`
+	// OldestAt is the oldest OldestAt of the partitions; OldestAgeSeconds
+	// its age (0 when nothing waits).
+	OldestAt         *time.Time  `json:"oldest_unprocessed_at"`
+	OldestAgeSeconds float64     `json:"oldest_unprocessed_age_seconds"`
+	Partitions       []Partition `json:"partitions"`
+}
+
+// Totals are the whole system's counts.
+type Totals struct {
+	Accepted          int     `json:"accepted"`
+	AcceptedPerSecond float64 `json:"accepted_per_second"`
+	Counts
+	ByPriority []Waiting `json:"by_priority"`
+}
+
+// Report is `dlq status --json` and GET /status.
+type Report struct {
+	Verdict string   `json:"verdict"`
+	Reasons []string `json:"reasons"`
+	// At is when it was counted; WindowSeconds the window Accepted and
+	// Done count over, ending at At.
+	At            time.Time  `json:"at"`
+	WindowSeconds float64    `json:"window_seconds"`
+	Raw           Backlog    `json:"raw"`
+	Totals        Totals     `json:"totals"`
+	Providers     []Provider `json:"providers"`
+	// Incomplete names partitions that could not be read to their end.
+	Incomplete []string `json:"incomplete,omitempty"`
+}
+
+// RouteKey names a route of a provider in Inputs.Done.
+type RouteKey struct{ Provider, Route string }
+
+// Inputs are the readings Build counts.
+type Inputs struct {
+	Now    time.Time
+	Window time.Duration
+	// Known gives the providers and routes listed even when nothing of
+	// theirs is anywhere, and each route's priority class.
+	Known settings.Known
+	// Parked is every waiting record (parked.Report.Records read without a
+	// limit).
+	Parked []parked.Record
+	// DLQ is every entry of webhooks.dlq with its resolution.
+	DLQ []*store.Entry
+	// Settings are the operators' settings by name; Breakers the
+	// processors' breaker reports.
+	Settings map[string]control.Setting
+	Breakers control.Breakers
+	Raw      Backlog
+	// Accepted counts by provider the records ingest accepted in the
+	// window; Done the outcomes done by route.
+	Accepted   map[string]int
+	Done       map[RouteKey]int
+	Incomplete []string
+}
+
+// waitAcc accumulates Waiting rows.
+type waitAcc map[string]*Waiting
+
+func (w waitAcc) add(key string, mk func() Waiting, r parked.Record, due bool) {
+	c, ok := w[key]
+	if !ok {
+		v := mk()
+		c = &v
+		w[key] = c
+	}
+	c.Records++
+	if due {
+		c.DueNow++
+	} else {
+		c.Scheduled++
+	}
+	if c.Oldest == nil || r.ParkedAt.Before(*c.Oldest) {
+		at := r.ParkedAt
+		c.Oldest = &at
+	}
+}
+
+func (w waitAcc) list() []Waiting {
+	out := make([]Waiting, 0, len(w))
+	for _, c := range w {
+		out = append(out, *c)
+	}
+	slices.SortFunc(out, func(a, b Waiting) int {
+		return cmp.Or(priorityRank(b.Priority)-priorityRank(a.Priority), cmp.Compare(a.Tier, b.Tier), cmp.Compare(a.Priority, b.Priority))
+	})
+	return out
+}
+
+// priorityRank orders classes highest first (unknown last).
+func priorityRank(p string) int {
+	return map[string]int{"critical": 4, "high": 3, "normal": 2, "low": 1}[p]
+}
+
+// group is what Build gathers for one place (a route, a provider, all).
+type group struct {
+	done, retrying, parked int
+	tiers, prios           waitAcc
+	dlq                    []*store.Entry
+}
+
+func newGroup() *group { return &group{tiers: waitAcc{}, prios: waitAcc{}} }
+
+func (g *group) counts(now time.Time) Counts {
+	st := store.Summarise(g.dlq, now)
+	return Counts{Done: g.done, Retrying: g.retrying, Parked: g.parked, ByTier: g.tiers.list(),
+		DLQUnresolved: st.Unresolved, DLQOldestUnresolved: st.OldestUnresolved}
+}
+
+// Build counts in and gives the verdict.
+func Build(in Inputs) Report {
+	now := in.Now
+	routes := map[RouteKey]*group{}
+	provs := map[string]*group{}
+	all := newGroup()
+	place := func(p, r string) []*group {
+		k := RouteKey{p, r}
+		if routes[k] == nil {
+			routes[k] = newGroup()
+		}
+		if provs[p] == nil {
+			provs[p] = newGroup()
+		}
+		return []*group{routes[k], provs[p], all}
+	}
+	for _, n := range in.Known.Names() {
+		provs[n] = newGroup()
+	}
+	for _, s := range in.Known.Routes() {
+		place(s.Provider, s.Route)
+	}
+	for _, s := range in.Settings {
+		if s.Route != "" {
+			place(s.Provider, s.Route)
+		} else if provs[s.Provider] == nil {
+			provs[s.Provider] = newGroup()
+		}
+	}
+	for p := range in.Accepted {
+		if provs[p] == nil {
+			provs[p] = newGroup()
+		}
+	}
+	for k, n := range in.Done {
+		for _, g := range place(k.Provider, k.Route) {
+			g.done += n
+		}
+	}
+	var overdue time.Duration
+	overdueTier := ""
+	for _, r := range in.Parked {
+		prio := cmp.Or(in.Known.Priority(r.Provider, r.Route), UnknownPriority)
+		due := true
+		if r.Tier != parked.TierLane {
+			if at, err := headers.ParseTime(r.DueAt); err == nil {
+				due = !at.After(now)
+				if late := now.Sub(at); late > overdue {
+					overdue, overdueTier = late, r.Tier
+				}
+			}
+		}
+		for _, g := range place(r.Provider, r.Route) {
+			if r.Tier == parked.TierLane {
+				g.parked++
+			} else {
+				g.retrying++
+			}
+			g.tiers.add(r.Tier, func() Waiting { return Waiting{Tier: r.Tier} }, r, due)
+			g.prios.add(prio, func() Waiting { return Waiting{Priority: prio} }, r, due)
+		}
+	}
+	for _, e := range in.DLQ {
+		for _, g := range place(cmp.Or(e.Header(headers.Provider), "(none)"), e.Route()) {
+			g.dlq = append(g.dlq, e)
+		}
+	}
+
+	rep := Report{At: now.UTC(), WindowSeconds: in.Window.Seconds(), Raw: in.Raw, Providers: []Provider{}, Reasons: []string{},
+		Incomplete: in.Incomplete}
+	perSecond := func(n int) float64 {
+		if in.Window <= 0 {
+			return 0
+		}
+		return float64(n) / in.Window.Seconds()
+	}
+	rep.Totals = Totals{Counts: all.counts(now), ByPriority: all.prios.list()}
+	for _, n := range in.Accepted {
+		rep.Totals.Accepted += n
+	}
+	rep.Totals.AcceptedPerSecond = perSecond(rep.Totals.Accepted)
+	var failing, degraded []string
+	for name, g := range provs {
+		pset := in.Settings[name]
+		p := Provider{Provider: name, Accepted: in.Accepted[name], AcceptedPerSecond: perSecond(in.Accepted[name]),
+			Counts: g.counts(now), ByPriority: g.prios.list(), State: settings.ViewOf(pset).State, Breaker: control.BreakerUnreported, Routes: []Route{}}
+		for k, rg := range routes {
+			if k.Provider != name {
+				continue
+			}
+			rt := Route{Route: k.Route, Priority: cmp.Or(in.Known.Priority(name, k.Route), UnknownPriority), Counts: rg.counts(now)}
+			rt.State, rt.PausedBy, rt.Rate = combine(pset, in.Settings[control.Setting{Provider: name, Route: k.Route}.Name()])
+			rt.Breaker, rt.BreakerInstance = in.Breakers.RouteState(name, k.Route, now)
+			switch {
+			case rt.Breaker == control.BreakerOpen:
+				p.Breaker = control.BreakerOpen
+			case rt.Breaker == control.BreakerClosed && p.Breaker == control.BreakerUnreported:
+				p.Breaker = control.BreakerClosed
+			}
+			degraded = append(degraded, routeReasons(name, rt)...)
+			p.Routes = append(p.Routes, rt)
+		}
+		slices.SortFunc(p.Routes, func(a, b Route) int { return cmp.Compare(a.Route, b.Route) })
+		rep.Providers = append(rep.Providers, p)
+	}
+	slices.SortFunc(rep.Providers, func(a, b Provider) int { return cmp.Compare(a.Provider, b.Provider) })
+
+	if in.Raw.Lag > 0 && in.Raw.OldestAt != nil {
+		age := now.Sub(*in.Raw.OldestAt)
+		msg := fmt.Sprintf("%s: the oldest unprocessed record is %s old (lag %d records in group %s)", in.Raw.Topic, round(age), in.Raw.Lag, in.Raw.Group)
+		switch {
+		case age >= StuckAfter:
+			failing = append(failing, msg+": is the processor running?")
+		case age >= SlowAfter:
+			degraded = append(degraded, msg)
+		}
+	}
+	if overdueTier != "" {
+		msg := fmt.Sprintf("retry tier %s: a record is %s past its due time", overdueTier, round(overdue))
+		switch {
+		case overdue >= StuckAfter:
+			failing = append(failing, msg+": is the retrier running?")
+		case overdue >= SlowAfter:
+			degraded = append(degraded, msg)
+		}
+	}
+	if len(in.Incomplete) > 0 {
+		degraded = append(degraded, fmt.Sprintf("not read to the end: %v", in.Incomplete))
+	}
+	slices.Sort(degraded)
+	rep.Reasons = append(append(rep.Reasons, failing...), degraded...)
+	switch {
+	case len(failing) > 0:
+		rep.Verdict = Failing
+	case len(degraded) > 0:
+		rep.Verdict = Degraded
+	default:
+		rep.Verdict = Healthy
+	}
+	return rep
+}
+
+// routeReasons are the reasons for degraded that one route gives.
+func routeReasons(provider string, rt Route) []string {
+	name := provider + "/" + rt.Route
+	var out []string
+	if rt.Breaker == control.BreakerOpen {
+		out = append(out, fmt.Sprintf("%s: breaker open (processor %s)", name, rt.BreakerInstance))
+	}
+	if rt.PausedBy != "" {
+		out = append(out, fmt.Sprintf("%s: paused (by its %s setting), %d records parked in its lane", name, rt.PausedBy, rt.Parked))
+	} else if rt.Parked > 0 {
+		out = append(out, fmt.Sprintf("%s: %d records parked in its lane (destination full, or class %s over its share)", name, rt.Parked, rt.Priority))
+	}
+	if rt.DLQUnresolved > 0 {
+		out = append(out, fmt.Sprintf("%s: %d unresolved dead letters, the oldest %s old (dlq list --unresolved --provider %s --route %s)",
+			name, rt.DLQUnresolved, round(time.Duration(rt.DLQOldestUnresolved.AgeSeconds)*time.Second), provider, rt.Route))
+	}
+	return out
+}
+
+// combine is what the processor makes of a provider's setting and its
+// route's (docs/processor.md, Routes): paused if either is, the route's
+// rate, else the provider's.
+func combine(provider, route control.Setting) (state, pausedBy string, rate float64) {
+	switch {
+	case provider.Paused:
+		return "paused", "provider", 0
+	case route.Paused:
+		return "paused", "route", 0
+	case route.Rate > 0:
+		return "draining", "", route.Rate
+	case provider.Rate > 0:
+		return "draining", "", provider.Rate
+	}
+	return "running", "", 0
+}
+
+// round shortens a duration for a reason: seconds below an hour, minutes
+// above.
+func round(d time.Duration) time.Duration {
+	if d >= time.Hour {
+		return d.Round(time.Minute)
+	}
+	return d.Round(time.Second)
+}

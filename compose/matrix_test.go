@@ -68,6 +68,15 @@ func TestPriorityMatrix(t *testing.T) {
 			if err != nil || len(d.Events) != 1 || d.Events[0].Type != row.eventType {
 				t.Fatalf("Events = %+v, %v: want one event of type %s", d, err, row.eventType)
 			}
+			if row.provider == "retell" { // the preset's key: the event, the call id, call_ended's end_timestamp
+				want := "retell:" + row.eventType + ":c_1"
+				if row.eventType == "call_ended" {
+					want += ":" // no end_timestamp in matrixDelivery's body: an empty part
+				}
+				if d.Events[0].Key != want {
+					t.Errorf("key %s, want %s", d.Events[0].Key, want)
+				}
+			}
 			got := p.Match(d.Events[0].Type, d.Events[0].Body, nil)
 			if len(got) != 1 || got[0].Name != row.route {
 				t.Fatalf("%s goes to %d routes (%v), want route %s only", row.eventType, len(got), got, row.route)

@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -291,42 +290,24 @@ func (r *rule) String() string {
 
 const headerIdempotencyKey = "Idempotency-Key"
 
-// compositeKey joins the values of a composite idempotency_key's parts into
-// <name>:<part 1>:<part 2>..., each part with "%" and ":" percent-encoded so
-// that no two different lists of values give one key. A part that is absent,
-// null or empty is a MalformedError naming every such part.
-func compositeKey(p *Provider, h http.Header, body []byte) (string, error) {
-	var b strings.Builder
-	b.WriteString(p.Name)
-	var missing []string
-	for _, r := range p.keyParts {
-		v, err := r.value(h, body, true)
-		if err != nil {
-			return "", err
-		}
-		if v == "" {
-			missing = append(missing, r.String())
-			continue
-		}
-		b.WriteByte(':')
-		b.WriteString(keyPartEscaper.Replace(v))
-	}
-	if len(missing) > 0 {
-		return "", malformed("idempotency key part missing or empty: %s", strings.Join(missing, ", "))
-	}
-	return b.String(), nil
-}
-
-var keyPartEscaper = strings.NewReplacer("%", "%25", ":", "%3A")
-
-// genericEvents: key <name>:<configured rule>, else <name>:<Idempotency-Key>,
-// else <name>:sha256:<hex of body>; a composite rule gives
-// <name>:<part>:<part>... or a MalformedError, never a fallback. Type from the
-// event_type rule.
+// genericEvents (generic and retell): key <name>:<configured rule>, else
+// <name>:<Idempotency-Key>, else <name>:sha256:<hex of body>; a composite
+// rule gives partsKey's <name>:<part>:<part>... or a MalformedError, never
+// one of those fallbacks (a part may have a body-hash fallback of its own).
+// Type from the event_type rule, read first: a part may apply to some
+// event types only.
 func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
+	var typ string
+	if p.typeRule != nil {
+		v, err := p.typeRule.value(h, body, false)
+		if err != nil {
+			return Delivery{}, err
+		}
+		typ = v
+	}
 	var key string
 	if p.keyParts != nil {
-		k, err := compositeKey(p, h, body)
+		k, err := partsKey(p, typ, h, body)
 		if err != nil {
 			return Delivery{}, err
 		}
@@ -348,14 +329,6 @@ func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 	}
 	if key == "" {
 		key = p.Name + ":" + bodyHash(body)
-	}
-	var typ string
-	if p.typeRule != nil {
-		v, err := p.typeRule.value(h, body, false)
-		if err != nil {
-			return Delivery{}, err
-		}
-		typ = v
 	}
 	return one(key, typ, body), nil
 }

@@ -100,6 +100,8 @@ func FuzzEvents(f *testing.F) {
 		`{"type":"event_callback","event_id":"Ev1","event":{"type":"message"}}`,
 		`{"triggerEvent":"BOOKING_RESCHEDULED","payload":{"uid":"u1","rescheduleUid":"u0"}}`,
 		`{"triggerEvent":"PING","payload":{"oooEntry":{"uuid":"o1"}}}`,
+		`{"event":"call_ended","call":{"call_id":"c:1%","end_timestamp":1700000060000}}`,
+		`{"event":"call_inbound","call_inbound":{"from_number":"+1"}}`, `{"event":"call_started","call_id":null}`,
 		`{"type":"order.paid","data":{"id":"ord_1"}}`, `{"data":{"id":12.5e300}}`, `{"data":{"id":"\u0000"}}`,
 		`{"data":[{"id":1}]}`, `[]`, `null`, `"str"`, `12`, ``, `{`, `{"a":"\ud800"}`, "\xff\xfe",
 	} {

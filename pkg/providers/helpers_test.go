@@ -68,6 +68,7 @@ providers:
   slack:      {preset: slack,      secret_env: [S1, S2]}
   gocardless: {preset: gocardless, secret_env: [S1, S2]}
   calcom:     {preset: calcom,     secret_env: [S1, S2]}
+  retell:     {preset: retell,     secret_env: [S1, S2]}
   acme:
     preset: generic
     secret_env: [S1, S2]

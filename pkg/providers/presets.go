@@ -3,6 +3,7 @@ package providers
 import (
 	"crypto/sha256"
 	"fmt"
+	"strings"
 )
 
 // Preset names, the values of a provider's preset field.
@@ -14,13 +15,14 @@ const (
 	PresetSlack      = "slack"
 	PresetGoCardless = "gocardless"
 	PresetCalcom     = "calcom"
+	PresetRetell     = "retell"
 	PresetGeneric    = "generic"
 )
 
-// Presets lists the preset names, sorted. Cost: a new slice of eight
+// Presets lists the preset names, sorted. Cost: a new slice of nine
 // strings.
 func Presets() []string {
-	return []string{PresetCalcom, PresetGeneric, PresetGitHub, PresetGoCardless, PresetShopify, PresetSlack, PresetStandard, PresetStripe}
+	return []string{PresetCalcom, PresetGeneric, PresetGitHub, PresetGoCardless, PresetRetell, PresetShopify, PresetSlack, PresetStandard, PresetStripe}
 }
 
 // The headers github and shopify take the key and event type from, as the
@@ -50,6 +52,11 @@ type preset struct {
 	// type is read from; none for a preset that reads both from the body.
 	keyHeaders []string
 	forward    []string // lower-case header names copied to records
+	// keyParts and typeRule key and type a preset's deliveries as a
+	// generic provider's parts and event_type would (retell); nil for the
+	// presets with events functions of their own.
+	keyParts []keyPart
+	typeRule *rule
 	// standardSecret: secrets are whsec_<base64> and the key is the decoded
 	// bytes.
 	standardSecret bool
@@ -127,8 +134,32 @@ func presetFor(name string) (preset, bool) {
 			events:  calcomEvents,
 			forward: []string{"x-cal-signature-256"},
 		}, true
+	case PresetRetell:
+		typ := jsonRule("/event")
+		return preset{
+			scheme:  retellScheme(),
+			accept:  []string{mediaJSON},
+			events:  genericEvents,
+			forward: []string{"x-retell-signature"},
+			// Seed 000's rule: the event, the call id (call.call_id, else
+			// call_id; else the body's hash, as for call_inbound, which has
+			// no call id) and, for call_ended only, call.end_timestamp
+			// (empty when absent).
+			keyParts: []keyPart{
+				{alts: []*rule{typ}},
+				{alts: []*rule{jsonRule("/call/call_id"), jsonRule("/call_id")}, bodyHash: true},
+				{alts: []*rule{jsonRule("/call/end_timestamp")}, optional: true, globs: []glob{{pattern: "call_ended", parts: []string{"call_ended"}}}},
+			},
+			typeRule: typ,
+		}, true
 	case PresetGeneric:
 		return preset{events: genericEvents}, true
 	}
 	return preset{}, false
+}
+
+// jsonRule is the rule of a preset's JSON pointer: "/a/b", whose tokens
+// hold no "~" (nothing to unescape).
+func jsonRule(path string) *rule {
+	return &rule{path: path, pointer: pointer(strings.Split(path[1:], "/"))}
 }

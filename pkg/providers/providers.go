@@ -1,6 +1,6 @@
 // Package providers knows the webhook providers hookline accepts: their
-// presets (stripe, github, shopify, standard, slack, gocardless, calcom and a
-// configurable generic HMAC), how each signs a request, which content types
+// presets (stripe, github, shopify, standard, slack, gocardless, calcom,
+// retell and a configurable generic HMAC), how each signs a request, which content types
 // it sends, how a delivery becomes records with idempotency keys and event
 // types, which of its headers travel on, and the providers file (DESIGN §5)
 // that names them.
@@ -83,10 +83,10 @@ type Provider struct {
 	keyHeaders []string
 	forward    []string
 	keyRule    *rule // generic only
-	typeRule   *rule // generic only
-	// keyParts is a generic provider's composite idempotency_key (two or
-	// more parts, each required); nil for a single keyRule.
-	keyParts []*rule
+	typeRule   *rule // generic, retell
+	// keyParts is a composite idempotency_key (generic: two or more json or
+	// header entries, or parts; retell's own); nil for a single keyRule.
+	keyParts []keyPart
 }
 
 // Priority is a provider's class: under overload the processor gives its

@@ -188,10 +188,13 @@ type destinationConfig struct {
 
 // ruleConfig is idempotency_key or event_type: {header: <name>} or
 // {json: <pointer>}; for idempotency_key, each may also be a list, and both
-// may be given, for a composite key (JSON pointers first, then headers).
+// may be given, for a composite key (JSON pointers first, then headers),
+// or instead {parts: [...]}, a composite key whose parts have alternatives,
+// fallbacks and event types (keys.go).
 type ruleConfig struct {
-	Header stringList `yaml:"header"`
-	JSON   stringList `yaml:"json"`
+	Header stringList    `yaml:"header"`
+	JSON   stringList    `yaml:"json"`
+	Parts  []*partConfig `yaml:"parts"`
 }
 
 type rateLimitConfig struct {
@@ -261,6 +264,8 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 		events:     pre.events,
 		keyHeaders: pre.keyHeaders,
 		forward:    pre.forward,
+		keyParts:   pre.keyParts,
+		typeRule:   pre.typeRule,
 	}
 	var errs []error
 	fail := func(err error) { errs = append(errs, err) }
@@ -305,7 +310,7 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 	}
 	if c.Tolerance != "" {
 		if !pre.timestamped() {
-			fail(fmt.Errorf("tolerance: preset %s signs no timestamp (only stripe, standard and slack do)", c.Preset))
+			fail(fmt.Errorf("tolerance: preset %s signs no timestamp (only stripe, standard, slack and retell do)", c.Preset))
 		}
 		d, err := parseDuration(c.Tolerance)
 		if err != nil {
@@ -434,13 +439,17 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 		}
 	}
 	var err error
-	if p.keyRule, p.keyParts, err = c.IdempotencyKey.buildKey(); err != nil {
-		errs = append(errs, err)
-	}
 	if p.typeRule, err = c.EventType.build("event_type"); err != nil {
 		errs = append(errs, err)
 	}
-	for _, r := range append([]*rule{p.keyRule, p.typeRule}, p.keyParts...) {
+	if p.keyRule, p.keyParts, err = c.IdempotencyKey.buildKey(p.typeRule); err != nil {
+		errs = append(errs, err)
+	}
+	srcs := []*rule{p.keyRule, p.typeRule}
+	for _, k := range p.keyParts {
+		srcs = append(srcs, k.alts...)
+	}
+	for _, r := range srcs {
 		switch {
 		case r == nil:
 		case r.header != "":
@@ -476,6 +485,8 @@ func (c *ruleConfig) build(field string) (*rule, error) {
 	switch {
 	case c == nil:
 		return nil, nil
+	case c.Parts != nil:
+		return nil, fmt.Errorf("%s.parts: only idempotency_key has parts", field)
 	case len(c.Header)+len(c.JSON) > 1:
 		return nil, fmt.Errorf("%s: give one header or one json pointer (only idempotency_key takes several)", field)
 	}
@@ -486,12 +497,21 @@ func (c *ruleConfig) build(field string) (*rule, error) {
 	return rules[0], nil
 }
 
-// buildKey reads idempotency_key: one part gives single (which falls back to
-// Idempotency-Key and the body hash when absent), two or more give parts (a
-// composite key, every part required).
-func (c *ruleConfig) buildKey() (single *rule, parts []*rule, err error) {
+// buildKey reads idempotency_key: one json or header entry gives single
+// (which falls back to Idempotency-Key and the body hash when absent), two
+// or more give parts (a composite key, every part required), and parts:
+// gives the parts it lists, checked by checkParts against typeRule (the
+// provider's event_type, nil without one).
+func (c *ruleConfig) buildKey(typeRule *rule) (single *rule, parts []keyPart, err error) {
 	if c == nil {
 		return nil, nil, nil
+	}
+	if c.Parts != nil {
+		if len(c.Header)+len(c.JSON) > 0 {
+			return nil, nil, fmt.Errorf("idempotency_key: parts and json or header both set: give parts, or json and header (a composite key of required parts)")
+		}
+		parts, err := buildParts(c.Parts, typeRule)
+		return nil, parts, err
 	}
 	rules, err := c.rules("idempotency_key")
 	switch {
@@ -508,8 +528,9 @@ func (c *ruleConfig) buildKey() (single *rule, parts []*rule, err error) {
 			return nil, nil, fmt.Errorf("idempotency_key: %s is listed twice", r)
 		}
 		seen[r.String()] = true
+		parts = append(parts, keyPart{alts: []*rule{r}})
 	}
-	return nil, rules, nil
+	return nil, parts, nil
 }
 
 // maxKeyParts bounds a composite idempotency_key.

@@ -224,7 +224,7 @@ func TestLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(r.Names()) != 11 {
+	if len(r.Names()) != 12 {
 		t.Fatalf("Names = %v", r.Names())
 	}
 	if _, err := Load(filepath.Join(dir, "missing.yaml"), testEnv().lookup); err == nil {

@@ -18,8 +18,8 @@ import (
 	"time"
 )
 
-// DefaultTolerance is how far a signed timestamp (stripe, standard, slack)
-// may be from the receiver's clock, in either direction.
+// DefaultTolerance is how far a signed timestamp (stripe, standard, slack,
+// retell) may be from the receiver's clock, in either direction.
 const DefaultTolerance = 5 * time.Minute
 
 // encoding is how a MAC is written in a header.
@@ -60,6 +60,9 @@ type signed struct {
 type scheme struct {
 	newHash     func() hash.Hash
 	timestamped bool
+	// millis: the signed timestamp counts milliseconds (retell), not
+	// seconds.
+	millis bool
 	// covered are the request headers, besides the one carrying the
 	// signature, whose values the HMAC covers (canonical names): a header
 	// not listed can be changed without the signature noticing.
@@ -106,13 +109,20 @@ func (s *scheme) precheck(h http.Header, now time.Time, tol time.Duration) (sign
 	if err != nil || !s.timestamped {
 		return in, err
 	}
-	sec, err := strconv.ParseInt(in.ts, 10, 64)
+	n, err := strconv.ParseInt(in.ts, 10, 64)
 	if err != nil {
+		if s.millis {
+			return in, sigErr(ReasonMalformed, "timestamp is not a number of milliseconds")
+		}
 		return in, sigErr(ReasonMalformed, "timestamp is not a number of seconds")
+	}
+	at := time.Unix(n, 0)
+	if s.millis {
+		at = time.UnixMilli(n)
 	}
 	// now.Sub saturates, so compare both bounds rather than an absolute
 	// value that would overflow for a timestamp far in the future.
-	if d := now.Sub(time.Unix(sec, 0)); d > tol || d < -tol {
+	if d := now.Sub(at); d > tol || d < -tol {
 		return in, sigErr(ReasonStale, "timestamp is %s away from now, tolerance is %s", d.Round(time.Second), tol)
 	}
 	return in, nil
@@ -166,6 +176,9 @@ func digestOf(name string, parts ...[]byte) [sha256.Size]byte {
 // now, signed with key.
 func (s *scheme) sign(key []byte, body []byte, now time.Time, h http.Header) {
 	in := signed{ts: strconv.FormatInt(now.Unix(), 10)}
+	if s.millis {
+		in.ts = strconv.FormatInt(now.UnixMilli(), 10)
+	}
 	if s.newID != nil {
 		in.id = s.newID(h)
 	}
@@ -288,6 +301,47 @@ func slackScheme() *scheme {
 		h.Set(headerSlackSignature, "v0="+hex.EncodeToString(mac))
 	}
 	return s
+}
+
+const headerRetellSignature = "X-Retell-Signature"
+
+// retellScheme: X-Retell-Signature: v=<unix milliseconds>,d=<hex>, the
+// HMAC-SHA256 of the body followed by the timestamp's digits, keyed with
+// the Retell API key as it is (Retell's SDKs sign and verify so, with a
+// 5-minute tolerance either way).
+func retellScheme() *scheme {
+	return &scheme{
+		newHash:     sha256.New,
+		timestamped: true,
+		millis:      true,
+		parse: func(h http.Header) (signed, error) {
+			v := h.Get(headerRetellSignature)
+			if v == "" {
+				return signed{}, sigErr(ReasonMissing, "missing %s header", headerRetellSignature)
+			}
+			// Exactly v=<digits>,d=<hex>, as Retell sends it.
+			ts, digest, ok := strings.Cut(strings.TrimPrefix(v, "v="), ",d=")
+			switch {
+			case !ok || !strings.HasPrefix(v, "v="):
+				return signed{}, sigErr(ReasonMalformed, "%s is not v=<timestamp>,d=<hex digest>", headerRetellSignature)
+			case ts == "" || strings.Trim(ts, "0123456789") != "":
+				return signed{}, sigErr(ReasonMalformed, "%s v= is not a number of milliseconds", headerRetellSignature)
+			}
+			sig, err := hex.DecodeString(digest)
+			if err != nil || len(sig) != sha256.Size {
+				return signed{}, sigErr(ReasonMalformed, "%s d= is not a hex SHA-256 digest", headerRetellSignature)
+			}
+			in := signed{ts: ts}
+			in.sigs = [][]byte{sig}
+			return in, nil
+		},
+		content: func(in signed, body []byte) [][]byte {
+			return [][]byte{body, []byte(in.ts)}
+		},
+		write: func(h http.Header, in signed, mac []byte) {
+			h.Set(headerRetellSignature, "v="+in.ts+",d="+hex.EncodeToString(mac))
+		},
+	}
 }
 
 // Standard Webhooks headers. Svix, the reference sender, also sends the same

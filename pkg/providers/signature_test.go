@@ -27,6 +27,7 @@ var signedPresets = []struct {
 	{"slack", "X-Slack-Signature", "v0=zz", true, testSecret2},
 	{"gocardless", "Webhook-Signature", "xyz", false, testSecret2},
 	{"calcom", "X-Cal-Signature-256", "no-secret-provided", false, testSecret2},
+	{"retell", "X-Retell-Signature", "v=1700000000000,d=zz", true, testSecret2},
 	{"acme", "X-Acme-Signature", "md5=00", false, testSecret2},
 	{"acme-json", "X-Acme-Signature", "@@@", false, testSecret2},
 	{"acme-sha1", "X-Acme-Signature", "0g", false, testSecret2},

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 )
@@ -149,6 +150,18 @@ func TestPublishedVectors(t *testing.T) {
 			headers: map[string]string{"Webhook-Signature": "2693754819d3e32d7e8fcb13c729631f316c6de8dc1cf634d6527f1c07276e7e"},
 			now:     testNow, signHeader: "Webhook-Signature",
 		},
+		{
+			// Source: RetellAI/retell-python-sdk, tests/test_webhook_auth.py
+			// (API key "test-api-key", v=1700000000000, body
+			// {"event":"call_ended"}, "signs with hmac sha256 using
+			// documented format"); the digest is the HMAC-SHA256 of the body
+			// followed by the timestamp's digits.
+			name: "retell-python-sdk test_webhook_auth", preset: PresetRetell,
+			secrets: []string{"test-api-key"},
+			body:    `{"event":"call_ended"}`,
+			headers: map[string]string{"X-Retell-Signature": "v=1700000000000,d=07024cabe7dd8f6d1c6e4a8324ca92c812e6ad4a7ee506c04f7e462e3321823e"},
+			now:     time.UnixMilli(1700000000000), signHeader: "X-Retell-Signature",
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -287,4 +300,51 @@ func vectorProvider(tb testing.TB, preset string, secrets []string) *Provider {
 	}
 	yml += "]\n"
 	return mustGet(tb, mustParse(tb, yml, e), preset)
+}
+
+// TestRetellSignature: the Retell header is exactly v=<ms>,d=<hex>; the
+// tolerance is 5 minutes either way, to the millisecond (the cases of
+// retell-python-sdk's tests/test_webhook_auth.py).
+func TestRetellSignature(t *testing.T) {
+	const (
+		body   = `{"event":"call_ended"}`
+		ms     = 1700000000000
+		digest = "07024cabe7dd8f6d1c6e4a8324ca92c812e6ad4a7ee506c04f7e462e3321823e"
+		valid  = "v=1700000000000,d=" + digest
+	)
+	p := vectorProvider(t, PresetRetell, []string{"test-api-key"})
+	at := func(offset time.Duration) time.Time { return time.UnixMilli(ms).Add(offset) }
+	cases := []struct {
+		name, header string
+		now          time.Time
+		want         string
+	}{
+		{"valid", valid, at(0), ""},
+		{"5 minutes later", valid, at(DefaultTolerance), ""},
+		{"5 minutes and 1 ms later", valid, at(DefaultTolerance + time.Millisecond), ReasonStale},
+		{"5 minutes earlier", valid, at(-DefaultTolerance), ""},
+		{"5 minutes and 1 ms earlier", valid, at(-DefaultTolerance - time.Millisecond), ReasonStale},
+		{"missing", "", at(0), ReasonMissing},
+		{"v only", "v=1700000000000", at(0), ReasonMalformed},
+		{"d first", "d=" + digest + ",v=1700000000000", at(0), ReasonMalformed},
+		{"prefix", "prefix-" + valid, at(0), ReasonMalformed},
+		{"suffix", valid + "-suffix", at(0), ReasonMalformed},
+		{"not hex", "v=1700000000000,d=not-hex", at(0), ReasonMalformed},
+		{"short digest", "v=1700000000000,d=" + digest[2:], at(0), ReasonMalformed},
+		{"negative timestamp", "v=-1700000000000,d=" + digest, at(0), ReasonMalformed},
+		{"extra entry", valid + ",extra=value", at(0), ReasonMalformed},
+		{"seconds, not milliseconds", "v=1700000000,d=" + digest, time.Unix(1700000000, 0), ReasonStale},
+		{"other digest", "v=1700000000000,d=" + strings.Repeat("0", 64), at(0), ReasonMismatch},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			if tc.header != "" {
+				h.Set("X-Retell-Signature", tc.header)
+			}
+			if got := reason(p.Verify(h, []byte(body), tc.now)); got != tc.want {
+				t.Fatalf("Verify reason = %q, want %q", got, tc.want)
+			}
+		})
+	}
 }

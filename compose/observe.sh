@@ -90,27 +90,8 @@ EOF
 } >"$tmp/prometheus.yml"
 ((${#targets[@]})) || say "no hookline service to scrape: every HOOKLINE_*_ADDR is empty"
 
-pids=()
-names=()
-status=0
-stopped=0
-signalled=0
-stop() {
-  trap - INT TERM
-  [ "$stopped" = 1 ] && return
-  stopped=1
-  say "stopping ${names[*]}"
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-}
-trap 'signalled=1; stop' INT TERM
-start() { # name, then the command
-  local name=$1
-  shift
-  say "starting $name"
-  "$@" &
-  pids+=($!)
-  names+=("$name")
-}
+# shellcheck source=procs.sh
+. compose/procs.sh # the script runs from the repository root (cd above)
 
 am_url="http://$HOOKLINE_OBSERVE_ALERTMANAGER_ADDR"
 prom_url="http://$HOOKLINE_OBSERVE_PROMETHEUS_ADDR"

@@ -74,28 +74,8 @@ if [ "${HOOKLINE_RUN_KAFKA:-}" = local ]; then
   fi
 fi
 
-pids=()
-names=()
-status=0
-stopped=0
-signalled=0
-stop() {
-  trap - INT TERM
-  [ "$stopped" = 1 ] && return
-  stopped=1
-  say "stopping ${names[*]}"
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-}
-trap 'signalled=1; stop' INT TERM
-
-start() { # name, then the command
-  local name=$1
-  shift
-  say "starting $name"
-  "$@" &
-  pids+=($!)
-  names+=("$name")
-}
+# shellcheck source=procs.sh
+. compose/procs.sh # the script runs from the repository root (cd above)
 start sink bin/sink -addr "$HOOKLINE_SINK_ADDR"
 start ingest bin/ingest
 start processor env HOOKLINE_METRICS_ADDR="$HOOKLINE_PROCESSOR_METRICS_ADDR" bin/processor

@@ -49,7 +49,10 @@ type preset struct {
 	// keyHeaders are the request headers the idempotency key or the event
 	// type is read from; none for a preset that reads both from the body.
 	keyHeaders []string
-	forward    []string // lower-case header names copied to records
+	// keyDocs describe keyHeaders as the HTTP document lists them, the
+	// one a delivery cannot do without marked Required.
+	keyDocs []RequestHeader
+	forward []string // lower-case header names copied to records
 	// standardSecret: secrets are whsec_<base64> and the key is the decoded
 	// bytes.
 	standardSecret bool
@@ -87,7 +90,11 @@ func presetFor(name string) (preset, bool) {
 			accept:     []string{mediaJSON, mediaForm},
 			events:     headerEvents(headerGitHubDelivery, headerGitHubEvent),
 			keyHeaders: []string{headerGitHubDelivery, headerGitHubEvent},
-			forward:    []string{"x-github-delivery", "x-github-event", "x-github-hook-id", "x-hub-signature-256", "user-agent"},
+			keyDocs: []RequestHeader{
+				{Name: headerGitHubDelivery, Required: true, Description: "The delivery id: the idempotency key is `<name>:<it>` (400 without it)."},
+				{Name: headerGitHubEvent, Description: "The event type."},
+			},
+			forward: []string{"x-github-delivery", "x-github-event", "x-github-hook-id", "x-hub-signature-256", "user-agent"},
 		}, true
 	case PresetShopify:
 		return preset{
@@ -95,6 +102,10 @@ func presetFor(name string) (preset, bool) {
 			accept:     []string{mediaJSON, mediaXML},
 			events:     headerEvents(headerShopifyWebhookID, headerShopifyTopic),
 			keyHeaders: []string{headerShopifyWebhookID, headerShopifyTopic},
+			keyDocs: []RequestHeader{
+				{Name: headerShopifyWebhookID, Required: true, Description: "The webhook id: the idempotency key is `<name>:<it>` (400 without it)."},
+				{Name: headerShopifyTopic, Description: "The event type."},
+			},
 			forward: []string{"x-shopify-hmac-sha256", "x-shopify-webhook-id", "x-shopify-topic",
 				"x-shopify-shop-domain", "x-shopify-api-version", "x-shopify-triggered-at"},
 		}, true

@@ -102,11 +102,31 @@ func LoadAPI(name string) (*API, error) {
 	return nil, fmt.Errorf("unknown OpenAPI document %q (have %s, %s)", name, IngestAPI, DLQAPI)
 }
 
+// Document returns the embedded document name (IngestAPI or DLQAPI) as
+// written: for a service that serves it, or builds on it. Cost: a read of
+// the embedded file.
+func Document(name string) ([]byte, error) {
+	if name != IngestAPI && name != DLQAPI {
+		return nil, fmt.Errorf("unknown OpenAPI document %q (have %s, %s)", name, IngestAPI, DLQAPI)
+	}
+	return files.ReadFile(name)
+}
+
+// ParseAPI compiles an OpenAPI 3.1 document given as YAML (or JSON), such
+// as the one ingest serves at GET /openapi.yaml; name is for errors. The
+// same checks as LoadAPI, without the cache. Cost: a YAML parse and a
+// compile of every schema (a few milliseconds).
+func ParseAPI(name string, raw []byte) (*API, error) { return parseAPI(name, raw) }
+
 func loadAPI(name string) (*API, error) {
 	raw, err := files.ReadFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("openapi %s: %w", name, err)
 	}
+	return parseAPI(name, raw)
+}
+
+func parseAPI(name string, raw []byte) (*API, error) {
 	var y any
 	if err := yaml.Unmarshal(raw, &y); err != nil {
 		return nil, fmt.Errorf("openapi %s: %w", name, err)

@@ -486,10 +486,11 @@ func (a *API) Check(method, path string, status int, h http.Header, body []byte)
 		case !listed:
 			errs = append(errs, fmt.Errorf("Content-Type %q; %s lists %v", ct, r.where, mediaTypes(r.content)))
 		case sch == nil, method == http.MethodHead: // a HEAD answer has no body
-		case mt == "application/json":
-			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+		case mt == "application/json", mt == "application/yaml":
+			v, err := decodeBody(mt, body)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("body is not JSON: %w: %q", err, body))
+				kind := map[string]string{"application/json": "JSON", "application/yaml": "YAML"}[mt]
+				errs = append(errs, fmt.Errorf("body is not %s: %w: %q", kind, err, body))
 				break
 			}
 			if err := sch.Validate(v); err != nil {
@@ -505,6 +506,23 @@ func (a *API) Check(method, path string, status int, h http.Header, body []byte)
 		return ans, fmt.Errorf("%s: %s %s answered %d: %w", a.name, method, path, status, err)
 	}
 	return ans, nil
+}
+
+// decodeBody reads a JSON or YAML body as the values the schemas
+// validate (YAML through JSON, as loadAPI reads the documents).
+func decodeBody(mt string, body []byte) (any, error) {
+	if mt == "application/yaml" {
+		var y any
+		if err := yaml.Unmarshal(body, &y); err != nil {
+			return nil, err
+		}
+		j, err := json.Marshal(y)
+		if err != nil {
+			return nil, err
+		}
+		body = j
+	}
+	return jsonschema.UnmarshalJSON(bytes.NewReader(body))
 }
 
 func mediaTypes(m map[string]*jsonschema.Schema) []string {

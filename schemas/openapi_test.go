@@ -116,3 +116,35 @@ func TestOpenAPICheck(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenAPICheckYAML: a YAML answer (ingest's GET /openapi.yaml) is
+// decoded and validated against its schema.
+func TestOpenAPICheckYAML(t *testing.T) {
+	a, err := LoadAPI(IngestAPI)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name         string
+		method, path string
+		status       int
+		h            http.Header
+		body         string
+		want         Answer
+		err          string
+	}{
+		{"YAML", "GET", "/openapi.yaml", 200, http.Header{"Content-Type": {"application/yaml"}}, "openapi: 3.1.0\ninfo: {title: t}\npaths: {/x: {}}\n", Answer{"GET", "/openapi.yaml", 200}, ""},
+		{"YAML off its schema", "GET", "/openapi.yaml", 200, http.Header{"Content-Type": {"application/yaml"}}, "openapi: 3.0.0\ninfo: {}\npaths: {/x: {}}\n", Answer{"GET", "/openapi.yaml", 200}, "body"},
+		{"not YAML", "GET", "/openapi.yaml", 200, http.Header{"Content-Type": {"application/yaml"}}, "openapi: [", Answer{"GET", "/openapi.yaml", 200}, "not YAML"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ans, err := a.Check(c.method, c.path, c.status, c.h, []byte(c.body))
+			if ans != c.want {
+				t.Errorf("answer %v, want %v", ans, c.want)
+			}
+			if (c.err == "") != (err == nil) || err != nil && !strings.Contains(err.Error(), c.err) {
+				t.Errorf("error %v, want one containing %q", err, c.err)
+			}
+		})
+	}
+}

@@ -102,11 +102,31 @@ func LoadAPI(name string) (*API, error) {
 	return nil, fmt.Errorf("unknown OpenAPI document %q (have %s, %s)", name, IngestAPI, DLQAPI)
 }
 
+// Document returns the embedded document name (IngestAPI or DLQAPI) as
+// written: for a service that serves it, or builds on it. Cost: a read of
+// the embedded file.
+func Document(name string) ([]byte, error) {
+	if name != IngestAPI && name != DLQAPI {
+		return nil, fmt.Errorf("unknown OpenAPI document %q (have %s, %s)", name, IngestAPI, DLQAPI)
+	}
+	return files.ReadFile(name)
+}
+
+// ParseAPI compiles an OpenAPI 3.1 document given as YAML (or JSON), such
+// as the one ingest serves at GET /openapi.yaml; name is for errors. The
+// same checks as LoadAPI, without the cache. Cost: a YAML parse and a
+// compile of every schema (a few milliseconds).
+func ParseAPI(name string, raw []byte) (*API, error) { return parseAPI(name, raw) }
+
 func loadAPI(name string) (*API, error) {
 	raw, err := files.ReadFile(name)
 	if err != nil {
 		return nil, fmt.Errorf("openapi %s: %w", name, err)
 	}
+	return parseAPI(name, raw)
+}
+
+func parseAPI(name string, raw []byte) (*API, error) {
 	var y any
 	if err := yaml.Unmarshal(raw, &y); err != nil {
 		return nil, fmt.Errorf("openapi %s: %w", name, err)
@@ -466,10 +486,11 @@ func (a *API) Check(method, path string, status int, h http.Header, body []byte)
 		case !listed:
 			errs = append(errs, fmt.Errorf("Content-Type %q; %s lists %v", ct, r.where, mediaTypes(r.content)))
 		case sch == nil, method == http.MethodHead: // a HEAD answer has no body
-		case mt == "application/json":
-			v, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
+		case mt == "application/json", mt == "application/yaml":
+			v, err := decodeBody(mt, body)
 			if err != nil {
-				errs = append(errs, fmt.Errorf("body is not JSON: %w: %q", err, body))
+				kind := map[string]string{"application/json": "JSON", "application/yaml": "YAML"}[mt]
+				errs = append(errs, fmt.Errorf("body is not %s: %w: %q", kind, err, body))
 				break
 			}
 			if err := sch.Validate(v); err != nil {
@@ -485,6 +506,23 @@ func (a *API) Check(method, path string, status int, h http.Header, body []byte)
 		return ans, fmt.Errorf("%s: %s %s answered %d: %w", a.name, method, path, status, err)
 	}
 	return ans, nil
+}
+
+// decodeBody reads a JSON or YAML body as the values the schemas
+// validate (YAML through JSON, as loadAPI reads the documents).
+func decodeBody(mt string, body []byte) (any, error) {
+	if mt == "application/yaml" {
+		var y any
+		if err := yaml.Unmarshal(body, &y); err != nil {
+			return nil, err
+		}
+		j, err := json.Marshal(y)
+		if err != nil {
+			return nil, err
+		}
+		body = j
+	}
+	return jsonschema.UnmarshalJSON(bytes.NewReader(body))
 }
 
 func mediaTypes(m map[string]*jsonschema.Schema) []string {

@@ -59,7 +59,8 @@ func TestOpenAPIResolution(t *testing.T) {
 }
 
 // TestOpenAPICheck: Check takes a conforming answer and refuses each way an
-// answer can stray from the document.
+// answer can stray from the document (a YAML answer too: ingest's GET
+// /openapi.yaml).
 func TestOpenAPICheck(t *testing.T) {
 	a, err := LoadAPI(DLQAPI)
 	if err != nil {
@@ -71,6 +72,10 @@ func TestOpenAPICheck(t *testing.T) {
 			h.Set(kv[i], kv[i+1])
 		}
 		return h
+	}
+	ingest, err := LoadAPI(IngestAPI)
+	if err != nil {
+		t.Fatal(err)
 	}
 	unauth := `{"error":"unauthorized","message":"send a token"}`
 	wwwAuth := `Bearer realm="hookline-dlq"`
@@ -100,10 +105,17 @@ func TestOpenAPICheck(t *testing.T) {
 		{"not JSON", "GET", "/dlq", 401, jsonH("WWW-Authenticate", wwwAuth), `{"error":`, Answer{"GET", "/dlq", 401}, "not JSON"},
 		{"wrong error code", "GET", "/dlq", 401, jsonH("WWW-Authenticate", wwwAuth), `{"error":"not_found","message":"x"}`, Answer{"GET", "/dlq", 401}, "body"},
 		{"extra field", "GET", "/dlq", 401, jsonH("WWW-Authenticate", wwwAuth), `{"error":"unauthorized","message":"x","trace":"y"}`, Answer{"GET", "/dlq", 401}, "body"},
+		{"YAML", "GET", "/openapi.yaml", 200, http.Header{"Content-Type": {"application/yaml"}}, "openapi: 3.1.0\ninfo: {title: t}\npaths: {/x: {}}\n", Answer{"GET", "/openapi.yaml", 200}, ""},
+		{"YAML off its schema", "GET", "/openapi.yaml", 200, http.Header{"Content-Type": {"application/yaml"}}, "openapi: 3.0.0\ninfo: {}\npaths: {/x: {}}\n", Answer{"GET", "/openapi.yaml", 200}, "body"},
+		{"not YAML", "GET", "/openapi.yaml", 200, http.Header{"Content-Type": {"application/yaml"}}, "openapi: [", Answer{"GET", "/openapi.yaml", 200}, "not YAML"},
 		{"time off its pattern", "POST", "/dlq/0:1/resolve", 200, jsonH(), `{"ref":"0:1","resolution":"ignored","note":"n","by":"b","at":"2026-11-21T14:00:00Z"}`, Answer{"POST", "/dlq/{ref}/resolve", 200}, "body"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			ans, err := a.Check(c.method, c.path, c.status, c.h, []byte(c.body))
+			doc := a
+			if c.path == "/openapi.yaml" { // a YAML answer: ingest's
+				doc = ingest
+			}
+			ans, err := doc.Check(c.method, c.path, c.status, c.h, []byte(c.body))
 			if ans != c.want {
 				t.Errorf("answer %v, want %v", ans, c.want)
 			}

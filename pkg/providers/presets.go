@@ -52,6 +52,9 @@ type preset struct {
 	// type is read from; none for a preset that reads both from the body.
 	keyHeaders []string
 	forward    []string // lower-case header names copied to records
+	// keyDocs describe keyHeaders as the HTTP document lists them, the
+	// one a delivery cannot do without marked Required.
+	keyDocs []RequestHeader
 	// keyParts and typeRule key and type a preset's deliveries as a
 	// generic provider's parts and event_type would (retell); nil for the
 	// presets with events functions of their own.
@@ -94,7 +97,11 @@ func presetFor(name string) (preset, bool) {
 			accept:     []string{mediaJSON, mediaForm},
 			events:     headerEvents(headerGitHubDelivery, headerGitHubEvent),
 			keyHeaders: []string{headerGitHubDelivery, headerGitHubEvent},
-			forward:    []string{"x-github-delivery", "x-github-event", "x-github-hook-id", "x-hub-signature-256", "user-agent"},
+			keyDocs: []RequestHeader{
+				{Name: headerGitHubDelivery, Required: true, Description: "The delivery id: the idempotency key is `<name>:<it>` (400 without it)."},
+				{Name: headerGitHubEvent, Description: "The event type."},
+			},
+			forward: []string{"x-github-delivery", "x-github-event", "x-github-hook-id", "x-hub-signature-256", "user-agent"},
 		}, true
 	case PresetShopify:
 		return preset{
@@ -102,6 +109,10 @@ func presetFor(name string) (preset, bool) {
 			accept:     []string{mediaJSON, mediaXML},
 			events:     headerEvents(headerShopifyWebhookID, headerShopifyTopic),
 			keyHeaders: []string{headerShopifyWebhookID, headerShopifyTopic},
+			keyDocs: []RequestHeader{
+				{Name: headerShopifyWebhookID, Required: true, Description: "The webhook id: the idempotency key is `<name>:<it>` (400 without it)."},
+				{Name: headerShopifyTopic, Description: "The event type."},
+			},
 			forward: []string{"x-shopify-hmac-sha256", "x-shopify-webhook-id", "x-shopify-topic",
 				"x-shopify-shop-domain", "x-shopify-api-version", "x-shopify-triggered-at"},
 		}, true

@@ -81,6 +81,7 @@ type Provider struct {
 	// keyHeaders are the request headers the key or the event type may be
 	// read from (a generic single key's Idempotency-Key fallback included).
 	keyHeaders []string
+	keyDocs    []RequestHeader // keyHeaders as RequestHeaders lists them
 	forward    []string
 	keyRule    *rule // generic only
 	typeRule   *rule // generic, retell

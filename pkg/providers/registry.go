@@ -263,6 +263,7 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 		accept:     pre.accept,
 		events:     pre.events,
 		keyHeaders: pre.keyHeaders,
+		keyDocs:    pre.keyDocs,
 		forward:    pre.forward,
 		keyParts:   pre.keyParts,
 		typeRule:   pre.typeRule,
@@ -455,6 +456,7 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 		case r.header != "":
 			p.forward = appendForward(p.forward, r.header)
 			p.keyHeaders = append(p.keyHeaders, r.header)
+			p.keyDocs = append(p.keyDocs, ruleDoc(r, p))
 		default:
 			p.accept = []string{mediaJSON} // a JSON rule needs a JSON body
 		}
@@ -462,6 +464,8 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 	p.forward = appendForward(p.forward, headerIdempotencyKey)
 	if p.keyParts == nil { // a single key falls back to Idempotency-Key
 		p.keyHeaders = append(p.keyHeaders, headerIdempotencyKey)
+		p.keyDocs = append(p.keyDocs, RequestHeader{Name: headerIdempotencyKey,
+			Description: "The idempotency key's suffix when the providers file's idempotency_key gives none; without either, the SHA-256 of the body."})
 	}
 	return errs
 }

@@ -63,6 +63,9 @@ type scheme struct {
 	// millis: the signed timestamp counts milliseconds (retell), not
 	// seconds.
 	millis bool
+	// headers are the request headers the signature is read from, as the
+	// HTTP document lists them (RequestHeaders).
+	headers []RequestHeader
 	// covered are the request headers, besides the one carrying the
 	// signature, whose values the HMAC covers (canonical names): a header
 	// not listed can be changed without the signature noticing.
@@ -192,6 +195,8 @@ func bodyOnly(_ signed, body []byte) [][]byte { return [][]byte{body} }
 func singleScheme(header, prefix string, newHash func() hash.Hash, enc encoding) *scheme {
 	return &scheme{
 		newHash: newHash,
+		headers: []RequestHeader{{Name: header, Required: true,
+			Description: fmt.Sprintf("`%s<%s HMAC-%s of the body>`", prefix, encodingName(enc), hashName(newHash))}},
 		parse: func(h http.Header) (signed, error) {
 			v := h.Get(header)
 			if v == "" {
@@ -214,6 +219,18 @@ func singleScheme(header, prefix string, newHash func() hash.Hash, enc encoding)
 	}
 }
 
+// hashName names the HMAC's hash by its size: the schemes use SHA-1,
+// SHA-256 or SHA-512 only.
+func hashName(newHash func() hash.Hash) string {
+	switch newHash().Size() {
+	case sha1.Size:
+		return "SHA1"
+	case sha512.Size:
+		return "SHA512"
+	}
+	return "SHA256"
+}
+
 func encodingName(e encoding) string {
 	if e == encBase64 {
 		return "base64"
@@ -233,6 +250,8 @@ func stripeScheme() *scheme {
 	return &scheme{
 		newHash:     sha256.New,
 		timestamped: true,
+		headers: []RequestHeader{{Name: headerStripeSignature, Required: true,
+			Description: "`t=<unix time>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`; the time within the tolerance of now."}},
 		parse: func(h http.Header) (signed, error) {
 			v := h.Get(headerStripeSignature)
 			if v == "" {
@@ -283,6 +302,10 @@ func slackScheme() *scheme {
 	sigOnly := s.parse
 	s.timestamped = true
 	s.covered = []string{headerSlackTimestamp}
+	s.headers = []RequestHeader{
+		{Name: headerSlackSignature, Required: true, Description: "`v0=<hex HMAC-SHA256 of \"v0:<X-Slack-Request-Timestamp>:<body>\">`."},
+		{Name: headerSlackTimestamp, Required: true, Description: "Unix time in seconds, within the tolerance of now; signed."},
+	}
 	s.parse = func(h http.Header) (signed, error) {
 		in, err := sigOnly(h)
 		if err != nil {
@@ -314,6 +337,8 @@ func retellScheme() *scheme {
 		newHash:     sha256.New,
 		timestamped: true,
 		millis:      true,
+		headers: []RequestHeader{{Name: headerRetellSignature, Required: true,
+			Description: "`v=<unix milliseconds>,d=<hex HMAC-SHA256 of <body><milliseconds>>`, keyed with the Retell API key; the time within the tolerance of now."}},
 		parse: func(h http.Header) (signed, error) {
 			v := h.Get(headerRetellSignature)
 			if v == "" {
@@ -372,6 +397,14 @@ func standardScheme() *scheme {
 		newHash:     sha256.New,
 		timestamped: true,
 		covered:     []string{headerWebhookID, headerWebhookTimestamp, headerSvixID, headerSvixTimestamp},
+		headers: []RequestHeader{
+			{Name: headerWebhookID, Required: true, Description: "The message id: signed, and the idempotency key's suffix."},
+			{Name: headerWebhookTimestamp, Required: true, Description: "Unix time in seconds, within the tolerance of now; signed."},
+			{Name: headerWebhookSignature, Required: true, Description: "Space-separated `v1,<base64 HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<body>\">` entries."},
+			{Name: headerSvixID, Description: "Svix's spelling of webhook-id: a request carrying the three svix-* headers and no webhook-signature verifies with them."},
+			{Name: headerSvixTimestamp, Description: "Svix's spelling of webhook-timestamp."},
+			{Name: headerSvixSignature, Description: "Svix's spelling of webhook-signature."},
+		},
 		newID: func(h http.Header) string {
 			if id := h.Get(headerWebhookID); id != "" {
 				return id

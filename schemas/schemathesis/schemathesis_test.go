@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
@@ -120,14 +121,15 @@ type exchange struct {
 	} `json:"response"`
 }
 
-// fuzz runs schemathesis on doc against base and returns every exchange
-// it recorded. A failure of any check fails the test with its output.
-func fuzz(t *testing.T, bin, doc, base string, args ...string) []exchange {
+// fuzz runs schemathesis on the document at docPath against base and
+// returns every exchange it recorded; name names its report. A failure of
+// any check fails the test with its output.
+func fuzz(t *testing.T, bin, name, docPath, base string, args ...string) []exchange {
 	t.Helper()
 	dir := t.TempDir()
 	har := filepath.Join(dir, "run.har")
 	if d := os.Getenv("HOOKLINE_SCHEMATHESIS_REPORTS"); d != "" { // keep the exchanges, as CI artifacts for instance
-		har = filepath.Join(d, strings.TrimSuffix(doc, ".openapi.yaml")+".har")
+		har = filepath.Join(d, name+".har")
 	}
 	n := maxExamples
 	if v := os.Getenv("HOOKLINE_SCHEMATHESIS_EXAMPLES"); v != "" {
@@ -160,10 +162,6 @@ values = ["`+waitingTier+`", "lane"]
 `), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	docPath, err := filepath.Abs(filepath.Join("..", doc))
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmdArgs := append([]string{"--config-file", config, "run", docPath, "--url", base,
 		"--max-examples", strconv.Itoa(n),
 		"--phases", "examples,coverage,fuzzing",
@@ -181,7 +179,7 @@ values = ["`+waitingTier+`", "lane"]
 	start := time.Now()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("schemathesis %s: %v\n%s", doc, err, out)
+		t.Fatalf("schemathesis %s: %v\n%s", name, err, out)
 	}
 	b, err := os.ReadFile(har)
 	if err != nil {
@@ -195,8 +193,32 @@ values = ["`+waitingTier+`", "lane"]
 	if err := json.Unmarshal(b, &h); err != nil {
 		t.Fatalf("HAR %s: %v", har, err)
 	}
-	t.Logf("schemathesis %s: %s\n%s", doc, time.Since(start).Round(time.Millisecond), lastLines(string(out), 12))
+	t.Logf("schemathesis %s: %s\n%s", name, time.Since(start).Round(time.Millisecond), lastLines(string(out), 12))
 	return h.Log.Entries
+}
+
+// servedDocument fetches GET /openapi.yaml from the ingest at base, writes
+// it to a file for schemathesis, and compiles it for conform.
+func servedDocument(t *testing.T, base string) (string, *schemas.API) {
+	t.Helper()
+	resp, err := http.Get(base + "/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /openapi.yaml: %d %v", resp.StatusCode, err)
+	}
+	doc, err := schemas.ParseAPI("ingest.served.openapi.yaml", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "ingest.served.openapi.yaml")
+	if err := os.WriteFile(path, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path, doc
 }
 
 func lastLines(s string, n int) string {
@@ -210,12 +232,8 @@ func lastLines(s string, n int) string {
 // conform checks every exchange against the document with schemas'
 // checker too (stricter on Content-Type and required headers than some
 // of schemathesis' checks), counts answers by status, and fails on a 5xx.
-func conform(t *testing.T, docName string, xs []exchange) map[int]int {
+func conform(t *testing.T, doc *schemas.API, xs []exchange) map[int]int {
 	t.Helper()
-	doc, err := schemas.LoadAPI(docName)
-	if err != nil {
-		t.Fatal(err)
-	}
 	byStatus := map[int]int{}
 	bad := 0
 	for _, x := range xs {
@@ -323,14 +341,18 @@ func TestSchemathesis(t *testing.T) {
 	waiting(t, sys)
 	ing := sys.StartIngest()
 	dlq := sys.StartDLQServe(token, nil)
-	// negative_data_rejection: a request the document says is invalid must
-	// be refused (4xx), so the documents say exactly what the handlers take.
-	checks := "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,negative_data_rejection"
-
 	t.Run("ingest", func(t *testing.T) {
+		// The document ingest serves for its providers file, with
+		// schemathesis' default checks, all of them: among them
+		// positive_data_acceptance (a request the document calls valid is
+		// not refused 400, 415 or 422, so each provider's path lists
+		// exactly what its preset takes), negative_data_rejection (one it
+		// calls invalid is refused), missing_required_header and
+		// unsupported_method.
+		docPath, doc := servedDocument(t, "http://"+ing.Addr)
 		before := ends(t, sys)
-		xs := fuzz(t, bin, schemas.IngestAPI, "http://"+ing.Addr, "--checks", checks+",unsupported_method")
-		byStatus := conform(t, schemas.IngestAPI, xs)
+		xs := fuzz(t, bin, "ingest", docPath, "http://"+ing.Addr)
+		byStatus := conform(t, doc, xs)
 		// No fuzzed request can carry a valid signature, so none should be
 		// accepted; if one were, its records would be what raw may grow by.
 		var accepted int64
@@ -390,8 +412,20 @@ func TestSchemathesis(t *testing.T) {
 
 	t.Run("dlq serve", func(t *testing.T) {
 		before := ends(t, sys)
-		xs := fuzz(t, bin, schemas.DLQAPI, "http://"+dlq.Addr, "--checks", checks+",ignored_auth", "-H", "Authorization: Bearer "+token)
-		byStatus := conform(t, schemas.DLQAPI, xs)
+		// negative_data_rejection: a request the document says is invalid
+		// must be refused (4xx), so the document says exactly what the
+		// handlers take.
+		checks := "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance,negative_data_rejection,ignored_auth"
+		docPath, err := filepath.Abs(filepath.Join("..", schemas.DLQAPI))
+		if err != nil {
+			t.Fatal(err)
+		}
+		doc, err := schemas.LoadAPI(schemas.DLQAPI)
+		if err != nil {
+			t.Fatal(err)
+		}
+		xs := fuzz(t, bin, "dlq", docPath, "http://"+dlq.Addr, "--checks", checks, "-H", "Authorization: Bearer "+token)
+		byStatus := conform(t, doc, xs)
 		// The routes over the trace index and the parked records were
 		// reached past the token: a key traced, /parked listing the
 		// waiting record.

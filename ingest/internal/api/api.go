@@ -1,5 +1,6 @@
 // Package api is ingest's HTTP surface (DESIGN §4, contract): gin routes for
-// POST /webhooks/{provider}, /healthz, /readyz, /metrics and /selftest, and
+// POST /webhooks/{provider}, /openapi.yaml (the HTTP document for the
+// providers file, openapi.go), /healthz, /readyz, /metrics and /selftest, and
 // the mapping of every refusal to its status code and JSON error body.
 package api
 
@@ -74,6 +75,7 @@ type Server struct {
 	ips      *ipLimiter   // nil: no per-IP limit
 	replays  *replayCache // nil: replays are not recognised
 	m        *metrics
+	openapi  []byte // GET /openapi.yaml
 }
 
 // New builds the server and registers its metrics on cfg.Registry.
@@ -96,6 +98,13 @@ func New(cfg Config) *Server {
 		s.replays = newReplayCache(cfg.ReplayCacheEntries)
 		s.m.registerReplays(cfg.Registry, s.replays)
 	}
+	doc, err := openAPIDocument(cfg.Providers, cfg.IPLimit != nil)
+	if err != nil {
+		// Only the embedded document can make it fail, and every test
+		// that builds a Server would: a bug, not a configuration.
+		panic(fmt.Sprintf("ingest: the OpenAPI document: %v", err))
+	}
+	s.openapi = doc
 	return s
 }
 
@@ -108,6 +117,7 @@ func (s *Server) Handler() http.Handler {
 		s.fail(c, "unknown", errorf(http.StatusInternalServerError, CodeInternal, "internal error; nothing was accepted, retry later"))
 	}))
 	r.POST("/webhooks/:provider", s.webhook)
+	r.GET("/openapi.yaml", func(c *gin.Context) { c.Data(http.StatusOK, "application/yaml", s.openapi) })
 	r.GET("/healthz", gin.WrapF(obs.Healthz))
 	r.GET("/readyz", gin.WrapF(s.cfg.Health.Readyz))
 	r.GET("/metrics", gin.WrapH(obs.Metrics(s.cfg.Registry)))

@@ -90,7 +90,8 @@ func selftester(t *testing.T, reg *providers.Registry, missing bool) SelfTester 
 // schemas/ingest.openapi.yaml lists and checks each against the document:
 // its status is listed for the route, its required headers (X-Request-Id,
 // Retry-After) are there, its Content-Type is listed and its JSON body
-// validates. Each listed answer must be produced at least once.
+// validates. Each listed answer must be produced at least once. Each
+// answer is also checked against the document GET /openapi.yaml serves.
 func TestOpenAPI(t *testing.T) {
 	doc, err := schemas.LoadAPI(schemas.IngestAPI)
 	if err != nil {
@@ -102,6 +103,16 @@ func TestOpenAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	tester := selftester(t, reg, false)
+	// Every answer conforms to the document GET /openapi.yaml serves too
+	// (per-IP limit on, so that 429 is every provider's).
+	raw, err := openAPIDocument(reg, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := schemas.ParseAPI("ingest.served.openapi.yaml", raw)
+	if err != nil {
+		t.Fatal(err)
+	}
 	server := func(pub Publisher, health *obs.Health) http.Handler {
 		return New(Config{
 			Providers: reg, Publisher: pub, Topic: "webhooks.raw", MaxBodyBytes: testLimit,
@@ -183,6 +194,7 @@ func TestOpenAPI(t *testing.T) {
 		{"panic", server(panicPublisher{}, ready), func() *http.Request {
 			return signed(t, reg, "stripe", "application/json", stripe, now, nil)
 		}, 500},
+		{"openapi", ok, func() *http.Request { return unsigned("GET", "/openapi.yaml", "", nil) }, 200},
 		{"healthz", ok, func() *http.Request { return unsigned("GET", "/healthz", "", nil) }, 200},
 		{"ready", ok, func() *http.Request { return unsigned("GET", "/readyz", "", nil) }, 200},
 		{"not checked yet", server(&fakePublisher{}, obs.NewHealth("kafka")), func() *http.Request { return unsigned("GET", "/readyz", "", nil) }, 503},
@@ -237,6 +249,9 @@ func TestOpenAPI(t *testing.T) {
 			continue
 		}
 		if err := cov.Check(method, path, w.Code, w.Header(), w.Body.Bytes()); err != nil {
+			t.Errorf("%s: %v", c.name, err)
+		}
+		if _, err := served.Check(method, path, w.Code, w.Header(), w.Body.Bytes()); err != nil {
 			t.Errorf("%s: %v", c.name, err)
 		}
 	}

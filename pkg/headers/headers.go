@@ -39,6 +39,9 @@ const (
 	// record is for; absent on raw records (every matching route) and on
 	// records written before routes, which mean the route "default".
 	Route = "hookline.route"
+	// Backfill is a backfill's mode on its records (origin backfill):
+	// BackfillMissing or BackfillAgain.
+	Backfill = "hookline.backfill"
 
 	// DefaultRoute is the route a record without hookline.route is for,
 	// and the one route of a provider with a provider-level destination.
@@ -54,6 +57,19 @@ const (
 	OriginIngest = "ingest"
 	OriginRetry  = "retry"
 	OriginReplay = "replay"
+	// OriginBackfill is a record of webhooks.raw sent again to one route by
+	// dlq backfill; its hookline.replay-id is backfill:<id>.
+	OriginBackfill = "backfill"
+)
+
+// Values of the hookline.backfill header.
+const (
+	// BackfillMissing delivers to routes that have no live state for the
+	// key (the route was added since, or the state expired).
+	BackfillMissing = "missing"
+	// BackfillAgain also delivers to routes that are done with the key,
+	// once per backfill id.
+	BackfillAgain = "again"
 )
 
 // Values of the hookline.dead-reason header.

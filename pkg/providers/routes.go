@@ -427,3 +427,28 @@ func checkTopic(name string) error {
 	}
 	return nil
 }
+
+// EventFilter is a list of event type globs written as a route's events:
+// for tools that narrow a set of events by type (dlq backfill --events).
+// The zero EventFilter matches every event type.
+type EventFilter struct{ globs []glob }
+
+// ParseEventFilter compiles patterns as a route's events entries; none
+// gives the filter that matches every event type.
+func ParseEventFilter(patterns []string) (EventFilter, error) {
+	var f EventFilter
+	for _, p := range patterns {
+		g, err := compileGlob(p)
+		if err != nil {
+			return EventFilter{}, err
+		}
+		f.globs = append(f.globs, g)
+	}
+	return f, nil
+}
+
+// Match reports whether eventType matches one of the filter's globs (an
+// empty eventType matches only the zero filter).
+func (f EventFilter) Match(eventType string) bool {
+	return f.globs == nil || matchesAny(f.globs, eventType)
+}

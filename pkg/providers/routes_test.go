@@ -675,3 +675,21 @@ func TestSigningIsRedacted(t *testing.T) {
 		}
 	}
 }
+
+func TestEventFilter(t *testing.T) {
+	f, err := ParseEventFilter([]string{"invoice.*", "charge.refunded"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for ev, want := range map[string]bool{"invoice.paid": true, "charge.refunded": true, "charge.failed": false, "": false} {
+		if got := f.Match(ev); got != want {
+			t.Errorf("Match(%q) = %v, want %v", ev, got, want)
+		}
+	}
+	if all := (EventFilter{}); !all.Match("") || !all.Match("x") {
+		t.Error("the zero filter refused an event type")
+	}
+	if _, err := ParseEventFilter([]string{"a**"}); err == nil {
+		t.Error("a** was accepted")
+	}
+}

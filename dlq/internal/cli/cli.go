@@ -55,6 +55,8 @@ Usage:
   dlq trace   KEY [--json]
   dlq parked  [--tier T] [--provider P] [--route R] [--limit N] [--offset N] [--json]
   dlq status  [--window DUR] [--json]
+  dlq backfill PROVIDER/ROUTE --since DUR|TIME [--until DUR|TIME] [--events GLOB,...]
+              [--again] [--id ID] [--rate N/s] [--dry-run] [--progress] [--json]
   dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]
   dlq provider pause|resume NAME [--by NAME] [--json]
   dlq provider rate NAME --rate N/s [--by NAME] [--json]
@@ -95,6 +97,10 @@ parked   what waits in the retry tiers and the destinations' lanes (dlq help par
 status   is it healthy? per provider and route: accepted, done, retrying,
          parked, dead letters, breaker, setting; webhooks.raw's lag and
          oldest unprocessed record; a verdict with reasons (dlq help status).
+backfill delivers again, to one route only, the events webhooks.raw holds
+         from a time range: by default where the route has no state for
+         the key (a route added since), with --again also where it is done,
+         once per backfill id (dlq help backfill).
 resolve  records that an entry needs no replay: ignored or manual_fix, with
          a note and who (--by, default $USER).
 provider pauses a provider's deliveries, every route of it (they wait,
@@ -201,8 +207,10 @@ func runCommand(ctx context.Context, env Env) error {
 		return runParked(ctx, env, args)
 	case "status":
 		return runStatus(ctx, env, args)
+	case "backfill":
+		return runBackfill(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, status, provider, route, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, status, backfill, provider, route, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
@@ -218,6 +226,7 @@ var commandHelp = map[string]string{
 	"trace":    traceHelp,
 	"parked":   parkedHelp,
 	"status":   statusHelp,
+	"backfill": backfillHelp,
 }
 
 // app is a connected command: one client for admin requests and writes,

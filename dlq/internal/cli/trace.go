@@ -177,7 +177,7 @@ func printSteps(w io.Writer, steps []trace.Event) {
 	for _, s := range steps {
 		step, detail := s.Kind, ""
 		switch s.Kind {
-		case trace.KindAccepted, trace.KindRetried, trace.KindReplayed:
+		case trace.KindAccepted, trace.KindRetried, trace.KindReplayed, trace.KindBackfilled:
 			detail = fmt.Sprintf("request %s, received %s, origin %s, %s[%d]@%d", s.RequestID, s.ReceivedAt, s.Origin, s.Topic, s.Partition, s.Offset)
 			if s.ReplayID != "" {
 				detail += ", replay " + s.ReplayID

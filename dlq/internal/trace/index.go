@@ -157,6 +157,7 @@ const (
 	KindAccepted   = "accepted"
 	KindRetried    = "retried"
 	KindReplayed   = "replayed"
+	KindBackfilled = "backfilled"
 	KindOutcome    = "outcome"
 	KindWaiting    = "waiting"
 	KindDeadLetter = "dead_letter"
@@ -218,6 +219,8 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 			ev.Kind = KindRetried
 		case headers.OriginReplay:
 			ev.Kind = KindReplayed
+		case headers.OriginBackfill:
+			ev.Kind = KindBackfilled
 		default:
 			ev.Kind = KindAccepted
 		}
@@ -271,7 +274,7 @@ const statusUnreadable = "unreadable"
 // the record went.
 func rank(kind string) byte {
 	switch kind {
-	case KindAccepted, KindRetried, KindReplayed:
+	case KindAccepted, KindRetried, KindReplayed, KindBackfilled:
 		return 0
 	case KindOutcome:
 		return 1

@@ -279,11 +279,11 @@ func (s *session) end(ctx context.Context, abort bool) error {
 }
 
 // succeededAttempt is the attempt label of a done result: the record's
-// hookline.attempt (a replay's outcome says 1, as decide counts it),
+// hookline.attempt (a replay's or backfill's outcome says 1, as decide counts it),
 // folded into last above it so the label stays bounded by the tiers.
 func succeededAttempt(r *kgo.Record, origin string, last int) string {
 	n, err := headers.GetAttempt(r)
-	if err != nil || origin == headers.OriginReplay {
+	if err != nil || origin == headers.OriginReplay || origin == headers.OriginBackfill {
 		n = 1
 	}
 	return strconv.Itoa(min(n, last))

@@ -29,8 +29,18 @@ func arrival(r *kgo.Record, now time.Time) (decide.Arrival, error) {
 	}
 	switch a.Origin {
 	case headers.OriginIngest, headers.OriginRetry, headers.OriginReplay:
+	case headers.OriginBackfill:
+		switch mode := headers.Value(r, headers.Backfill); mode {
+		case headers.BackfillMissing, headers.BackfillAgain:
+			a.Again = mode == headers.BackfillAgain
+		default:
+			return decide.Arrival{}, fmt.Errorf("%s is %q, want %s or %s", headers.Backfill, mode, headers.BackfillMissing, headers.BackfillAgain)
+		}
+		if headers.Value(r, headers.Route) == "" {
+			return decide.Arrival{}, fmt.Errorf("a backfill record has no %s: it is for one route", headers.Route)
+		}
 	default:
-		return decide.Arrival{}, fmt.Errorf("%s is %q, want ingest, retry or replay", headers.Origin, a.Origin)
+		return decide.Arrival{}, fmt.Errorf("%s is %q, want ingest, retry, replay or backfill", headers.Origin, a.Origin)
 	}
 	n, err := headers.GetAttempt(r)
 	if err != nil {

@@ -76,14 +76,18 @@ func (s State) Expired(now time.Time) bool {
 
 // Arrival is a record as the decision table sees it, read from its headers.
 type Arrival struct {
-	// Origin is hookline.origin: headers.OriginIngest, OriginRetry or
-	// OriginReplay.
+	// Origin is hookline.origin: headers.OriginIngest, OriginRetry,
+	// OriginReplay or OriginBackfill.
 	Origin string
 	// Attempt is hookline.attempt (1-based). A replay carries 1: attempts
 	// start again at 1.
 	Attempt int
-	// ReplayID is hookline.replay-id, set on replays only.
+	// ReplayID is hookline.replay-id, set on replays (dlq:<ref>) and
+	// backfills (backfill:<id>) only.
 	ReplayID string
+	// Again is set on a backfill record in mode again (hookline.backfill):
+	// it is delivered to a route done with the key, once per ReplayID.
+	Again bool
 	// Provider is hookline.provider.
 	Provider string
 	// FirstSeenAt is hookline.first-seen-at on a retry, hookline.received-at
@@ -111,16 +115,17 @@ const (
 	WhyNextAttempt = "next_attempt" // retry carrying the attempt the state expects
 	WhyReplay      = "replay"       // first replay of this id on a dead key
 	WhyUnparked    = "unparked"     // the parked copy of the key's record, read from its lane
+	WhyAgain       = "again"        // first backfill of this id, in mode again, on a done key
 
 	// Skipped; the outcome record says "duplicate".
 	WhyDuplicate       = "duplicate"         // ingest of a key already known
 	WhyStaleAttempt    = "stale_attempt"     // retry whose attempt is not the expected one
 	WhyAlreadyDone     = "already_done"      // retry or replay of a done key
-	WhyAlreadyDead     = "already_dead"      // retry of a dead key
-	WhyRetryPending    = "retry_pending"     // replay of a key that is still retrying
-	WhyReplaySeen      = "replay_seen"       // replay id already processed for this key
+	WhyAlreadyDead     = "already_dead"      // retry or backfill of a dead key (a replay of its DLQ entry delivers it)
+	WhyRetryPending    = "retry_pending"     // replay or backfill of a key that is still retrying
+	WhyReplaySeen      = "replay_seen"       // replay or backfill id already processed for this key
 	WhyReplayWithoutID = "replay_without_id" // replay of a dead key with no replay id: it could not be deduplicated
-	WhyUnknownOrigin   = "unknown_origin"    // origin is none of ingest, retry, replay
+	WhyUnknownOrigin   = "unknown_origin"    // origin is none of ingest, retry, replay, backfill
 	WhyParkedPending   = "parked_pending"    // any record of a key whose record waits in a lane, but that parked copy
 	WhyUnknownStatus   = "unknown_status"    // the state's status is none of done, retrying, parked, dead
 )
@@ -129,25 +134,25 @@ const (
 // key whose state is st (nil: none). It returns whether to process the record
 // and a short machine-friendly reason (the Why constants).
 //
-//	state \ origin      ingest      retry (attempt n)          replay
-//	none or expired     process     process                    process
-//	retrying, expects n skip        process if n matches       skip
-//	done                skip        skip                       skip
-//	dead                skip        skip                       process once per replay id
-//	parked              skip        skip                       skip
+//	state \ origin      ingest      retry (attempt n)          replay                       backfill
+//	none or expired     process     process                    process                      process
+//	retrying, expects n skip        process if n matches       skip                         skip
+//	done                skip        skip                       skip                         mode again: once per id
+//	dead                skip        skip                       process once per replay id   skip
+//	parked              skip        skip                       skip                         skip
 //
 // except that the parked copy itself (Arrival.FromLane, read from the
 // destination's lane topic) is processed when the key is parked: it is the
 // record the state waits for. A fresh ingest record is decided by the key's
 // state (its summary over routes: a live key is a duplicate, or
-// parked_pending); a retry, a replay or a lane copy by the state of its
+// parked_pending); a retry, a replay, a backfill or a lane copy by the state of its
 // route (Arrival.Route), none when the key has no state for that route. A lane record of a key no longer parked (read
 // again after a crash, the state already moved on) is skipped like any
 // other. A record whose origin is unknown is never processed, whatever the state:
 // the consumer should reject malformed headers before it gets here.
 func Admit(st *State, a Arrival) (process bool, why string) {
 	switch a.Origin {
-	case headers.OriginIngest, headers.OriginRetry, headers.OriginReplay:
+	case headers.OriginIngest, headers.OriginRetry, headers.OriginReplay, headers.OriginBackfill:
 	default:
 		return false, WhyUnknownOrigin
 	}
@@ -173,9 +178,15 @@ func Admit(st *State, a Arrival) (process bool, why string) {
 	}
 	switch st.Status {
 	case StatusDone:
-		return false, WhyAlreadyDone
+		switch {
+		case a.Origin != headers.OriginBackfill || !a.Again || a.ReplayID == "":
+			return false, WhyAlreadyDone
+		case slices.Contains(st.ReplayIDs, a.ReplayID):
+			return false, WhyReplaySeen
+		}
+		return true, WhyAgain
 	case StatusRetrying:
-		if a.Origin == headers.OriginReplay {
+		if a.Origin == headers.OriginReplay || a.Origin == headers.OriginBackfill {
 			return false, WhyRetryPending
 		}
 		if a.Attempt != st.NextAttempt {
@@ -184,7 +195,7 @@ func Admit(st *State, a Arrival) (process bool, why string) {
 		return true, WhyNextAttempt
 	case StatusDead:
 		switch {
-		case a.Origin == headers.OriginRetry:
+		case a.Origin == headers.OriginRetry, a.Origin == headers.OriginBackfill:
 			return false, WhyAlreadyDead
 		case a.ReplayID == "":
 			return false, WhyReplayWithoutID
@@ -291,9 +302,9 @@ type Effect struct {
 // with full jitter), so a short TTL cannot forget a key whose retry is
 // still on its way; while parked, not before 7 days (the lane's
 // retention). FirstSeenAt is kept from a live old state, and ReplayIDs
-// are carried forward, with a.ReplayID added for a replay (a parked
-// record's id is added when its lane copy is decided). A replay is
-// attempt 1 whatever its Attempt says. An expired st counts as none.
+// are carried forward, with a.ReplayID added for a replay or a backfill (a parked
+// record's id is added when its lane copy is decided). A replay or a
+// backfill is attempt 1 whatever its Attempt says. An expired st counts as none.
 // Step writes times in UTC truncated to the millisecond, so states
 // survive Encode and Decode unchanged.
 func Step(st *State, a Arrival, result error, pol Policy) (State, []Effect) {
@@ -356,10 +367,10 @@ func stepRoute(st *State, a Arrival, result error, pol Policy) (State, []Effect)
 }
 
 // attemptOf is the attempt a record is for: its header, at least 1, and 1
-// for a replay (attempts start again at 1, whatever header a hand-made
-// replay copied).
+// for a replay or a backfill (attempts start again at 1, whatever header a
+// hand-made one copied).
 func attemptOf(a Arrival) int {
-	if a.Origin == headers.OriginReplay {
+	if a.Origin == headers.OriginReplay || a.Origin == headers.OriginBackfill {
 		return 1
 	}
 	return max(a.Attempt, 1)
@@ -378,14 +389,14 @@ func firstSeen(st *State, a Arrival) time.Time {
 	return t.UTC().Truncate(time.Millisecond)
 }
 
-// replayIDs carries the old ids forward in a new slice, adds a replay's id,
-// and keeps the last MaxReplayIDs.
+// replayIDs carries the old ids forward in a new slice, adds a replay's or
+// a backfill's id, and keeps the last MaxReplayIDs.
 func replayIDs(st *State, a Arrival) []string {
 	var ids []string
 	if st != nil {
 		ids = slices.Clone(st.ReplayIDs)
 	}
-	if a.Origin == headers.OriginReplay && a.ReplayID != "" && !slices.Contains(ids, a.ReplayID) {
+	if (a.Origin == headers.OriginReplay || a.Origin == headers.OriginBackfill) && a.ReplayID != "" && !slices.Contains(ids, a.ReplayID) {
 		ids = append(ids, a.ReplayID)
 	}
 	if len(ids) == 0 {

@@ -35,6 +35,10 @@ func replayOf(id string) Arrival {
 	return Arrival{Origin: headers.OriginReplay, Attempt: 1, ReplayID: id, Provider: "stripe", Now: t0}
 }
 
+func backfillOf(id string, again bool) Arrival {
+	return Arrival{Origin: headers.OriginBackfill, Attempt: 1, ReplayID: id, Again: again, Provider: "stripe", Now: t0}
+}
+
 // TestAdmit covers every cell of the table in DESIGN §6, and the edges around
 // it.
 func TestAdmit(t *testing.T) {
@@ -48,12 +52,14 @@ func TestAdmit(t *testing.T) {
 		"done":              {Status: StatusDone, ExpiresAt: later},
 		"dead":              {Status: StatusDead, ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}},
 		"dead-seen-replay":  {Status: StatusDead, ExpiresAt: later, ReplayIDs: []string{"dlq:0:1", "dlq:4:7"}},
+		"done-backfilled":   {Status: StatusDone, ExpiresAt: later, ReplayIDs: []string{"backfill:b1"}},
 		"never-expires":     {Status: StatusDone},
 		"bad-status":        {Status: "zombie", ExpiresAt: later},
 		"parked":            {Status: StatusParked, NextAttempt: 3, ExpiresAt: later},
 		"expired-parked":    {Status: StatusParked, NextAttempt: 3, ExpiresAt: t0},
 	}
 	replay := replayOf("dlq:4:7")
+	backfill, again := backfillOf("backfill:b1", false), backfillOf("backfill:b1", true)
 	fromLane := func(a Arrival) Arrival { a.FromLane = true; return a }
 	tests := []struct {
 		state   string
@@ -106,6 +112,19 @@ func TestAdmit(t *testing.T) {
 		{"none", Arrival{Origin: "Retry", Attempt: 1, Now: t0}, false, WhyUnknownOrigin},
 		{"done", Arrival{Attempt: 1, Now: t0}, false, WhyUnknownOrigin},
 		{"bad-status", retryAt(3), false, WhyUnknownStatus},
+		// backfill: a route without a live state gets it; in mode again a
+		// done route gets it once per backfill id; nothing else.
+		{"none", backfill, true, WhyNew},
+		{"none", again, true, WhyNew},
+		{"expired-done", backfill, true, WhyExpired},
+		{"done", backfill, false, WhyAlreadyDone},
+		{"done", again, true, WhyAgain},
+		{"done", backfillOf("", true), false, WhyAlreadyDone},
+		{"done-backfilled", again, false, WhyReplaySeen},
+		{"done-backfilled", backfillOf("backfill:b2", true), true, WhyAgain},
+		{"retrying-match", again, false, WhyRetryPending},
+		{"dead", again, false, WhyAlreadyDead},
+		{"parked", again, false, WhyParkedPending},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%s#%d%s", tt.state, tt.a.Origin, tt.a.Attempt, tt.a.ReplayID), func(t *testing.T) {
@@ -247,6 +266,17 @@ func TestStep(t *testing.T) {
 		{
 			name: "replay copying a late attempt header still starts at 1", st: dead, a: func() Arrival { a := replayOf("dlq:3:9"); a.Attempt = 6; return a }(), result: boom, ttl: ttl,
 			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
+			effects: toTier(1, 2),
+		},
+		{
+			name: "backfill again of a done key succeeds: its id added", st: &State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}},
+			a: backfillOf("backfill:b1", true), ttl: ttl,
+			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "backfill:b1"}},
+			effects: done(),
+		},
+		{
+			name: "backfill to a route without state fails: attempt 1, then the first tier", a: withSeen(func() Arrival { a := backfillOf("backfill:b1", false); a.Attempt = 4; return a }(), firstSeen), result: boom, ttl: ttl,
+			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"backfill:b1"}},
 			effects: toTier(1, 2),
 		},
 		{

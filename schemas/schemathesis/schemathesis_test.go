@@ -101,6 +101,40 @@ func ends(t *testing.T, sys *e2e.System) map[string]int64 {
 	return out
 }
 
+// backfillSent waits up to a minute for the backfill id that dlq serve at
+// base runs to end, and returns the records it sent.
+func backfillSent(t *testing.T, base, id string) int64 {
+	t.Helper()
+	var job struct {
+		State  string
+		Report struct{ Sent int64 }
+	}
+	deadline := time.Now().Add(time.Minute)
+	for {
+		req, err := http.NewRequest(http.MethodGet, base+"/backfills/"+url.PathEscape(id), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err := json.Unmarshal(b, &job); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /backfills/%s: %d %s", id, resp.StatusCode, b)
+		}
+		if job.State != "running" {
+			return job.Report.Sent
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("backfill %s started by the fuzzer still running after a minute: %s", id, b)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 // exchange is one request and answer of a HAR file, as schemathesis
 // records them.
 type exchange struct {
@@ -476,6 +510,17 @@ func TestSchemathesis(t *testing.T) {
 				want[sys.Names.DLQStatus]++
 			case strings.HasPrefix(u.Path, "/providers/"), strings.HasPrefix(u.Path, "/routes/"):
 				want[sys.Names.Control]++
+			}
+		}
+		// A backfill started (202) writes webhooks.raw in the background:
+		// what it sent once it ended.
+		for _, x := range xs {
+			if u, _ := url.Parse(x.Request.URL); u != nil && u.Path == "/backfills" && x.Response.Status == http.StatusAccepted {
+				var job struct{ ID string }
+				if err := json.Unmarshal([]byte(x.Response.Content.Text), &job); err != nil {
+					t.Fatalf("backfill answer %q: %v", x.Response.Content.Text, err)
+				}
+				want[sys.Names.Raw] += backfillSent(t, "http://"+dlq.Addr, job.ID)
 			}
 		}
 		after := ends(t, sys)

@@ -13,6 +13,8 @@
 //	GET  /events/{key}      the key's trace (trace.go), when Config.Trace is set
 //	GET  /parked            what waits in the retry tiers and lanes: ?tier= &provider= &route= &limit= &offset=, when Config.Parked is set
 //	GET  /status            the status report and verdict (dlq status --json), when Config.Status is set
+//	POST /backfills         start a backfill of a route ({"provider","route","since",...}; dry_run answers its report), when Config.Backfills is set
+//	GET  /backfills, /backfills/{id}  the backfills this process started, and one with its progress
 //	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
 //	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
@@ -49,6 +51,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookline/hookline/dlq/internal/backfill"
 	"github.com/hookline/hookline/dlq/internal/parked"
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/settings"
@@ -57,6 +60,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers"
 )
 
 //go:embed web
@@ -89,6 +93,9 @@ type Config struct {
 	Parked func(ctx context.Context, f parked.Filter, offset, limit int) (parked.Report, error)
 	// Status, when set, serves GET /status (status.Collect).
 	Status func(ctx context.Context) (status.Report, error)
+	// Backfills, when set with Providers, serves POST and GET /backfills.
+	Backfills *backfill.Jobs
+	Providers *providers.Registry
 	// Hosts are the host names, lower case, that requests may name in
 	// their Host header besides IP addresses and localhost
 	// (HOOKLINE_ADMIN_HOSTS); any other is answered 421 (hostAllowed).
@@ -156,6 +163,12 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.cfg.Status != nil {
 		r.GET("/status", s.auth, s.status)
+	}
+	if s.cfg.Backfills != nil && s.cfg.Providers != nil {
+		bf := r.Group("/backfills", s.auth)
+		bf.POST("", s.startBackfill)
+		bf.GET("", s.backfills)
+		bf.GET("/:id", s.backfillJob)
 	}
 	r.NoRoute(s.auth, func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no such route") })
 	return r

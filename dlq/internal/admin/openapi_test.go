@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/dlq/internal/backfill"
 	"github.com/hookline/hookline/dlq/internal/parked"
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/settings"
@@ -26,6 +27,7 @@ import (
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/schemas"
@@ -84,7 +86,18 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	headers.Set(laned, headers.Provider, "github")
 	headers.Set(laned, headers.Route, laneRoute)
 	headers.SetAttempt(laned, 1)
-	if err := cl.ProduceSync(t.Context(), accepted, waiting, laned).FirstErr(); err != nil {
+	// Two invoices of stripe accepted half an hour ago, for a backfill of
+	// its route billing.
+	var invoices []*kgo.Record
+	for _, id := range []string{"in_1", "in_2"} {
+		r := &kgo.Record{Topic: names.Raw, Key: []byte("stripe:" + id), Value: []byte(`{"id":"` + id + `"}`), Timestamp: now.Add(-30 * time.Minute)} // before GET /status's window
+		headers.Set(r, headers.Provider, "stripe")
+		headers.Set(r, headers.EventType, "invoice.paid")
+		headers.Set(r, headers.Origin, headers.OriginIngest)
+		headers.SetAttempt(r, 1)
+		invoices = append(invoices, r)
+	}
+	if err := cl.ProduceSync(t.Context(), append([]*kgo.Record{accepted, waiting, laned}, invoices...)...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
 	ix, err := trace.Open(trace.Options{InMemory: true, Names: names})
@@ -127,6 +140,12 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 		_ = ix.Close()
 	}
 	st := store.New(store.Config{Names: names, Client: cl, NewClient: newClient})
+	file, err := providers.LoadWithoutSecrets(testProviders)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prod := kafkatest.Client(t, addrs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	jobs := backfill.NewJobs(t.Context(), &backfill.Runner{Reader: pr, Producer: prod})
 	h = New(Config{
 		Store: st, Replayer: replay.New(cl), Token: token, Metrics: obs.Metrics(reg), Settings: live, Hosts: []string{"example.com"},
 		BeforeWrite: func(context.Context) error {
@@ -141,8 +160,10 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 			}
 			return control.Write(ctx, cl, names.Control, s)
 		},
-		Trace:  ix.Trace,
-		Parked: pr.Read,
+		Trace:     ix.Trace,
+		Parked:    pr.Read,
+		Backfills: jobs,
+		Providers: file,
 		Status: func(ctx context.Context) (status.Report, error) {
 			return status.Collect(ctx, status.Sources{Reader: pr, Store: st, Known: known,
 				Control: func(context.Context) (map[string]control.Setting, control.Breakers, error) {
@@ -245,6 +266,22 @@ func TestOpenAPI(t *testing.T) {
 		{name: "status", h: up, method: "GET", path: "/status", auth: auth, status: 200},
 		{name: "status no token", h: up, method: "GET", path: "/status", status: 401},
 		{name: "status kafka down", h: down, method: "GET", path: "/status", auth: auth, status: 502},
+		{name: "backfill dry run", h: up, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"crm","since":"1h","dry_run":true}`, status: 200},
+		// At 0.01 a second the second invoice waits 100 s: the job runs
+		// through the calls below, and a second backfill of the route is
+		// refused.
+		{name: "backfill", h: up, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"billing","since":"1h","id":"oa-1","rate":0.01,"by":"openapi"}`, status: 202},
+		{name: "backfill of a running route", h: up, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"billing","since":"2h","by":"m"}`, status: 409},
+		{name: "backfill job", h: up, method: "GET", path: "/backfills/oa-1", auth: auth, status: 200},
+		{name: "backfill jobs", h: up, method: "GET", path: "/backfills", auth: auth, status: 200},
+		{name: "backfill unknown job", h: up, method: "GET", path: "/backfills/nope", auth: auth, status: 404},
+		{name: "backfill job no token", h: up, method: "GET", path: "/backfills/oa-1", status: 401},
+		{name: "backfill jobs no token", h: up, method: "GET", path: "/backfills", status: 401},
+		{name: "backfill no token", h: up, method: "POST", path: "/backfills", body: `{}`, status: 401},
+		{name: "backfill without since", h: up, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"crm","by":"m"}`, status: 400},
+		{name: "backfill unknown route", h: up, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"nope","since":"1h","by":"m"}`, status: 400},
+		{name: "backfill without by", h: up, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"crm","since":"1h"}`, status: 400},
+		{name: "backfill dry run kafka down", h: down, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"crm","since":"1h","dry_run":true}`, status: 502},
 		{name: "unrouted no token", h: up, method: "DELETE", path: "/dlq", status: 401},
 		{name: "unrouted", h: up, method: "GET", path: "/nope", auth: auth, status: 404},
 		{name: "misdirected host", h: up, method: "GET", path: "/nope", host: "attacker.example", status: 421}, // on listed paths too (TestHostChecked)

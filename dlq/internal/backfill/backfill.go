@@ -17,6 +17,7 @@ package backfill
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -118,6 +119,20 @@ type Progress struct {
 	Matched, Sent, Failed int64
 	Elapsed, ETA          time.Duration
 	PerSecond             float64
+}
+
+// MarshalJSON writes the durations in seconds.
+func (p Progress) MarshalJSON() ([]byte, error) {
+	return json.Marshal(struct {
+		Read           int64   `json:"read"`
+		Total          int64   `json:"total"`
+		Matched        int64   `json:"matched"`
+		Sent           int64   `json:"sent"`
+		Failed         int64   `json:"failed"`
+		ElapsedSeconds float64 `json:"elapsed_seconds"`
+		ETASeconds     float64 `json:"eta_seconds"`
+		PerSecond      float64 `json:"per_second"`
+	}{p.Read, p.Total, p.Matched, p.Sent, p.Failed, p.Elapsed.Seconds(), p.ETA.Seconds(), p.PerSecond})
 }
 
 // Report is what a run did.

@@ -107,17 +107,11 @@ func runBackfill(ctx context.Context, env Env, args []string) error {
 	if err := a.checkTopic(ctx, a.names.Raw); err != nil {
 		return err
 	}
-	prod, err := a.newClient(
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), // each in the partition it was read from
-		kgo.RequiredAcks(kgo.AllISRAcks()),
-		kgo.ProducerLinger(5*time.Millisecond),
-		kgo.ProducerBatchMaxBytes(int32(a.cfg.Topics.MaxRecordBytes())),
-		kgo.RecordDeliveryTimeout(kafkaTimeout),
-	)
+	rn, closeRunner, err := a.backfillRunner()
 	if err != nil {
-		return fmt.Errorf("kafka client: %w", err)
+		return err
 	}
-	defer prod.Close()
+	defer closeRunner()
 
 	verb := "backfill"
 	if spec.DryRun {
@@ -143,7 +137,6 @@ func runBackfill(ctx context.Context, env Env, args []string) error {
 			}
 		}
 	}
-	rn := &backfill.Runner{Reader: a.parkedReader(), Producer: prod}
 	rep, err := rn.Run(ctx, spec, show)
 	if drawn {
 		fmt.Fprintln(env.Stderr)
@@ -169,6 +162,22 @@ func runBackfill(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
+// backfillRunner is a backfill.Runner with a producer of its own, which
+// places each record in the partition it names; close closes it.
+func (a *app) backfillRunner() (rn *backfill.Runner, close func(), err error) {
+	prod, err := a.newClient(
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), // each in the partition it was read from
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.ProducerLinger(5*time.Millisecond),
+		kgo.ProducerBatchMaxBytes(int32(a.cfg.Topics.MaxRecordBytes())),
+		kgo.RecordDeliveryTimeout(kafkaTimeout),
+	)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return &backfill.Runner{Reader: a.parkedReader(), Producer: prod}, prod.Close, nil
+}
+
 // route finds PROVIDER/ROUTE in the providers file.
 func (a *app) route(name, route string) (*providers.Provider, *providers.Route, error) {
 	if a.cfg.ProvidersFile == "" {
@@ -178,20 +187,9 @@ func (a *app) route(name, route string) (*providers.Provider, *providers.Route, 
 	if err != nil {
 		return nil, nil, usagef("%v", err)
 	}
-	p, ok := reg.Get(name)
-	if !ok {
-		return nil, nil, usagef("provider %q is not in %s", name, a.cfg.ProvidersFile)
-	}
-	rt, ok := p.Route(route)
-	if !ok {
-		var names []string
-		for _, r := range p.Routes() {
-			names = append(names, r.Name)
-		}
-		if len(names) == 0 {
-			return nil, nil, usagef("provider %s delivers nowhere in %s: it has no route to backfill", name, a.cfg.ProvidersFile)
-		}
-		return nil, nil, usagef("provider %s has no route %q in %s; its routes: %s", name, route, a.cfg.ProvidersFile, strings.Join(names, ", "))
+	p, rt, err := backfill.Resolve(reg, name, route)
+	if err != nil {
+		return nil, nil, usagef("%v (%s)", err, a.cfg.ProvidersFile)
 	}
 	return p, rt, nil
 }

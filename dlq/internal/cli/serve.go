@@ -15,11 +15,13 @@ import (
 	"github.com/gin-gonic/gin"
 
 	"github.com/hookline/hookline/dlq/internal/admin"
+	"github.com/hookline/hookline/dlq/internal/backfill"
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/dlq/internal/status"
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/providers"
 )
 
 const serveHelp = `usage: dlq serve [--addr HOST:PORT]
@@ -155,6 +157,19 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer closeIndex()
+	var jobs *backfill.Jobs
+	var file *providers.Registry
+	if a.cfg.ProvidersFile != "" {
+		if file, err = providers.LoadWithoutSecrets(a.cfg.ProvidersFile); err != nil {
+			return usagef("%v", err)
+		}
+		rn, closeRunner, err := a.backfillRunner()
+		if err != nil {
+			return err
+		}
+		defer closeRunner()
+		jobs = backfill.NewJobs(ctx, rn)
+	}
 	gin.SetMode(gin.ReleaseMode)
 	srv := admin.New(admin.Config{
 		Store:       a.store,
@@ -172,8 +187,10 @@ func runServe(ctx context.Context, env Env, args []string) error {
 				return got, breakers(), nil
 			}), DefaultStatusWindow)
 		},
-		Hosts:  a.cfg.AdminHosts,
-		Logger: log,
+		Backfills: jobs,
+		Providers: file,
+		Hosts:     a.cfg.AdminHosts,
+		Logger:    log,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),

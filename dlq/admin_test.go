@@ -231,7 +231,13 @@ func screenshotDir(t *testing.T) string {
 // screenshot saves the whole page as dir/name and logs its path.
 func screenshot(t *testing.T, ctx context.Context, dir, name string) {
 	t.Helper()
-	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	saveScreenshot(t, ctx, chromedp.FullScreenshot(100), dir, name)
+}
+
+// saveScreenshot saves what capture takes as dir/name and logs its path.
+func saveScreenshot(t *testing.T, ctx context.Context, capture chromedp.Action[[]byte], dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, capture)
 	if err != nil {
 		t.Fatalf("screenshot: %v", err)
 	}
@@ -573,6 +579,20 @@ func TestConsole(t *testing.T) {
 		`document.querySelector('#ov-table tr[data-name="stripe"] button.resume') !== null`, overview, wait)
 	shot("console-paused-1400.png")
 
+	// Drain one route at 5 calls a second: its own setting (GET /routes).
+	route := `#ov-table tr[data-name="stripe/default"]`
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(route+" input.rate"), "5"),
+		chromedp.Click(chromedp.CSS(route+" button.drain")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "Drain of stripe/default", `document.getElementById("status").textContent.startsWith("stripe/default: draining at 5/s (set by pat)")`, pageText("status"), wait)
+	if code, _, body := call(t, "GET", base+"/routes", "Bearer "+adminToken, nil); code != 200 ||
+		!strings.Contains(string(body), `{"provider":"stripe","route":"default","state":"draining","paused":false,"rate":5,"text":"draining at 5/s","by":"pat"`) {
+		t.Fatalf("after Drain, GET /routes: %d %s", code, body)
+	}
+
 	// A phone's width: the same overview, token kept in the tab, no
 	// sideways scroll.
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Reload()); err != nil {
@@ -585,4 +605,5 @@ func TestConsole(t *testing.T) {
 	}
 	noHorizontalScroll(t, ctx, "390 px")
 	shot("console-overview-390.png")
+	saveScreenshot(t, ctx, chromedp.CaptureScreenshot(), shots, "console-overview-390-screen.png") // what a phone shows first
 }

@@ -1,4 +1,4 @@
-// Package admin is `dlq serve`: the DLQ admin API (gin) and the triage page
+// Package admin is `dlq serve`: the DLQ admin API (gin) and the console page
 // it serves.
 //
 //	GET  /dlq               entries, newest first: ?provider= &route= &reason= &key= &since= &unresolved=true &limit= &offset=
@@ -13,7 +13,7 @@
 //	GET  /events/{key}      the key's trace (trace.go), when Config.Trace is set
 //	GET  /parked            what waits in the retry tiers and lanes: ?tier= &provider= &route= &limit= &offset=, when Config.Parked is set
 //	GET  /status            the status report and verdict (dlq status --json), when Config.Status is set
-//	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
+//	GET  /ui/               the console (static: HTML, JS and CSS, no data; it reads the API)
 //	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
 // Every API request needs "Authorization: Bearer <token>", compared in
@@ -96,7 +96,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Server serves the admin API and the triage page.
+// Server serves the admin API and the console page.
 type Server struct {
 	cfg   Config
 	token [sha256.Size]byte

@@ -19,6 +19,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/proctest"
 	"github.com/hookline/hookline/schemas"
 )
 
@@ -171,29 +172,19 @@ func chromiumPath() string {
 	return ""
 }
 
-// TestTriagePage drives the page in headless Chromium: it takes the token
-// from the URL fragment, lists the entries, opens one with its error
-// history and body, and its Replay button puts the record on webhooks.raw.
-// Screenshots go to the test's temp dir, or to HOOKLINE_SCREENSHOT_DIR when
-// set (to keep them, as CI artifacts for instance).
-func TestTriagePage(t *testing.T) {
-	skipShort(t)
+// startBrowser starts headless Chromium with a window of width x height
+// and returns a context for it, with a 90 s deadline for what the test
+// does in it. Without Chromium it skips, and fails under CI=true (.ci/run
+// installs it).
+func startBrowser(t *testing.T, width, height int) context.Context {
+	t.Helper()
 	browser := chromiumPath()
 	if browser == "" {
-		t.Skip("no chromium on PATH (Debian: apt-get install chromium): the triage page is not tested in a browser")
-	}
-	sys, recs := withEntries(t,
-		dead{"stripe", "evt_page_a", headers.DeadPermanent, 3 * time.Minute},
-		dead{"stripe", "evt_page_b", headers.DeadExhausted, 2 * time.Minute},
-		dead{"outcomes", "evt_page_c", headers.DeadPermanent, time.Minute},
-	)
-	ref := refOf(recs[0])
-	svc := sys.StartDLQServe(adminToken, nil)
-	raw := sys.Read(sys.Names.Raw)
-
-	shots := t.TempDir()
-	if d := os.Getenv("HOOKLINE_SCREENSHOT_DIR"); d != "" {
-		shots = d
+		msg := "no chromium on PATH (Debian: apt-get install chromium): the console is not tested in a browser"
+		if os.Getenv("CI") == "true" {
+			t.Fatal(msg + "; CI installs it (.ci/run)")
+		}
+		t.Skip(msg)
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(browser),
@@ -206,32 +197,82 @@ func TestTriagePage(t *testing.T) {
 		chromedp.Flag("disable-component-update", true),
 		chromedp.Flag("disable-sync", true),
 		chromedp.UserDataDir(t.TempDir()),
-		chromedp.WindowSize(1500, 950),
+		chromedp.WindowSize(width, height),
 	)
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
+	t.Cleanup(cancelAlloc)
 	bctx, cancelBrowser := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
-	defer cancelBrowser()
+	t.Cleanup(cancelBrowser)
 	if err := chromedp.Do(bctx); err != nil { // start the browser, without a deadline
 		t.Fatalf("start %s: %v", browser, err)
 	}
 	ctx, cancel := context.WithTimeout(bctx, 90*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// screenshotDir is where a browser test keeps its screenshots:
+// HOOKLINE_SCREENSHOT_DIR when set (CI artifacts, for instance), else
+// bin/screenshots/<test> in the repository (ignored by git, kept after
+// the run, unlike t.TempDir).
+func screenshotDir(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("HOOKLINE_SCREENSHOT_DIR")
+	if dir == "" {
+		dir = filepath.Join(proctest.RepoRoot(), "bin", "screenshots")
+	}
+	dir = filepath.Join(dir, t.Name())
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// screenshot saves the whole page as dir/name and logs its path.
+func screenshot(t *testing.T, ctx context.Context, dir, name string) {
+	t.Helper()
+	saveScreenshot(t, ctx, chromedp.FullScreenshot(100), dir, name)
+}
+
+// saveScreenshot saves what capture takes as dir/name and logs its path.
+func saveScreenshot(t *testing.T, ctx context.Context, capture chromedp.Action[[]byte], dir, name string) {
+	t.Helper()
+	png, err := chromedp.Run(ctx, capture)
+	if err != nil {
+		t.Fatalf("screenshot: %v", err)
+	}
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot: %s", p)
+}
+
+// TestTriagePage drives the console's dead letters in headless Chromium:
+// it takes the token from the URL fragment, lists the entries, opens one
+// with its error history and body, and its Replay button puts the record
+// on webhooks.raw. Screenshots: screenshotDir.
+func TestTriagePage(t *testing.T) {
+	skipShort(t)
+	ctx := startBrowser(t, 1500, 950)
+	sys, recs := withEntries(t,
+		dead{"stripe", "evt_page_a", headers.DeadPermanent, 3 * time.Minute},
+		dead{"stripe", "evt_page_b", headers.DeadExhausted, 2 * time.Minute},
+		dead{"outcomes", "evt_page_c", headers.DeadPermanent, time.Minute},
+	)
+	ref := refOf(recs[0])
+	svc := sys.StartDLQServe(adminToken, nil)
+	raw := sys.Read(sys.Names.Raw)
+
+	shots := screenshotDir(t)
 	shot := func(name string) {
 		t.Helper()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot: %v", err)
-		}
-		p := filepath.Join(shots, name)
-		if err := os.WriteFile(p, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot: %s", p)
+		screenshot(t, ctx, shots, name)
 	}
 	row := fmt.Sprintf(`#entries tr[data-ref=%q]`, ref)
 	err := chromedp.Do(ctx,
 		chromedp.Navigate("http://"+svc.Addr+"/ui/#token="+adminToken),
+		chromedp.Click(chromedp.CSS("#tab-dlq")),
 		chromedp.WaitVisible(chromedp.CSS(row)),
 		chromedp.SendKeys(chromedp.CSS("#by"), "pat"),
 		chromedp.Click(chromedp.CSS("#auth button[type=submit]")),
@@ -299,7 +340,8 @@ func TestTriagePage(t *testing.T) {
 	link := fmt.Sprintf(`#detail[data-ref=%q] #d-trace a.trace[data-key=%q]`, other, key)
 	var steps string
 	for deadline := time.Now().Add(30 * time.Second); ; {
-		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(link)), chromedp.Click(chromedp.CSS(link)),
+		// The link opens the Trace view: back to the dead letters for it.
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#tab-dlq")), chromedp.WaitVisible(chromedp.CSS(link)), chromedp.Click(chromedp.CSS(link)),
 			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#trace[data-key=%q]`, key)))); err != nil {
 			t.Fatalf("trace link of %s: %v", key, err)
 		}
@@ -355,4 +397,213 @@ func TestServeKeepsEveryResolution(t *testing.T) {
 			t.Fatalf("resolution of %s lost: have %d of %d", refOf(r), len(res), len(recs))
 		}
 	}
+}
+
+// waitPage waits, up to d, until the JavaScript expression cond is true
+// in the page, and fails with what the page showed (the JavaScript
+// expression seen, a string) when it never is.
+func waitPage(t *testing.T, ctx context.Context, what, cond, seen string, d time.Duration) {
+	t.Helper()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingTimeout(d))); err != nil {
+		got, err2 := chromedp.Run(ctx, chromedp.Evaluate[string](seen))
+		t.Fatalf("%s: not within %v (%v); the page showed: %q %v", what, d, err, got, err2)
+	}
+}
+
+// pageText is a JavaScript expression for the text of the element id.
+func pageText(id string) string {
+	return fmt.Sprintf(`(document.getElementById(%q) || {textContent: "(no #%s)"}).textContent`, id, id)
+}
+
+// noHorizontalScroll fails when the page is wider than the window.
+func noHorizontalScroll(t *testing.T, ctx context.Context, at string) {
+	t.Helper()
+	w, err := chromedp.Run(ctx, chromedp.Evaluate[[]int]("[document.documentElement.scrollWidth, window.innerWidth]"))
+	if err != nil || len(w) != 2 {
+		t.Fatalf("widths at %s: %v %v", at, w, err)
+	}
+	if w[0] > w[1] {
+		t.Errorf("the overview scrolls sideways at %s: scrollWidth %d > innerWidth %d", at, w[0], w[1])
+	}
+}
+
+// TestConsole drives the console in headless Chromium at 1400 and 390 px
+// wide: with no token the overview says a token is required; with it the
+// overview shows the status of a provider from the topics, refreshed, and
+// does not scroll sideways; a trace search by key shows the key's trace;
+// the Waiting view loads; Pause with a wrong token and with none is refused
+// and said so, and changes nothing; with the token it pauses the provider
+// (GET /providers, what dlq serve follows of webhooks.control, says so).
+// Screenshots: screenshotDir.
+func TestConsole(t *testing.T) {
+	skipShort(t)
+	ctx := startBrowser(t, 1400, 900)
+	sys, recs := withEntries(t,
+		dead{"stripe", "evt_console_a", headers.DeadPermanent, 2 * time.Minute},
+		dead{"stripe", "evt_console_b", headers.DeadExhausted, time.Minute},
+	)
+	svc := sys.StartDLQServe(adminToken, nil)
+	base := "http://" + svc.Addr
+	shots := screenshotDir(t)
+	shot := func(name string) {
+		t.Helper()
+		screenshot(t, ctx, shots, name)
+	}
+	const wait = 45 * time.Second
+	overview := pageText("v-overview")
+	providerSetting := func() map[string]any {
+		t.Helper()
+		code, _, body := call(t, "GET", base+"/providers", "Bearer "+adminToken, nil)
+		var ans struct {
+			Providers []map[string]any `json:"providers"`
+		}
+		if err := json.Unmarshal(body, &ans); code != 200 || err != nil {
+			t.Fatalf("GET /providers: %d %s", code, body)
+		}
+		for _, p := range ans.Providers {
+			if p["provider"] == "stripe" {
+				return p
+			}
+		}
+		t.Fatalf("GET /providers has no stripe: %s", body)
+		return nil
+	}
+
+	// No token: the overview says one is required.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1400, 900), chromedp.Navigate(base+"/ui/")); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "the overview without a token says one is required",
+		`document.getElementById("ov-error").textContent.includes("Token required")`, overview, wait)
+	if title, _ := chromedp.Run(ctx, chromedp.Title()); title != "hookline console" {
+		t.Errorf("title %q", title)
+	}
+	shot("console-no-token-1400.png")
+
+	// The token and a name, entered once: the overview shows stripe.
+	stripeRow := `document.querySelector('#ov-table tr[data-name="stripe"]')`
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#token"), adminToken),
+		chromedp.SendKeys(chromedp.CSS("#by"), "pat"),
+		chromedp.Click(chromedp.CSS("#auth button[type=submit]")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "the overview shows provider stripe with its dead letters",
+		stripeRow+` !== null && `+stripeRow+`.textContent.includes("2") && document.getElementById("ov-refreshed").textContent.startsWith("refreshed ")`,
+		overview, wait)
+	if errLine, _ := chromedp.Run(ctx, chromedp.Evaluate[string](pageText("ov-error"))); errLine != "" {
+		t.Errorf("the overview's error line after a good refresh: %q", errLine)
+	}
+	if v, _ := chromedp.Run(ctx, chromedp.Evaluate[string](pageText("ov-verdict"))); v != "degraded" {
+		t.Errorf("verdict shown %q, want degraded (unresolved dead letters)", v)
+	}
+	noHorizontalScroll(t, ctx, "1400 px")
+	shot("console-overview-1400.png")
+
+	// A trace search: the dead letter's key, once the trace index has it.
+	key := string(recs[0].Key)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#tab-trace")), chromedp.SendKeys(chromedp.CSS("#trace-key"), key)); err != nil {
+		t.Fatal(err)
+	}
+	traced := fmt.Sprintf(`document.querySelector('#trace[data-key=%q]') !== null && !document.getElementById("trace").hidden && document.getElementById("t-steps").textContent.includes("ref %s")`, key, refOf(recs[0]))
+	for deadline := time.Now().Add(wait); ; {
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#trace-form button[type=submit]"))); err != nil {
+			t.Fatal(err)
+		}
+		// The answer or an error line, whichever comes.
+		waitPage(t, ctx, "an answer to the trace search", `(`+traced+`) || document.getElementById("trace-error").textContent.startsWith("Nothing of")`, pageText("v-trace"), wait)
+		if ok, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](traced)); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			seen, _ := chromedp.Run(ctx, chromedp.Evaluate[string](pageText("v-trace")))
+			t.Fatalf("the trace of %s never showed its DLQ entry %s: %q", key, refOf(recs[0]), seen)
+		}
+		time.Sleep(300 * time.Millisecond)
+	}
+	if now, _ := chromedp.Run(ctx, chromedp.Evaluate[string](pageText("t-now"))); !strings.Contains(now, "dead, DLQ entry "+refOf(recs[0])) {
+		t.Errorf("trace says %q", now)
+	}
+	shot("console-trace-1400.png")
+
+	// What waits: the view loads (nothing does in this test).
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#tab-waiting"))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "the Waiting view loads", `document.getElementById("v-waiting").dataset.loaded !== undefined`, pageText("v-waiting"), wait)
+	shot("console-waiting-1400.png")
+
+	// Pause, with a wrong token then with none: refused, said, not done.
+	pause := `#ov-table tr[data-name="stripe"] button.pause`
+	if err := chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS("#tab-overview")),
+		chromedp.WaitVisible(chromedp.CSS(pause)),
+		chromedp.SendKeys(chromedp.CSS("#token"), "wrong-token-0123456789"),
+		chromedp.Click(chromedp.CSS("#auth button[type=submit]")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "the overview says the wrong token is refused",
+		`document.getElementById("ov-error").textContent.includes("Token refused") && document.getElementById("auth-state").textContent.includes("Token refused")`,
+		overview+`+" | "+`+pageText("auth-state"), wait)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(pause))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "Pause with a wrong token is refused", `document.getElementById("status").textContent.includes("pause not done. Token refused")`, pageText("status"), wait)
+	shot("console-token-refused-1400.png")
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#forget")), chromedp.Click(chromedp.CSS(pause))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "Pause without a token is refused", `document.getElementById("status").textContent.includes("pause not done. Token required")`, pageText("status"), wait)
+	if p := providerSetting(); p["state"] != "running" {
+		t.Fatalf("a refused Pause changed stripe: %v", p)
+	}
+
+	// With the token: paused, by pat, as dlq serve says.
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS("#token"), adminToken),
+		chromedp.Click(chromedp.CSS("#auth button[type=submit]")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "the overview refreshes with the token again", `document.getElementById("ov-error").textContent === ""`, overview, wait)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(pause))); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "Pause with the token", `document.getElementById("status").textContent.startsWith("stripe: paused (set by pat)")`, pageText("status"), wait)
+	if p := providerSetting(); p["state"] != "paused" || p["by"] != "pat" {
+		t.Fatalf("after Pause, GET /providers has stripe %v, want paused by pat", p)
+	}
+	waitPage(t, ctx, "the overview shows stripe paused, with Resume",
+		`document.querySelector('#ov-table tr[data-name="stripe"] button.resume') !== null`, overview, wait)
+	shot("console-paused-1400.png")
+
+	// Drain one route at 5 calls a second: its own setting (GET /routes).
+	route := `#ov-table tr[data-name="stripe/default"]`
+	if err := chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(route+" input.rate"), "5"),
+		chromedp.Click(chromedp.CSS(route+" button.drain")),
+	); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "Drain of stripe/default", `document.getElementById("status").textContent.startsWith("stripe/default: draining at 5/s (set by pat)")`, pageText("status"), wait)
+	if code, _, body := call(t, "GET", base+"/routes", "Bearer "+adminToken, nil); code != 200 ||
+		!strings.Contains(string(body), `{"provider":"stripe","route":"default","state":"draining","paused":false,"rate":5,"text":"draining at 5/s","by":"pat"`) {
+		t.Fatalf("after Drain, GET /routes: %d %s", code, body)
+	}
+
+	// A phone's width: the same overview, token kept in the tab, no
+	// sideways scroll.
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844), chromedp.Reload()); err != nil {
+		t.Fatal(err)
+	}
+	waitPage(t, ctx, "the overview at 390 px shows stripe",
+		stripeRow+` !== null && document.getElementById("ov-refreshed").textContent.startsWith("refreshed ")`, overview, wait)
+	if w, _ := chromedp.Run(ctx, chromedp.Evaluate[int]("window.innerWidth")); w != 390 {
+		t.Errorf("window.innerWidth %d at 390 px", w)
+	}
+	noHorizontalScroll(t, ctx, "390 px")
+	shot("console-overview-390.png")
+	saveScreenshot(t, ctx, chromedp.CaptureScreenshot(), shots, "console-overview-390-screen.png") // what a phone shows first
 }

@@ -1,7 +1,7 @@
 // Command dlq is the operator's view of hookline's dead letters and the
 // lever that replays them (DESIGN §8): list, show, replay, stats, resolve,
 // provider (pause, resume, drain a provider's deliveries) and serve (the
-// admin API and triage page). `dlq help` says how.
+// admin API and console page). `dlq help` says how.
 package main
 
 import (

@@ -22,7 +22,7 @@ const (
 	// IngestAPI describes ingest (POST /webhooks/{provider}, /healthz,
 	// /readyz, /metrics, /selftest).
 	IngestAPI = "ingest.openapi.yaml"
-	// DLQAPI describes `dlq serve` (the admin API, its triage page and
+	// DLQAPI describes `dlq serve` (the admin API, its console page and
 	// /metrics).
 	DLQAPI = "dlq.openapi.yaml"
 )

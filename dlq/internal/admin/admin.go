@@ -1,4 +1,4 @@
-// Package admin is `dlq serve`: the DLQ admin API (gin) and the triage page
+// Package admin is `dlq serve`: the DLQ admin API (gin) and the console page
 // it serves.
 //
 //	GET  /dlq               entries, newest first: ?provider= &route= &reason= &key= &since= &unresolved=true &limit= &offset=
@@ -15,7 +15,7 @@
 //	GET  /status            the status report and verdict (dlq status --json), when Config.Status is set
 //	POST /backfills         start a backfill of a route ({"provider","route","since",...}; dry_run answers its report), when Config.Backfills is set
 //	GET  /backfills, /backfills/{id}  the backfills this process started, and one with its progress
-//	GET  /ui/               the triage page (static: HTML, JS and CSS, no data)
+//	GET  /ui/               the console (static: HTML, JS and CSS, no data; it reads the API)
 //	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
 // Every API request needs "Authorization: Bearer <token>", compared in
@@ -103,7 +103,7 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Server serves the admin API and the triage page.
+// Server serves the admin API and the console page.
 type Server struct {
 	cfg   Config
 	token [sha256.Size]byte

@@ -95,17 +95,21 @@ func TestPageAndHeaders(t *testing.T) {
 	}
 	// The page puts data in the DOM as text only.
 	js := do(h, "GET", "/ui/app.js", "", "").Body.String()
-	// It shows each provider's and each route's setting, with Pause and
-	// Resume buttons; the entries and the trace by route, with a filter.
+	// It opens on the overview (GET /status, with each provider's and
+	// route's setting and their Pause, Resume and Drain controls), with the
+	// dead letters (with a route filter), the trace by key and by route,
+	// and what waits (GET /parked) as the other views.
 	page := do(h, "GET", "/ui/", "", "").Body.String()
-	for _, want := range []string{`id="providers"`, `id="provider-table"`, `id="routes"`, `id="route-table"`, `<th>Route</th>`, `name="route"`, `id="t-routes"`} {
+	for _, want := range []string{"<title>hookline console</title>", `id="v-overview"`, `id="ov-table"`, `id="v-dlq"`, `id="v-trace"`, `id="trace-form"`,
+		`id="v-waiting"`, `<th>Route</th>`, `name="route"`, `id="t-routes"`, `id="auth-state"`} {
 		if !strings.Contains(page, want) {
 			t.Errorf("the page lacks %s", want)
 		}
 	}
-	for _, want := range []string{"api('GET', '/providers')", "'/providers/' + encodeURIComponent(p.provider)", "api('GET', '/routes')",
-		"'/routes/' + encodeURIComponent(r.provider) + '/' + encodeURIComponent(r.route)", "path + '/' + verb",
-		"['pause', 'Pause'", "['resume', 'Resume'", "'provider', 'route', 'reason'", "e.route", "t.routes"} {
+	for _, want := range []string{"api('GET', '/status')", "api('GET', '/providers')", "api('GET', '/routes')", "api('GET', '/parked?limit=100')",
+		"'/providers/' + encodeURIComponent(p.provider)", "'/routes/' + encodeURIComponent(p.provider) + '/' + encodeURIComponent(r.route)",
+		"path + '/' + verb", "button('pause', 'Pause')", "button('resume', 'Resume')", "button('drain', 'Drain')", "'rate', r)",
+		"'provider', 'route', 'reason'", "e.route", "t.routes", "Token required", "Token refused"} {
 		if !strings.Contains(js, want) {
 			t.Errorf("app.js lacks %s", want)
 		}

@@ -107,7 +107,7 @@ provider pauses a provider's deliveries, every route of it (they wait,
          parked in the lane topics), resumes them, or drains them at a
          rate; lists the settings (webhooks.control; see dlq help provider).
 route    the same for one route of a provider, PROVIDER/ROUTE (dlq help route).
-serve    the admin API and triage page (see dlq help serve).
+serve    the admin API and the console page (see dlq help serve).
 
 --json prints one JSON object per line on stdout. --since takes a duration
 back from now (90m, 36h, 7d) or a time (2026-03-01, 2026-03-01T12:00:00Z).

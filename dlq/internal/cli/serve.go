@@ -26,7 +26,7 @@ import (
 
 const serveHelp = `usage: dlq serve [--addr HOST:PORT]
 
-Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
+Serves the DLQ admin API and the console page on HOOKLINE_ADMIN_ADDR (default
 127.0.0.1:8081; --addr overrides it):
 
   GET  /dlq               entries, newest first (?provider= &route= &reason= &key= &since= &unresolved=true &limit= &offset=)
@@ -48,7 +48,7 @@ Serves the DLQ admin API and the triage page on HOOKLINE_ADMIN_ADDR (default
                           {"total","counts":[{"tier","provider","route","records","oldest"}],"oldest","records":[...],"offset","limit"}
   GET  /status            dlq status --json over the last 5m: {"verdict","reasons","raw":{"lag","oldest_unprocessed_at",...},
                           "totals",...,"providers":[{"provider",...,"routes":[...]}]} (dlq help status)
-  GET  /ui/               the triage page
+  GET  /ui/               the console: overview (/status), dead letters, trace, waiting; pause/resume/drain
   GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
                           hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds,
                           hookline_dlq_provider_paused{provider}, hookline_dlq_provider_rate{provider},

@@ -77,7 +77,7 @@ func (r DLQRun) JSONLines(tb testing.TB) []map[string]any {
 }
 
 // StartDLQServe runs `dlq serve` on a free loopback port with the admin
-// token (none when empty) and waits until the triage page answers. Its Addr
+// token (none when empty) and waits until the console page answers. Its Addr
 // is the base URL's host:port.
 func (s *System) StartDLQServe(token string, extra map[string]string) *Service {
 	s.tb.Helper()

@@ -1,13 +1,21 @@
-// The DLQ triage page. Every API call carries "Authorization: Bearer
-// <token>"; the token lives in sessionStorage only (this tab, until it
-// closes). Everything shown comes from webhook bodies and headers, so it is
-// only ever put in the page as text (textContent), never as HTML.
+// The hookline console: an overview of GET /status (refreshed while it is
+// shown), the dead letters (GET /dlq...), a key's trace (GET /events/{key}),
+// what waits in the tiers and lanes (GET /status, GET /parked), and the
+// pause, resume and drain of providers and routes (POST /providers/...,
+// /routes/...). Every API call carries "Authorization: Bearer <token>"; the
+// token lives in sessionStorage only (this tab, until it closes). A refused
+// or missing token is said, in the view that asked and at the top, never
+// passed over. Everything shown comes from the API (webhook keys, bodies,
+// headers), so it is only ever put in the page as text (textContent), never
+// as HTML.
 'use strict';
 
 const TOKEN = 'hookline.dlq.token';
 const BY = 'hookline.dlq.by';
 const PAGE = 50;
-const state = { offset: 0, total: 0, current: null, seq: 0 };
+const REFRESH_MS = 5000;
+const VIEWS = ['overview', 'dlq', 'trace', 'waiting'];
+const state = { offset: 0, total: 0, current: null, seq: 0, traceSeq: 0, view: 'overview', overviewBusy: false, refused: false, lastReport: null };
 
 const $ = (id) => document.getElementById(id);
 
@@ -18,10 +26,16 @@ function el(tag, text, cls) {
   return e;
 }
 
-function say(msg, kind) {
-  const s = $('status');
+// line sets one of the page's message lines (#status for actions, a
+// view's own for its loading).
+function line(id, msg, kind) {
+  const s = $(id);
   s.textContent = msg;
-  s.className = kind || '';
+  s.className = (s.classList.contains('view-error') ? 'view-error ' : '') + (kind || '');
+}
+
+function say(msg, kind) {
+  line('status', msg, kind);
 }
 
 async function api(method, path, body) {
@@ -30,24 +44,53 @@ async function api(method, path, body) {
     opts.headers['Content-Type'] = 'application/json';
     opts.body = JSON.stringify(body);
   }
-  const resp = await fetch(path, opts);
+  let resp;
+  try {
+    resp = await fetch(path, opts);
+  } catch (e) {
+    throw new Error('dlq serve did not answer (' + e.message + ')');
+  }
   let data = null;
   try { data = await resp.json(); } catch (e) { /* not JSON */ }
   if (!resp.ok) {
-    const err = new Error((data && data.message) || resp.statusText);
+    const err = new Error((data && data.message) || resp.status + ' ' + resp.statusText);
     err.status = resp.status;
     throw err;
   }
+  state.refused = false;
+  authState();
   return data;
 }
 
-function failed(err) {
+// tokenProblem says why a request was answered 401: no token, or one
+// dlq serve refused.
+function tokenProblem() {
+  return sessionStorage.getItem(TOKEN)
+    ? 'Token refused: dlq serve did not accept this admin token. Enter HOOKLINE_ADMIN_TOKEN above.'
+    : 'Token required: enter the admin token (HOOKLINE_ADMIN_TOKEN) above.';
+}
+
+// authState shows, at the top, whether a token is kept and whether dlq
+// serve took it.
+function authState() {
+  const has = !!sessionStorage.getItem(TOKEN);
+  if (state.refused || !has) {
+    line('auth-state', tokenProblem(), 'error');
+    return;
+  }
+  line('auth-state', 'Token kept for this tab' + (sessionStorage.getItem(BY) ? ', acting as ' + sessionStorage.getItem(BY) : ', enter your name to act') + '.', '');
+}
+
+// failed says what went wrong in the line given (#status by default).
+function failed(err, where) {
   if (err.status === 401) {
-    say('The admin token was refused: enter HOOKLINE_ADMIN_TOKEN above.', 'error');
+    state.refused = true;
+    authState();
+    line(where || 'status', tokenProblem(), 'error');
     $('token').focus();
     return;
   }
-  say(err.message, 'error');
+  line(where || 'status', err.message, 'error');
 }
 
 function filters() {
@@ -130,91 +173,262 @@ async function loadList() {
   $('older').disabled = last >= page.total;
 }
 
-// settingButtons are the Pause and Resume buttons of a setting: Pause
-// where it runs or drains, Resume where it is held or drained.
-function settingButtons(v, path, name) {
-  const act = el('td', null, 'nowrap');
-  for (const [verb, label, show] of [['pause', 'Pause', v.state !== 'paused'], ['resume', 'Resume', v.state !== 'running']]) {
-    if (!show) continue;
-    const btn = el('button', label, verb);
-    btn.type = 'button';
-    btn.addEventListener('click', () => setSetting(path, name, verb));
-    act.append(btn);
-  }
-  return act;
+// clock is the local time of day of t, to the second.
+function clock(t) {
+  return new Date(t).toLocaleTimeString([], { hour12: false });
 }
 
-// loadProviders shows each provider's provider-wide setting
-// (webhooks.control), and loadRoutes each route's own, with their buttons.
-async function loadProviders() {
-  const ans = await api('GET', '/providers');
-  const body = $('provider-table').tBodies[0];
+// age says how long ago seconds is, roughly.
+function age(seconds) {
+  const s = Math.round(seconds);
+  if (s < 120) return s + 's';
+  if (s < 7200) return Math.round(s / 60) + 'm';
+  if (s < 172800) return Math.round(s / 3600) + 'h';
+  return Math.round(s / 86400) + 'd';
+}
+
+function ageSince(t) {
+  return t ? age((Date.now() - new Date(t).getTime()) / 1000) : '–';
+}
+
+// cell is a table cell with its column's name, which the stacked rows of
+// a narrow screen show before the value.
+function cell(label, value, cls) {
+  const td = el('td', value, cls);
+  td.dataset.label = label;
+  return td;
+}
+
+function fact(box, label, value, cls) {
+  const s = el('span', label + ' ');
+  s.append(el('b', value, cls));
+  box.append(s);
+}
+
+// reasonsOf are the report's reasons about one provider ("stripe") or
+// route ("stripe/default"): they start with its name.
+function reasonsOf(rep, name, isProvider) {
+  return (rep.reasons || []).filter((r) => r.startsWith(name + ': ') || (isProvider && r.startsWith(name + '/')));
+}
+
+// settingOf finds a provider's (route '') or a route's own setting.
+function settingOf(views, provider, route) {
+  return views.find((v) => v.provider === provider && (v.route || '') === route) || { state: 'running', text: 'running' };
+}
+
+// actionCell holds the Pause, Resume and Drain controls of a setting: own
+// is the setting itself (a route's own, not what its provider's makes of
+// it), path /providers/{name} or /routes/{provider}/{route}.
+function actionCell(own, path, name) {
+  const td = cell('Actions', null, 'actions-cell');
+  const button = (verb, label) => {
+    const b = el('button', label, verb);
+    b.type = 'button';
+    b.dataset.verb = verb;
+    return b;
+  };
+  if (own.state !== 'paused') td.append(button('pause', 'Pause'));
+  if (own.state !== 'running') td.append(button('resume', 'Resume'));
+  const rate = el('input', null, 'rate');
+  rate.type = 'number';
+  rate.min = '0.01';
+  rate.step = 'any';
+  rate.placeholder = '/s';
+  rate.setAttribute('aria-label', 'drain rate of ' + name + ', calls per second');
+  td.append(rate, button('drain', 'Drain'));
+  td.addEventListener('click', (ev) => {
+    const verb = ev.target.dataset && ev.target.dataset.verb;
+    if (!verb) return;
+    if (verb === 'drain') {
+      const r = Number(rate.value);
+      if (!rate.value || !(r > 0)) {
+        say(name + ': give the drain rate, in calls per second, beside Drain.', 'error');
+        rate.focus();
+        return;
+      }
+      setSetting(path, name, 'rate', r);
+      return;
+    }
+    setSetting(path, name, verb);
+  });
+  return td;
+}
+
+function verdictCell(reasons) {
+  const td = cell('Verdict');
+  td.append(tag(reasons.length ? 'degraded' : 'healthy'));
+  for (const r of reasons) td.append(el('div', r, 'reason'));
+  return td;
+}
+
+function countCells(c, accepted) {
+  return [
+    cell('Accepted', accepted === undefined ? '–' : accepted),
+    cell('Done', c.done),
+    cell('Retrying', c.retrying),
+    cell('Parked', c.parked),
+    cell('DLQ unresolved', c.dlq_unresolved + (c.dlq_oldest_unresolved ? ' (oldest ' + age(c.dlq_oldest_unresolved.age_seconds) + ')' : '')),
+  ];
+}
+
+// setBy says who set a setting, and when.
+function setBy(v) {
+  return v.by ? ' (by ' + v.by + (v.at ? ', ' + shortTime(v.at) : '') + ')' : '';
+}
+
+function renderOverview(rep, provs, routes) {
+  const v = $('ov-verdict');
+  v.textContent = rep.verdict;
+  v.className = 'verdict ' + rep.verdict;
+  const reasons = $('ov-reasons');
+  reasons.replaceChildren(...(rep.reasons || []).map((r) => el('li', r)));
+  const box = $('ov-totals');
+  box.replaceChildren();
+  const t = rep.totals;
+  fact(box, 'accepted in ' + age(rep.window_seconds), t.accepted + ' (' + t.accepted_per_second.toFixed(2) + '/s)');
+  fact(box, 'done', t.done);
+  fact(box, 'retrying', t.retrying);
+  fact(box, 'parked in lanes', t.parked);
+  fact(box, 'DLQ unresolved', t.dlq_unresolved + (t.dlq_oldest_unresolved ? ', oldest ' + age(t.dlq_oldest_unresolved.age_seconds) : ''));
+  fact(box, rep.raw.topic + ' lag', rep.raw.lag);
+  fact(box, 'oldest unprocessed', rep.raw.oldest_unprocessed_at ? age(rep.raw.oldest_unprocessed_age_seconds) + ' old' : 'none');
+
+  const body = $('ov-table').tBodies[0];
   body.replaceChildren();
-  $('providers').hidden = ans.providers.length === 0;
-  for (const p of ans.providers) {
+  if (rep.providers.length === 0) {
     const tr = el('tr');
-    tr.dataset.provider = p.provider;
-    const st = el('td');
-    st.append(tag(p.text, p.state));
-    const path = '/providers/' + encodeURIComponent(p.provider);
-    tr.append(el('td', p.provider), st, el('td', p.by || '–'), el('td', p.at ? shortTime(p.at) : '–', 'nowrap'), settingButtons(p, path, p.provider));
+    const td = el('td', 'No provider: nothing is in the providers file or the topics yet.', 'empty');
+    td.colSpan = 10;
+    tr.append(td);
     body.append(tr);
   }
-}
-
-async function loadRoutes() {
-  const ans = await api('GET', '/routes');
-  const body = $('route-table').tBodies[0];
-  body.replaceChildren();
-  // Only the route default of each provider, none set: the providers'
-  // table says it all, so the routes' stays out of the way.
-  $('routes').hidden = !ans.routes.some((r) => r.route !== 'default' || r.at);
-  for (const r of ans.routes) {
-    const name = r.provider + '/' + r.route;
-    const tr = el('tr');
-    tr.dataset.route = name;
-    const st = el('td');
-    st.append(tag(r.text, r.state));
-    const path = '/routes/' + encodeURIComponent(r.provider) + '/' + encodeURIComponent(r.route);
-    tr.append(el('td', r.provider), el('td', r.route, 'route'), st, el('td', r.by || '–'), el('td', r.at ? shortTime(r.at) : '–', 'nowrap'), settingButtons(r, path, name));
+  for (const p of rep.providers) {
+    const own = settingOf(provs, p.provider, '');
+    const tr = el('tr', null, 'provider');
+    tr.dataset.name = p.provider;
+    const name = cell('Provider / route');
+    name.append(el('b', p.provider));
+    tr.append(name, verdictCell(reasonsOf(rep, p.provider, true)), cell('Deliveries', (own.text || p.state) + setBy(own)),
+      cell('Breaker', p.breaker), ...countCells(p, p.accepted), actionCell(own, '/providers/' + encodeURIComponent(p.provider), p.provider));
     body.append(tr);
+    for (const r of p.routes) {
+      const rname = p.provider + '/' + r.route;
+      const rown = settingOf(routes, p.provider, r.route);
+      const rtr = el('tr', null, 'route');
+      rtr.dataset.name = rname;
+      let st = r.state + (r.state === 'draining' ? ' at ' + r.rate + '/s' : '');
+      if (r.paused_by) st += ' (held by its ' + r.paused_by + ' setting)';
+      const nameCell = cell('Provider / route', '↳ ' + rname + ' · ' + r.priority);
+      tr.classList.add('has-routes');
+      rtr.append(nameCell, verdictCell(reasonsOf(rep, rname, false)), cell('Deliveries', st + setBy(rown)),
+        cell('Breaker', r.breaker + (r.breaker_instance ? ' (' + r.breaker_instance + ')' : '')), ...countCells(r),
+        actionCell(rown, '/routes/' + encodeURIComponent(p.provider) + '/' + encodeURIComponent(r.route), rname));
+      body.append(rtr);
+    }
   }
 }
 
-// setSetting pauses or resumes a provider (path /providers/{name}) or a
-// route (/routes/{provider}/{route}).
-async function setSetting(path, name, verb) {
+// refreshOverview reads GET /status, and the providers' and routes' own
+// settings (who set them), and shows them. A failed refresh keeps the last
+// report on the page and says when it was read.
+async function refreshOverview() {
+  if (state.overviewBusy) return;
+  state.overviewBusy = true;
+  $('ov-table').setAttribute('aria-busy', 'true');
+  try {
+    const [rep, provs, routes] = await Promise.all([api('GET', '/status'), api('GET', '/providers'), api('GET', '/routes')]);
+    renderOverview(rep, provs.providers, routes.routes);
+    state.lastReport = new Date();
+    $('ov-refreshed').textContent = 'refreshed ' + clock(state.lastReport) + ' (report of ' + clock(rep.at) + ', every ' + REFRESH_MS / 1000 + 's)';
+    line('ov-error', '', '');
+  } catch (err) {
+    failed(err, 'ov-error');
+    const when = 'Refresh failed at ' + clock(new Date()) + ': ';
+    $('ov-error').textContent = when + $('ov-error').textContent + (state.lastReport ? ' Showing the report read at ' + clock(state.lastReport) + '.' : '');
+  } finally {
+    $('ov-table').removeAttribute('aria-busy');
+    state.overviewBusy = false;
+  }
+}
+
+// setSetting pauses, resumes or drains (verb rate, at rate calls per
+// second) a provider (path /providers/{name}) or a route
+// (/routes/{provider}/{route}).
+async function setSetting(path, name, verb, rate) {
   const by = sessionStorage.getItem(BY) || '';
   if (!by) {
     say('Enter your name above first: settings are recorded with it.', 'error');
     $('by').focus();
     return;
   }
+  say(name + ': ' + verb + '…', '');
   let v;
   try {
-    v = await api('POST', path + '/' + verb, { by });
+    v = await api('POST', path + '/' + verb, verb === 'rate' ? { by, rate } : { by });
   } catch (err) {
     failed(err);
+    $('status').textContent = name + ': ' + verb + ' not done. ' + $('status').textContent;
     return;
   }
-  await refresh();
   say(name + ': ' + v.text + ' (set by ' + v.by + ').', 'ok');
+  await refreshOverview();
 }
 
-async function refresh() {
-  if (!sessionStorage.getItem(TOKEN)) {
-    say('Enter the admin token (HOOKLINE_ADMIN_TOKEN) and your name above.', '');
-    $('token').focus();
-    return;
+// waitingRows fills a table of status.Waiting rows.
+function waitingRows(id, rows, key) {
+  const body = $(id).tBodies[0];
+  body.replaceChildren();
+  if (rows.length === 0) {
+    const tr = el('tr');
+    const td = el('td', 'Nothing waits.', 'empty');
+    td.colSpan = 5;
+    tr.append(td);
+    body.append(tr);
   }
-  // aria-busy while the lists reload: their rows are replaced.
-  $('entries').setAttribute('aria-busy', 'true');
+  for (const w of rows) {
+    const tr = el('tr');
+    tr.append(cell(key === 'tier' ? 'Tier' : 'Priority', w[key]), cell('Records', w.records), cell('Due now', w.due_now),
+      cell('Scheduled', w.scheduled), cell('Oldest parked', w.oldest ? shortTime(w.oldest) + ' (' + ageSince(w.oldest) + ' ago)' : '–', 'nowrap'));
+    body.append(tr);
+  }
+}
+
+// loadWaiting shows what waits in the retry tiers and the lanes: the
+// counts by tier and priority (GET /status), by tier and route, and the
+// next records (GET /parked).
+async function loadWaiting() {
+  const v = $('v-waiting');
+  v.setAttribute('aria-busy', 'true');
   try {
-    await Promise.all([loadStats(), loadProviders(), loadRoutes(), loadList()]);
+    const [rep, pk] = await Promise.all([api('GET', '/status'), api('GET', '/parked?limit=100')]);
+    waitingRows('w-tiers', rep.totals.by_tier, 'tier');
+    waitingRows('w-prios', rep.totals.by_priority, 'priority');
+    const cb = $('w-counts').tBodies[0];
+    cb.replaceChildren();
+    for (const c of pk.counts) {
+      const tr = el('tr');
+      tr.append(cell('Tier', c.tier), cell('Provider', c.provider), cell('Route', c.route, 'route'), cell('Records', c.records),
+        cell('Oldest parked', shortTime(c.oldest) + ' (' + ageSince(c.oldest) + ' ago)', 'nowrap'));
+      cb.append(tr);
+    }
+    $('w-records-title').textContent = 'Records, next due first (' + pk.records.length + ' of ' + pk.total + ')';
+    const rb = $('w-records').tBodies[0];
+    rb.replaceChildren();
+    for (const r of pk.records) {
+      const tr = el('tr');
+      const key = cell('Key', r.key, 'key');
+      key.append(' ', traceLink(r.key));
+      tr.append(cell('Tier', r.tier), cell('Provider / route', r.provider + '/' + r.route), key, cell('Event', r.event_type || '–'),
+        cell('Attempt', r.attempt), cell('Parked at', shortTime(r.parked_at), 'nowrap'), cell('Due at', r.due_at ? shortTime(r.due_at) : 'when there is room', 'nowrap'),
+        cell('Last error', r.last_error || '–', 'err'));
+      rb.append(tr);
+    }
+    line('waiting-error', (pk.incomplete || []).length ? 'Not read to the end: ' + pk.incomplete.join(', ') : '', 'error');
+    v.dataset.loaded = clock(new Date());
   } catch (err) {
-    failed(err);
+    failed(err, 'waiting-error');
   } finally {
-    $('entries').removeAttribute('aria-busy');
+    v.removeAttribute('aria-busy');
   }
 }
 
@@ -228,13 +442,18 @@ function actions(on) {
   for (const id of ['d-replay', 'd-resolve']) $(id).disabled = !on;
 }
 
-// traceLink is a link to the trace of key (GET /events/{key}), shown
-// below the list.
+// traceLink is a link to the trace of key (GET /events/{key}), shown in
+// the Trace view.
 function traceLink(key) {
   const a = el('a', 'Trace', 'trace');
   a.href = '#trace=' + encodeURIComponent(key);
   a.dataset.key = key;
-  a.addEventListener('click', (ev) => { ev.preventDefault(); ev.stopPropagation(); showTrace(key); });
+  a.addEventListener('click', (ev) => {
+    ev.preventDefault();
+    ev.stopPropagation();
+    $('trace-key').value = key;
+    showView('trace');
+  });
   return a;
 }
 
@@ -270,13 +489,21 @@ function stepDetail(s) {
 // showTrace shows the key's whole path: where it stands, where each route
 // stands with its latest outcome, then every step with its route.
 async function showTrace(key) {
+  const seq = ++state.traceSeq;
+  line('trace-error', 'Tracing ' + key + '…', '');
   let t;
   try {
     t = await api('GET', '/events/' + encodeURIComponent(key));
   } catch (err) {
-    failed(err);
+    if (seq !== state.traceSeq) return;
+    $('trace').hidden = true;
+    delete $('trace').dataset.key;
+    if (err.status === 404) err.message = 'Nothing of ' + key + ' in the topics (yet): ' + err.message;
+    failed(err, 'trace-error');
     return;
   }
+  if (seq !== state.traceSeq) return; // another key was asked for since
+  line('trace-error', '', '');
   const routes = t.routes || [];
   const on = t.now.route && routes.length > 1 ? ' (route ' + t.now.route + ')' : '';
   $('t-title').textContent = 'Trace of ' + t.key;
@@ -303,7 +530,7 @@ async function showTrace(key) {
   }
   $('trace').dataset.key = key;
   $('trace').hidden = false;
-  $('trace').scrollIntoView({ block: 'nearest' });
+
 }
 
 async function show(ref) {
@@ -415,6 +642,44 @@ async function resolve() {
   say('Resolved ' + ref + ' as ' + rs.resolution + '.', 'ok');
 }
 
+// refresh reloads the dead letters' view.
+async function refresh() {
+  // aria-busy while the lists reload: their rows are replaced.
+  $('entries').setAttribute('aria-busy', 'true');
+  try {
+    await Promise.all([loadStats(), loadList()]);
+    line('dlq-error', '', '');
+  } catch (err) {
+    failed(err, 'dlq-error');
+  } finally {
+    $('entries').removeAttribute('aria-busy');
+  }
+}
+
+// showView shows one view and loads it.
+function showView(name) {
+  state.view = name;
+  for (const v of VIEWS) {
+    $('v-' + v).hidden = v !== name;
+    $('tab-' + v).setAttribute('aria-selected', String(v === name));
+  }
+  return reload();
+}
+
+// reload loads the view shown.
+function reload() {
+  switch (state.view) {
+    case 'overview': return refreshOverview();
+    case 'dlq': return refresh();
+    case 'waiting': return loadWaiting();
+    case 'trace': {
+      const key = $('trace-key').value.trim();
+      return key ? showTrace(key) : Promise.resolve();
+    }
+  }
+  return Promise.resolve();
+}
+
 function init() {
   // A #token=... fragment (never sent to the server) is taken once, then
   // removed from the address bar and the history.
@@ -424,30 +689,46 @@ function init() {
     history.replaceState(null, '', location.pathname + location.search);
   }
   $('by').value = sessionStorage.getItem(BY) || '';
-  if (sessionStorage.getItem(TOKEN)) $('token').placeholder = 'saved for this tab';
+  if (sessionStorage.getItem(TOKEN)) $('token').placeholder = 'kept for this tab';
   $('auth').addEventListener('submit', (ev) => {
     ev.preventDefault();
     const t = $('token').value.trim();
     if (t) sessionStorage.setItem(TOKEN, t);
     sessionStorage.setItem(BY, $('by').value.trim());
     $('token').value = '';
-    $('token').placeholder = 'saved for this tab';
+    if (sessionStorage.getItem(TOKEN)) $('token').placeholder = 'kept for this tab';
+    state.refused = false;
+    authState();
     say('', '');
-    refresh();
+    reload();
   });
   $('forget').addEventListener('click', () => {
     sessionStorage.removeItem(TOKEN);
-    sessionStorage.removeItem(BY);
-    $('by').value = '';
     $('token').placeholder = '';
-    say('Token forgotten.', '');
+    state.refused = false;
+    authState();
+    say('Token forgotten: nothing is read or changed until one is entered.', '');
   });
+  for (const v of VIEWS) $('tab-' + v).addEventListener('click', () => showView(v));
   $('filters').addEventListener('submit', (ev) => { ev.preventDefault(); state.offset = 0; refresh(); });
   $('newer').addEventListener('click', () => { state.offset = Math.max(0, state.offset - PAGE); refresh(); });
   $('older').addEventListener('click', () => { state.offset += PAGE; refresh(); });
   $('d-replay').addEventListener('click', () => { if (state.current) replay(state.current); });
   $('d-resolve').addEventListener('click', resolve);
-  refresh();
+  $('trace-form').addEventListener('submit', (ev) => {
+    ev.preventDefault();
+    const key = $('trace-key').value.trim();
+    if (!key) { line('trace-error', 'Enter a key (provider:id, as dlq list and the trace show it).', 'error'); return; }
+    showTrace(key);
+  });
+  // The overview refreshes while it is shown in a visible tab, one
+  // request at a time, and not with a token dlq serve refused (a new one
+  // entered above refreshes it).
+  setInterval(() => {
+    if (state.view === 'overview' && !document.hidden && !state.refused && sessionStorage.getItem(TOKEN)) refreshOverview();
+  }, REFRESH_MS);
+  authState();
+  showView('overview');
 }
 
 init();

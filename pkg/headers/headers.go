@@ -42,6 +42,12 @@ const (
 	// Backfill is a backfill's mode on its records (origin backfill):
 	// BackfillMissing or BackfillAgain.
 	Backfill = "hookline.backfill"
+	// InvalidPayload marks a record whose body failed its provider's
+	// schema (providers file schema:, on_invalid: dlq): ingest accepted
+	// it, and the processor dead-letters it as DeadInvalidPayload without
+	// a call. Its value is a short reason (at most MaxInvalidPayloadBytes):
+	// the schema file and the first violation. Absent on a valid record.
+	InvalidPayload = "hookline.invalid-payload"
 
 	// DefaultRoute is the route a record without hookline.route is for,
 	// and the one route of a provider with a provider-level destination.
@@ -76,7 +82,34 @@ const (
 const (
 	DeadExhausted = "exhausted"
 	DeadPermanent = "permanent"
+	// DeadInvalidPayload: the body failed its provider's schema
+	// (hookline.invalid-payload); the destination was never called.
+	DeadInvalidPayload = "invalid_payload"
 )
+
+// IsDeadReason reports whether s is a value of hookline.dead-reason
+// (permanent, exhausted or invalid_payload), for the tools that filter by
+// them.
+func IsDeadReason(s string) bool {
+	switch s {
+	case DeadPermanent, DeadExhausted, DeadInvalidPayload:
+		return true
+	}
+	return false
+}
+
+// MaxInvalidPayloadBytes bounds the value of hookline.invalid-payload.
+const MaxInvalidPayloadBytes = 256
+
+// SetInvalidPayload marks r invalid with reason, cut to
+// MaxInvalidPayloadBytes on a rune boundary (valid UTF-8; never empty).
+func SetInvalidPayload(r *kgo.Record, reason string) {
+	reason = truncate(reason, MaxInvalidPayloadBytes)
+	if reason == "" {
+		reason = "invalid"
+	}
+	Set(r, InvalidPayload, reason)
+}
 
 // TimeLayout is RFC 3339 in UTC with milliseconds, the layout of every time
 // header (received-at, first-seen-at, due-at).

@@ -84,3 +84,26 @@ func TestHTTP(t *testing.T) {
 		t.Fatalf("HTTP() = %v", hs)
 	}
 }
+
+func TestSetInvalidPayload(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"schema a.json: at '/id': got number, want string", "schema a.json: at '/id': got number, want string"},
+		{"", "invalid"},
+		{strings.Repeat("é", MaxInvalidPayloadBytes), strings.Repeat("é", MaxInvalidPayloadBytes/2)}, // cut on a rune boundary
+		{"bad \xff byte", "bad \uFFFD byte"},
+	} {
+		r := &kgo.Record{}
+		SetInvalidPayload(r, tc.in)
+		if got := Value(r, InvalidPayload); got != tc.want || len(got) > MaxInvalidPayloadBytes {
+			t.Errorf("SetInvalidPayload(%.20q): %.40q (%d bytes), want %.40q", tc.in, got, len(got), tc.want)
+		}
+	}
+	for _, r := range []string{DeadPermanent, DeadExhausted, DeadInvalidPayload} {
+		if !IsDeadReason(r) {
+			t.Errorf("IsDeadReason(%q) false", r)
+		}
+	}
+	if IsDeadReason("") || IsDeadReason("bored") {
+		t.Error("IsDeadReason takes what is no reason")
+	}
+}

@@ -88,6 +88,10 @@ type Provider struct {
 	// keyParts is a composite idempotency_key (generic: two or more json or
 	// header entries, or parts; retell's own); nil for a single keyRule.
 	keyParts []keyPart
+	// schemas are schema: compiled, in file order (schema.go); nil: bodies
+	// are not checked. rejectInvalid is on_invalid: reject.
+	schemas       []schemaEntry
+	rejectInvalid bool
 }
 
 // Priority is a provider's class: under overload the processor gives its

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
@@ -86,7 +87,7 @@ func load(path string, lookupEnv func(string) (string, bool), mode secretsMode) 
 	if err != nil {
 		return nil, fmt.Errorf("providers file: %w", err)
 	}
-	r, err := parse(data, lookupEnv, mode)
+	r, err := parse(data, filepath.Dir(path), lookupEnv, mode)
 	if err != nil {
 		return nil, fmt.Errorf("providers file %s: %w", path, err)
 	}
@@ -97,11 +98,14 @@ func load(path string, lookupEnv func(string) (string, bool), mode secretsMode) 
 // (KnownFields, so a misspelt field is an error) and reports every problem
 // found, one line each naming its provider, providers in name order. Cost:
 // one YAML parse, plus a second one of the node tree to place an error.
+// Schema files (schema:) are read relative to the current directory.
 func Parse(data []byte, lookupEnv func(string) (string, bool)) (*Registry, error) {
-	return parse(data, lookupEnv, verifySecrets)
+	return parse(data, ".", lookupEnv, verifySecrets)
 }
 
-func parse(data []byte, lookupEnv func(string) (string, bool), mode secretsMode) (*Registry, error) {
+// parse reads the file's contents; dir is the file's directory, which
+// schema: paths are relative to.
+func parse(data []byte, dir string, lookupEnv func(string) (string, bool), mode secretsMode) (*Registry, error) {
 	if lookupEnv == nil {
 		lookupEnv = os.LookupEnv
 	}
@@ -124,7 +128,7 @@ func parse(data []byte, lookupEnv func(string) (string, bool), mode secretsMode)
 	slices.Sort(r.names)
 	var errs []error
 	for _, name := range r.names {
-		p, perrs := file.Providers[name].build(name, lookupEnv, mode)
+		p, perrs := file.Providers[name].build(name, dir, lookupEnv, mode)
 		for _, err := range perrs {
 			errs = append(errs, fmt.Errorf("provider %q: %w", name, err))
 		}
@@ -168,6 +172,9 @@ type providerConfig struct {
 	Retry          *retryConfig       `yaml:"retry"`
 	// Routes, by name, replace destination, priority and retry (routes.go).
 	Routes map[string]*routeConfig `yaml:"routes"`
+	// Schema and OnInvalid check bodies against JSON Schemas (schema.go).
+	Schema    *schemaConfig `yaml:"schema"`
+	OnInvalid string        `yaml:"on_invalid"`
 }
 
 // retryConfig is a route's or a provider's retry: {tiers: [5m, 1h]};
@@ -237,8 +244,9 @@ func validName(name string) bool {
 }
 
 // build checks one block and turns it into a Provider, or returns every
-// problem found. Errors name the field and never contain a secret value.
-func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool), mode secretsMode) (*Provider, []error) {
+// problem found; schema files are read relative to dir. Errors name the
+// field and never contain a secret value.
+func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string, bool), mode secretsMode) (*Provider, []error) {
 	one := func(format string, args ...any) []error { return []error{fmt.Errorf(format, args...)} }
 	if !validName(name) {
 		return nil, one("name must match ^[a-z0-9][a-z0-9_-]{0,62}$ (it is a URL path segment)")
@@ -353,6 +361,7 @@ func (c *providerConfig) build(name string, lookupEnv func(string) (string, bool
 	if c.Routes != nil {
 		errs = append(errs, c.buildRoutes(p, lookupEnv, mode)...)
 	}
+	errs = append(errs, c.buildSchemas(p, dir)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}

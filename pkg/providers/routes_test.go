@@ -56,7 +56,7 @@ func routesEnv() env {
 // the verification ones).
 func mustParseFor(tb testing.TB, yml string, e env) *Registry {
 	tb.Helper()
-	r, err := parse([]byte(yml), e.lookup, signingSecrets)
+	r, err := parse([]byte(yml), ".", e.lookup, signingSecrets)
 	if err != nil {
 		tb.Fatalf("parse for the processor: %v", err)
 	}

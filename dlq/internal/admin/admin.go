@@ -314,10 +314,8 @@ func queryInt(c *gin.Context, name string, def, lo, hi int) (int, error) {
 // store.ParseSince takes, route a route name.
 func filterFrom(provider, route, reason, key, since string, now time.Time) (store.Filter, error) {
 	f := store.Filter{Provider: provider, Route: route, Reason: reason, Key: key}
-	switch reason {
-	case "", headers.DeadPermanent, headers.DeadExhausted:
-	default:
-		return f, errors.New("reason " + strconv.Quote(reason) + ": want permanent or exhausted")
+	if reason != "" && !headers.IsDeadReason(reason) {
+		return f, errors.New("reason " + strconv.Quote(reason) + ": want permanent, exhausted or invalid_payload")
 	}
 	if route != "" {
 		if err := control.CheckRoute(route); err != nil {

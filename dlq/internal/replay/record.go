@@ -31,6 +31,9 @@ const MaxHistory = 32
 // The processor writes fresh ones if the replay fails again.
 var dropped = []string{
 	headers.DeadReason,
+	// Ingest's verdict on the body: the processor checks a replay against
+	// its own schema, so a replay after the schema was fixed is delivered.
+	headers.InvalidPayload,
 	headers.DueAt,
 	headers.SourceTopic,
 	headers.SourcePartition,
@@ -41,7 +44,8 @@ var dropped = []string{
 // must be loaded: the exact key and body; hookline.origin=replay,
 // hookline.attempt=1, hookline.replay-id=dlq:<partition>:<offset>; every
 // other header of the DLQ record kept in its order, except the DLQ-only ones
-// (dead-reason, due-at, source.*). The error history and first-seen-at are
+// (dead-reason, due-at, source.*) and invalid-payload (the processor checks
+// a replay's body itself). The error history and first-seen-at are
 // kept: a replay that fails again reaches the DLQ with its whole story, and
 // the key keeps the time ingest first accepted it. hookline.route is kept
 // too, so the processor delivers the replay to the entry's route only (an

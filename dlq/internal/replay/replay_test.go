@@ -32,6 +32,7 @@ func dlqEntry(p int32, o int64, key string, errs int) *store.Entry {
 		{headers.FirstSeenAt, "2026-03-01T12:00:00.120Z"}, {headers.DueAt, "2026-03-01T12:05:00.000Z"},
 		{headers.DeadReason, headers.DeadExhausted}, {headers.SourceTopic, "webhooks.retry.5m"},
 		{headers.SourcePartition, "3"}, {headers.SourceOffset, "17"}, {headers.Route, "billing"},
+		{headers.InvalidPayload, "schema invoice.json: at '/id': got number, want string"},
 	} {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
 	}

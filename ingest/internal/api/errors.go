@@ -14,6 +14,9 @@ const (
 	CodeKafkaUnavailable = "kafka_unavailable"
 	CodeInternal         = "internal_error"
 	CodeBodyRead         = "body_read_failed"
+	// CodeInvalidPayload is 422: the body fails its provider's schema and
+	// the providers file says on_invalid: reject.
+	CodeInvalidPayload = "invalid_payload"
 	// CodeSelftestFailed is GET /selftest's 503: a check failed.
 	CodeSelftestFailed = "selftest_failed"
 )

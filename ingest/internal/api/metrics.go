@@ -19,7 +19,14 @@ type metrics struct {
 	ipLimited    prometheus.Counter
 	replays      *prometheus.CounterVec
 	inFlight     prometheus.Gauge
+	invalid      *prometheus.CounterVec
 }
+
+// Values of hookline_ingest_invalid_payloads_total's action label.
+const (
+	invalidRejected = "rejected" // on_invalid: reject: answered 422
+	invalidAccepted = "dlq"      // accepted, marked for the DLQ
+)
 
 func newMetrics(reg prometheus.Registerer) *metrics {
 	m := &metrics{
@@ -53,8 +60,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "hookline_ingest_requests_in_flight",
 			Help: "Webhook requests (POST /webhooks/{provider}) being served now: read, verified, or waiting for Kafka's ack.",
 		}),
+		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_ingest_invalid_payloads_total",
+			Help: "Events whose body failed their provider's schema (providers file schema:), by provider and action: rejected (on_invalid: reject, answered 422) or dlq (accepted, marked hookline.invalid-payload, dead-lettered by the processor; counted once Kafka acknowledged).",
+		}, []string{"provider", "action"}),
 	}
-	reg.MustRegister(m.requests, m.ackSeconds, m.produceFails, m.sigFails, m.bodyBytes, m.records, m.inFlight)
+	reg.MustRegister(m.requests, m.ackSeconds, m.produceFails, m.sigFails, m.bodyBytes, m.records, m.inFlight, m.invalid)
 	return m
 }
 

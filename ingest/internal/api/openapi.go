@@ -26,7 +26,7 @@ const anyMediaType = "*/*"
 // provider of reg, in name order, each listing exactly the content types
 // its preset takes, its signature, key and event-type headers, and only
 // the answers it can give: 200 for slack's challenge alone, 401 for a
-// signed provider, 429 where the provider's rate_limit or the per-address
+// signed provider, 422 for one with schema: and on_invalid: reject, 429 where the provider's rate_limit or the per-address
 // limit (ipLimit) applies, and no 404 (the provider exists). x-unrouted's
 // 404 then also names unknown_provider, for a name the file lacks. Cost: a
 // parse of the embedded document and an encode of the result, once at
@@ -158,6 +158,9 @@ func providerOperation(tmpl *yaml.Node, p *providers.Provider, ipLimit bool) (*y
 	if p.RateLimit == nil && !ipLimit {
 		drop = append(drop, "429")
 	}
+	if !p.RejectsInvalid() {
+		drop = append(drop, "422") // no schema, or on_invalid: dlq: accepted
+	}
 	for _, code := range drop {
 		if j := keyIndex(responses, code); j >= 0 {
 			responses.Content = slices.Delete(responses.Content, j, j+2)
@@ -192,6 +195,12 @@ func providerDescription(p *providers.Provider) string {
 		b.WriteString("A replay of signed content accepted within its dedup_ttl is answered 202 `duplicate`, nothing produced.")
 	case p.Signed():
 		b.WriteString("Its signature covers a timestamp and every header the key is read from: a replay outside the tolerance is refused 401.")
+	}
+	switch {
+	case p.RejectsInvalid():
+		b.WriteString(" A body that fails its event type's JSON Schema (schema: in the providers file) is refused 422 `invalid_payload`.")
+	case p.HasSchema():
+		b.WriteString(" A body that fails its event type's JSON Schema (schema: in the providers file) is accepted, and goes to the DLQ as `invalid_payload` without a call.")
 	}
 	if p.RateLimit != nil {
 		fmt.Fprintf(&b, " Rate limit %g a second, burst %d (429 beyond).", p.RateLimit.PerSecond, p.RateLimit.Burst)

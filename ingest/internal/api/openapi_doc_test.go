@@ -119,6 +119,9 @@ func TestOpenAPIDocument(t *testing.T) {
 			if p.RateLimit != nil || ipLimit {
 				wantStatus = append(wantStatus, "429")
 			}
+			if p.RejectsInvalid() {
+				wantStatus = append(wantStatus, "422")
+			}
 			slices.Sort(wantStatus)
 			if got := slices.Sorted(maps.Keys(op["responses"].(map[string]any))); !slices.Equal(got, wantStatus) {
 				t.Errorf("%s (ipLimit %v): responses %v, want %v", name, ipLimit, got, wantStatus)

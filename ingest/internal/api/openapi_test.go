@@ -186,6 +186,12 @@ func TestOpenAPI(t *testing.T) {
 			r.ContentLength = -1
 			return r
 		}, 413},
+		{"invalid payload, on_invalid: reject", ok, func() *http.Request {
+			return signed(t, reg, "shop", "application/json", []byte(`{"id":"evt_oa","type":"order.created","data":{}}`), now, nil)
+		}, 422},
+		{"invalid payload, on_invalid: dlq", ok, func() *http.Request {
+			return signed(t, reg, "shop-dlq", "application/json", []byte(`{"id":"evt_oa","type":"order.created","data":{}}`), now, nil)
+		}, 202},
 		{"content type", ok, func() *http.Request { return signed(t, reg, "stripe", "application/xml", stripe, now, nil) }, 415},
 		{"no content type", ok, func() *http.Request { return signed(t, reg, "stripe", "", stripe, now, nil) }, 415},
 		{"kafka does not acknowledge", server(unreachablePublisher(t), ready), func() *http.Request {

@@ -312,14 +312,23 @@ func (s *session) run(it *item) (*result, error) {
 	if process, why := decide.Admit(cur, a); !process {
 		return s.skipped(res, a, why), nil
 	}
-	if a.Route == "" { // a fresh ingest record: every route it matches
+	bad := p.invalidPayload(r, a) // invalid.go: nil, or called on no route
+	if a.Route == "" {            // a fresh ingest record: every route it matches
 		var buf [4]*target
 		ts, filed := p.matching(r, a.Provider, buf[:0])
-		if !filed { // delivered nowhere: its outcome is the product
-			next, effects := decide.Step(cur, a, nil, p.keyPolicy(a.Provider))
-			return s.decided(res, a, next, effects, nil)
+		if !filed || (bad != nil && len(ts) == 0) { // delivered nowhere: its outcome is the product; invalid: the key's one DLQ entry
+			next, effects := decide.Step(cur, a, bad, p.keyPolicy(a.Provider))
+			return s.decided(res, a, next, effects, map[string]called{a.Route: {err: bad}})
 		}
-		calls := s.deliverAll(it, res, a, ts)
+		var calls map[string]called
+		if bad == nil {
+			calls = s.deliverAll(it, res, a, ts)
+		} else { // dead for each route it matches, none called
+			calls = make(map[string]called, len(ts))
+			for _, t := range ts {
+				calls[t.route] = called{err: bad}
+			}
+		}
 		results := make([]decide.RouteResult, len(ts))
 		for i, t := range ts {
 			if calls[t.route].abandoned {
@@ -334,6 +343,8 @@ func (s *session) run(it *item) (*result, error) {
 	t := p.target(a.Provider, a.Route)
 	var c called
 	switch _, known := p.cfg.Providers.Get(a.Provider); {
+	case bad != nil:
+		c.err = bad
 	case !known:
 		c.err = fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
 	case t != nil:

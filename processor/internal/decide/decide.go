@@ -232,7 +232,9 @@ func ttlOf(pol Policy) time.Duration {
 // called, and why: paused by an operator, its breaker refusing calls, no
 // slot within the wait, its queue full, or its priority class over its
 // share. The record then waits in its destination's lane; no attempt is
-// used and no error joins its history.
+// used and no error joins its history. One reason is not a wait: an
+// *InvalidPayloadError (the body failed its provider's schema) sends the
+// record to the DLQ as headers.DeadInvalidPayload, still without a call.
 type NotCalledError struct{ Reason error }
 
 // NotCalled returns reason as a *NotCalledError.
@@ -243,6 +245,19 @@ func (e *NotCalledError) Error() string { return e.Reason.Error() }
 
 // Unwrap returns the reason.
 func (e *NotCalledError) Unwrap() error { return e.Reason }
+
+// InvalidPayloadError is the reason a record whose body failed its
+// provider's schema (providers file schema:) is not called: ingest marked
+// it hookline.invalid-payload, or the processor found a replay invalid.
+// Reason is the short reason (the schema file and its first violation).
+type InvalidPayloadError struct{ Reason string }
+
+// Error says the payload is invalid and why.
+func (e *InvalidPayloadError) Error() string { return "invalid payload: " + e.Reason }
+
+// InvalidPayload is the result of a record with an invalid body:
+// NotCalled(&InvalidPayloadError{reason}).
+func InvalidPayload(reason string) error { return NotCalled(&InvalidPayloadError{Reason: reason}) }
 
 // EffectKind is what record a decision writes.
 type EffectKind uint8
@@ -276,8 +291,8 @@ type Effect struct {
 	// Tier is the retry tier (1-based, see retry.Schedule) of ToTier and
 	// of a retrying outcome.
 	Tier int
-	// DeadReason is headers.DeadExhausted or headers.DeadPermanent, of
-	// ToDLQ and of a dead outcome.
+	// DeadReason is headers.DeadExhausted, DeadPermanent or
+	// DeadInvalidPayload, of ToDLQ and of a dead outcome.
 	DeadReason string
 	// Attempt is the hookline.attempt of a ToTier or ToDLQ copy: for a
 	// retry the next attempt (the failed one + 1), for the DLQ the attempt
@@ -295,6 +310,7 @@ type Effect struct {
 //	retryable, no tier left     dead                     changelog, DLQ exhausted, outcome dead
 //	permanent                   dead                     changelog, DLQ permanent, outcome dead
 //	*NotCalledError             parked, same attempt     changelog, lane, outcome parked
+//	  of *InvalidPayloadError   dead                     changelog, DLQ invalid_payload, outcome dead
 //
 // retry.Classify tells retryable from permanent, and a Retry-After picks
 // a longer tier. The state expires pol.TTL after a.Now; while retrying,
@@ -335,8 +351,15 @@ func stepRoute(st *State, a Arrival, result error, pol Policy) (State, []Effect)
 		UpdatedAt: now,
 		ExpiresAt: now.Add(ttl),
 	}
-	var nc *NotCalledError
+	var (
+		nc *NotCalledError
+		ip *InvalidPayloadError
+	)
 	switch d := retry.Classify(result); {
+	case errors.As(result, &nc) && errors.As(nc.Reason, &ip):
+		next.Status, next.ReplayIDs = StatusDead, replayIDs(st, a)
+		reason := headers.DeadInvalidPayload
+		return next, []Effect{{Kind: ToChangelog}, {Kind: ToDLQ, DeadReason: reason, Attempt: attempt}, {Kind: ToOutcomes, Status: StatusDead, DeadReason: reason}}
 	case errors.As(result, &nc):
 		next.Status, next.NextAttempt = StatusParked, attempt
 		next.ExpiresAt = now.Add(max(ttl, 7*24*time.Hour))

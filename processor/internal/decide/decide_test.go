@@ -244,6 +244,21 @@ func TestStep(t *testing.T) {
 			effects: toDLQ(headers.DeadPermanent, 1),
 		},
 		{
+			name: "invalid payload: dead without a call, not parked", a: withSeen(ingest, firstSeen), result: InvalidPayload("schema order.json: at '/id': got number, want string"), ttl: ttl,
+			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toDLQ(headers.DeadInvalidPayload, 1),
+		},
+		{
+			name: "invalid payload wrapped is still invalid", a: withSeen(ingest, firstSeen), result: fmt.Errorf("route billing: %w", InvalidPayload("not JSON")), ttl: ttl,
+			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toDLQ(headers.DeadInvalidPayload, 1),
+		},
+		{
+			name: "replay found invalid again: dead, its id added", st: dead, a: replayOf("dlq:3:9"), result: InvalidPayload("still invalid"), ttl: ttl,
+			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
+			effects: toDLQ(headers.DeadInvalidPayload, 1),
+		},
+		{
 			name: "short ttl outlives the parked retry", a: withSeen(retryAt(5), firstSeen), result: boom, ttl: time.Hour,
 			want:    State{Status: StatusRetrying, NextAttempt: 6, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(12 * time.Hour)},
 			effects: toTier(5, 6),

@@ -238,3 +238,29 @@ func TestRoutesExpiry(t *testing.T) {
 	}
 	roundTrip(t, st)
 }
+
+// TestInvalidPayloadRoutes: an invalid record is dead for each route it
+// matches, a DLQ entry each (a topic route's included: nothing is
+// written to its topic), and the key is dead; a re-send is a duplicate.
+func TestInvalidPayloadRoutes(t *testing.T) {
+	bad := InvalidPayload("schema order.json: at '/id': got number, want string")
+	st, effects := StepRoutes(nil, ingest, []RouteResult{
+		{Route: "billing", Result: bad},
+		{Route: "ledger", Result: bad, Policy: Policy{Topic: true}},
+	}, Policy{})
+	if want := []string{"changelog", "dlq/billing", "outcome/billing/dead", "dlq/ledger", "outcome/ledger/dead"}; !reflect.DeepEqual(kinds(effects), want) {
+		t.Errorf("effects %v, want %v", kinds(effects), want)
+	}
+	for _, e := range effects {
+		if (e.Kind == ToDLQ || e.Kind == ToOutcomes) && e.DeadReason != headers.DeadInvalidPayload {
+			t.Errorf("%v: dead reason %q, want %s", kinds([]Effect{e}), e.DeadReason, headers.DeadInvalidPayload)
+		}
+	}
+	if st.Status != StatusDead {
+		t.Errorf("key %s, want dead", st.Status)
+	}
+	if p, why := Admit(&st, ingest); p || why != WhyDuplicate {
+		t.Errorf("a re-send = %v %s, want skipped as a duplicate", p, why)
+	}
+	roundTrip(t, st)
+}

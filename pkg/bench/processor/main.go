@@ -71,7 +71,7 @@ type fanOut struct{ n, rounds int }
 var partitions int32 = 12
 
 func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
-	r, err := loadtest.NewRun("bench-processor", []string{"processor"}, kgo.ProducerBatchMaxBytes(2<<20))
+	r, err := loadtest.NewRun("bench-processor", []string{"processor", "dlq"}, kgo.ProducerBatchMaxBytes(2<<20))
 	if err != nil {
 		return err
 	}
@@ -139,14 +139,14 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 	if err != nil {
 		return err
 	}
-	proc, err := loadtest.Start(r.Bins["processor"], []string{"HOOKLINE_PROVIDERS=" + prov, "HOOKLINE_TOPIC_PREFIX=" + prefix,
+	procEnv := []string{"HOOKLINE_PROVIDERS=" + prov, "HOOKLINE_TOPIC_PREFIX=" + prefix,
 		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", partitions), "HOOKLINE_METRICS_ADDR=" + metricsAddr,
-		"HOOKLINE_STATE_DIR=" + filepath.Join(tmp, "state"), "HOOKLINE_INSTANCE_ID=bench", "HOOKLINE_LOG_LEVEL=warn"},
-		filepath.Join(tmp, "processor.log"))
+		"HOOKLINE_STATE_DIR=" + filepath.Join(tmp, "state"), "HOOKLINE_INSTANCE_ID=bench", "HOOKLINE_LOG_LEVEL=warn"}
+	proc, err := loadtest.Start(r.Bins["processor"], procEnv, filepath.Join(tmp, "processor.log"))
 	if err != nil {
 		return err
 	}
-	defer func() { _ = proc.Stop(30 * time.Second) }()
+	defer func() { _ = proc.Stop(30 * time.Second) }() // the processor running at the end
 	metrics := "http://" + metricsAddr + "/metrics"
 
 	first, err := phase(ctx, proc, metrics, 0, float64(n))
@@ -169,8 +169,21 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 	}
 	rss, _ := loadtest.RSS(proc.Pid())
 	var fanRes [][2]result
+	var bfRes result
 	if fan.n > 0 {
+		fanStart := time.Now()
 		if fanRes, err = fanOutRounds(ctx, proc, metrics, fan, produce); err != nil {
+			return err
+		}
+		// Backfill (issue 24): a topic route added to the one-route
+		// provider gets its events again from webhooks.raw.
+		if err := addBackfillRoute(prov, prefix, fan); err != nil {
+			return err
+		}
+		if proc, err = restartWith(ctx, proc, r.Bins["processor"], procEnv, tmp, metricsAddr); err != nil {
+			return err
+		}
+		if bfRes, err = backfillPhase(ctx, r.Bins["dlq"], procEnv, proc, metrics, fanStart, fan.n*fan.rounds); err != nil {
 			return err
 		}
 	}
@@ -187,6 +200,7 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 	fmt.Printf("processor RSS at the end: %.0f MB\n", float64(rss)/1e6)
 	if fan.n > 0 {
 		printFanOut(fan, fanRes)
+		printBackfill(bfRes, fanRes)
 	}
 	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,22 +44,28 @@ func backfillProviders(crm bool) func(dest, secretEnv string) string {
 // crm existed are backfilled to it: each key once, the sibling route
 // orders nothing more; the same backfill again calls nobody; --again
 // calls each once more, once per backfill id; --dry-run counts what kcat
-// reads from webhooks.raw.
+// reads from webhooks.raw. HOOKLINE_BACKFILL_TEST_EVENTS (default 200) and
+// HOOKLINE_BACKFILL_TEST_RATE (events a second, default 0: as fast as
+// ingest answers) size it: 5000 at 20 is issue 24's "5,000 accepted events
+// over several minutes".
 func TestBackfillRoute(t *testing.T) {
 	skipShort(t)
+	n, perSecond := envInt(t, "HOOKLINE_BACKFILL_TEST_EVENTS", 200), envInt(t, "HOOKLINE_BACKFILL_TEST_RATE", 0)
 	sys := e2e.New(t, e2e.Options{Providers: backfillProviders(false)})
 	sys.StartIngest()
 	p1 := sys.StartProcessor("p1", nil)
 	start := time.Now().Add(-time.Second)
 
-	const n = 200
 	orders := 0
 	for i := range n {
+		if perSecond > 0 {
+			time.Sleep(time.Until(start.Add(time.Second + time.Duration(i)*time.Second/time.Duration(perSecond))))
+		}
 		typ := "invoice.paid"
 		if i%2 == 0 {
 			typ, orders = "order.created", orders+1
 		}
-		ev := e2e.Event{Provider: "bf", Body: []byte(fmt.Sprintf(`{"id":"bf-%03d","type":%q}`, i, typ)), Header: http.Header{"Content-Type": {"application/json"}}}
+		ev := e2e.Event{Provider: "bf", Body: []byte(fmt.Sprintf(`{"id":"bf-%05d","type":%q}`, i, typ)), Header: http.Header{"Content-Type": {"application/json"}}}
 		if a, err := sys.Send(ev); err != nil || a.Status != 202 {
 			t.Fatalf("post %d: %+v %v", i, a, err)
 		}
@@ -111,7 +118,7 @@ func TestBackfillRoute(t *testing.T) {
 	} else if !t.Skipped() && os.Getenv("CI") != "" {
 		t.Fatal("kcat is not installed: .ci/run installs it")
 	}
-	if dry.Matched != n || dry.ByEventType["order.created"] != int64(orders) || dry.Sent != 0 || !dry.DryRun {
+	if dry.Matched != int64(n) || dry.ByEventType["order.created"] != int64(orders) || dry.Sent != 0 || !dry.DryRun {
 		t.Fatalf("dry run: %+v, want %d matched (%d order.created), nothing sent", dry, n, orders)
 	}
 	if len(sys.Dest.RouteCalls("crm")) != 0 {
@@ -120,7 +127,7 @@ func TestBackfillRoute(t *testing.T) {
 
 	// The backfill: crm gets every key once, orders nothing more.
 	first := backfillReport(t, sys.DLQ(nil, "backfill", "bf/crm", "--since", since, "--progress", "--json").Want(t, 0))
-	if first.Sent != n {
+	if first.Sent != int64(n) {
 		t.Fatalf("backfill sent %d, want %d: %+v", first.Sent, n, first)
 	}
 	settled("crm's outcomes of the backfill", n, func(o outcome.Outcome) bool {
@@ -131,7 +138,7 @@ func TestBackfillRoute(t *testing.T) {
 		crm, ord := sys.Dest.RouteCalls("crm"), sys.Dest.RouteCalls("orders")
 		lost, doubled := 0, 0
 		for i := range n {
-			key := fmt.Sprintf("bf:bf-%03d", i)
+			key := fmt.Sprintf("bf:bf-%05d", i)
 			switch c := crm[key]; {
 			case c < crmEach:
 				lost++
@@ -182,6 +189,20 @@ func TestBackfillRoute(t *testing.T) {
 			t.Errorf("dlq %s: exit %d, stderr %q; want 2 and a message", strings.Join(tc.args, " "), r.Code, r.Stderr)
 		}
 	}
+}
+
+// envInt is the whole number in the environment variable name, or def.
+func envInt(t *testing.T, name string, def int) int {
+	t.Helper()
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("%s=%q: want a whole number", name, v)
+	}
+	return n
 }
 
 // backfillReport decodes a backfill's --json report.

@@ -17,7 +17,11 @@ import (
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/offsets"
 	"github.com/hookline/hookline/processor/internal/restore"
+	"github.com/hookline/hookline/processor/internal/txnloop"
 )
+
+// The ownership of partitions is the transaction loop's txnloop.Offsets.
+var _ txnloop.Offsets[*result] = (*ownership)(nil)
 
 // ownership tracks the raw partitions this instance owns and whether each
 // has been restored. A newly assigned partition is paused in the
@@ -201,8 +205,8 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	}
 }
 
-// doomed returns a channel closed when partitions are next revoked or lost.
-func (o *ownership) doomed() <-chan struct{} {
+// Doomed returns a channel closed when partitions are next revoked or lost.
+func (o *ownership) Doomed() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.doom
@@ -347,10 +351,10 @@ func (o *ownership) span() int64 {
 	return n
 }
 
-// begin keeps the results whose partition is still the one they were read
+// Begin keeps the results whose partition is still the one they were read
 // from, marks their offsets as in the transaction, and hands the others to
 // drop.
-func (o *ownership) begin(batch []*result, drop func(*result)) []*result {
+func (o *ownership) Begin(batch []*result, drop func(*result)) []*result {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	kept := batch[:0]
@@ -366,29 +370,26 @@ func (o *ownership) begin(batch []*result, drop func(*result)) []*result {
 	return kept
 }
 
-// points is what to commit for each partition whose low-water mark or
+// Points is what to commit for each partition whose low-water mark or
 // metadata moved since its last commit.
-func (o *ownership) points() map[topicPart]commitPoint {
+func (o *ownership) Points() map[txnloop.TopicPart]txnloop.Point {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	pts := map[topicPart]commitPoint{}
+	pts := map[txnloop.TopicPart]txnloop.Point{}
 	for part, ow := range o.parts {
 		for topic, w := range ow.wins {
 			off, meta := w.CommitPoint()
 			if sent, sentMeta := w.Sent(); off != sent || meta != sentMeta {
-				pts[topicPart{topic, part}] = commitPoint{off, meta}
+				pts[txnloop.TopicPart{Topic: topic, Part: part}] = txnloop.Point{Offset: off, Meta: meta}
 			}
 		}
 	}
 	return pts
 }
 
-// moved reports whether some partition has something to commit.
-func (o *ownership) moved() bool { return len(o.points()) > 0 }
-
-// aborted returns a transaction's offsets to running: their results wait
+// Aborted returns a transaction's offsets to running: their results wait
 // for the next one.
-func (o *ownership) aborted(batch []*result) {
+func (o *ownership) Aborted(batch []*result) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, res := range batch {
@@ -398,16 +399,16 @@ func (o *ownership) aborted(batch []*result) {
 	}
 }
 
-// committed moves the windows past a committed transaction and logs, once
+// Committed moves the windows past a committed transaction and logs, once
 // per assignment, the first record committed since a partition's restore:
 // with "partition restored", this is how an operator (and a test) sees that
 // restore came first.
-func (o *ownership) committed(batch []*result, points map[topicPart]commitPoint) {
+func (o *ownership) Committed(batch []*result, points map[txnloop.TopicPart]txnloop.Point) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	byPart := map[topicPart][]int64{}
+	byPart := map[txnloop.TopicPart][]int64{}
 	for _, res := range batch {
-		tp := topicPart{res.r.Topic, res.r.Partition}
+		tp := txnloop.TopicPart{Topic: res.r.Topic, Part: res.r.Partition}
 		byPart[tp] = append(byPart[tp], res.r.Offset)
 		if at, ok := o.fresh[res.r.Partition]; ok {
 			delete(o.fresh, res.r.Partition)
@@ -417,12 +418,12 @@ func (o *ownership) committed(batch []*result, points map[topicPart]commitPoint)
 	}
 	for part, ow := range o.parts {
 		for topic, w := range ow.wins {
-			tp := topicPart{topic, part}
+			tp := txnloop.TopicPart{Topic: topic, Part: part}
 			pt, ok := points[tp]
 			if !ok {
-				pt.offset, pt.meta = w.Sent()
+				pt.Offset, pt.Meta = w.Sent()
 			}
-			w.Committed(byPart[tp], pt.offset, pt.meta)
+			w.Committed(byPart[tp], pt.Offset, pt.Meta)
 		}
 	}
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/restore"
 	"github.com/hookline/hookline/processor/internal/state"
+	"github.com/hookline/hookline/processor/internal/txnloop"
 )
 
 // Config is what the processor needs; every field is required unless noted.
@@ -172,11 +173,8 @@ func New(cfg Config) (*Processor, error) {
 }
 
 // errSessionBroken marks the errors after which the transactional session
-// cannot go on but a new one can: franz-go returns no retryable error from
-// End (its transactional state is then unknown), and a broker unreachable
-// while a transaction ends is one. A new session fences the old one's
-// producer, aborting what it left open, and is restored like a restart.
-var errSessionBroken = errors.New("transactional session broken")
+// cannot go on but a new one can (txnloop.ErrSessionBroken).
+var errSessionBroken = txnloop.ErrSessionBroken
 
 // Twin fencing: a session fenced this many times within fencedWindow means
 // another live processor uses our transactional id.
@@ -285,7 +283,17 @@ func (p *Processor) runSession(ctx context.Context) error {
 		s.reader.closeUnstarted()
 		return fmt.Errorf("transactional session: %w", err)
 	}
-	s.tx = tx
+	l := txnloop.New(txnloop.Config{
+		Changelog:      p.cfg.Names.Changelog,
+		Topics:         append([]string{p.cfg.Names.Raw}, p.laneTopics()...),
+		MaxRecordBytes: p.cfg.MaxRecordBytes,
+		Wake:           s.ready,
+		Freed:          s.freed,
+		Logger:         p.cfg.Logger,
+		Transactions:   p.m.txns,
+		Seconds:        p.m.batchSeconds,
+		Records:        p.m.batchRecords,
+	}, tx, s, s.own)
 	lctx, stopLanes := context.WithCancel(ctx)
 	go s.reader.run(lctx)
 	defer func() {
@@ -313,7 +321,9 @@ func (p *Processor) runSession(ctx context.Context) error {
 		return fmt.Errorf("%w: transactional id %s: %w", errSessionBroken, p.cfg.TransactionalID, err)
 	}
 	go p.watchHanging(wctx, tx.Client())
-	return s.loop(ctx)
+	err = s.loop(ctx, l)
+	p.committed = l.Committed()
+	return err
 }
 
 // providerLabel bounds metric label values to configured providers.

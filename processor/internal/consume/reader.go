@@ -11,6 +11,7 @@ import (
 	"github.com/hookline/hookline/pkg/fetcherr"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/offsets"
+	"github.com/hookline/hookline/processor/internal/txnloop"
 )
 
 // paceEvery is how often the reader looks at each destination's room
@@ -26,7 +27,7 @@ const paceEvery = 20 * time.Millisecond
 // but never fetches (its partitions stay paused): franz-go forbids polling
 // the session during Begin and End, and a record must not wait for a
 // transaction to end before it is even read. The offsets of both are
-// committed by the session's transactions (rewriteOffsets), so a record's
+// committed by the session's transactions (package txnloop), so a record's
 // effect and its offset commit together.
 //
 // A lane is read only while its destination has room: a parked record costs
@@ -115,7 +116,7 @@ func (l *reader) run(ctx context.Context) {
 			}
 			continue
 		}
-		fs := l.cl.PollRecords(ctx, maxTxnResults)
+		fs := l.cl.PollRecords(ctx, txnloop.MaxResults)
 		if ctx.Err() != nil {
 			return
 		}

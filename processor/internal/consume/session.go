@@ -17,17 +17,13 @@ import (
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/state"
+	"github.com/hookline/hookline/processor/internal/txnloop"
 )
-
-// idlePoll is how often offsets that moved without a result (markers,
-// records finished before a restart) are committed when nothing else is.
-const idlePoll = time.Second
 
 // session is one transactional session's work: the records read and not yet
 // committed, their chains, and the state their decisions left.
 type session struct {
 	p      *Processor
-	tx     *kgo.GroupTransactSession
 	own    *ownership
 	reader *reader
 
@@ -40,8 +36,6 @@ type session struct {
 
 	// budget counts the records read and not yet committed or dropped.
 	budget *admission.Budget
-	// txn is the open transaction (the loop's).
-	txn txn
 
 	// tokens bound the finished calls not yet committed (MaxBatch): a
 	// crash repeats at most these and the calls in flight.
@@ -75,16 +69,13 @@ type overlaid struct {
 // result is what one record leaves for the next transaction.
 type result struct {
 	item
-	outputs []*kgo.Record
-	change  *state.Change // nil: a skip or a poison record
-	seq     uint64        // the overlay entry change made
-	tok     *recordToken  // its share of session.tokens; nil: none
-	stats   []stat        // one per outcome written
-	// produceErr is what a produce of the open transaction answered for
-	// one of outputs (txn.mu); refused keeps it once that transaction
-	// aborted: the next produce cuts every long header, and a second
-	// refusal stops the processor (commit.go, end).
-	produceErr, refused error
+	// out are the records it writes, and what their produces answered
+	// (package txnloop).
+	out    txnloop.Produced
+	change *state.Change // nil: a skip or a poison record
+	seq    uint64        // the overlay entry change made
+	tok    *recordToken  // its share of session.tokens; nil: none
+	stats  []stat        // one per outcome written
 }
 
 type stat struct{ provider, route, status, origin string }
@@ -115,70 +106,13 @@ func (s *session) fail(err error) {
 	s.signal()
 }
 
-// loop runs transactions until ctx is done or an error: whenever finished
-// results wait it produces them into the open transaction (produce), and it
-// ends the transaction once its first produce was answered (end); every
-// idlePoll it commits offsets that moved without a result (markers,
-// records finished before a restart). The reader fetches meanwhile, so a
-// record arriving during a transaction is decided, and often called, by the
-// time the transaction ends.
-func (s *session) loop(ctx context.Context) error {
-	idle := time.NewTimer(idlePoll)
-	defer idle.Stop()
-	t := &s.txn
-	for {
-		if ctx.Err() != nil {
-			return s.stop(ctx)
-		}
-		s.mu.Lock()
-		err, pending := s.err, len(s.results)
-		s.mu.Unlock()
-		switch {
-		case err != nil:
-			return err
-		case pending > 0 && len(t.batch) < maxTxnResults:
-			if err := s.produce(ctx); err != nil {
-				return err
-			}
-			continue
-		case t.open && (len(t.batch) >= maxTxnResults || isClosed(t.first)):
-			if err := s.end(ctx, false); err != nil {
-				return err
-			}
-			s.freed()
-			continue
-		}
-		var first, doomed <-chan struct{}
-		if t.open {
-			first, doomed = t.first, t.doomed
-		}
-		select {
-		case <-ctx.Done():
-		case <-s.ready:
-		case <-first:
-		case <-doomed:
-			if err := s.end(ctx, true); err != nil {
-				return err
-			}
-		case <-idle.C:
-			idle.Reset(idlePoll)
-			if !t.open && s.own.moved() {
-				if err := s.end(ctx, false); err != nil {
-					return err
-				}
-			}
-		}
+// loop runs the session's transactions (txnloop.Loop.Run) until ctx is
+// done or an error, then stops (stop).
+func (s *session) loop(ctx context.Context, l *txnloop.Loop[*result]) error {
+	if err := l.Run(ctx); err != nil {
+		return err
 	}
-}
-
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	return s.stop(ctx, l)
 }
 
 // freed wakes a reader waiting for the budget.
@@ -294,7 +228,7 @@ func (s *session) run(it *item) (*result, error) {
 	a.FromLane = r.Topic != p.cfg.Names.Raw
 	if err != nil {
 		p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-		res.outputs = []*kgo.Record{p.poisonRecord(r, a.Now, err)}
+		res.out.Records = []*kgo.Record{p.poisonRecord(r, a.Now, err)}
 		res.stats = []stat{{provider: "unknown", status: outcome.StatusDead, origin: "unknown"}}
 		return res, nil
 	}
@@ -356,7 +290,7 @@ func (s *session) run(it *item) (*result, error) {
 // skipped is the result of a record Admit skipped: its outcome only.
 func (s *session) skipped(res *result, a decide.Arrival, why string) *result {
 	p := s.p
-	res.outputs = []*kgo.Record{p.outcomeRecord(res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
+	res.out.Records = []*kgo.Record{p.outcomeRecord(res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
 	res.stats = []stat{{provider: p.providerLabel(a.Provider), route: a.Route, status: outcome.StatusDuplicate, origin: a.Origin}}
 	if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
 		p.cfg.Logger.Debug("skipped", "key", string(res.r.Key), "origin", a.Origin, "attempt", a.Attempt, "why", why)
@@ -443,7 +377,7 @@ func (s *session) whyPark(it *item, res *result, a decide.Arrival, t *target) er
 func (s *session) decided(res *result, a decide.Arrival, next decide.State, effects []decide.Effect, calls map[string]called) (*result, error) {
 	r, key := res.r, string(res.r.Key)
 	var err error
-	if res.outputs, err = s.records(r, a, next, effects, calls); err != nil {
+	if res.out.Records, err = s.records(r, a, next, effects, calls); err != nil {
 		return nil, err
 	}
 	provider := s.p.providerLabel(a.Provider)
@@ -581,11 +515,11 @@ func (s *session) forget(parts map[int32]bool) {
 // stop ends the session on shutdown: no more polling; calls in flight get
 // ShutdownGrace to finish while what finishes is committed; then the rest
 // is cancelled (read again by the next owner) and the last results are
-// committed. Each commit is bounded by endTimeout (end), the calls by the
+// committed. Each commit is bounded by txnloop's endTimeout, the calls by the
 // grace, so the stop needs no deadline of its own: one that expired would
 // make every later end abort, and the stop would never get its results
 // committed.
-func (s *session) stop(ctx context.Context) error {
+func (s *session) stop(ctx context.Context, l *txnloop.Loop[*result]) error {
 	bg := context.WithoutCancel(ctx)
 	grace := time.NewTimer(s.p.cfg.ShutdownGrace)
 	defer grace.Stop()
@@ -596,8 +530,8 @@ func (s *session) stop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if pending > 0 || s.txn.open {
-			if err := s.commit(bg); err != nil {
+		if pending > 0 || l.Open() {
+			if err := l.Commit(bg); err != nil {
 				return err
 			}
 			continue

@@ -200,7 +200,7 @@ func (l *reader) pace(ctx context.Context) {
 func (l *reader) pace1(ln *lane) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	full := !ln.room() || len(l.gated[ln.class]) > 0 || !l.s.budget.Room(ln.class)
+	full := len(l.gated[ln.adm.Class()]) > 0 || !l.s.lanes.ReadBack(ln.adm)
 	if l.paused[ln.topic] == full {
 		return
 	}

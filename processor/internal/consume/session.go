@@ -36,6 +36,9 @@ type session struct {
 
 	// budget counts the records read and not yet committed or dropped.
 	budget *admission.Budget
+	// lanes is the lanes' admission (the budget's classes and each
+	// destination's slots, queue and park reasons).
+	lanes admission.Admitter
 
 	// tokens bound the finished calls not yet committed (MaxBatch): a
 	// crash repeats at most these and the calls in flight.
@@ -83,6 +86,7 @@ type stat struct{ provider, route, status, origin string }
 func newSession(p *Processor) (*session, error) {
 	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: p.newBudget()}
+	s.lanes = s.budget
 	s.own = newOwnership(s)
 	var err error
 	if s.reader, err = newReader(s); err != nil {
@@ -346,28 +350,23 @@ func (s *session) deliver(it *item, res *result, a decide.Arrival, t *target, ch
 			return called{err: decide.NotCalled(why)}
 		}
 	}
-	return s.p.call(it.ow.ctx, res.tok, t.lane, it.r, a)
+	return s.call(it.ow.ctx, res.tok, t.lane, it.r, a)
 }
 
 // whyPark says why a record is parked in a route's lane before any call:
 // the destination paused, its breaker refusing, its queue long, or the
-// record's priority class over its share (errors of lanes.go); nil lets it
+// record's priority class over its share (admission.Admitter.Park); nil lets it
 // wait for a slot, admitting the record (once) if it was not. A record
 // read from its lane was admitted when it was parked.
 func (s *session) whyPark(it *item, res *result, a decide.Arrival, t *target) error {
 	if t.lane == nil || a.FromLane {
 		return nil
 	}
-	if why := t.lane.whyPark(); why != nil {
-		return why
-	}
-	if !it.admitted {
-		if !s.budget.Admit(it.class) {
-			return errClassShare
-		}
+	admitted, why := s.lanes.Park(t.lane.adm, it.class, it.admitted)
+	if admitted && !it.admitted {
 		it.admitted, res.admitted = true, true
 	}
-	return nil
+	return why
 }
 
 // decided completes a result with the records the decision's effects
@@ -435,7 +434,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			out = append(out, dr)
 		case decide.ToLane:
 			ln := p.target(a.Provider, e.Route).lane
-			if !ln.room() {
+			if !ln.adm.Room() {
 				s.reader.hold(ln)
 			}
 			ln.parked.Inc()

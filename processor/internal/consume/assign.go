@@ -31,8 +31,19 @@ var _ txnloop.Offsets[*result] = (*ownership)(nil)
 // partition's restore is cancelled and the reader stops reading it. A
 // partition that comes back is restored again from its checkpoint.
 type ownership struct {
-	s     *session
-	p     *Processor
+	p *setup
+	// standby keeps standby partitions warm; nil without standbys.
+	standby *standbys
+	// hanging completes hanging transactions after an assignment, then
+	// closes its channel (Processor.completeHanging).
+	hanging func(context.Context, *kgo.Client, chan struct{})
+	// ready starts reading a restored partition at its windows
+	// (reader.add); gone forgets partitions that went away (the reader
+	// stops reading them, the session drops their work). Called without
+	// mu held but for ready.
+	ready func(part int32, wins map[string]*offsets.Window)
+	gone  func(parts map[int32]bool)
+
 	mu    sync.Mutex
 	parts map[int32]*owned
 	// fresh holds partitions restored but not yet seen in a committed batch,
@@ -63,10 +74,12 @@ type owned struct {
 	wins map[string]*offsets.Window
 }
 
-func newOwnership(s *session) *ownership {
+func newOwnership(p *setup, standby *standbys, hanging func(context.Context, *kgo.Client, chan struct{}),
+	ready func(int32, map[string]*offsets.Window), gone func(map[int32]bool)) *ownership {
 	clean := make(chan struct{})
 	close(clean)
-	return &ownership{s: s, p: s.p, parts: map[int32]*owned{}, fresh: map[int32]time.Time{}, doom: make(chan struct{}), clean: clean}
+	return &ownership{p: p, standby: standby, hanging: hanging, ready: ready, gone: gone,
+		parts: map[int32]*owned{}, fresh: map[int32]time.Time{}, doom: make(chan struct{}), clean: clean}
 }
 
 // assigned runs in the group goroutine before fetching starts for the new
@@ -87,7 +100,7 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 	// completed would be merged with it by the broker. Check first.
 	clean := make(chan struct{})
 	o.clean = clean
-	go o.p.completeHanging(ctx, cl, clean)
+	go o.hanging(ctx, cl, clean)
 	for _, part := range parts {
 		if old, ok := o.parts[part]; ok {
 			old.cancel()
@@ -105,10 +118,10 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow *owned) {
 	defer close(ow.done)
 	log := o.p.cfg.Logger.With("partition", part)
-	if o.p.standby != nil {
+	if o.standby != nil {
 		// A standby catch-up of this partition in progress ends first: one
 		// writer per partition of the store.
-		o.p.standby.claim(part)
+		o.standby.claim(part)
 	}
 	restored := retrying(ctx, log, "restore failed", slowBackoff, func() error {
 		stats, err := restore.Partition(ctx, o.p.restoreConfig(), o.p.cfg.Store, part)
@@ -153,7 +166,7 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 			log.Info("offsets finished above the committed offset are skipped", "topic", topic, "committed", win.Base(), "metadata", meta)
 		}
 	}
-	o.s.reader.add(part, wins)
+	o.ready(part, wins)
 	o.fresh[part] = ow.at
 	o.p.m.resumeSeconds.Observe(time.Since(ow.at).Seconds())
 	o.updateHealth()
@@ -195,13 +208,12 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	}
 	o.updateHealth()
 	o.mu.Unlock()
-	o.s.reader.remove(gone)
-	o.s.forget(gone)
+	o.gone(gone)
 	for _, d := range wait {
 		<-d
 	}
-	if o.p.standby != nil {
-		o.p.standby.release(gone)
+	if o.standby != nil {
+		o.standby.release(gone)
 	}
 }
 
@@ -227,8 +239,8 @@ func (o *ownership) stopAll() {
 	for _, d := range wait {
 		<-d
 	}
-	if o.p.standby != nil {
-		o.p.standby.releaseAll()
+	if o.standby != nil {
+		o.standby.releaseAll()
 	}
 }
 

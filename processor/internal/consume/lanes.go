@@ -164,7 +164,7 @@ func (s *session) call(ctx context.Context, tok *recordToken, ln *lane, r *kgo.R
 // newBudget is the session's admission budget: MaxPending records and
 // MaxPendingBytes, classes competing when the routes are of more than one
 // priority class.
-func (p *Processor) newBudget() *admission.Budget {
+func (p *setup) newBudget() *admission.Budget {
 	seen := map[providers.Priority]bool{}
 	for _, name := range p.cfg.Providers.Names() {
 		if pr, ok := p.cfg.Providers.Get(name); ok {
@@ -180,7 +180,7 @@ func (p *Processor) newBudget() *admission.Budget {
 // classOf is the priority class of a record: its route's, for a record of
 // one route (a lane copy, a retry); else its provider's (the highest of
 // its routes'), normal for a provider this processor does not know.
-func (p *Processor) classOf(r *kgo.Record) providers.Priority {
+func (p *setup) classOf(r *kgo.Record) providers.Priority {
 	provider := headers.Value(r, headers.Provider)
 	route := headers.Value(r, headers.Route)
 	if t, ok := p.routes.byLane[r.Topic]; ok {
@@ -194,7 +194,7 @@ func (p *Processor) classOf(r *kgo.Record) providers.Priority {
 	return p.classOfProvider(provider)
 }
 
-func (p *Processor) classOfProvider(name string) providers.Priority {
+func (p *setup) classOfProvider(name string) providers.Priority {
 	if pr, ok := p.cfg.Providers.Get(name); ok {
 		return pr.Priority
 	}

@@ -23,7 +23,7 @@ import (
 // session is one transactional session's work: the records read and not yet
 // committed, their chains, and the state their decisions left.
 type session struct {
-	p      *Processor
+	p      *setup
 	own    *ownership
 	reader *reader
 
@@ -83,15 +83,21 @@ type result struct {
 
 type stat struct{ provider, route, status, origin string }
 
+// newSession builds a session of p: its reader and its ownership of
+// partitions, each given what it uses of the session (funcs), so neither
+// holds the session.
 func newSession(p *Processor) (*session, error) {
-	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
+	s := &session{p: p.setup, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: p.newBudget()}
 	s.lanes = s.budget
-	s.own = newOwnership(s)
 	var err error
-	if s.reader, err = newReader(s); err != nil {
+	if s.reader, err = newReader(p.setup, s.budget, s.lanes, s.room, s.overBudget, s.dispatch, s.fail); err != nil {
 		return nil, err
 	}
+	s.own = newOwnership(p.setup, p.standby, p.completeHanging, s.reader.add, func(gone map[int32]bool) {
+		s.reader.remove(gone)
+		s.forget(gone)
+	})
 	return s, nil
 }
 

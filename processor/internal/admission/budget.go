@@ -1,9 +1,15 @@
-// Package admission is the processor's process-wide bound on the records
-// read and not yet committed or dropped (HOOKLINE_MAX_PENDING,
-// HOOKLINE_MAX_PENDING_BYTES), and, with providers of several priority
-// classes, which class's record may call its destination now: a weighted
-// max-min fair share of the bound per class (docs/processor.md, priority).
-// It knows records only by class and size: no Kafka, no I/O.
+// Package admission decides which records the processor may hold and
+// call: the process-wide bound on the records read and not yet committed
+// or dropped (HOOKLINE_MAX_PENDING, HOOKLINE_MAX_PENDING_BYTES; Budget),
+// with providers of several priority classes a weighted max-min fair share
+// of it per class (docs/processor.md, priority), and each destination's
+// lane: its slots, its queue limit and the reasons a record is parked
+// before any call (Lane). The processor asks the lanes' admission through
+// one interface, Admitter. It knows records only by class and size: no
+// Kafka, no I/O.
+//
+// Lock order: Budget.mu is the package's one lock, taken last by its
+// callers and calling out of none; a Lane's counters are atomics.
 package admission
 
 import (

@@ -17,7 +17,11 @@ import (
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/offsets"
 	"github.com/hookline/hookline/processor/internal/restore"
+	"github.com/hookline/hookline/processor/internal/txnloop"
 )
+
+// The ownership of partitions is the transaction loop's txnloop.Offsets.
+var _ txnloop.Offsets[*result] = (*ownership)(nil)
 
 // ownership tracks the raw partitions this instance owns and whether each
 // has been restored. A newly assigned partition is paused in the
@@ -27,8 +31,19 @@ import (
 // partition's restore is cancelled and the reader stops reading it. A
 // partition that comes back is restored again from its checkpoint.
 type ownership struct {
-	s     *session
-	p     *Processor
+	p *setup
+	// standby keeps standby partitions warm; nil without standbys.
+	standby *standbys
+	// hanging completes hanging transactions after an assignment, then
+	// closes its channel (Processor.completeHanging).
+	hanging func(context.Context, *kgo.Client, chan struct{})
+	// ready starts reading a restored partition at its windows
+	// (reader.add); gone forgets partitions that went away (the reader
+	// stops reading them, the session drops their work). Called without
+	// mu held but for ready.
+	ready func(part int32, wins map[string]*offsets.Window)
+	gone  func(parts map[int32]bool)
+
 	mu    sync.Mutex
 	parts map[int32]*owned
 	// fresh holds partitions restored but not yet seen in a committed batch,
@@ -59,10 +74,12 @@ type owned struct {
 	wins map[string]*offsets.Window
 }
 
-func newOwnership(s *session) *ownership {
+func newOwnership(p *setup, standby *standbys, hanging func(context.Context, *kgo.Client, chan struct{}),
+	ready func(int32, map[string]*offsets.Window), gone func(map[int32]bool)) *ownership {
 	clean := make(chan struct{})
 	close(clean)
-	return &ownership{s: s, p: s.p, parts: map[int32]*owned{}, fresh: map[int32]time.Time{}, doom: make(chan struct{}), clean: clean}
+	return &ownership{p: p, standby: standby, hanging: hanging, ready: ready, gone: gone,
+		parts: map[int32]*owned{}, fresh: map[int32]time.Time{}, doom: make(chan struct{}), clean: clean}
 }
 
 // assigned runs in the group goroutine before fetching starts for the new
@@ -83,7 +100,7 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 	// completed would be merged with it by the broker. Check first.
 	clean := make(chan struct{})
 	o.clean = clean
-	go o.p.completeHanging(ctx, cl, clean)
+	go o.hanging(ctx, cl, clean)
 	for _, part := range parts {
 		if old, ok := o.parts[part]; ok {
 			old.cancel()
@@ -101,10 +118,10 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow *owned) {
 	defer close(ow.done)
 	log := o.p.cfg.Logger.With("partition", part)
-	if o.p.standby != nil {
+	if o.standby != nil {
 		// A standby catch-up of this partition in progress ends first: one
 		// writer per partition of the store.
-		o.p.standby.claim(part)
+		o.standby.claim(part)
 	}
 	restored := retrying(ctx, log, "restore failed", slowBackoff, func() error {
 		stats, err := restore.Partition(ctx, o.p.restoreConfig(), o.p.cfg.Store, part)
@@ -149,7 +166,7 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 			log.Info("offsets finished above the committed offset are skipped", "topic", topic, "committed", win.Base(), "metadata", meta)
 		}
 	}
-	o.s.reader.add(part, wins)
+	o.ready(part, wins)
 	o.fresh[part] = ow.at
 	o.p.m.resumeSeconds.Observe(time.Since(ow.at).Seconds())
 	o.updateHealth()
@@ -191,18 +208,17 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	}
 	o.updateHealth()
 	o.mu.Unlock()
-	o.s.reader.remove(gone)
-	o.s.forget(gone)
+	o.gone(gone)
 	for _, d := range wait {
 		<-d
 	}
-	if o.p.standby != nil {
-		o.p.standby.release(gone)
+	if o.standby != nil {
+		o.standby.release(gone)
 	}
 }
 
-// doomed returns a channel closed when partitions are next revoked or lost.
-func (o *ownership) doomed() <-chan struct{} {
+// Doomed returns a channel closed when partitions are next revoked or lost.
+func (o *ownership) Doomed() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.doom
@@ -223,8 +239,8 @@ func (o *ownership) stopAll() {
 	for _, d := range wait {
 		<-d
 	}
-	if o.p.standby != nil {
-		o.p.standby.releaseAll()
+	if o.standby != nil {
+		o.standby.releaseAll()
 	}
 }
 
@@ -347,10 +363,10 @@ func (o *ownership) span() int64 {
 	return n
 }
 
-// begin keeps the results whose partition is still the one they were read
+// Begin keeps the results whose partition is still the one they were read
 // from, marks their offsets as in the transaction, and hands the others to
 // drop.
-func (o *ownership) begin(batch []*result, drop func(*result)) []*result {
+func (o *ownership) Begin(batch []*result, drop func(*result)) []*result {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	kept := batch[:0]
@@ -366,29 +382,26 @@ func (o *ownership) begin(batch []*result, drop func(*result)) []*result {
 	return kept
 }
 
-// points is what to commit for each partition whose low-water mark or
+// Points is what to commit for each partition whose low-water mark or
 // metadata moved since its last commit.
-func (o *ownership) points() map[topicPart]commitPoint {
+func (o *ownership) Points() map[txnloop.TopicPart]txnloop.Point {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	pts := map[topicPart]commitPoint{}
+	pts := map[txnloop.TopicPart]txnloop.Point{}
 	for part, ow := range o.parts {
 		for topic, w := range ow.wins {
 			off, meta := w.CommitPoint()
 			if sent, sentMeta := w.Sent(); off != sent || meta != sentMeta {
-				pts[topicPart{topic, part}] = commitPoint{off, meta}
+				pts[txnloop.TopicPart{Topic: topic, Part: part}] = txnloop.Point{Offset: off, Meta: meta}
 			}
 		}
 	}
 	return pts
 }
 
-// moved reports whether some partition has something to commit.
-func (o *ownership) moved() bool { return len(o.points()) > 0 }
-
-// aborted returns a transaction's offsets to running: their results wait
+// Aborted returns a transaction's offsets to running: their results wait
 // for the next one.
-func (o *ownership) aborted(batch []*result) {
+func (o *ownership) Aborted(batch []*result) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, res := range batch {
@@ -398,16 +411,16 @@ func (o *ownership) aborted(batch []*result) {
 	}
 }
 
-// committed moves the windows past a committed transaction and logs, once
+// Committed moves the windows past a committed transaction and logs, once
 // per assignment, the first record committed since a partition's restore:
 // with "partition restored", this is how an operator (and a test) sees that
 // restore came first.
-func (o *ownership) committed(batch []*result, points map[topicPart]commitPoint) {
+func (o *ownership) Committed(batch []*result, points map[txnloop.TopicPart]txnloop.Point) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	byPart := map[topicPart][]int64{}
+	byPart := map[txnloop.TopicPart][]int64{}
 	for _, res := range batch {
-		tp := topicPart{res.r.Topic, res.r.Partition}
+		tp := txnloop.TopicPart{Topic: res.r.Topic, Part: res.r.Partition}
 		byPart[tp] = append(byPart[tp], res.r.Offset)
 		if at, ok := o.fresh[res.r.Partition]; ok {
 			delete(o.fresh, res.r.Partition)
@@ -417,12 +430,12 @@ func (o *ownership) committed(batch []*result, points map[topicPart]commitPoint)
 	}
 	for part, ow := range o.parts {
 		for topic, w := range ow.wins {
-			tp := topicPart{topic, part}
+			tp := txnloop.TopicPart{Topic: topic, Part: part}
 			pt, ok := points[tp]
 			if !ok {
-				pt.offset, pt.meta = w.Sent()
+				pt.Offset, pt.Meta = w.Sent()
 			}
-			w.Committed(byPart[tp], pt.offset, pt.meta)
+			w.Committed(byPart[tp], pt.Offset, pt.Meta)
 		}
 	}
 }

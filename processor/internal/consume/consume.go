@@ -1,18 +1,20 @@
 // Package consume is the processor's core (DESIGN §6 and docs/processor.md):
 // a franz-go GroupTransactSession on webhooks.raw, read_committed, run as a
-// pipeline rather than one batch at a time.
+// pipeline rather than one batch at a time. It wires the layers below it
+// (decide, admission, offsets, txnloop, deliver, restore) with Kafka.
 //
 //   - The reader (reader.go) polls the raw partitions and the lanes that
-//     have room, and hands each record to its chain. The session loop (one
-//     goroutine: franz-go forbids polling during Begin and End) produces
-//     finished work into the open transaction and ends it whenever
-//     finished work is waiting.
+//     have room, and hands each record to its chain. The transactional
+//     session joins the group and ends transactions but never fetches
+//     (franz-go forbids polling during Begin and End); its loop, package
+//     txnloop, produces finished work into the open transaction and ends
+//     it whenever finished work is waiting.
 //   - A chain runs the records of one ordering key (by default the
 //     idempotency key) one at a time in offset order, each decision seeing
 //     the state the previous one left, committed or not.
 //   - A record to deliver waits for a slot in its destination's lane: each
 //     destination has its own in-flight bound, so a slow one fills only its
-//     own slots.
+//     own slots (package admission: slots, queue limits, park reasons).
 //   - A transaction carries the effects finished since the last one (state
 //     changes, outcome / retry / DLQ records) and, per partition, the
 //     low-water mark: the lowest offset not finished. Offsets finished above
@@ -21,6 +23,18 @@
 //
 // Badger learns the new states only after their transaction committed, with
 // the changelog offsets they reached.
+//
+// No type here holds a pointer to one that points back: the session holds
+// its ownership and its reader, which hold the processor's setup and funcs
+// for what they ask of the session; the transaction loop is the session
+// goroutine's, over the session (txnloop.Results) and the ownership
+// (txnloop.Offsets).
+//
+// Lock order, where two are held: reader.mu, then ownership.mu, then
+// session.mu, then a record's token (recordToken.mu) or admission's
+// Budget.mu, which take no other. The standbys' lock, Processor.hangMu
+// and the transaction loop's (txnloop) are taken alone; a lane's counters
+// are atomics.
 package consume
 
 import (
@@ -44,6 +58,7 @@ import (
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/restore"
 	"github.com/hookline/hookline/processor/internal/state"
+	"github.com/hookline/hookline/processor/internal/txnloop"
 )
 
 // Config is what the processor needs; every field is required unless noted.
@@ -119,13 +134,20 @@ type Config struct {
 	Now        func() time.Time
 }
 
-// Processor runs sessions until stopped.
-type Processor struct {
+// setup is the processor as New built it: its configuration, metrics and
+// routes. Nothing changes it after New; every session, and the ownership
+// and reader of each, reads it and holds nothing else of the Processor.
+type setup struct {
 	cfg    Config
 	m      *metrics
 	routes routing
 	// laneNames are the lanes' topics, sorted.
 	laneNames []string
+}
+
+// Processor runs sessions until stopped.
+type Processor struct {
+	*setup
 	// hangMu serializes hanging transaction checks (after an assignment
 	// and periodic), so no marker is written twice.
 	hangMu sync.Mutex
@@ -159,7 +181,7 @@ func New(cfg Config) (*Processor, error) {
 	if cfg.MaxInflight < 1 || cfg.MaxBatch < 1 || cfg.MaxPending < 1 || cfg.MaxPendingBytes < 1 || cfg.ShutdownGrace < 0 {
 		return nil, fmt.Errorf("consume: MaxInflight, MaxBatch, MaxPending and MaxPendingBytes must be positive")
 	}
-	p := &Processor{cfg: cfg, m: newMetrics(cfg.Registry, cfg.Store)}
+	p := &Processor{setup: &setup{cfg: cfg, m: newMetrics(cfg.Registry, cfg.Store)}}
 	p.routes = newRouting(cfg, p.m)
 	for topic := range p.routes.byLane {
 		p.laneNames = append(p.laneNames, topic)
@@ -172,11 +194,8 @@ func New(cfg Config) (*Processor, error) {
 }
 
 // errSessionBroken marks the errors after which the transactional session
-// cannot go on but a new one can: franz-go returns no retryable error from
-// End (its transactional state is then unknown), and a broker unreachable
-// while a transaction ends is one. A new session fences the old one's
-// producer, aborting what it left open, and is restored like a restart.
-var errSessionBroken = errors.New("transactional session broken")
+// cannot go on but a new one can (txnloop.ErrSessionBroken).
+var errSessionBroken = txnloop.ErrSessionBroken
 
 // Twin fencing: a session fenced this many times within fencedWindow means
 // another live processor uses our transactional id.
@@ -285,7 +304,17 @@ func (p *Processor) runSession(ctx context.Context) error {
 		s.reader.closeUnstarted()
 		return fmt.Errorf("transactional session: %w", err)
 	}
-	s.tx = tx
+	l := txnloop.New(txnloop.Config{
+		Changelog:      p.cfg.Names.Changelog,
+		Topics:         append([]string{p.cfg.Names.Raw}, p.laneTopics()...),
+		MaxRecordBytes: p.cfg.MaxRecordBytes,
+		Wake:           s.ready,
+		Freed:          s.freed,
+		Logger:         p.cfg.Logger,
+		Transactions:   p.m.txns,
+		Seconds:        p.m.batchSeconds,
+		Records:        p.m.batchRecords,
+	}, tx, s, s.own)
 	lctx, stopLanes := context.WithCancel(ctx)
 	go s.reader.run(lctx)
 	defer func() {
@@ -313,11 +342,13 @@ func (p *Processor) runSession(ctx context.Context) error {
 		return fmt.Errorf("%w: transactional id %s: %w", errSessionBroken, p.cfg.TransactionalID, err)
 	}
 	go p.watchHanging(wctx, tx.Client())
-	return s.loop(ctx)
+	err = s.loop(ctx, l)
+	p.committed = l.Committed()
+	return err
 }
 
 // providerLabel bounds metric label values to configured providers.
-func (p *Processor) providerLabel(name string) string {
+func (p *setup) providerLabel(name string) string {
 	if _, ok := p.cfg.Providers.Get(name); ok {
 		return name
 	}
@@ -325,7 +356,7 @@ func (p *Processor) providerLabel(name string) string {
 }
 
 // restoreConfig is the restore configuration for this processor.
-func (p *Processor) restoreConfig() restore.Config {
+func (p *setup) restoreConfig() restore.Config {
 	return restore.Config{
 		Topic:     p.cfg.Names.Changelog,
 		NewClient: p.cfg.NewClient,

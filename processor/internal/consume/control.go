@@ -58,7 +58,7 @@ func (p *Processor) applyControl(s control.Setting) {
 			ln.byRoute.Store(&s)
 		}
 		paused, rps := ln.effective()
-		ln.paused.Store(paused)
+		ln.adm.SetPaused(paused)
 		if rps > 0 && !paused {
 			ln.drain.Store(rate.NewLimiter(rate.Limit(rps), 1))
 		} else {
@@ -90,7 +90,7 @@ func (ln *lane) effective() (paused bool, rps float64) {
 // setting says what an operator set for the lane.
 func (ln *lane) setting() string {
 	switch lim := ln.drain.Load(); {
-	case ln.paused.Load():
+	case ln.adm.Paused():
 		return "paused"
 	case lim != nil:
 		return fmt.Sprintf("draining at %g/s", float64(lim.Limit()))

@@ -10,7 +10,9 @@ import (
 
 	"github.com/hookline/hookline/pkg/fetcherr"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/offsets"
+	"github.com/hookline/hookline/processor/internal/txnloop"
 )
 
 // paceEvery is how often the reader looks at each destination's room
@@ -26,17 +28,26 @@ const paceEvery = 20 * time.Millisecond
 // but never fetches (its partitions stay paused): franz-go forbids polling
 // the session during Begin and End, and a record must not wait for a
 // transaction to end before it is even read. The offsets of both are
-// committed by the session's transactions (rewriteOffsets), so a record's
+// committed by the session's transactions (package txnloop), so a record's
 // effect and its offset commit together.
 //
 // A lane is read only while its destination has room: a parked record costs
 // nothing until then, and a full destination holds back only its own lane.
 // Raw is read while the process-wide budget has room (admission.Budget.Full, through session.overBudget).
 type reader struct {
-	s      *session
-	cl     *kgo.Client
-	mu     sync.Mutex
-	paused map[string]bool // lane topic -> reading paused
+	p      *setup
+	budget *admission.Budget
+	lanes  admission.Admitter
+	// room is signalled when a transaction committed; full says the
+	// budget is spent (session.overBudget); dispatch hands records to
+	// their chains (session.dispatch); fail stops the session.
+	room     <-chan struct{}
+	full     func() bool
+	dispatch func(recs []*kgo.Record, admitted bool)
+	fail     func(error)
+	cl       *kgo.Client
+	mu       sync.Mutex
+	paused   map[string]bool // lane topic -> reading paused
 	// gated are lane records read while their priority class had no room
 	// (admission.Budget.HoldAdmitted), per class in fetch order; they are dispatched as it
 	// gets room. Only with several classes.
@@ -44,12 +55,14 @@ type reader struct {
 	done  chan struct{}
 }
 
-// newReader builds the reader.
-func newReader(s *session) (*reader, error) {
+// newReader builds the reader of a session: what it uses of the session
+// are the budget, the lanes' admission, and room, full, dispatch and fail.
+func newReader(p *setup, budget *admission.Budget, lanes admission.Admitter, room <-chan struct{}, full func() bool,
+	dispatch func([]*kgo.Record, bool), fail func(error)) (*reader, error) {
 	// A direct consumer needs a topic at start; it reads no partition
 	// until one is added.
-	cl, err := s.p.cfg.NewClient(
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{s.p.cfg.Names.Raw: {}}),
+	cl, err := p.cfg.NewClient(
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{p.cfg.Names.Raw: {}}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.FetchMaxWait(250*time.Millisecond),
 		kgo.FetchMaxBytes(16<<20),
@@ -57,7 +70,8 @@ func newReader(s *session) (*reader, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reader: %w", err)
 	}
-	return &reader{s: s, cl: cl, paused: map[string]bool{}, done: make(chan struct{})}, nil
+	return &reader{p: p, budget: budget, lanes: lanes, room: room, full: full, dispatch: dispatch, fail: fail,
+		cl: cl, paused: map[string]bool{}, done: make(chan struct{})}, nil
 }
 
 // add starts reading a partition that became ready, raw and lanes, each
@@ -79,8 +93,8 @@ func (l *reader) remove(parts map[int32]bool) {
 	for p := range parts {
 		ps = append(ps, p)
 	}
-	m := map[string][]int32{l.s.p.cfg.Names.Raw: ps}
-	for _, t := range l.s.p.laneTopics() {
+	m := map[string][]int32{l.p.cfg.Names.Raw: ps}
+	for _, t := range l.p.laneTopics() {
 		m[t] = ps
 	}
 	l.cl.RemoveConsumePartitions(m)
@@ -107,20 +121,20 @@ func (l *reader) run(ctx context.Context) {
 	defer close(l.done)
 	go l.pace(ctx)
 	for ctx.Err() == nil {
-		if l.s.overBudget() {
+		if l.full() {
 			select {
 			case <-ctx.Done():
-			case <-l.s.room:
+			case <-l.room:
 			case <-time.After(50 * time.Millisecond):
 			}
 			continue
 		}
-		fs := l.cl.PollRecords(ctx, maxTxnResults)
+		fs := l.cl.PollRecords(ctx, txnloop.MaxResults)
 		if ctx.Err() != nil {
 			return
 		}
-		if err := fetcherr.Fatal(fs, l.s.p.cfg.Logger); err != nil {
-			l.s.fail(fmt.Errorf("%w: %w", errSessionBroken, err))
+		if err := fetcherr.Fatal(fs, l.p.cfg.Logger); err != nil {
+			l.fail(fmt.Errorf("%w: %w", errSessionBroken, err))
 			return
 		}
 		l.hand(fs.Records())
@@ -133,23 +147,22 @@ func (l *reader) run(ctx context.Context) {
 // go at once, their class checked when they run (session.run parks those
 // over their class's share).
 func (l *reader) hand(recs []*kgo.Record) {
-	s := l.s
-	if !s.budget.Classes() {
-		s.dispatch(recs, false)
+	if !l.budget.Classes() {
+		l.dispatch(recs, false)
 		return
 	}
 	raw := recs[:0:0]
 	l.mu.Lock()
 	for _, r := range recs {
-		if r.Topic == s.p.cfg.Names.Raw {
+		if r.Topic == l.p.cfg.Names.Raw {
 			raw = append(raw, r)
 			continue
 		}
-		c := s.p.classOf(r)
+		c := l.p.classOf(r)
 		l.gated[c] = append(l.gated[c], r)
 	}
 	l.mu.Unlock()
-	s.dispatch(raw, false)
+	l.dispatch(raw, false)
 	l.ungate()
 }
 
@@ -160,13 +173,13 @@ func (l *reader) ungate() {
 	defer l.mu.Unlock()
 	for c, recs := range l.gated {
 		n := 0
-		for n < len(recs) && l.s.budget.HoldAdmitted(providers.Priority(c), len(recs[n].Value)) {
+		for n < len(recs) && l.budget.HoldAdmitted(providers.Priority(c), len(recs[n].Value)) {
 			n++
 		}
 		if n == 0 {
 			continue
 		}
-		l.s.dispatch(recs[:n], true)
+		l.dispatch(recs[:n], true)
 		l.gated[c] = append(recs[:0], recs[n:]...)
 	}
 }
@@ -184,10 +197,10 @@ func (l *reader) pace(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		if l.s.budget.Classes() {
+		if l.budget.Classes() {
 			l.ungate()
 		}
-		for _, t := range l.s.p.routes.byLane {
+		for _, t := range l.p.routes.byLane {
 			l.pace1(t.lane)
 		}
 	}
@@ -199,7 +212,7 @@ func (l *reader) pace(ctx context.Context) {
 func (l *reader) pace1(ln *lane) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	full := !ln.room() || len(l.gated[ln.class]) > 0 || !l.s.budget.Room(ln.class)
+	full := len(l.gated[ln.adm.Class()]) > 0 || !l.lanes.ReadBack(ln.adm)
 	if l.paused[ln.topic] == full {
 		return
 	}
@@ -236,4 +249,4 @@ func (l *reader) close() {
 
 // laneTopics lists the lane topics of the routes with an HTTP destination,
 // sorted.
-func (p *Processor) laneTopics() []string { return p.laneNames }
+func (p *setup) laneTopics() []string { return p.laneNames }

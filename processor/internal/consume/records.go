@@ -60,7 +60,7 @@ func arrival(r *kgo.Record, now time.Time) (decide.Arrival, error) {
 }
 
 // outcomeRecord builds the outcome of one record.
-func (p *Processor) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, e decide.Effect) *kgo.Record {
+func (p *setup) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, e decide.Effect) *kgo.Record {
 	o := outcome.Outcome{
 		Key:        string(r.Key),
 		Provider:   a.Provider,
@@ -112,7 +112,7 @@ func routedCopy(topic string, r *kgo.Record, route string) *kgo.Record {
 
 // failedRecord copies r for a retry tier or the DLQ: the exact body, every
 // original header, plus the failure headers of DESIGN §3.
-func (p *Processor) failedRecord(topic string, r *kgo.Record, a decide.Arrival, st decide.State, attempt int, err error, retryable bool) *kgo.Record {
+func (p *setup) failedRecord(topic string, r *kgo.Record, a decide.Arrival, st decide.State, attempt int, err error, retryable bool) *kgo.Record {
 	out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
 	history, herr := headers.GetErrors(r)
 	if herr != nil {
@@ -134,7 +134,7 @@ func (p *Processor) failedRecord(topic string, r *kgo.Record, a decide.Arrival, 
 
 // poisonRecord sends a record hookline cannot deduplicate to the DLQ as
 // permanent, keeping its bytes for an operator.
-func (p *Processor) poisonRecord(r *kgo.Record, now time.Time, err error) *kgo.Record {
+func (p *setup) poisonRecord(r *kgo.Record, now time.Time, err error) *kgo.Record {
 	a := decide.Arrival{Attempt: 1, Now: now}
 	if n, aerr := headers.GetAttempt(r); aerr == nil {
 		a.Attempt = n

@@ -84,7 +84,7 @@ func policyFor(cfg Config, p *providers.Provider, r *providers.Route) decide.Pol
 
 // keyPolicy is the policy of a decision for the key rather than a route
 // (unrouted, or a provider delivered nowhere): its provider's dedup TTL.
-func (p *Processor) keyPolicy(provider string) decide.Policy {
+func (p *setup) keyPolicy(provider string) decide.Policy {
 	pol := decide.Policy{Schedule: p.cfg.Schedule, TTL: decide.DefaultTTL}
 	if pr, ok := p.cfg.Providers.Get(provider); ok {
 		pol.TTL = pr.DedupTTL
@@ -93,7 +93,7 @@ func (p *Processor) keyPolicy(provider string) decide.Policy {
 }
 
 // target returns the target of a provider's route, nil when none.
-func (p *Processor) target(provider, route string) *target {
+func (p *setup) target(provider, route string) *target {
 	return p.routes.byKey[providers.RouteKey(provider, route)]
 }
 
@@ -101,7 +101,7 @@ func (p *Processor) target(provider, route string) *target {
 // for a lane copy, its hookline.route header, the route default for a
 // retry or replay written before routes, and "" for a fresh ingest record
 // (every route its event matches).
-func (p *Processor) routeOf(r *kgo.Record, a decide.Arrival) string {
+func (p *setup) routeOf(r *kgo.Record, a decide.Arrival) string {
 	if a.FromLane {
 		if t, ok := p.routes.byLane[r.Topic]; ok {
 			return t.route
@@ -119,7 +119,7 @@ func (p *Processor) routeOf(r *kgo.Record, a decide.Arrival) string {
 // matching appends the targets a fresh ingest record goes to: each route
 // of its provider its event type and body match. filed is false for a
 // provider delivered nowhere.
-func (p *Processor) matching(r *kgo.Record, provider string, dst []*target) (ts []*target, filed bool) {
+func (p *setup) matching(r *kgo.Record, provider string, dst []*target) (ts []*target, filed bool) {
 	if !p.routes.filed[provider] {
 		return dst, false
 	}

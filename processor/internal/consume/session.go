@@ -17,17 +17,13 @@ import (
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/state"
+	"github.com/hookline/hookline/processor/internal/txnloop"
 )
-
-// idlePoll is how often offsets that moved without a result (markers,
-// records finished before a restart) are committed when nothing else is.
-const idlePoll = time.Second
 
 // session is one transactional session's work: the records read and not yet
 // committed, their chains, and the state their decisions left.
 type session struct {
-	p      *Processor
-	tx     *kgo.GroupTransactSession
+	p      *setup
 	own    *ownership
 	reader *reader
 
@@ -40,8 +36,9 @@ type session struct {
 
 	// budget counts the records read and not yet committed or dropped.
 	budget *admission.Budget
-	// txn is the open transaction (the loop's).
-	txn txn
+	// lanes is the lanes' admission (the budget's classes and each
+	// destination's slots, queue and park reasons).
+	lanes admission.Admitter
 
 	// tokens bound the finished calls not yet committed (MaxBatch): a
 	// crash repeats at most these and the calls in flight.
@@ -75,28 +72,32 @@ type overlaid struct {
 // result is what one record leaves for the next transaction.
 type result struct {
 	item
-	outputs []*kgo.Record
-	change  *state.Change // nil: a skip or a poison record
-	seq     uint64        // the overlay entry change made
-	tok     *recordToken  // its share of session.tokens; nil: none
-	stats   []stat        // one per outcome written
-	// produceErr is what a produce of the open transaction answered for
-	// one of outputs (txn.mu); refused keeps it once that transaction
-	// aborted: the next produce cuts every long header, and a second
-	// refusal stops the processor (commit.go, end).
-	produceErr, refused error
+	// out are the records it writes, and what their produces answered
+	// (package txnloop).
+	out    txnloop.Produced
+	change *state.Change // nil: a skip or a poison record
+	seq    uint64        // the overlay entry change made
+	tok    *recordToken  // its share of session.tokens; nil: none
+	stats  []stat        // one per outcome written
 }
 
 type stat struct{ provider, route, status, origin string }
 
+// newSession builds a session of p: its reader and its ownership of
+// partitions, each given what it uses of the session (funcs), so neither
+// holds the session.
 func newSession(p *Processor) (*session, error) {
-	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
+	s := &session{p: p.setup, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: p.newBudget()}
-	s.own = newOwnership(s)
+	s.lanes = s.budget
 	var err error
-	if s.reader, err = newReader(s); err != nil {
+	if s.reader, err = newReader(p.setup, s.budget, s.lanes, s.room, s.overBudget, s.dispatch, s.fail); err != nil {
 		return nil, err
 	}
+	s.own = newOwnership(p.setup, p.standby, p.completeHanging, s.reader.add, func(gone map[int32]bool) {
+		s.reader.remove(gone)
+		s.forget(gone)
+	})
 	return s, nil
 }
 
@@ -115,70 +116,13 @@ func (s *session) fail(err error) {
 	s.signal()
 }
 
-// loop runs transactions until ctx is done or an error: whenever finished
-// results wait it produces them into the open transaction (produce), and it
-// ends the transaction once its first produce was answered (end); every
-// idlePoll it commits offsets that moved without a result (markers,
-// records finished before a restart). The reader fetches meanwhile, so a
-// record arriving during a transaction is decided, and often called, by the
-// time the transaction ends.
-func (s *session) loop(ctx context.Context) error {
-	idle := time.NewTimer(idlePoll)
-	defer idle.Stop()
-	t := &s.txn
-	for {
-		if ctx.Err() != nil {
-			return s.stop(ctx)
-		}
-		s.mu.Lock()
-		err, pending := s.err, len(s.results)
-		s.mu.Unlock()
-		switch {
-		case err != nil:
-			return err
-		case pending > 0 && len(t.batch) < maxTxnResults:
-			if err := s.produce(ctx); err != nil {
-				return err
-			}
-			continue
-		case t.open && (len(t.batch) >= maxTxnResults || isClosed(t.first)):
-			if err := s.end(ctx, false); err != nil {
-				return err
-			}
-			s.freed()
-			continue
-		}
-		var first, doomed <-chan struct{}
-		if t.open {
-			first, doomed = t.first, t.doomed
-		}
-		select {
-		case <-ctx.Done():
-		case <-s.ready:
-		case <-first:
-		case <-doomed:
-			if err := s.end(ctx, true); err != nil {
-				return err
-			}
-		case <-idle.C:
-			idle.Reset(idlePoll)
-			if !t.open && s.own.moved() {
-				if err := s.end(ctx, false); err != nil {
-					return err
-				}
-			}
-		}
+// loop runs the session's transactions (txnloop.Loop.Run) until ctx is
+// done or an error, then stops (stop).
+func (s *session) loop(ctx context.Context, l *txnloop.Loop[*result]) error {
+	if err := l.Run(ctx); err != nil {
+		return err
 	}
-}
-
-// isClosed reports whether ch is closed.
-func isClosed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
+	return s.stop(ctx, l)
 }
 
 // freed wakes a reader waiting for the budget.
@@ -294,7 +238,7 @@ func (s *session) run(it *item) (*result, error) {
 	a.FromLane = r.Topic != p.cfg.Names.Raw
 	if err != nil {
 		p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-		res.outputs = []*kgo.Record{p.poisonRecord(r, a.Now, err)}
+		res.out.Records = []*kgo.Record{p.poisonRecord(r, a.Now, err)}
 		res.stats = []stat{{provider: "unknown", status: outcome.StatusDead, origin: "unknown"}}
 		return res, nil
 	}
@@ -367,7 +311,7 @@ func (s *session) run(it *item) (*result, error) {
 // skipped is the result of a record Admit skipped: its outcome only.
 func (s *session) skipped(res *result, a decide.Arrival, why string) *result {
 	p := s.p
-	res.outputs = []*kgo.Record{p.outcomeRecord(res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
+	res.out.Records = []*kgo.Record{p.outcomeRecord(res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
 	res.stats = []stat{{provider: p.providerLabel(a.Provider), route: a.Route, status: outcome.StatusDuplicate, origin: a.Origin}}
 	if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
 		p.cfg.Logger.Debug("skipped", "key", string(res.r.Key), "origin", a.Origin, "attempt", a.Attempt, "why", why)
@@ -423,28 +367,23 @@ func (s *session) deliver(it *item, res *result, a decide.Arrival, t *target, ch
 			return called{err: decide.NotCalled(why)}
 		}
 	}
-	return s.p.call(it.ow.ctx, res.tok, t.lane, it.r, a)
+	return s.call(it.ow.ctx, res.tok, t.lane, it.r, a)
 }
 
 // whyPark says why a record is parked in a route's lane before any call:
 // the destination paused, its breaker refusing, its queue long, or the
-// record's priority class over its share (errors of lanes.go); nil lets it
+// record's priority class over its share (admission.Admitter.Park); nil lets it
 // wait for a slot, admitting the record (once) if it was not. A record
 // read from its lane was admitted when it was parked.
 func (s *session) whyPark(it *item, res *result, a decide.Arrival, t *target) error {
 	if t.lane == nil || a.FromLane {
 		return nil
 	}
-	if why := t.lane.whyPark(); why != nil {
-		return why
-	}
-	if !it.admitted {
-		if !s.budget.Admit(it.class) {
-			return errClassShare
-		}
+	admitted, why := s.lanes.Park(t.lane.adm, it.class, it.admitted)
+	if admitted && !it.admitted {
 		it.admitted, res.admitted = true, true
 	}
-	return nil
+	return why
 }
 
 // decided completes a result with the records the decision's effects
@@ -454,7 +393,7 @@ func (s *session) whyPark(it *item, res *result, a decide.Arrival, t *target) er
 func (s *session) decided(res *result, a decide.Arrival, next decide.State, effects []decide.Effect, calls map[string]called) (*result, error) {
 	r, key := res.r, string(res.r.Key)
 	var err error
-	if res.outputs, err = s.records(r, a, next, effects, calls); err != nil {
+	if res.out.Records, err = s.records(r, a, next, effects, calls); err != nil {
 		return nil, err
 	}
 	provider := s.p.providerLabel(a.Provider)
@@ -512,7 +451,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			out = append(out, dr)
 		case decide.ToLane:
 			ln := p.target(a.Provider, e.Route).lane
-			if !ln.room() {
+			if !ln.adm.Room() {
 				s.reader.hold(ln)
 			}
 			ln.parked.Inc()
@@ -592,11 +531,11 @@ func (s *session) forget(parts map[int32]bool) {
 // stop ends the session on shutdown: no more polling; calls in flight get
 // ShutdownGrace to finish while what finishes is committed; then the rest
 // is cancelled (read again by the next owner) and the last results are
-// committed. Each commit is bounded by endTimeout (end), the calls by the
+// committed. Each commit is bounded by txnloop's endTimeout, the calls by the
 // grace, so the stop needs no deadline of its own: one that expired would
 // make every later end abort, and the stop would never get its results
 // committed.
-func (s *session) stop(ctx context.Context) error {
+func (s *session) stop(ctx context.Context, l *txnloop.Loop[*result]) error {
 	bg := context.WithoutCancel(ctx)
 	grace := time.NewTimer(s.p.cfg.ShutdownGrace)
 	defer grace.Stop()
@@ -607,8 +546,8 @@ func (s *session) stop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if pending > 0 || s.txn.open {
-			if err := s.commit(bg); err != nil {
+		if pending > 0 || l.Open() {
+			if err := l.Commit(bg); err != nil {
 				return err
 			}
 			continue

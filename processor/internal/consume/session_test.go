@@ -30,6 +30,7 @@ import (
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/offsets"
 	"github.com/hookline/hookline/processor/internal/state"
@@ -577,7 +578,7 @@ func TestPauseResumeDrain(t *testing.T) {
 		seen = f.outcomes(t)
 		parked := 0
 		for _, k := range keys {
-			if len(seen[k]) == 1 && seen[k][0].Status == outcome.StatusParked && seen[k][0].Error == errPaused.Error() {
+			if len(seen[k]) == 1 && seen[k][0].Status == outcome.StatusParked && seen[k][0].Error == admission.ErrPaused.Error() {
 				parked++
 			}
 		}
@@ -723,7 +724,7 @@ func TestCriticalPassesALowClassHoldingTheBudget(t *testing.T) {
 			t.Errorf("%s: %d calls, want 1", k, c)
 		}
 		for _, o := range out[k] {
-			if o.Status == outcome.StatusParked && o.Error == errClassShare.Error() {
+			if o.Status == outcome.StatusParked && o.Error == admission.ErrClassShare.Error() {
 				parked++
 			}
 		}

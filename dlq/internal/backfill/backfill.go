@@ -75,12 +75,15 @@ func NewID(now time.Time) string {
 func ReplayID(id string) string { return "backfill:" + id }
 
 // Record builds the backfill of the accepted record src (pure): its key,
-// body and headers, with origin backfill, attempt 1, the route, the
+// body and headers (not ingest's hookline.invalid-payload verdict: the
+// processor checks a backfill against its own schema), with origin backfill, attempt 1, the route, the
 // backfill id and the mode set, in src's partition of topic.
 func Record(topic string, src *kgo.Record, route, id string, again bool) *kgo.Record {
 	out := &kgo.Record{Topic: topic, Partition: src.Partition, Key: slices.Clone(src.Key), Value: src.Value}
 	for _, h := range src.Headers {
-		out.Headers = append(out.Headers, kgo.RecordHeader{Key: h.Key, Value: slices.Clone(h.Value)})
+		if h.Key != headers.InvalidPayload { // the processor checks a backfill against its own schema
+			out.Headers = append(out.Headers, kgo.RecordHeader{Key: h.Key, Value: slices.Clone(h.Value)})
+		}
 	}
 	mode := headers.BackfillMissing
 	if again {

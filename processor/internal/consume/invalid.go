@@ -14,13 +14,13 @@ import (
 //
 // A fresh ingest record carries ingest's verdict (hookline.invalid-payload,
 // written with on_invalid: dlq): the processor trusts it and parses
-// nothing. A replay is checked here, against this processor's providers
+// nothing. A replay or a backfill is checked here, against this processor's providers
 // file, whatever header it carries: so a replay after the schema (or the
 // provider) was fixed is delivered, and an invalid one replayed by hand
 // (kcat) is dead-lettered again. A retry or a lane copy was valid when it
 // was first decided. Cost: a header scan; for a replay of a provider with
 // a schema, one parse and validation of the body.
-func (p *Processor) invalidPayload(r *kgo.Record, a decide.Arrival) error {
+func (p *setup) invalidPayload(r *kgo.Record, a decide.Arrival) error {
 	if a.FromLane {
 		return nil
 	}
@@ -29,7 +29,7 @@ func (p *Processor) invalidPayload(r *kgo.Record, a decide.Arrival) error {
 		if why, ok := headers.Get(r, headers.InvalidPayload); ok {
 			return decide.InvalidPayload(why)
 		}
-	case headers.OriginReplay:
+	case headers.OriginReplay, headers.OriginBackfill:
 		pr, ok := p.cfg.Providers.Get(a.Provider)
 		if !ok {
 			return nil

@@ -329,28 +329,28 @@ func (s *session) deliverAll(it *item, res *result, a decide.Arrival, ts []*targ
 		return calls
 	}
 	// Parking and admission first, in route order (they change the
-	// item), then the calls.
-	var mu sync.Mutex
+	// item), then the calls. Each call's goroutine writes only its own
+	// element of got; the map is filled after they end.
+	got := make([]called, len(ts))
 	var wg sync.WaitGroup
-	for _, t := range ts {
+	for i, t := range ts {
 		if t.lane == nil { // a topic route: nothing to call, nothing to wait for
-			calls[t.route] = called{}
 			continue
 		}
 		if why := s.whyPark(it, res, a, t); why != nil {
-			calls[t.route] = called{err: decide.NotCalled(why)}
+			got[i] = called{err: decide.NotCalled(why)}
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			c := s.deliver(it, res, a, t, false)
-			mu.Lock()
-			calls[t.route] = c
-			mu.Unlock()
+			got[i] = s.deliver(it, res, a, t, false)
 		}()
 	}
 	wg.Wait()
+	for i, t := range ts {
+		calls[t.route] = got[i]
+	}
 	return calls
 }
 

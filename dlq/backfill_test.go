@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -50,7 +49,7 @@ func backfillProviders(crm bool) func(dest, secretEnv string) string {
 // over several minutes".
 func TestBackfillRoute(t *testing.T) {
 	skipShort(t)
-	n, perSecond := envInt(t, "HOOKLINE_BACKFILL_TEST_EVENTS", 200), envInt(t, "HOOKLINE_BACKFILL_TEST_RATE", 0)
+	n, perSecond := e2e.EnvCount(t, "HOOKLINE_BACKFILL_TEST_EVENTS", 200, 1), e2e.EnvCount(t, "HOOKLINE_BACKFILL_TEST_RATE", 0, 0)
 	sys := e2e.New(t, e2e.Options{Providers: backfillProviders(false)})
 	sys.StartIngest()
 	p1 := sys.StartProcessor("p1", nil)
@@ -189,20 +188,6 @@ func TestBackfillRoute(t *testing.T) {
 			t.Errorf("dlq %s: exit %d, stderr %q; want 2 and a message", strings.Join(tc.args, " "), r.Code, r.Stderr)
 		}
 	}
-}
-
-// envInt is the whole number in the environment variable name, or def.
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < 0 {
-		t.Fatalf("%s=%q: want a whole number", name, v)
-	}
-	return n
 }
 
 // backfillReport decodes a backfill's --json report.

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -104,8 +103,8 @@ func TestStandbyTakesOverAfterSIGKILL(t *testing.T) {
 // enough states a takeover misses the 2 s and the test says by how much).
 func TestStandbyResumesWithinTwoSeconds(t *testing.T) {
 	skipShort(t)
-	keys := envCount(t, "HOOKLINE_STANDBY_TEST_KEYS", 1_000_000, 6)
-	replicas := envCount(t, "HOOKLINE_STANDBY_TEST_REPLICAS", 1, 0)
+	keys := e2e.EnvCount(t, "HOOKLINE_STANDBY_TEST_KEYS", 1_000_000, 6)
+	replicas := e2e.EnvCount(t, "HOOKLINE_STANDBY_TEST_REPLICAS", 1, 0)
 	const (
 		session       = 6 * time.Second
 		sigtermWithin = 5 * time.Second
@@ -223,20 +222,6 @@ func fillChangelog(t *testing.T, sys *e2e.System, n, parts int) {
 		t.Fatalf("filling the changelog: %v", err)
 	}
 	t.Logf("changelog: %d states written in %s", n, time.Since(start).Round(time.Millisecond))
-}
-
-// envCount reads a whole number of at least least from name, def when unset.
-func envCount(t *testing.T, name string, def, least int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n < least {
-		t.Fatalf("%s=%q: want a whole number, at least %d", name, v, least)
-	}
-	return n
 }
 
 // warm waits until every processor is ready and, with standbys, has caught

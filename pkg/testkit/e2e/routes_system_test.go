@@ -23,7 +23,7 @@ import (
 // read_committed, holds every accepted key exactly once, as sent.
 func TestRoutesUnderChaos(t *testing.T) {
 	skipShort(t)
-	deliveries, rate, kills := envInt(t, "HOOKLINE_E2E_ROUTE_DELIVERIES", 4000), 200.0, envInt(t, "HOOKLINE_E2E_ROUTE_KILLS", 3)
+	deliveries, rate, kills := e2e.EnvCount(t, "HOOKLINE_E2E_ROUTE_DELIVERIES", 4000, 1), 200.0, e2e.EnvCount(t, "HOOKLINE_E2E_ROUTE_KILLS", 3, 1)
 	const batch = 64
 	routes := []e2e.Route{
 		{Name: "billing", Events: []string{"invoice.*", "payment_intent.succeeded"}, Priority: "critical", Tiers: []string{"1s", "2s"}},

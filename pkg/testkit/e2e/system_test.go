@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
-	"os"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,21 +19,6 @@ func skipShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("whole-system scenario: runs the real binaries against a broker")
 	}
-}
-
-// envInt reads a scenario's size from the environment (to run it larger or
-// smaller by hand), else def.
-func envInt(t *testing.T, name string, def int) int {
-	t.Helper()
-	v := os.Getenv(name)
-	if v == "" {
-		return def
-	}
-	n, err := strconv.Atoi(v)
-	if err != nil || n <= 0 {
-		t.Fatalf("%s=%q: want a positive whole number", name, v)
-	}
-	return n
 }
 
 // TestSteadyFlowWithDuplicates sends a steady flow of signed deliveries from
@@ -118,7 +101,7 @@ func failSome(d *e2e.Destination, share float64) {
 // done twice, and the destination sees no more repeats than the kills allow.
 func TestSIGKILLEveryService(t *testing.T) {
 	skipShort(t)
-	deliveries, rate, kills := envInt(t, "HOOKLINE_E2E_DELIVERIES", 100000), 1000.0, envInt(t, "HOOKLINE_E2E_KILLS", 10)
+	deliveries, rate, kills := e2e.EnvCount(t, "HOOKLINE_E2E_DELIVERIES", 100000, 1), 1000.0, e2e.EnvCount(t, "HOOKLINE_E2E_KILLS", 10, 1)
 	// A processor kill repeats the calls in flight (up to batch per
 	// destination: every provider has its own slots) and at most batch
 	// finished calls not yet committed.
@@ -189,7 +172,7 @@ func TestMembersJoinAndLeaveUnderFlow(t *testing.T) {
 	procs := map[string]*e2e.Service{"p1": sys.StartProcessor("p1", env)}
 	// The flow stops 10 s after the last step (the cap is four times the
 	// planned 40 s): every step falls under flow however long a start takes.
-	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: 4 * envInt(t, "HOOKLINE_E2E_MEMBER_DELIVERIES", 20000), Rate: 500, Duplicates: 0.2})
+	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: 4 * e2e.EnvCount(t, "HOOKLINE_E2E_MEMBER_DELIVERIES", 20000, 1), Rate: 500, Duplicates: 0.2})
 	steps := []struct {
 		what string
 		do   func()

@@ -70,6 +70,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		kgo.RequiredAcks(kgo.AllISRAcks()),
 		kgo.ProducerLinger(0), // the caller waits for the ack: send now
 		kgo.RecordDeliveryTimeout(cfg.ProduceDeadline),
+		kgo.RecordPartitioner(topics.Partitioner()), // an ordered provider's entity in one partition
 		kgo.WithHooks(svc.KafkaMetrics),
 	)
 	if err != nil {

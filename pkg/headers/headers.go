@@ -39,6 +39,11 @@ const (
 	// record is for; absent on raw records (every matching route) and on
 	// records written before routes, which mean the route "default".
 	Route = "hookline.route"
+	// Entity is the entity an ordered provider's record belongs to
+	// (providers file ordering:): the records of one entity are placed in
+	// one partition (topics.Partitioner) and called in order on each
+	// route. Absent: the record is its own entity, placed by its key.
+	Entity = "hookline.entity"
 	// Backfill is a backfill's mode on its records (origin backfill):
 	// BackfillMissing or BackfillAgain.
 	Backfill = "hookline.backfill"

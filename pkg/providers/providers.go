@@ -92,6 +92,9 @@ type Provider struct {
 	// are not checked. rejectInvalid is on_invalid: reject.
 	schemas       []schemaEntry
 	rejectInvalid bool
+	// orderRule is ordering: the rule that names an event's entity; nil:
+	// the provider is not ordered (ordering.go).
+	orderRule *rule
 }
 
 // Priority is a provider's class: under overload the processor gives its
@@ -191,6 +194,10 @@ type Event struct {
 	// Body is the exact bytes of the event: the request body, or for a batch
 	// the bytes of that element, sliced from the request body (not a copy).
 	Body []byte
+	// Entity is the event's entity for an ordered provider (ordering:),
+	// "" when the provider is not ordered or the event has none (it is
+	// then its own entity).
+	Entity string
 }
 
 // CheckContentType reports whether the provider sends this Content-Type
@@ -251,7 +258,9 @@ func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
 	if err != nil {
 		return Delivery{}, err
 	}
-	for i, ev := range d.Events {
+	for i := range d.Events {
+		ev := &d.Events[i]
+		ev.Entity = p.entity(h, ev.Body)
 		if err := checkKey(ev.Key); err != nil {
 			return Delivery{}, err
 		}

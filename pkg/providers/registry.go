@@ -175,6 +175,8 @@ type providerConfig struct {
 	// Schema and OnInvalid check bodies against JSON Schemas (schema.go).
 	Schema    *schemaConfig `yaml:"schema"`
 	OnInvalid string        `yaml:"on_invalid"`
+	// Ordering names each event's entity (ordering.go).
+	Ordering *ruleConfig `yaml:"ordering"`
 }
 
 // retryConfig is a route's or a provider's retry: {tiers: [5m, 1h]};
@@ -310,6 +312,11 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 		p.secrets = append(p.secrets, s)
 	}
 
+	if r, err := c.Ordering.build("ordering"); err != nil {
+		fail(err)
+	} else {
+		p.orderRule = r
+	}
 	if c.DedupTTL != "" {
 		d, err := parseDuration(c.DedupTTL)
 		if err != nil {

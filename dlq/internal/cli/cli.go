@@ -259,7 +259,8 @@ func connect(env Env) (*app, error) {
 		return kgo.NewClient(append(append([]kgo.Opt(nil), conn...), extra...)...)
 	}
 	cl, err := newClient(
-		kgo.RequiredAcks(kgo.AllISRAcks()), // idempotent by default in franz-go
+		kgo.RecordPartitioner(topics.Partitioner()), // a replay to its entity's (or key's) partition
+		kgo.RequiredAcks(kgo.AllISRAcks()),          // idempotent by default in franz-go
 		kgo.ProducerLinger(5*time.Millisecond),
 		kgo.ProducerBatchMaxBytes(int32(cfg.Topics.MaxRecordBytes())),
 		kgo.RecordDeliveryTimeout(kafkaTimeout),

@@ -15,11 +15,15 @@ import (
 	"github.com/hookline/hookline/pkg/providers"
 )
 
-// Records builds one record per event for topic (headers.IngestRecord).
+// Records builds one record per event for topic (headers.IngestRecord),
+// with hookline.entity for an event of an ordered provider that has one.
 func Records(topic string, m headers.IngestMeta, events []providers.Event) []*kgo.Record {
 	recs := make([]*kgo.Record, len(events))
 	for i, e := range events {
 		recs[i] = headers.IngestRecord(topic, e.Key, e.Type, e.Body, m)
+		if e.Entity != "" {
+			headers.Set(recs[i], headers.Entity, e.Entity)
+		}
 	}
 	return recs
 }

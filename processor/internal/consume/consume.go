@@ -50,6 +50,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/retry"
@@ -108,8 +109,7 @@ type Config struct {
 	// default body limit plus topics.HeaderRoom.
 	MaxRecordBytes int
 	// ChainKey names the chain a record runs in: records with one chain key
-	// run one at a time, in offset order. Optional: the record key (the
-	// idempotency key).
+	// run one at a time, in offset order. Optional: EntityChain.
 	ChainKey func(*kgo.Record) string
 	// TransactionTimeout is how long the broker lets a transaction of
 	// this processor stay open before it aborts it
@@ -176,7 +176,7 @@ func New(cfg Config) (*Processor, error) {
 		cfg.TransactionTimeout = time.Minute
 	}
 	if cfg.ChainKey == nil {
-		cfg.ChainKey = func(r *kgo.Record) string { return string(r.Key) }
+		cfg.ChainKey = EntityChain
 	}
 	if cfg.MaxInflight < 1 || cfg.MaxBatch < 1 || cfg.MaxPending < 1 || cfg.MaxPendingBytes < 1 || cfg.ShutdownGrace < 0 {
 		return nil, fmt.Errorf("consume: MaxInflight, MaxBatch, MaxPending and MaxPendingBytes must be positive")
@@ -288,6 +288,9 @@ func (p *Processor) runSession(ctx context.Context) error {
 		// in flight returns: 5s by default when nothing arrives.
 		kgo.FetchMaxWait(500*time.Millisecond),
 		kgo.TransactionalID(p.cfg.TransactionalID),
+		// The changelog and lane copies go to the partition of their raw
+		// record: by its entity (hookline.entity) or its key.
+		kgo.RecordPartitioner(topics.Partitioner()),
 		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
 		kgo.RebalanceTimeout(2*time.Minute),
 		kgo.OnPartitionsAssigned(s.own.assigned),
@@ -364,4 +367,18 @@ func (p *setup) restoreConfig() restore.Config {
 		Now:       p.cfg.Now,
 		Logger:    p.cfg.Logger,
 	}
+}
+
+// EntityChain is the default chain key: the provider and the entity of an
+// ordered provider's record (hookline.entity), so that one entity's
+// records are decided and called one at a time in the order ingest
+// accepted them; else the record key (the idempotency key). A key keeps
+// its entity through retries, lanes and replays (the header travels with
+// the record), so its records stay in one chain. The "\x00" cannot occur
+// in a key (ingest refuses control characters) nor in a provider's name.
+func EntityChain(r *kgo.Record) string {
+	if e, ok := headers.Get(r, headers.Entity); ok && e != "" {
+		return headers.Value(r, headers.Provider) + "\x00" + e
+	}
+	return string(r.Key)
 }

@@ -438,7 +438,11 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			if err != nil {
 				return nil, fmt.Errorf("encode state of %q: %w", r.Key, err)
 			}
-			out = append(out, &kgo.Record{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val})
+			cr := &kgo.Record{Topic: p.cfg.Names.Changelog, Key: r.Key, Value: val}
+			if e, ok := headers.Get(r, headers.Entity); ok {
+				cr.Headers = []kgo.RecordHeader{{Key: headers.Entity, Value: []byte(e)}} // placed with its raw record
+			}
+			out = append(out, cr)
 		case decide.ToTier:
 			tr := p.failedRecord(p.cfg.Names.Retry[e.Tier-1], r, a, next, e.Attempt, c.err, true)
 			headers.SetTime(tr, headers.DueAt, p.cfg.Schedule.DueAt(a.Now, e.Tier, p.cfg.Jitter, rand.Float64))

@@ -176,6 +176,7 @@ func (mv *Mover) Run(ctx context.Context) error {
 		kgo.SessionTimeout(mv.cfg.SessionTimeout),
 		kgo.RecordDeliveryTimeout(moveTimeout/2),
 		kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(topics.Partitioner()), // back to the entity's (or key's) partition
 		kgo.OnPartitionsAssigned(mv.assigned),
 		kgo.OnPartitionsRevoked(mv.revoked),
 		kgo.OnPartitionsLost(mv.lost),

@@ -35,6 +35,10 @@ const (
 	// StatusUnrouted is an outcome's status only, never a key's: the
 	// event matched none of its provider's routes (StepRoutes).
 	StatusUnrouted Status = "unrouted"
+	// StatusHeld is an outcome's status only: the record of an ordered
+	// provider's entity waits behind the entity's head on the route
+	// (holds.go); the key is retrying or parked with its attempt unused.
+	StatusHeld Status = "held"
 )
 
 // MaxReplayIDs bounds State.ReplayIDs: the oldest ids are dropped beyond it.
@@ -298,6 +302,12 @@ type Effect struct {
 	// retry the next attempt (the failed one + 1), for the DLQ the attempt
 	// just made.
 	Attempt int
+	// DueAt, when set, is a ToTier copy's hookline.due-at: a record held
+	// behind its entity's head is due with it. Zero: the tier's delay.
+	DueAt time.Time
+	// Held marks a ToTier or ToLane copy held behind its entity's head
+	// (hookline.held): it is delivered once the head has ended.
+	Held bool
 }
 
 // Step returns the key's next state and the records to write for a
@@ -310,6 +320,8 @@ type Effect struct {
 //	retryable, no tier left     dead                     changelog, DLQ exhausted, outcome dead
 //	permanent                   dead                     changelog, DLQ permanent, outcome dead
 //	*NotCalledError             parked, same attempt     changelog, lane, outcome parked
+//	held (*HeldError), tier     retrying, same attempt   changelog, tier (the head's due), outcome held
+//	held, the head parked       parked, same attempt     changelog, lane, outcome held
 //	  of *InvalidPayloadError   dead                     changelog, DLQ invalid_payload, outcome dead
 //
 // retry.Classify tells retryable from permanent, and a Retry-After picks
@@ -354,8 +366,24 @@ func stepRoute(st *State, a Arrival, result error, pol Policy) (State, []Effect)
 	var (
 		nc *NotCalledError
 		ip *InvalidPayloadError
+		he *HeldError
 	)
 	switch d := retry.Classify(result); {
+	case errors.As(result, &nc) && errors.As(nc.Reason, &he):
+		// Held behind the entity's head, where it waits, no attempt used.
+		next.Status, next.NextAttempt = StatusRetrying, attempt
+		if st != nil {
+			next.ReplayIDs = slices.Clone(st.ReplayIDs)
+		}
+		if he.Hold.Tier == 0 && !he.Hold.Dead {
+			next.Status = StatusParked
+			next.ExpiresAt = now.Add(max(ttl, 7*24*time.Hour))
+			return next, []Effect{{Kind: ToChangelog}, {Kind: ToLane, Held: true}, {Kind: ToOutcomes, Status: StatusHeld}}
+		}
+		tier := max(he.Hold.Tier, 1)
+		due := he.Hold.DueAt
+		next.ExpiresAt = now.Add(max(ttl, 2*pol.Schedule.Tier(tier)+max(due.Sub(now), 0)))
+		return next, []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt, DueAt: due, Held: true}, {Kind: ToOutcomes, Status: StatusHeld, Tier: tier}}
 	case errors.As(result, &nc) && errors.As(nc.Reason, &ip):
 		next.Status, next.ReplayIDs = StatusDead, replayIDs(st, a)
 		reason := headers.DeadInvalidPayload

@@ -44,6 +44,10 @@ const (
 	// one partition (topics.Partitioner) and called in order on each
 	// route. Absent: the record is its own entity, placed by its key.
 	Entity = "hookline.entity"
+	// Held marks a retry-tier or lane copy of an ordered entity's record
+	// sent behind the entity's head on its route (no attempt used): it is
+	// delivered once the head has ended and the copies before it have.
+	Held = "hookline.held"
 	// Backfill is a backfill's mode on its records (origin backfill):
 	// BackfillMissing or BackfillAgain.
 	Backfill = "hookline.backfill"

@@ -48,6 +48,10 @@ const (
 	// StatusUnrouted: the event matched none of its provider's routes;
 	// nothing was delivered, and nothing is wrong.
 	StatusUnrouted = "unrouted"
+	// StatusHeld: an ordered provider's record waits behind its entity's
+	// head on the route (Tier names the tier it waits in, Lane the lane;
+	// Error names the head), with no attempt used.
+	StatusHeld = "held"
 )
 
 // Decode reads an outcome record's value. Fields it lacks are empty, except

@@ -34,6 +34,11 @@ type Route struct {
 	Signing     *Signing     // nil: calls are not signed
 	Priority    Priority
 	Retry       *RetryPolicy // nil: every tier; non-nil with no Tiers: a single attempt
+	// HoldOnDead is on_dead: hold, for an ordered provider: an entity
+	// whose head went to the DLQ stays held until the head is replayed
+	// and done. False (on_dead: release, the default): the entity's later
+	// records are delivered at once.
+	HoldOnDead bool
 
 	globs []glob      // Events compiled
 	where []condition // nil: no condition on the body
@@ -191,6 +196,7 @@ type routeConfig struct {
 	Signing     *signingConfig       `yaml:"signing"`
 	Priority    string               `yaml:"priority"`
 	Retry       *retryConfig         `yaml:"retry"`
+	OnDead      string               `yaml:"on_dead"`
 }
 
 // signingConfig is a route's signing: {secret_env: [...]}.
@@ -334,6 +340,13 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 			errs = append(errs, err)
 		}
 		rt.Retry = rp
+	}
+	switch c.OnDead {
+	case "", "release":
+	case "hold":
+		rt.HoldOnDead = true
+	default:
+		errs = append(errs, fmt.Errorf("on_dead: %q: want release (the default) or hold", c.OnDead))
 	}
 	if len(errs) > 0 {
 		return nil, errs

@@ -63,6 +63,9 @@ func (s *session) Apply(batch []*result, checkpoint map[int32]int64) error {
 		if res.change != nil {
 			changes = append(changes, *res.change)
 		}
+		if res.holdChange != nil {
+			changes = append(changes, *res.holdChange)
+		}
 	}
 	if err := s.p.cfg.Store.Apply(changes, checkpoint); err != nil {
 		// Badger is only a cache of the changelog: without this write it is
@@ -84,6 +87,11 @@ func (s *session) Committed(batch []*result) {
 		if res.change != nil {
 			if o, ok := s.overlay[res.change.Key]; ok && o.seq == res.seq {
 				delete(s.overlay, res.change.Key)
+			}
+		}
+		if res.holdChange != nil {
+			if o, ok := s.overlay[res.holdChange.Key]; ok && o.seq == res.holdSeq {
+				delete(s.overlay, res.holdChange.Key)
 			}
 		}
 	}

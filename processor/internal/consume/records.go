@@ -114,12 +114,14 @@ func routedCopy(topic string, r *kgo.Record, route string) *kgo.Record {
 // original header, plus the failure headers of DESIGN §3.
 func (p *setup) failedRecord(topic string, r *kgo.Record, a decide.Arrival, st decide.State, attempt int, err error, retryable bool) *kgo.Record {
 	out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: append([]kgo.RecordHeader(nil), r.Headers...)}
-	history, herr := headers.GetErrors(r)
-	if herr != nil {
-		history = nil // a garbled history is replaced, not propagated
+	if err != nil { // nil: a record held behind its entity's head, no attempt made
+		history, herr := headers.GetErrors(r)
+		if herr != nil {
+			history = nil // a garbled history is replaced, not propagated
+		}
+		history = append(history, headers.ErrorEntry{Attempt: max(a.Attempt, 1), At: a.Now, Error: err.Error(), Retryable: retryable})
+		headers.SetErrors(out, history)
 	}
-	history = append(history, headers.ErrorEntry{Attempt: max(a.Attempt, 1), At: a.Now, Error: err.Error(), Retryable: retryable})
-	headers.SetErrors(out, history)
 	headers.SetAttempt(out, attempt)
 	if !st.FirstSeenAt.IsZero() {
 		headers.SetTime(out, headers.FirstSeenAt, st.FirstSeenAt)

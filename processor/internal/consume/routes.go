@@ -23,6 +23,8 @@ type target struct {
 	topic  string
 	policy decide.Policy
 	class  providers.Priority
+	// holdOnDead is the route's on_dead: hold (ordering.go).
+	holdOnDead bool
 }
 
 // routing is the processor's table of targets, built once by New.
@@ -54,7 +56,7 @@ func newRouting(cfg Config, m *metrics) routing {
 			}
 		}
 		for _, r := range routes {
-			t := &target{provider: name, route: r.Name, class: r.Priority, policy: policyFor(cfg, p, r)}
+			t := &target{provider: name, route: r.Name, class: r.Priority, policy: policyFor(cfg, p, r), holdOnDead: r.HoldOnDead}
 			if d := r.Destination; d != nil && d.Topic != "" {
 				t.topic = d.Topic
 			} else if h, ok := cfg.Router.ForRoute(name, r.Name); ok {

@@ -66,7 +66,9 @@ type item struct {
 type overlaid struct {
 	part int32
 	st   decide.State
-	seq  uint64
+	// holds are an entity's holds, for an entity key (ordering.go).
+	holds decide.Holds
+	seq   uint64
 }
 
 // result is what one record leaves for the next transaction.
@@ -77,8 +79,12 @@ type result struct {
 	out    txnloop.Produced
 	change *state.Change // nil: a skip or a poison record
 	seq    uint64        // the overlay entry change made
-	tok    *recordToken  // its share of session.tokens; nil: none
-	stats  []stat        // one per outcome written
+	// holdChange is the record's entity's new holds (ordering.go); nil:
+	// unchanged. holdSeq is its overlay entry.
+	holdChange *state.Change
+	holdSeq    uint64
+	tok        *recordToken // its share of session.tokens; nil: none
+	stats      []stat       // one per outcome written
 }
 
 type stat struct{ provider, route, status, origin string }
@@ -256,17 +262,39 @@ func (s *session) run(it *item) (*result, error) {
 	if process, why := decide.Admit(cur, a); !process {
 		return s.skipped(res, a, why), nil
 	}
+	ord, err := s.orderedOf(r, a.Provider)
+	if err != nil {
+		return nil, err
+	}
 	bad := p.invalidPayload(r, a) // invalid.go: nil, or called on no route
 	if a.Route == "" {            // a fresh ingest record: every route it matches
 		var buf [4]*target
 		ts, filed := p.matching(r, a.Provider, buf[:0])
 		if !filed || (bad != nil && len(ts) == 0) { // delivered nowhere: its outcome is the product; invalid: the key's one DLQ entry
 			next, effects := decide.Step(cur, a, bad, p.keyPolicy(a.Provider))
-			return s.decided(res, a, next, effects, map[string]called{a.Route: {err: bad}})
+			return s.decided(res, a, next, effects, map[string]called{a.Route: {err: bad}}, ord)
 		}
 		var calls map[string]called
 		if bad == nil {
-			calls = s.deliverAll(it, res, a, ts)
+			// A route held for the record's entity is not called (ordering.go).
+			free, held := ts, map[string]called(nil)
+			if ord != nil {
+				free = make([]*target, 0, len(ts))
+				for _, t := range ts {
+					if e := ord.check(t.route, string(r.Key)); e != nil {
+						if held == nil {
+							held = map[string]called{}
+						}
+						held[t.route] = called{err: decide.Held(e)}
+						continue
+					}
+					free = append(free, t)
+				}
+			}
+			calls = s.deliverAll(it, res, a, free)
+			for route, c := range held {
+				calls[route] = c
+			}
 		} else { // dead for each route it matches, none called
 			calls = make(map[string]called, len(ts))
 			for _, t := range ts {
@@ -282,7 +310,7 @@ func (s *session) run(it *item) (*result, error) {
 			results[i] = decide.RouteResult{Route: t.route, Result: calls[t.route].err, Policy: t.policy}
 		}
 		next, effects := decide.StepRoutes(cur, a, results, p.keyPolicy(a.Provider))
-		return s.decided(res, a, next, effects, calls)
+		return s.decided(res, a, next, effects, calls, ord)
 	}
 	t := p.target(a.Provider, a.Route)
 	var c called
@@ -292,6 +320,10 @@ func (s *session) run(it *item) (*result, error) {
 	case !known:
 		c.err = fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
 	case t != nil:
+		if e := ord.check(a.Route, string(r.Key)); e != nil {
+			c.err = decide.Held(e)
+			break
+		}
 		c = s.deliver(it, res, a, t, true)
 	case p.routes.filed[a.Provider] || a.Route != headers.DefaultRoute:
 		c.err = errRouteGone(a.Provider, a.Route)
@@ -305,7 +337,7 @@ func (s *session) run(it *item) (*result, error) {
 		pol = t.policy
 	}
 	next, effects := decide.Step(cur, a, c.err, pol)
-	return s.decided(res, a, next, effects, map[string]called{a.Route: c})
+	return s.decided(res, a, next, effects, map[string]called{a.Route: c}, ord)
 }
 
 // skipped is the result of a record Admit skipped: its outcome only.
@@ -390,11 +422,21 @@ func (s *session) whyPark(it *item, res *result, a decide.Arrival, t *target) er
 // write and the key's next state (the store gets its binary form), and
 // puts the state in the overlay; nil when the partition went away
 // meanwhile.
-func (s *session) decided(res *result, a decide.Arrival, next decide.State, effects []decide.Effect, calls map[string]called) (*result, error) {
+func (s *session) decided(res *result, a decide.Arrival, next decide.State, effects []decide.Effect, calls map[string]called, ord *ordered) (*result, error) {
 	r, key := res.r, string(res.r.Key)
 	var err error
 	if res.out.Records, err = s.records(r, a, next, effects, calls); err != nil {
 		return nil, err
+	}
+	if ord != nil {
+		ok, err := s.holdsChange(res, ord, ord.after(s.p, a, key, effects, calls))
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			s.release(res)
+			return nil, nil
+		}
 	}
 	provider := s.p.providerLabel(a.Provider)
 	for _, e := range effects {
@@ -444,14 +486,20 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			}
 			out = append(out, cr)
 		case decide.ToTier:
-			tr := p.failedRecord(p.cfg.Names.Retry[e.Tier-1], r, a, next, e.Attempt, c.err, true)
+			cause := c.err
+			if e.Held {
+				cause = nil // waiting behind its entity's head is no failed attempt
+			}
+			tr := p.failedRecord(p.cfg.Names.Retry[e.Tier-1], r, a, next, e.Attempt, cause, true)
 			headers.SetTime(tr, headers.DueAt, p.cfg.Schedule.DueAt(a.Now, e.Tier, p.cfg.Jitter, rand.Float64))
 			setRoute(tr, e.Route)
+			setHeld(tr, e.Held)
 			out = append(out, tr)
 		case decide.ToDLQ:
 			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.err, e.DeadReason == headers.DeadExhausted)
 			headers.Set(dr, headers.DeadReason, e.DeadReason)
 			setRoute(dr, e.Route)
+			setHeld(dr, false)
 			out = append(out, dr)
 		case decide.ToLane:
 			ln := p.target(a.Provider, e.Route).lane
@@ -459,7 +507,9 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 				s.reader.hold(ln)
 			}
 			ln.parked.Inc()
-			out = append(out, routedCopy(ln.topic, r, e.Route))
+			lc := routedCopy(ln.topic, r, e.Route)
+			setHeld(lc, e.Held)
+			out = append(out, lc)
 		case decide.ToTopic:
 			out = append(out, routedCopy(p.target(a.Provider, e.Route).topic, r, e.Route))
 		case decide.ToOutcomes:

@@ -125,3 +125,15 @@ func TestStepHeld(t *testing.T) {
 		t.Fatalf("held behind a dead head: %+v, want the last tier at its own delay", effects)
 	}
 }
+
+// The restore takes an entity's holds from the changelog as they are.
+func TestStoredFromChangelogHolds(t *testing.T) {
+	v, _ := EncodeHolds(Holds{{Route: "crm", Head: "k2", Since: t0}})
+	stored, exp, err := StoredFromChangelog(v)
+	if err != nil || string(stored) != string(v) || !exp.IsZero() {
+		t.Fatalf("StoredFromChangelog = %q, %v, %v; want the value, never expiring", stored, exp, err)
+	}
+	if _, _, err := StoredFromChangelog([]byte(`{"v":"holds","holds":7}`)); err == nil {
+		t.Fatal("garbled holds restored")
+	}
+}

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"bytes"
 	"cmp"
 	"encoding/binary"
 	"errors"
@@ -238,6 +239,12 @@ func (r *storedReader) str() string {
 // headers.TimeLayout) are read without a JSON parse; anything else goes
 // through Decode.
 func StoredFromChangelog(v []byte) (stored []byte, expiresAt time.Time, err error) {
+	if bytes.HasPrefix(v, []byte(`{"v":"holds"`)) { // an entity's holds: stored as written, never expire
+		if _, err := DecodeHolds(v); err != nil {
+			return nil, time.Time{}, err
+		}
+		return v, time.Time{}, nil
+	}
 	st, ok := scanEncoded(v)
 	if !ok {
 		if st, err = Decode(v); err != nil {

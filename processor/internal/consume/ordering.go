@@ -1,0 +1,155 @@
+package consume
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/processor/internal/decide"
+	"github.com/hookline/hookline/processor/internal/state"
+)
+
+// ordered is what the processor knows of an ordered provider's record's
+// entity while it decides the record (issue 24): the entity's holds, one
+// per route (decide.Holds), and whether the record is a copy held behind
+// a head before. The record's chain is its entity's (EntityChain), so the
+// entity's records are decided one at a time and the holds read here are
+// the last ones decided.
+type ordered struct {
+	key      string // decide.EntityKey
+	entity   string
+	holds    decide.Holds
+	heldCopy bool
+}
+
+// orderedOf returns the record's entity and holds; nil for a record
+// without hookline.entity (not ordered, or its own entity).
+func (s *session) orderedOf(r *kgo.Record, provider string) (*ordered, error) {
+	e, ok := headers.Get(r, headers.Entity)
+	if !ok || e == "" {
+		return nil, nil
+	}
+	o := &ordered{key: decide.EntityKey(provider, e), entity: e}
+	_, o.heldCopy = headers.Get(r, headers.Held)
+	s.mu.Lock()
+	ov, ok := s.overlay[o.key]
+	s.mu.Unlock()
+	if ok {
+		o.holds = ov.holds
+		return o, nil
+	}
+	v, ok, err := s.p.cfg.Store.Get(r.Partition, o.key)
+	if err != nil {
+		return nil, fmt.Errorf("read holds of entity %q: %w", e, err)
+	}
+	if ok {
+		if o.holds, err = decide.DecodeHolds(v); err != nil {
+			return nil, fmt.Errorf("decode holds of entity %q: %w", e, err)
+		}
+	}
+	return o, nil
+}
+
+// check is the hold of route for key: nil to deliver, else why it waits.
+func (o *ordered) check(route, key string) *decide.HeldError {
+	if o == nil {
+		return nil
+	}
+	return o.holds.Check(route, key, o.heldCopy)
+}
+
+// after returns the entity's holds once the routes' results are decided:
+// for each route of effects, held (its call's error is a HeldError) or
+// where its delivery now waits.
+func (o *ordered) after(s *setup, a decide.Arrival, key string, effects []decide.Effect, calls map[string]called) decide.Holds {
+	type seen struct {
+		w    decide.Where
+		done bool
+	}
+	byRoute := map[string]*seen{}
+	var order []string
+	for _, e := range effects {
+		if e.Kind == decide.ToChangelog {
+			continue
+		}
+		x := byRoute[e.Route]
+		if x == nil {
+			x = &seen{}
+			byRoute[e.Route] = x
+			order = append(order, e.Route)
+		}
+		switch e.Kind {
+		case decide.ToTier:
+			x.w.Tier = e.Tier
+		case decide.ToLane:
+			x.w.Tier = 0
+		case decide.ToDLQ:
+			t := s.target(a.Provider, e.Route)
+			if t != nil && t.holdOnDead {
+				x.w.Dead, x.w.Tier = true, len(s.cfg.Names.Retry)
+			} else {
+				x.done = true
+			}
+		case decide.ToOutcomes:
+			if e.Status == decide.StatusDone || e.Status == decide.StatusUnrouted {
+				x.done = true
+			}
+		}
+	}
+	hs := o.holds
+	for _, route := range order {
+		x := byRoute[route]
+		if route == "" {
+			continue // unrouted: no route to hold
+		}
+		held := isHeld(calls[route].err)
+		x.w.Ended = x.done
+		hs = hs.After(route, key, o.heldCopy, held, x.w, a.Now)
+	}
+	return hs
+}
+
+// isHeld reports whether err is a record held behind its entity's head.
+func isHeld(err error) bool {
+	var he *decide.HeldError
+	return err != nil && errors.As(err, &he)
+}
+
+// holdsChange adds to res the entity's new holds when they changed: its
+// changelog record (placed with the raw record, by hookline.entity), its
+// store change and its overlay entry.
+func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, error) {
+	if o == nil || reflect.DeepEqual(o.holds, hs) {
+		return true, nil
+	}
+	val, err := decide.EncodeHolds(hs)
+	if err != nil {
+		return false, fmt.Errorf("encode holds of entity %q: %w", o.entity, err)
+	}
+	cr := &kgo.Record{Topic: s.p.cfg.Names.Changelog, Key: []byte(o.key), Value: val,
+		Headers: []kgo.RecordHeader{{Key: headers.Entity, Value: []byte(o.entity)}}}
+	res.out.Records = append(res.out.Records, cr)
+	res.holdChange = &state.Change{Partition: res.r.Partition, Key: o.key, Value: val}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res.ow.ctx.Err() != nil {
+		return false, nil
+	}
+	s.seq++
+	s.overlay[o.key] = overlaid{part: res.r.Partition, holds: hs, seq: s.seq}
+	res.holdSeq = s.seq
+	return true, nil
+}
+
+// setHeld marks a copy held behind its entity's head (hookline.held), or
+// clears a mark it copied: a delivered record is no held copy any more.
+func setHeld(r *kgo.Record, held bool) {
+	if held {
+		headers.Set(r, headers.Held, "1")
+		return
+	}
+	headers.Delete(r, headers.Held)
+}

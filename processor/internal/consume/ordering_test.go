@@ -1,0 +1,179 @@
+package consume
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
+	"github.com/hookline/hookline/processor/internal/deliver"
+)
+
+// orderedYAML is one ordered provider, ord, whose entity is the body's
+// /entity, with the routes crm and audit (every event, HTTP).
+const orderedYAML = `providers:
+  ord:
+    preset: generic
+    signature: {none: true}
+    idempotency_key: {json: /id}
+    ordering: {json: /entity}
+    routes:
+      crm: {destination: {url: "http://crm.invalid/", max_inflight: 8}}
+      audit: {destination: {url: "http://audit.invalid/", max_inflight: 8}}
+`
+
+// callLog records each route's calls in order and fails the calls listed
+// in fail (route/key -> how many first calls fail with 503).
+type callLog struct {
+	mu    sync.Mutex
+	calls map[string][]string // route -> keys in call order
+	n     map[string]int
+	fail  map[string]int
+}
+
+func (c *callLog) Handle(_ context.Context, d deliver.Delivery) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.calls == nil {
+		c.calls, c.n = map[string][]string{}, map[string]int{}
+	}
+	c.calls[d.Route] = append(c.calls[d.Route], d.Key)
+	c.n[d.Route+"/"+d.Key]++
+	if c.n[d.Route+"/"+d.Key] <= c.fail[d.Route+"/"+d.Key] {
+		return &deliver.StatusError{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable"}
+	}
+	return nil
+}
+
+func (c *callLog) of(route string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.calls[route])
+}
+
+// produceEntity writes one ingest record of ord, as ingest does for an
+// ordered provider: hookline.entity set, in partition 0.
+func (f *fakeKafka) produceEntity(t *testing.T, key, entity string) {
+	t.Helper()
+	cl := f.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	r := headers.IngestRecord(f.names.Raw, key, "thing.happened", []byte(`{"id":"`+key+`","entity":"`+entity+`"}`),
+		headers.IngestMeta{Provider: "ord", ReceivedAt: time.Now(), RequestID: "r", ContentType: "application/json"})
+	r.Partition = 0
+	headers.Set(r, headers.Entity, entity)
+	if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// retrier moves what the retry tiers hold back to raw, in order, as the
+// retrier does (origin retry), each record once.
+type retrier struct {
+	f     *fakeKafka
+	moved map[string]bool // topic/offset
+}
+
+func (rt *retrier) pass(t *testing.T) int {
+	t.Helper()
+	cl := rt.f.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	n := 0
+	for _, tier := range rt.f.names.Retry {
+		for _, r := range rt.f.readCommitted(t, tier) {
+			id := fmt.Sprintf("%s/%d", tier, r.Offset)
+			if rt.moved[id] {
+				continue
+			}
+			rt.moved[id] = true
+			back := &kgo.Record{Topic: rt.f.names.Raw, Partition: 0, Key: r.Key, Value: r.Value, Headers: slices.Clone(r.Headers)}
+			headers.Set(back, headers.Origin, headers.OriginRetry)
+			if err := cl.ProduceSync(context.Background(), back).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			n++
+		}
+	}
+	return n
+}
+
+// TestOrderingHoldsEntity (issue 24 items 1 and 2): the records of an
+// entity are called in order on each route; while the head fails on crm
+// (twice), the entity's later records wait behind it on crm only, with no
+// attempt used, and are called in order once it is done; another entity
+// and the sibling route audit are never held.
+func TestOrderingHoldsEntity(t *testing.T) {
+	f := newFakeKafka(t)
+	adm := kadm.NewClient(f.client(t))
+	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("ord", "crm"), f.names.RouteLane("ord", "audit")); err != nil {
+		t.Fatal(err)
+	}
+	dest := &callLog{fail: map[string]int{"crm/e7-2": 2}}
+	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"ord/crm": dest, "ord/audit": dest}, procOptions{providersYAML: orderedYAML})
+
+	var e1, e7 []string
+	for i := 1; i <= 5; i++ {
+		k1, k7 := fmt.Sprintf("e1-%d", i), fmt.Sprintf("e7-%d", i)
+		f.produceEntity(t, k7, "e7")
+		f.produceEntity(t, k1, "e1")
+		e1, e7 = append(e1, k1), append(e7, k7)
+	}
+	rt := &retrier{f: f, moved: map[string]bool{}}
+	waitFor(t, "every key done on crm", func() bool {
+		rt.pass(t)
+		done := 0
+		for key, os := range f.outcomes(t) {
+			for _, o := range os {
+				if o.Route == "crm" && o.Status == outcome.StatusDone && (slices.Contains(e1, key) || slices.Contains(e7, key)) {
+					done++
+				}
+			}
+		}
+		return done == 10
+	})
+	only := func(calls, keys []string) []string {
+		var out []string
+		for _, c := range calls {
+			if slices.Contains(keys, c) {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	crm, audit := dest.of("crm"), dest.of("audit")
+	if got, want := only(crm, e7), []string{"e7-1", "e7-2", "e7-2", "e7-2", "e7-3", "e7-4", "e7-5"}; !slices.Equal(got, want) {
+		t.Errorf("crm's calls of e7: %v, want %v (its later records after e7-2 succeeded)", got, want)
+	}
+	if got := only(crm, e1); !slices.Equal(got, e1) {
+		t.Errorf("crm's calls of e1: %v, want %v, each once in order", got, e1)
+	}
+	if got := only(audit, e7); !slices.Equal(got, e7) {
+		t.Errorf("audit's calls of e7: %v, want %v: the sibling route is never held", got, e7)
+	}
+	if got := only(audit, e1); !slices.Equal(got, e1) {
+		t.Errorf("audit's calls of e1: %v, want %v", got, e1)
+	}
+	// e1 was not held behind e7: all of e1 was called on crm before e7-2
+	// succeeded.
+	last1, ok7 := slices.Index(crm, "e1-5"), slices.Index(crm, "e7-3")
+	if last1 > ok7 {
+		t.Errorf("crm called e1-5 at %d, after e7-3 at %d: e1 waited behind e7 (%v)", last1, ok7, crm)
+	}
+	out := f.outcomes(t)
+	held := 0
+	for _, k := range e7[2:] {
+		for _, o := range out[k] {
+			if o.Route == "crm" && o.Status == outcome.StatusHeld {
+				held++
+			}
+		}
+	}
+	if held < 3 {
+		t.Errorf("e7-3..e7-5 have %d held outcomes on crm, want at least 3", held)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -175,5 +176,82 @@ func TestOrderingHoldsEntity(t *testing.T) {
 	}
 	if held < 3 {
 		t.Errorf("e7-3..e7-5 have %d held outcomes on crm, want at least 3", held)
+	}
+}
+
+// TestOrderingOnDead: when the head of an entity goes to the DLQ, on_dead:
+// release delivers the entity's later records at once, in order; on_dead:
+// hold keeps them waiting until the head is replayed and done.
+func TestOrderingOnDead(t *testing.T) {
+	for _, mode := range []string{"release", "hold"} {
+		t.Run(mode, func(t *testing.T) {
+			f := newFakeKafka(t)
+			adm := kadm.NewClient(f.client(t))
+			if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("ord", "crm"), f.names.RouteLane("ord", "audit")); err != nil {
+				t.Fatal(err)
+			}
+			yml := strings.Replace(orderedYAML, `crm: {destination: {url: "http://crm.invalid/", max_inflight: 8}}`,
+				`crm: {destination: {url: "http://crm.invalid/", max_inflight: 8}, on_dead: `+mode+`}`, 1)
+			dest := &callLog{fail: map[string]int{"crm/e7-1": 3}} // every attempt of tiers 1s,2s
+			runProcessorWith(t, f, "p1", map[string]deliver.Handler{"ord/crm": dest, "ord/audit": dest}, procOptions{providersYAML: yml})
+			for i := 1; i <= 3; i++ {
+				f.produceEntity(t, fmt.Sprintf("e7-%d", i), "e7")
+			}
+			rt := &retrier{f: f, moved: map[string]bool{}}
+			crmDone := func(key string) bool {
+				for _, o := range f.outcomes(t)[key] {
+					if o.Route == "crm" && o.Status == outcome.StatusDone {
+						return true
+					}
+				}
+				return false
+			}
+			waitFor(t, "e7-1 dead on crm", func() bool {
+				rt.pass(t)
+				return len(f.readCommitted(t, f.names.DLQ)) == 1
+			})
+			if mode == "release" {
+				waitFor(t, "e7-2 and e7-3 done on crm", func() bool { rt.pass(t); return crmDone("e7-2") && crmDone("e7-3") })
+				if got := dest.of("crm"); !slices.Equal(got, []string{"e7-1", "e7-1", "e7-1", "e7-2", "e7-3"}) {
+					t.Fatalf("crm's calls %v, want e7-1 three times, then e7-2, e7-3", got)
+				}
+				return
+			}
+			// hold: the later records go round behind the dead head, called never.
+			waitFor(t, "e7-2 held twice (sent round behind its dead head)", func() bool {
+				rt.pass(t)
+				n := 0
+				for _, o := range f.outcomes(t)["e7-2"] {
+					if o.Route == "crm" && o.Status == outcome.StatusHeld {
+						n++
+					}
+				}
+				return n >= 2
+			})
+			if got := dest.of("crm"); !slices.Equal(got, []string{"e7-1", "e7-1", "e7-1"}) {
+				t.Fatalf("crm's calls with its head dead and on_dead: hold: %v, want e7-1's three only", got)
+			}
+			// The head replayed (as dlq replay sends it), and done this time.
+			dead := f.readCommitted(t, f.names.DLQ)[0]
+			replay := &kgo.Record{Topic: f.names.Raw, Partition: 0, Key: dead.Key, Value: dead.Value}
+			for _, h := range dead.Headers {
+				if h.Key != headers.DeadReason && h.Key != headers.DueAt {
+					replay.Headers = append(replay.Headers, h)
+				}
+			}
+			headers.Set(replay, headers.Origin, headers.OriginReplay)
+			headers.SetAttempt(replay, 1)
+			headers.Set(replay, headers.ReplayID, fmt.Sprintf("dlq:0:%d", dead.Offset))
+			dest.mu.Lock()
+			dest.fail = nil
+			dest.mu.Unlock()
+			if err := f.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner())).ProduceSync(context.Background(), replay).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, "e7-2 and e7-3 done on crm after the replay", func() bool { rt.pass(t); return crmDone("e7-2") && crmDone("e7-3") })
+			if got := dest.of("crm"); !slices.Equal(got, []string{"e7-1", "e7-1", "e7-1", "e7-1", "e7-2", "e7-3"}) {
+				t.Fatalf("crm's calls %v, want e7-1 three times and once replayed, then e7-2, e7-3", got)
+			}
+		})
 	}
 }

@@ -90,6 +90,9 @@ const (
 	StateDone     = "done"
 	StateDead     = "dead"
 	StateUnrouted = "unrouted"
+	// StateHeld: an ordered entity's record waits behind the entity's head
+	// on the route (its last outcome's error names the head).
+	StateHeld = "held"
 )
 
 // MaxSteps bounds the steps of one trace: a provider re-sending one key
@@ -208,6 +211,9 @@ func foldRoute(route string, evs []Event) RouteTrace {
 			switch ev.Status {
 			case outcome.StatusParked:
 				rt.Now = Now{State: StateParked, Lane: ev.Lane, NextAttempt: ev.Attempt, Since: stamp(*ev)}
+				continue
+			case outcome.StatusHeld: // no attempt made
+				rt.Now = Now{State: StateHeld, Tier: ev.Tier, Since: stamp(*ev)}
 				continue
 			case outcome.StatusDone:
 				rt.Now = Now{State: StateDone, Since: stamp(*ev)}

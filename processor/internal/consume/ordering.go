@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"strconv"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -19,10 +20,11 @@ import (
 // entity's records are decided one at a time and the holds read here are
 // the last ones decided.
 type ordered struct {
-	key      string // decide.EntityKey
-	entity   string
-	holds    decide.Holds
-	heldCopy bool
+	key    string // decide.EntityKey
+	entity string
+	holds  decide.Holds
+	// seq is the number of a copy held before (hookline.held); 0: none.
+	seq int
 }
 
 // orderedOf returns the record's entity and holds; nil for a record
@@ -33,7 +35,13 @@ func (s *session) orderedOf(r *kgo.Record, provider string) (*ordered, error) {
 		return nil, nil
 	}
 	o := &ordered{key: decide.EntityKey(provider, e), entity: e}
-	_, o.heldCopy = headers.Get(r, headers.Held)
+	if v, ok := headers.Get(r, headers.Held); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s is %q, want a number from 1", headers.Held, v)
+		}
+		o.seq = n
+	}
 	s.mu.Lock()
 	ov, ok := s.overlay[o.key]
 	s.mu.Unlock()
@@ -58,7 +66,7 @@ func (o *ordered) check(route, key string) *decide.HeldError {
 	if o == nil {
 		return nil
 	}
-	return o.holds.Check(route, key, o.heldCopy)
+	return o.holds.Check(route, key, o.seq)
 }
 
 // after returns the entity's holds once the routes' results are decided:
@@ -85,7 +93,7 @@ func (o *ordered) after(s *setup, a decide.Arrival, key string, effects []decide
 		case decide.ToTier:
 			x.w.Tier = e.Tier
 		case decide.ToLane:
-			x.w.Tier = 0
+			x.w.Tier = 0 // parked: held records wait in the first tier
 		case decide.ToDLQ:
 			t := s.target(a.Provider, e.Route)
 			if t != nil && t.holdOnDead {
@@ -107,7 +115,7 @@ func (o *ordered) after(s *setup, a decide.Arrival, key string, effects []decide
 		}
 		held := isHeld(calls[route].err)
 		x.w.Ended = x.done
-		hs = hs.After(route, key, o.heldCopy, held, x.w, a.Now)
+		hs = hs.After(route, key, o.seq, held, x.w, a.Now)
 	}
 	return hs
 }
@@ -144,11 +152,12 @@ func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, e
 	return true, nil
 }
 
-// setHeld marks a copy held behind its entity's head (hookline.held), or
-// clears a mark it copied: a delivered record is no held copy any more.
-func setHeld(r *kgo.Record, held bool) {
-	if held {
-		headers.Set(r, headers.Held, "1")
+// setHeld numbers a copy held behind its entity's head (hookline.held), or
+// clears a number it copied (seq 0): a delivered record is no held copy
+// any more.
+func setHeld(r *kgo.Record, seq int) {
+	if seq > 0 {
+		headers.Set(r, headers.Held, strconv.Itoa(seq))
 		return
 	}
 	headers.Delete(r, headers.Held)

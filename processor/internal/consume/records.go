@@ -86,7 +86,7 @@ func (p *setup) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, to
 		if t := p.target(a.Provider, e.Route); t != nil && t.lane != nil {
 			o.Lane = t.lane.topic
 		}
-	case outcome.StatusRetrying:
+	case outcome.StatusRetrying, outcome.StatusHeld:
 		o.Tier = retry.TierName(p.cfg.Schedule.Tier(e.Tier))
 	case outcome.StatusDead:
 		o.DeadReason = e.DeadReason

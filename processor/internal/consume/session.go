@@ -487,7 +487,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			out = append(out, cr)
 		case decide.ToTier:
 			cause := c.err
-			if e.Held {
+			if e.Held > 0 {
 				cause = nil // waiting behind its entity's head is no failed attempt
 			}
 			tr := p.failedRecord(p.cfg.Names.Retry[e.Tier-1], r, a, next, e.Attempt, cause, true)
@@ -499,7 +499,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.err, e.DeadReason == headers.DeadExhausted)
 			headers.Set(dr, headers.DeadReason, e.DeadReason)
 			setRoute(dr, e.Route)
-			setHeld(dr, false)
+			setHeld(dr, 0)
 			out = append(out, dr)
 		case decide.ToLane:
 			ln := p.target(a.Provider, e.Route).lane
@@ -508,10 +508,12 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			}
 			ln.parked.Inc()
 			lc := routedCopy(ln.topic, r, e.Route)
-			setHeld(lc, e.Held)
+			setHeld(lc, 0)
 			out = append(out, lc)
 		case decide.ToTopic:
-			out = append(out, routedCopy(p.target(a.Provider, e.Route).topic, r, e.Route))
+			tc := routedCopy(p.target(a.Provider, e.Route).topic, r, e.Route)
+			setHeld(tc, 0)
+			out = append(out, tc)
 		case decide.ToOutcomes:
 			out = append(out, p.outcomeRecord(r, a, string(e.Status), c.took, c.err, e))
 		}

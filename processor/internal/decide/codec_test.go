@@ -72,6 +72,20 @@ func TestDecodeExamples(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if strings.HasPrefix(string(b), `{"v":"holds"`) { // an entity's holds (holds.go)
+				h, err := DecodeHolds(b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := EncodeHolds(h)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := schemas.Validate(schemas.State, out); err != nil {
+					t.Error(err)
+				}
+				return
+			}
 			st, err := Decode(b)
 			if err != nil {
 				t.Fatal(err)

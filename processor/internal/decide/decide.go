@@ -302,12 +302,9 @@ type Effect struct {
 	// retry the next attempt (the failed one + 1), for the DLQ the attempt
 	// just made.
 	Attempt int
-	// DueAt, when set, is a ToTier copy's hookline.due-at: a record held
-	// behind its entity's head is due with it. Zero: the tier's delay.
-	DueAt time.Time
-	// Held marks a ToTier or ToLane copy held behind its entity's head
-	// (hookline.held): it is delivered once the head has ended.
-	Held bool
+	// Held is the number of a ToTier copy held behind its entity's head
+	// (hookline.held, holds.go); 0: not held.
+	Held int
 }
 
 // Step returns the key's next state and the records to write for a
@@ -320,8 +317,7 @@ type Effect struct {
 //	retryable, no tier left     dead                     changelog, DLQ exhausted, outcome dead
 //	permanent                   dead                     changelog, DLQ permanent, outcome dead
 //	*NotCalledError             parked, same attempt     changelog, lane, outcome parked
-//	held (*HeldError), tier     retrying, same attempt   changelog, tier (the head's due), outcome held
-//	held, the head parked       parked, same attempt     changelog, lane, outcome held
+//	held (*HeldError)           retrying, same attempt   changelog, tier (numbered copy), outcome held
 //	  of *InvalidPayloadError   dead                     changelog, DLQ invalid_payload, outcome dead
 //
 // retry.Classify tells retryable from permanent, and a Retry-After picks
@@ -370,20 +366,14 @@ func stepRoute(st *State, a Arrival, result error, pol Policy) (State, []Effect)
 	)
 	switch d := retry.Classify(result); {
 	case errors.As(result, &nc) && errors.As(nc.Reason, &he):
-		// Held behind the entity's head, where it waits, no attempt used.
+		// Held behind the entity's head, in a retry tier, no attempt used.
 		next.Status, next.NextAttempt = StatusRetrying, attempt
 		if st != nil {
 			next.ReplayIDs = slices.Clone(st.ReplayIDs)
 		}
-		if he.Hold.Tier == 0 && !he.Hold.Dead {
-			next.Status = StatusParked
-			next.ExpiresAt = now.Add(max(ttl, 7*24*time.Hour))
-			return next, []Effect{{Kind: ToChangelog}, {Kind: ToLane, Held: true}, {Kind: ToOutcomes, Status: StatusHeld}}
-		}
-		tier := max(he.Hold.Tier, 1)
-		due := he.Hold.DueAt
-		next.ExpiresAt = now.Add(max(ttl, 2*pol.Schedule.Tier(tier)+max(due.Sub(now), 0)))
-		return next, []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt, DueAt: due, Held: true}, {Kind: ToOutcomes, Status: StatusHeld, Tier: tier}}
+		tier := max(he.Tier, 1)
+		next.ExpiresAt = now.Add(max(ttl, 2*pol.Schedule.Tier(tier)))
+		return next, []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt, Held: he.Seq}, {Kind: ToOutcomes, Status: StatusHeld, Tier: tier}}
 	case errors.As(result, &nc) && errors.As(nc.Reason, &ip):
 		next.Status, next.ReplayIDs = StatusDead, replayIDs(st, a)
 		reason := headers.DeadInvalidPayload

@@ -11,13 +11,13 @@ import (
 // Holds are an ordered provider's entity's holds, one per route that is
 // held (issue 24): while the head of an entity's chain waits on a route
 // (in a retry tier, parked in the route's lane, or dead with on_dead:
-// hold), the entity's later records on that route are not called. They
-// are sent where the head waits, right behind it (the same tier with the
-// head's due time, or the lane), so that they come back after it, in
-// order, with no attempt used; the records themselves wait in Kafka, never
-// in memory. A hold ends when the head is done (or dead with on_dead:
-// release) and every record held behind it has come back and been
-// delivered.
+// hold), the entity's later records on that route are not called. Each is
+// numbered in the order it was held and sent to a retry tier (the head's,
+// else the first), where it waits in Kafka, never in memory; when it comes
+// back it is delivered only once the head has ended and every record held
+// before it has been delivered, else it goes round again. The numbers, not
+// the order copies come back in, keep the entity's order: a copy that comes
+// back before an earlier one simply waits another round.
 //
 // The holds of an entity are one state record (EncodeHolds), in the
 // changelog and the store under EntityKey, written in the transaction of
@@ -30,19 +30,23 @@ type Hold struct {
 	// Head is the key the entity waits behind; "" once the head ended and
 	// the records held behind it drain.
 	Head string `json:"head,omitempty"`
-	// Outstanding counts the records held behind the head that have not
-	// come back and been delivered yet.
-	Outstanding int `json:"outstanding"`
-	// Tier and DueAt say where the head (or, draining, the last records
-	// held) wait: retry tier Tier (1-based) until DueAt; Tier 0 is the
-	// route's lane; Dead is a dead head held by on_dead: hold, whose held
-	// records wait in the last tier and look again when they come back.
-	Tier  int       `json:"tier,omitempty"`
-	DueAt time.Time `json:"due_at,omitzero"`
-	Dead  bool      `json:"dead,omitempty"`
+	// Next is the number the next held record gets; Deliver the number of
+	// the held record to deliver next once the head has ended. Next -
+	// Deliver records wait.
+	Next    int `json:"next"`
+	Deliver int `json:"deliver"`
+	// Tier is the retry tier (1-based) the head waits in, where held
+	// records are sent; 0: the head is parked in the lane, and held
+	// records go to the first tier. Dead: the head is dead and on_dead:
+	// hold keeps the entity held until it is replayed and done.
+	Tier int  `json:"tier,omitempty"`
+	Dead bool `json:"dead,omitempty"`
 	// Since is when the hold began (the alert on entities held too long).
 	Since time.Time `json:"since"`
 }
+
+// Waiting is how many records wait behind the hold.
+func (x Hold) Waiting() int { return x.Next - x.Deliver }
 
 // EntityKey is the state-store and changelog key of an entity's holds:
 // "\x00e\x00<provider>\x00<entity>"; no idempotency key starts with NUL
@@ -53,18 +57,20 @@ func EntityKey(provider, entity string) string { return "\x00e\x00" + provider +
 func IsEntityKey(key string) bool { return strings.HasPrefix(key, "\x00e\x00") }
 
 // HeldError is the reason a record of a held entity is not called on a
-// route: it waits behind Head, where Hold says.
+// route: it waits behind Head (or, draining, behind the held records
+// numbered before Seq), numbered Seq, in tier Tier.
 type HeldError struct {
 	Head string
-	Hold Hold
+	Seq  int
+	Tier int
 }
 
-// Error says behind which key the record waits.
+// Error says behind what the record waits.
 func (e *HeldError) Error() string {
 	if e.Head == "" {
-		return "held: the records of its entity held before it drain first"
+		return fmt.Sprintf("held as number %d of its entity on this route: the records held before it go first", e.Seq)
 	}
-	return "held behind " + e.Head + ", the head of its entity on this route"
+	return fmt.Sprintf("held as number %d behind %s, the head of its entity on this route", e.Seq, e.Head)
 }
 
 // Held is the result of a record held on a route: NotCalled(e).
@@ -80,40 +86,46 @@ func (h Holds) route(route string) (Hold, int, bool) {
 }
 
 // Check says whether a record of the entity, key, is held on route: nil to
-// deliver it, else why it waits. heldCopy says the record is a copy sent
-// behind a head before (hookline.held): it is delivered when the head has
-// ended and the records before it have drained, and only then.
-func (h Holds) Check(route, key string, heldCopy bool) *HeldError {
+// deliver it, else why it waits and the number it waits as. seq is the
+// number of a copy held before (hookline.held), 0 for any other record: a
+// copy is delivered once the head has ended and it is the next to
+// deliver, and only then.
+func (h Holds) Check(route, key string, seq int) *HeldError {
 	x, _, ok := h.route(route)
 	switch {
 	case !ok:
 		return nil
 	case x.Head == key:
 		return nil
-	case x.Head == "" && heldCopy:
+	case x.Head == "" && seq > 0 && seq == x.Deliver:
 		return nil
 	}
-	return &HeldError{Head: x.Head, Hold: x}
+	e := &HeldError{Head: x.Head, Seq: seq, Tier: max(x.Tier, 1)}
+	if x.Dead || x.Head == "" {
+		e.Tier = 1 // a dead head's or a draining entity's records look again soon
+	}
+	if seq == 0 {
+		e.Seq = x.Next
+	}
+	return e
 }
 
-// Where is where a route's delivery of the entity's head waits after
+// Where is where a route's delivery of the entity's record waits after
 // its result, for After.
 type Where struct {
 	// Ended: done, or dead with on_dead: release.
 	Ended bool
-	// Tier, DueAt: retrying in tier Tier until DueAt; Tier 0 and not Dead:
-	// parked in the lane; Dead: dead with on_dead: hold.
-	Tier  int
-	DueAt time.Time
-	Dead  bool
+	// Tier: retrying in that tier; 0 and not Dead: parked in the lane;
+	// Dead: dead with on_dead: hold.
+	Tier int
+	Dead bool
 }
 
 // After returns the holds after one route's result for a record of the
-// entity (key, heldCopy as for Check): held (Check said so), the record
-// joins those behind the head (a copy already counted is not counted
-// again); delivered, the record ends, or becomes the head where it waits.
-// h is not changed.
-func (h Holds) After(route, key string, heldCopy, held bool, w Where, now time.Time) Holds {
+// entity (key and seq as for Check): held (Check said so), a new record
+// takes the next number; delivered, a held copy leaves the queue, and the
+// record ends or becomes the head where it waits. h is not changed.
+func (h Holds) After(route, key string, seq int, held bool, w Where, now time.Time) Holds {
 	x, i, ok := h.route(route)
 	out := slices.Clone(h)
 	set := func(x Hold) Holds {
@@ -125,20 +137,9 @@ func (h Holds) After(route, key string, heldCopy, held bool, w Where, now time.T
 		slices.SortFunc(out, func(a, b Hold) int { return strings.Compare(a.Route, b.Route) })
 		return out
 	}
-	drop := func() Holds {
-		if i < 0 {
-			return out
-		}
-		out = slices.Delete(out, i, i+1)
-		if len(out) == 0 {
-			return nil
-		}
-		return out
-	}
-	now = now.UTC().Truncate(time.Millisecond)
 	if held {
-		if !heldCopy {
-			x.Outstanding++
+		if seq == 0 {
+			x.Next++
 		}
 		return set(x)
 	}
@@ -146,19 +147,25 @@ func (h Holds) After(route, key string, heldCopy, held bool, w Where, now time.T
 		if w.Ended {
 			return out
 		}
-		return set(Hold{Route: route, Head: key, Tier: w.Tier, DueAt: w.DueAt.UTC().Truncate(time.Millisecond), Dead: w.Dead, Since: now})
+		return set(Hold{Route: route, Head: key, Next: 1, Deliver: 1, Tier: w.Tier, Dead: w.Dead, Since: now.UTC().Truncate(time.Millisecond)})
 	}
-	if heldCopy && x.Head != key {
-		x.Outstanding--
+	if seq > 0 && seq == x.Deliver && x.Head != key {
+		x.Deliver++
 	}
-	if w.Ended {
-		x.Head = ""
-		if x.Outstanding <= 0 {
-			return drop()
-		}
+	if !w.Ended {
+		x.Head, x.Tier, x.Dead = key, w.Tier, w.Dead
 		return set(x)
 	}
-	x.Head, x.Tier, x.DueAt, x.Dead = key, w.Tier, w.DueAt.UTC().Truncate(time.Millisecond), w.Dead
+	if x.Head == key {
+		x.Head = ""
+	}
+	if x.Head == "" && x.Waiting() <= 0 {
+		out = slices.Delete(out, i, i+1)
+		if len(out) == 0 {
+			return nil
+		}
+		return out
+	}
 	return set(x)
 }
 

@@ -3,24 +3,29 @@ package decide
 import (
 	"reflect"
 	"testing"
-	"time"
 )
 
 // TestHoldsSequence follows one entity on the route crm through a head
-// that fails twice: its later records are held behind it, where it waits,
-// and delivered in order once it is done; a new record arriving while
-// they drain is held behind them; the hold ends when the last is done.
+// that fails twice: its later records are numbered as they are held and
+// delivered in number order once it is done, whatever order their copies
+// come back in; a record arriving while they drain is held behind them;
+// the hold ends when the last is delivered.
 func TestHoldsSequence(t *testing.T) {
 	now := t0
-	due1, due2 := t0.Add(time.Second), t0.Add(3*time.Second)
 	var h Holds
-	step := func(name, key string, copy bool, wantHeld bool, w Where) {
+	// step checks one record and applies its result; it returns the
+	// number it was held as (0: delivered).
+	step := func(name, key string, seq int, wantHeld bool, w Where) int {
 		t.Helper()
-		e := h.Check("crm", key, copy)
+		e := h.Check("crm", key, seq)
 		if (e != nil) != wantHeld {
-			t.Fatalf("%s: Check(%s, copy %v) = %v, want held %v (holds %+v)", name, key, copy, e, wantHeld, h)
+			t.Fatalf("%s: Check(%s, seq %d) = %v, want held %v (holds %+v)", name, key, seq, e, wantHeld, h)
 		}
-		h = h.After("crm", key, copy, e != nil, w, now)
+		h = h.After("crm", key, seq, e != nil, w, now)
+		if e != nil {
+			return e.Seq
+		}
+		return 0
 	}
 	want := func(name string, x ...Hold) {
 		t.Helper()
@@ -31,52 +36,63 @@ func TestHoldsSequence(t *testing.T) {
 			t.Fatalf("%s: holds %+v, want %+v", name, h, x)
 		}
 	}
-	step("e1 done", "k1", false, false, Where{Ended: true})
+	step("e1 done", "k1", 0, false, Where{Ended: true})
 	want("nothing held")
-	step("e2 fails: the head", "k2", false, false, Where{Tier: 1, DueAt: due1})
-	want("head k2", Hold{Route: "crm", Head: "k2", Tier: 1, DueAt: due1, Since: now})
-	step("e3 held", "k3", false, true, Where{})
-	step("e4 held", "k4", false, true, Where{})
-	want("two behind k2", Hold{Route: "crm", Head: "k2", Outstanding: 2, Tier: 1, DueAt: due1, Since: now})
-	step("k2 fails again", "k2", false, false, Where{Tier: 2, DueAt: due2})
-	step("k3 comes back, k2 still waits: held again", "k3", true, true, Where{})
-	want("k3 not counted twice", Hold{Route: "crm", Head: "k2", Outstanding: 2, Tier: 2, DueAt: due2, Since: now})
-	step("k2 done", "k2", false, false, Where{Ended: true})
-	want("draining", Hold{Route: "crm", Outstanding: 2, Tier: 2, DueAt: due2, Since: now})
-	step("e5 new while draining: held", "k5", false, true, Where{})
-	step("k3 back: delivered, done", "k3", true, false, Where{Ended: true})
-	step("k4 back: delivered, fails: the head", "k4", true, false, Where{Tier: 1, DueAt: due1})
-	want("k4 heads, k5 behind", Hold{Route: "crm", Head: "k4", Outstanding: 1, Tier: 1, DueAt: due1, Since: now})
-	step("k5 back before k4 ends: held", "k5", true, true, Where{})
-	step("k4 done", "k4", false, false, Where{Ended: true})
-	step("k5 back: delivered, done", "k5", true, false, Where{Ended: true})
+	step("e2 fails: the head", "k2", 0, false, Where{Tier: 1})
+	want("head k2", Hold{Route: "crm", Head: "k2", Next: 1, Deliver: 1, Tier: 1, Since: now})
+	s3 := step("e3 held", "k3", 0, true, Where{})
+	s4 := step("e4 held", "k4", 0, true, Where{})
+	if s3 != 1 || s4 != 2 {
+		t.Fatalf("numbers %d, %d; want 1, 2", s3, s4)
+	}
+	want("two behind k2", Hold{Route: "crm", Head: "k2", Next: 3, Deliver: 1, Tier: 1, Since: now})
+	step("k2 fails again", "k2", 0, false, Where{Tier: 2})
+	if e := h.Check("crm", "k9", 0); e.Tier != 2 || e.Seq != 3 {
+		t.Fatalf("a new record now: %+v, want number 3 in the head's tier 2", e)
+	}
+	step("k4 comes back first, k2 still waits: held again, same number", "k4", s4, true, Where{})
+	want("not counted twice", Hold{Route: "crm", Head: "k2", Next: 3, Deliver: 1, Tier: 2, Since: now})
+	step("k2 done", "k2", 0, false, Where{Ended: true})
+	want("draining", Hold{Route: "crm", Next: 3, Deliver: 1, Tier: 2, Since: now})
+	s5 := step("e5 new while draining: held as 3", "k5", 0, true, Where{})
+	step("k4 back before k3: not its turn", "k4", s4, true, Where{})
+	step("k3 back: its turn, done", "k3", s3, false, Where{Ended: true})
+	step("k5 back before k4: not its turn", "k5", s5, true, Where{})
+	step("k4 back: delivered, fails: the head", "k4", s4, false, Where{Tier: 1})
+	want("k4 heads, k5 behind", Hold{Route: "crm", Head: "k4", Next: 4, Deliver: 3, Tier: 1, Since: now})
+	step("k5 back before k4 ends: held", "k5", s5, true, Where{})
+	step("k4 (its retry, no number) done", "k4", 0, false, Where{Ended: true})
+	step("k5 back: delivered, done", "k5", s5, false, Where{Ended: true})
 	want("free")
 	// A dead head held by on_dead: hold, then replayed and done.
-	step("k6 dead, held", "k6", false, false, Where{Dead: true, Tier: 2})
-	step("k7 held behind a dead head", "k7", false, true, Where{})
-	step("k7 comes back: still held", "k7", true, true, Where{})
-	step("k6 replayed, done", "k6", false, false, Where{Ended: true})
-	step("k7 delivered", "k7", true, false, Where{Ended: true})
+	step("k6 dead, held", "k6", 0, false, Where{Dead: true, Tier: 2})
+	if e := h.Check("crm", "k7", 0); e.Tier != 1 {
+		t.Fatalf("behind a dead head: %+v, want the first tier (look again soon)", e)
+	}
+	s7 := step("k7 held behind a dead head", "k7", 0, true, Where{})
+	step("k7 comes back: still held", "k7", s7, true, Where{})
+	step("k6 replayed, done", "k6", 0, false, Where{Ended: true})
+	step("k7 delivered", "k7", s7, false, Where{Ended: true})
 	want("free again")
 }
 
 // Holds of two routes are apart: a route free of holds delivers.
 func TestHoldsPerRoute(t *testing.T) {
-	h := Holds{}.After("crm", "k1", false, false, Where{Tier: 1, DueAt: t0}, t0)
-	if e := h.Check("billing", "k2", false); e != nil {
+	h := Holds{}.After("crm", "k1", 0, false, Where{Tier: 1}, t0)
+	if e := h.Check("billing", "k2", 0); e != nil {
 		t.Fatalf("billing held by crm's hold: %v", e)
 	}
-	if e := h.Check("crm", "k2", false); e == nil || e.Head != "k1" {
+	if e := h.Check("crm", "k2", 0); e == nil || e.Head != "k1" {
 		t.Fatalf("crm: %v, want held behind k1", e)
 	}
-	h = h.After("billing", "k2", false, false, Where{}, t0)
+	h = h.After("billing", "k2", 0, false, Where{}, t0)
 	if len(h) != 2 || h[0].Route != "billing" || h[1].Route != "crm" {
 		t.Fatalf("holds %+v, want billing's and crm's in name order", h)
 	}
 }
 
 func TestHoldsCodec(t *testing.T) {
-	h := Holds{{Route: "crm", Head: "stripe:evt_3", Outstanding: 17, Tier: 2, DueAt: t0, Since: t0}}
+	h := Holds{{Route: "crm", Head: "stripe:evt_3", Next: 18, Deliver: 1, Tier: 2, Since: t0}}
 	b, err := EncodeHolds(h)
 	if err != nil {
 		t.Fatal(err)
@@ -96,33 +112,20 @@ func TestHoldsCodec(t *testing.T) {
 	}
 }
 
-// A held record waits where its head waits, with no attempt used: in the
-// head's tier until the head's due time, or in the lane behind a parked
-// head; its outcome says held.
+// A held record waits in a retry tier with its number, no attempt used;
+// its outcome says held.
 func TestStepHeld(t *testing.T) {
 	pol := Policy{Schedule: mustSchedule(t, "1s,2s")}
-	due := t0.Add(2 * time.Second)
-	behindTier := Held(&HeldError{Head: "k2", Hold: Hold{Route: "crm", Head: "k2", Tier: 2, DueAt: due}})
-	next, effects := Step(nil, retryAt(3), behindTier, pol)
+	next, effects := Step(nil, retryAt(3), Held(&HeldError{Head: "k2", Seq: 4, Tier: 2}), pol)
 	if next.Status != StatusRetrying || next.NextAttempt != 3 {
-		t.Fatalf("held in a tier: state %s expecting %d, want retrying expecting 3 (no attempt used)", next.Status, next.NextAttempt)
+		t.Fatalf("held: state %s expecting %d, want retrying expecting 3 (no attempt used)", next.Status, next.NextAttempt)
 	}
-	want := []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: 2, Attempt: 3, DueAt: due, Held: true}, {Kind: ToOutcomes, Status: StatusHeld, Tier: 2}}
+	want := []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: 2, Attempt: 3, Held: 4}, {Kind: ToOutcomes, Status: StatusHeld, Tier: 2}}
 	if !reflect.DeepEqual(effects, want) {
 		t.Fatalf("effects %+v, want %+v", effects, want)
 	}
 	if ok, why := Admit(&next, retryAt(3)); !ok || why != WhyNextAttempt {
 		t.Fatalf("the held copy back from its tier: Admit %v %s, want processed", ok, why)
-	}
-	behindLane := Held(&HeldError{Head: "k2", Hold: Hold{Route: "crm", Head: "k2"}})
-	next, effects = Step(nil, ingest, behindLane, pol)
-	want = []Effect{{Kind: ToChangelog}, {Kind: ToLane, Held: true}, {Kind: ToOutcomes, Status: StatusHeld}}
-	if next.Status != StatusParked || next.NextAttempt != 1 || !reflect.DeepEqual(effects, want) {
-		t.Fatalf("held in the lane: %s expecting %d, %+v; want parked expecting 1, %+v", next.Status, next.NextAttempt, effects, want)
-	}
-	behindDead := Held(&HeldError{Head: "k2", Hold: Hold{Route: "crm", Head: "k2", Tier: 2, Dead: true}})
-	if _, effects = Step(nil, ingest, behindDead, pol); effects[1].Kind != ToTier || effects[1].Tier != 2 || !effects[1].DueAt.IsZero() {
-		t.Fatalf("held behind a dead head: %+v, want the last tier at its own delay", effects)
 	}
 }
 

@@ -80,7 +80,9 @@ func TestStoredFromChangelogAgreesWithDecode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		docs = append(docs, strings.TrimSpace(string(b)))
+		if !strings.HasPrefix(string(b), `{"v":"holds"`) { // an entity's holds: TestStoredFromChangelogHolds
+			docs = append(docs, strings.TrimSpace(string(b)))
+		}
 	}
 	for _, doc := range docs {
 		want, werr := Decode([]byte(doc))

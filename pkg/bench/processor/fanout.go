@@ -31,7 +31,7 @@ func routeProviders(prefix string, fan fanOut) string {
 			fmt.Fprintf(&b, "      r%d: {destination: {topic: %q}}\n", i+1, fmt.Sprintf("%sroute-%s-%d", prefix, p.name, i+1))
 		}
 	}
-	return b.String()
+	return b.String() + orderedProviders(prefix)
 }
 
 // fanOutRounds runs fan.rounds rounds, each a backlog of fan.n events for

@@ -71,7 +71,7 @@ type fanOut struct{ n, rounds int }
 var partitions int32 = 12
 
 func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
-	r, err := loadtest.NewRun("bench-processor", []string{"processor", "dlq"}, kgo.ProducerBatchMaxBytes(2<<20))
+	r, err := loadtest.NewRun("bench-processor", []string{"processor", "dlq"}, kgo.ProducerBatchMaxBytes(2<<20), kgo.RecordPartitioner(topics.Partitioner()))
 	if err != nil {
 		return err
 	}
@@ -127,6 +127,9 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 		for i := 0; i < count; i++ {
 			key := fmt.Sprintf("%s:%s-%d", provider, keyPrefix, i)
 			r := headers.IngestRecord(names.Raw, key, "bench", body, headers.IngestMeta{Provider: provider, ReceivedAt: now, RequestID: "bench", ContentType: "application/json"})
+			if e := entityOf(provider, i); e != "" {
+				headers.Set(r, headers.Entity, e) // as ingest does; the client places it by its entity
+			}
 			cl.Produce(ctx, r, nil)
 		}
 		return cl.Flush(ctx)
@@ -168,7 +171,7 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 		return fmt.Errorf("slow destination phase: %w", err)
 	}
 	rss, _ := loadtest.RSS(proc.Pid())
-	var fanRes [][2]result
+	var fanRes, ordRes [][2]result
 	var bfRes result
 	if fan.n > 0 {
 		fanStart := time.Now()
@@ -186,6 +189,11 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 		if bfRes, err = backfillPhase(ctx, r.Bins["dlq"], procEnv, proc, metrics, fanStart, fan.n*fan.rounds); err != nil {
 			return err
 		}
+		// Ordering (issue 24), after the backfill so that its range holds
+		// the fan-out's events only.
+		if ordRes, err = orderedRounds(ctx, proc, metrics, fan, produce); err != nil {
+			return err
+		}
 	}
 
 	fmt.Printf("%-52s %12s %14s\n", "measure", "events/s", "CPU us/event")
@@ -200,6 +208,7 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 	fmt.Printf("processor RSS at the end: %.0f MB\n", float64(rss)/1e6)
 	if fan.n > 0 {
 		printFanOut(fan, fanRes)
+		printOrdered(fan, ordRes)
 		printBackfill(bfRes, fanRes)
 	}
 	return nil

@@ -35,11 +35,9 @@ func (s *session) orderedOf(r *kgo.Record, provider string) (*ordered, error) {
 		return nil, nil
 	}
 	o := &ordered{key: decide.EntityKey(provider, e), entity: e}
-	if v, ok := headers.Get(r, headers.Held); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%s is %q, want a number from 1", headers.Held, v)
-		}
+	// A number the processor did not write (a hand-made record) counts as
+	// none: the record is held afresh or delivered, never a reason to stop.
+	if n, err := strconv.Atoi(headers.Value(r, headers.Held)); err == nil && n > 0 {
 		o.seq = n
 	}
 	s.mu.Lock()

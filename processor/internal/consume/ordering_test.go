@@ -255,3 +255,28 @@ func TestOrderingOnDead(t *testing.T) {
 		})
 	}
 }
+
+// A record with a garbled hookline.held (written by hand) is taken as no
+// held copy: delivered, and the processor goes on.
+func TestOrderingGarbledHeld(t *testing.T) {
+	f := newFakeKafka(t)
+	adm := kadm.NewClient(f.client(t))
+	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("ord", "crm"), f.names.RouteLane("ord", "audit")); err != nil {
+		t.Fatal(err)
+	}
+	dest := &callLog{}
+	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"ord/crm": dest, "ord/audit": dest}, procOptions{providersYAML: orderedYAML})
+	cl := f.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	r := headers.IngestRecord(f.names.Raw, "g-1", "thing.happened", []byte(`{"id":"g-1","entity":"g"}`),
+		headers.IngestMeta{Provider: "ord", ReceivedAt: time.Now(), RequestID: "r", ContentType: "application/json"})
+	headers.Set(r, headers.Entity, "g")
+	headers.Set(r, headers.Held, "not-a-number")
+	if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	f.produceEntity(t, "g-2", "g")
+	waitFor(t, "g-1 and g-2 called on crm", func() bool { return len(dest.of("crm")) == 2 })
+	if got := dest.of("crm"); !slices.Equal(got, []string{"g-1", "g-2"}) {
+		t.Fatalf("crm's calls %v, want g-1, g-2", got)
+	}
+}

@@ -50,10 +50,7 @@ func (s *session) Requeue(batch []*result) {
 }
 
 // Drop forgets a result whose partition went away.
-func (s *session) Drop(res *result) {
-	s.drop(res.item)
-	s.release(res)
-}
+func (s *session) Drop(res *result) { s.dropResult(res) }
 
 // Apply gives the store the states of a committed transaction, with the
 // changelog offsets they reached.
@@ -84,6 +81,7 @@ func (s *session) Committed(batch []*result) {
 	for _, res := range batch {
 		s.drop(res.item)
 		s.release(res)
+		res.settled.close()
 		if res.change != nil {
 			if o, ok := s.overlay[res.change.Key]; ok && o.seq == res.seq {
 				delete(s.overlay, res.change.Key)

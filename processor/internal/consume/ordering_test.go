@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
+	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
 
@@ -278,5 +279,71 @@ func TestOrderingGarbledHeld(t *testing.T) {
 	waitFor(t, "g-1 and g-2 called on crm", func() bool { return len(dest.of("crm")) == 2 })
 	if got := dest.of("crm"); !slices.Equal(got, []string{"g-1", "g-2"}) {
 		t.Fatalf("crm's calls %v, want g-1, g-2", got)
+	}
+}
+
+// commitWatch is a destination that notes, at each call, the processor
+// group's committed offset of raw partition 0.
+type commitWatch struct {
+	f  *fakeKafka
+	cl *kadm.Client
+
+	mu    sync.Mutex
+	seen  map[string]int64 // key -> committed offset at its first call
+	order []string
+}
+
+func (w *commitWatch) Handle(ctx context.Context, d deliver.Delivery) error {
+	at := int64(-1)
+	offs, err := w.cl.FetchOffsetsForTopics(ctx, w.f.names.Group(topics.GroupProcessor), w.f.names.Raw)
+	if err != nil {
+		return err // retried: the test then sees a call twice
+	}
+	if o, ok := offs.Lookup(w.f.names.Raw, 0); ok && o.Err == nil {
+		at = o.At
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if _, ok := w.seen[d.Key]; !ok {
+		w.seen[d.Key] = at
+	}
+	w.order = append(w.order, d.Key)
+	return nil
+}
+
+// TestOrderingCallsAfterCommit: an entity's record is called only once
+// the call of the one before it committed (the barrier), so a kill
+// repeats at most one call per entity and never calls an earlier event
+// after a later one. The four records are read in one fetch; without the
+// barrier their calls would follow each other with nothing committed.
+func TestOrderingCallsAfterCommit(t *testing.T) {
+	f := newFakeKafka(t)
+	adm := kadm.NewClient(f.client(t))
+	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("ord", "crm"), f.names.RouteLane("ord", "audit")); err != nil {
+		t.Fatal(err)
+	}
+	const n = 4
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("b-%d", i+1)
+		f.produceEntity(t, keys[i], "b") // offsets 0..n-1
+	}
+	dest := &commitWatch{f: f, cl: adm, seen: map[string]int64{}}
+	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"ord/crm": dest, "ord/audit": &callLog{}}, procOptions{providersYAML: orderedYAML})
+	waitFor(t, "every key called on crm", func() bool {
+		dest.mu.Lock()
+		defer dest.mu.Unlock()
+		return len(dest.seen) == n
+	})
+	dest.mu.Lock()
+	defer dest.mu.Unlock()
+	if !slices.Equal(dest.order, keys) {
+		t.Errorf("crm calls %v, want each of %v once, in order", dest.order, keys)
+	}
+	for i, k := range keys[1:] {
+		// Offset i (the record before) committed: the low-water mark is past it.
+		if want := int64(i + 1); dest.seen[k] < want {
+			t.Errorf("%s called with raw committed at %d: want ≥ %d (the call before it committed)", k, dest.seen[k], want)
+		}
 	}
 }

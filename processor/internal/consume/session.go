@@ -85,6 +85,9 @@ type result struct {
 	holdSeq    uint64
 	tok        *recordToken // its share of session.tokens; nil: none
 	stats      []stat       // one per outcome written
+	// settled is closed once the result committed or was dropped; nil
+	// for a result its chain does not wait for (ordering.go, barrier).
+	settled *settled
 }
 
 type stat struct{ provider, route, status, origin string }
@@ -199,10 +202,12 @@ func (s *session) runChain(k string, c *chain) {
 		case res == nil:
 			s.drop(it)
 		default:
+			wait := res.settled
 			s.mu.Lock()
 			s.results = append(s.results, res)
 			s.mu.Unlock()
 			s.signal()
+			wait.wait(it.ow.ctx)
 		}
 	}
 }
@@ -226,9 +231,16 @@ func releaseToken(tok *recordToken) {
 	}
 }
 
-// drop forgets a record that leaves no result, or a result that is not
-// committed (its partition went away).
+// drop forgets a record that leaves no result.
 func (s *session) drop(it item) { s.budget.Release(it.class, len(it.r.Value), it.admitted) }
+
+// dropResult forgets a result that is not committed (its partition went
+// away): its budget and token; its chain goes on.
+func (s *session) dropResult(res *result) {
+	s.drop(res.item)
+	s.release(res)
+	res.settled.close()
+}
 
 // run decides one record, calls its destination if the decision says so,
 // and returns its result; nil when the record was abandoned (its partition
@@ -437,6 +449,7 @@ func (s *session) decided(res *result, a decide.Arrival, next decide.State, effe
 			s.release(res)
 			return nil, nil
 		}
+		res.settled = barrier(res.tok)
 	}
 	provider := s.p.providerLabel(a.Provider)
 	for _, e := range effects {
@@ -574,8 +587,7 @@ func (s *session) forget(parts map[int32]bool) {
 	kept := s.results[:0]
 	for _, res := range s.results {
 		if parts[res.r.Partition] {
-			s.drop(res.item)
-			s.release(res)
+			s.dropResult(res)
 			continue
 		}
 		kept = append(kept, res)

@@ -68,7 +68,7 @@ type keyAccount struct {
 
 // account is what happened to one key on one route.
 type account struct {
-	done, dead, retrying, parked int
+	done, dead, retrying, parked, held int
 	// ends counts terminal outcomes (done, dead) of deliveries from ingest
 	// and their retries; replayEnds those of each replay id and its retries.
 	ends       int
@@ -232,6 +232,11 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 	case outcome.StatusParked:
 		// Waiting in its destination's lane: its lane copy ends it.
 		a.parked++
+		return
+	case outcome.StatusHeld:
+		// Waiting behind its entity's head (issue 24): no call made; its
+		// copy in a retry tier ends it.
+		a.held++
 		return
 	case outcome.StatusDone:
 		a.done++

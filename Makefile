@@ -91,7 +91,8 @@ bench-retrier: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/retrier-bench ./pkg/bench/retrier
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/retrier-bench $(BENCH_FLAGS)
 
-## bench-e2e: POST to `done` outcome through ingest, processor and retrier: events/s and 202-to-outcome latency against ProducerPerformance.
+## bench-e2e: POST to `done` outcome through ingest, processor and retrier: events/s and 202-to-outcome latency against ProducerPerformance;
+## then isolation (a slow destination beside a fast one) and ordering (issue 24: an ordered provider at half load; one entity failing beside 1,000 others).
 bench-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BENCH_FLAGS)

@@ -32,6 +32,7 @@ type report struct {
 	Perf           [2]loadtest.Perf // before and after the phases
 	Closed, Opened phaseReport
 	Isolation      isolation.Report // fastpay alone, then with slowcrm
+	Ordering       orderingReport   // phases 5 to 7 (issue 24)
 	Verified       int              // keys with exactly one done outcome
 	Parked         int              // parked outcomes read (records that waited in a lane before their end)
 	Redelivered    int              // keys the destination saw more than once
@@ -70,15 +71,24 @@ type bench struct {
 	procs   []*loadtest.Proc
 	reg     *providers.Registry // signs the posts
 	pad     string
+	tiers   string // HOOKLINE_RETRY_TIERS of the services (benchTiers)
 }
 
+// benchTiers are the services' retry tiers: short, so phase 7's failing
+// event is retried within the phase (nothing else fails).
+const benchTiers = "1s,2s"
+
 func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error) {
-	b := &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), tl: isolation.NewTimeline(), pad: strings.Repeat("x", cfg.BodySize)}
+	b := &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), tl: isolation.NewTimeline(), pad: strings.Repeat("x", cfg.BodySize), tiers: benchTiers}
 	if b.run, err = loadtest.NewRun("bench-e2e", []string{"ingest", "processor", "retrier"}); err != nil {
 		return rep, err
 	}
 	defer func() { err = b.run.Close(err) }()
-	b.names = topics.NewNames(b.run.Prefix("bench-e2e"), retry.DefaultSchedule().Names())
+	sched, err := retry.ParseSchedule(b.tiers)
+	if err != nil {
+		return rep, err
+	}
+	b.names = topics.NewNames(b.run.Prefix("bench-e2e"), sched.Names())
 
 	if b.dest, err = startDestination(b.iso.Delay, b.tl.Called); err != nil {
 		return rep, err
@@ -88,7 +98,8 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 	defer b.client.CloseIdleConnections()
 
 	fmt.Fprintf(out, "hookline end-to-end benchmark: POST -> ingest -> processor -> destination (200, in this process) -> `done` outcome read back read_committed;\n")
-	fmt.Fprintf(out, "then isolation: fastpay's 202 -> destination call alone, and with slowcrm's slow destination loaded\n")
+	fmt.Fprintf(out, "then isolation: fastpay's 202 -> destination call alone, and with slowcrm's slow destination loaded;\n")
+	fmt.Fprintf(out, "then ordering: an ordered provider at half load, and one entity failing beside the others\n")
 	fmt.Fprintf(out, "%d-byte signed Stripe events, %d partitions, broker %s, topic prefix %s\n", cfg.BodySize, cfg.Partitions, strings.Join(b.run.Kafka.Brokers, ","), b.names.Prefix)
 	fmt.Fprintf(out, "service settings from the environment: %s\n\n", settings())
 
@@ -150,6 +161,10 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 
 	if rep.Isolation, err = b.isolation(ctx); err != nil {
 		fmt.Fprintf(out, "\n%s\n", rep.Isolation)
+		return rep, err
+	}
+	if rep.Ordering, err = b.ordering(ctx, rate, rep.Opened); err != nil {
+		fmt.Fprintf(out, "\n%s\n", rep.Ordering)
 		return rep, err
 	}
 
@@ -224,7 +239,7 @@ func (b *bench) start(ctx context.Context) error {
     preset: stripe
     secret_env: [BENCH_E2E_SECRET]
     destination: {url: %q, timeout: 5s}
-`, b.dest.url)+b.iso.Providers(b.dest.url, "BENCH_E2E_SECRET")), 0o600); err != nil {
+`, b.dest.url)+b.iso.Providers(b.dest.url, "BENCH_E2E_SECRET")+orderedProvider(b.dest.url, "BENCH_E2E_SECRET")), 0o600); err != nil {
 		return err
 	}
 	reg, err := providers.Load(prov, func(k string) (string, bool) { return secret, k == "BENCH_E2E_SECRET" })
@@ -235,7 +250,7 @@ func (b *bench) start(ctx context.Context) error {
 	// KAFKA_* (TLS, SASL too) come with this process's environment.
 	common := []string{"HOOKLINE_TOPIC_PREFIX=" + b.names.Prefix,
 		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", b.cfg.Partitions), "HOOKLINE_PROVIDERS=" + prov,
-		"BENCH_E2E_SECRET=" + secret, "HOOKLINE_LOG_LEVEL=warn"}
+		"BENCH_E2E_SECRET=" + secret, "HOOKLINE_LOG_LEVEL=warn", "HOOKLINE_RETRY_TIERS=" + b.tiers}
 	addrs := make([]string, 3)
 	for i := range addrs {
 		a, err := loadtest.FreeAddr()
@@ -269,8 +284,11 @@ func (b *bench) start(ctx context.Context) error {
 // (stripe by default) and records its 202.
 func (b *bench) post(ctx context.Context, ph *phase, i int) error {
 	provider := cmp.Or(ph.provider, "stripe")
-	id := fmt.Sprintf("evt_%s_%d", strings.ReplaceAll(ph.name, " ", "-"), i)
-	head := `{"id":"` + id + `","object":"event","type":"invoice.paid","pad":"`
+	id := postID(ph, i)
+	head, iso := `{"id":"`+id+`","object":"event","type":"invoice.paid","pad":"`, ph.iso
+	if ph.ents != nil {
+		head, iso = ph.ents.body(id, i, iso)
+	}
 	body := []byte(head + b.padding(b.cfg.BodySize-len(head)-2) + `"}`)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.ingest+"/webhooks/"+provider, bytes.NewReader(body))
 	if err != nil {
@@ -297,10 +315,15 @@ func (b *bench) post(ctx context.Context, ph *phase, i int) error {
 	}
 	now := time.Now()
 	b.track.accept(e, now)
-	if ph.iso != "" {
-		b.tl.Accepted(ph.iso, now, key)
+	if iso != "" {
+		b.tl.Accepted(iso, now, key)
 	}
 	return nil
+}
+
+// postID is the id of ph's post i.
+func postID(ph *phase, i int) string {
+	return fmt.Sprintf("evt_%s_%d", strings.ReplaceAll(ph.name, " ", "-"), i)
 }
 
 // padding is n bytes of filler (b.pad holds BodySize of them).
@@ -453,6 +476,7 @@ func (b *bench) print(rep report, verr error) {
 		rep.Closed.E2ERate/rep.PerfRate(), rep.Closed.E2ERate, rep.PerfRate(), rep.Closed.E2ERate/rep.Perf[0].RecordsPerSec, rep.Closed.E2ERate/rep.Perf[1].RecordsPerSec)
 	fmt.Fprintf(out, "ratio e2e events/s / ingest POST 202/s, closed loop: %.3f\n", rep.Closed.E2ERate/rep.Closed.PostRate)
 	fmt.Fprintf(out, "\n%s\n", rep.Isolation)
+	fmt.Fprintf(out, "\n%s\n", rep.Ordering)
 	if verr != nil {
 		fmt.Fprintf(out, "NOT verified: %v\n", verr)
 		return
@@ -462,13 +486,22 @@ func (b *bench) print(rep report, verr error) {
 }
 
 // destination is the HTTP server every provider delivers to: 200 to
-// everything, after delay(key), counting calls per Idempotency-Key and
-// telling called of each call as it arrives.
+// everything (but the first two calls of a key fail says: 503), after
+// delay(key), counting calls per Idempotency-Key and telling called of
+// each call as it arrives.
 type destination struct {
-	srv *http.Server
-	url string
-	mu  sync.Mutex
-	n   map[string]int
+	srv  *http.Server
+	url  string
+	mu   sync.Mutex
+	n    map[string]int
+	fail func(key string) bool
+}
+
+// failing makes the first two calls of each key fail names answer 503.
+func (d *destination) failing(fail func(key string) bool) {
+	d.mu.Lock()
+	d.fail = fail
+	d.mu.Unlock()
 }
 
 func startDestination(delay func(key string) time.Duration, called func(key string, at time.Time)) (*destination, error) {
@@ -483,9 +516,14 @@ func startDestination(delay func(key string) time.Duration, called func(key stri
 		key := r.Header.Get("Idempotency-Key")
 		d.mu.Lock()
 		d.n[key]++
+		fail := d.fail != nil && d.fail(key) && d.n[key] <= 2
 		d.mu.Unlock()
 		called(key, at)
 		time.Sleep(delay(key))
+		if fail {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
 		w.WriteHeader(http.StatusOK)
 	}), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = d.srv.Serve(ln) }()

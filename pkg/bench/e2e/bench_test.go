@@ -23,6 +23,7 @@ func TestBenchSmall(t *testing.T) {
 	c := defaultConfig()
 	c.Conns, c.Closed, c.Open, c.PerfRecords, c.Warmup, c.Drain = 4, time.Second, time.Second, 1000, 300*time.Millisecond, time.Minute
 	c.IsoAlone, c.IsoTogether = time.Second, time.Second
+	c.OrdEntities, c.OrdFailEntities, c.OrdRate, c.OrdDur = 100, 10, 50, time.Second
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -51,6 +52,11 @@ func TestBenchSmall(t *testing.T) {
 	if iso.Alone.Keys == 0 || iso.Together.Keys == 0 || iso.Slow.Keys == 0 || iso.Slow.Calls != iso.Slow.Keys ||
 		!strings.Contains(out.String(), "ratio fastpay p99 with slowcrm / alone") {
 		t.Errorf("isolation: %+v; want keys in each phase, one slowcrm call per key, and the ratio line", iso)
+	}
+	ord := rep.Ordering
+	if ord.HalfLoad.Events == 0 || len(ord.HalfLoad.Total) != ord.HalfLoad.Events || ord.Steady.Called == 0 || ord.Failing.Called == 0 ||
+		ord.Held.Keys == 0 || ord.Held.Calls != ord.Held.Keys+2 || !strings.Contains(out.String(), "ratio others' p99 with one entity failing / without") {
+		t.Errorf("ordering: %+v; want events in each phase, the failing entity's keys called once each plus two failures, and the ratio line", ord)
 	}
 }
 

@@ -55,6 +55,10 @@ func main() {
 	flag.IntVar(&c.BodySize, "body", c.BodySize, "request body size in bytes (128..65536)")
 	flag.DurationVar(&c.IsoAlone, "iso-alone", c.IsoAlone, "length of isolation phase 3, fastpay alone (up to 60s)")
 	flag.DurationVar(&c.IsoTogether, "iso-together", c.IsoTogether, "length of isolation phase 4, fastpay with slowcrm (up to 60s)")
+	flag.IntVar(&c.OrdEntities, "ord-entities", c.OrdEntities, "entities of ordering phase 5, at phase 2's rate for -open-d (1..1,000,000)")
+	flag.IntVar(&c.OrdFailEntities, "ord-fail-entities", c.OrdFailEntities, "entities of ordering phases 6 and 7, without and with one failing (8..100,000)")
+	flag.Float64Var(&c.OrdRate, "ord-rate", c.OrdRate, "events/s of ordering phases 6 and 7 (1..10,000)")
+	flag.DurationVar(&c.OrdDur, "ord-d", c.OrdDur, "length of ordering phases 6 and 7 each (up to 5m; the failing entity needs 4 events: -ord-rate × -ord-d ≥ 4 × -ord-fail-entities)")
 	flag.Parse()
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
@@ -83,6 +87,11 @@ type config struct {
 	Drain time.Duration
 	// IsoAlone and IsoTogether are the lengths of the isolation phases.
 	IsoAlone, IsoTogether time.Duration
+	// OrdEntities are phase 5's entities; OrdFailEntities, OrdRate and
+	// OrdDur phases 6 and 7's entities, rate and length (ordering.go).
+	OrdEntities, OrdFailEntities int
+	OrdRate                      float64
+	OrdDur                       time.Duration
 }
 
 // isolation is the isolation scenario with this run's phase lengths.
@@ -95,7 +104,8 @@ func (c config) isolation() isolation.Scenario {
 func defaultConfig() config {
 	return config{Conns: 64, Closed: 10 * time.Second, Open: 10 * time.Second, OpenFraction: 0.5,
 		PerfRecords: 100000, BodySize: 1024, Partitions: 12, Warmup: 2 * time.Second, Drain: 90 * time.Second,
-		IsoAlone: isolation.Default().Alone, IsoTogether: isolation.Default().Together}
+		IsoAlone: isolation.Default().Alone, IsoTogether: isolation.Default().Together,
+		OrdEntities: 10000, OrdFailEntities: 1000, OrdRate: 200, OrdDur: 25 * time.Second}
 }
 
 func (c config) validate() error {
@@ -118,6 +128,17 @@ func (c config) validate() error {
 		return fmt.Errorf("-iso-alone %s: want up to 60s", c.IsoAlone)
 	case c.IsoTogether <= 0 || c.IsoTogether > time.Minute:
 		return fmt.Errorf("-iso-together %s: want up to 60s", c.IsoTogether)
+	case c.OrdEntities < 1 || c.OrdEntities > 1000000:
+		return fmt.Errorf("-ord-entities %d: want 1..1,000,000", c.OrdEntities)
+	case c.OrdFailEntities < 8 || c.OrdFailEntities > 100000:
+		return fmt.Errorf("-ord-fail-entities %d: want 8..100,000 (entity 7 fails)", c.OrdFailEntities)
+	case c.OrdRate < 1 || c.OrdRate > 10000:
+		return fmt.Errorf("-ord-rate %g: want 1..10,000 events/s", c.OrdRate)
+	case c.OrdDur <= 0 || c.OrdDur > 5*time.Minute:
+		return fmt.Errorf("-ord-d %s: want up to 5m", c.OrdDur)
+	case c.OrdRate*c.OrdDur.Seconds() < 4*float64(c.OrdFailEntities):
+		return fmt.Errorf("-ord-rate %g × -ord-d %s gives fewer than 4 events per entity of -ord-fail-entities %d: entity 7's 3rd event fails, its 4th waits behind it",
+			c.OrdRate, c.OrdDur, c.OrdFailEntities)
 	}
 	return nil
 }

@@ -29,8 +29,9 @@ type event struct {
 // phase counts one load phase's keys.
 type phase struct {
 	name      string
-	provider  string // posted to; "" is stripe
-	iso       string // the isolation phase its keys count in, if any
+	provider  string    // posted to; "" is stripe
+	iso       string    // the isolation phase its keys count in, if any
+	ents      *entities // an ordered phase's entities (ordering.go); nil: none
 	posted    int
 	accepted  int
 	seen      int // accepted keys with at least one outcome
@@ -74,9 +75,10 @@ func (t *tracker) accept(e *event, now time.Time) {
 	}
 }
 
-// outcome records one outcome record read at now. A parked outcome is not
-// an end: the record waits in its destination's lane, and its lane copy's
-// outcome ends it (the latency counts to that one).
+// outcome records one outcome record read at now. A parked, retrying or
+// held outcome is not an end: the record waits in its destination's lane
+// or a retry tier, and the outcome of its copy ends it (the latency counts
+// to that one).
 func (t *tracker) outcome(key, status string, processed, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -85,9 +87,12 @@ func (t *tracker) outcome(key, status string, processed, now time.Time) {
 		t.strays = append(t.strays, key)
 		return
 	}
-	if status == "parked" {
+	switch status {
+	case "parked":
 		e.parked++
 		t.parked++
+		return
+	case "retrying", "held":
 		return
 	}
 	e.outcomes++

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -218,4 +219,107 @@ func nthIndex(s []string, v string, nth int) int {
 		}
 	}
 	return -1
+}
+
+// TestOrderedOnDead is issue 24's on_dead acceptance on the real binaries:
+// entity h's head h-01 is refused (400) on crm and goes to the DLQ; h-02
+// and h-03 wait behind it. With on_dead: hold they stay held, called
+// never, while audit and entity x go on, until `dlq replay` of the head
+// (the destination fixed): then h-01, h-02, h-03 are called on crm in
+// order. With release they are called at once after the head died.
+func TestOrderedOnDead(t *testing.T) {
+	skipShort(t)
+	for _, onDead := range []string{"hold", "release"} {
+		t.Run(onDead, func(t *testing.T) {
+			sys := e2e.New(t, e2e.Options{Partitions: 3, Providers: func(dest, secretEnv string) string {
+				return strings.Replace(orderedProvider(dest, secretEnv), `crm: {destination:`, `crm: {on_dead: `+onDead+`, destination:`, 1)
+			}})
+			var fixed atomic.Bool
+			sys.Dest.BehaveRoute(func(route, key string, _ int) int {
+				if route == "crm" && key == "ord:h-01" && !fixed.Load() {
+					return http.StatusBadRequest
+				}
+				return http.StatusOK
+			})
+			var (
+				mu  sync.Mutex
+				crm []string // entity h's calls on crm, in order
+			)
+			sys.Dest.OnRouteCall(func(route, key string, _ time.Time) {
+				if route == "crm" && strings.HasPrefix(key, "ord:h-") {
+					mu.Lock()
+					crm = append(crm, key)
+					mu.Unlock()
+				}
+			})
+			sys.StartIngest()
+			sys.StartProcessor("p1", nil)
+			sys.StartRetrier(nil)
+			for _, id := range []string{"h-01", "h-02", "h-03", "x-01"} {
+				body := fmt.Sprintf(`{"id":%q,"entity":%q}`, id, id[:1])
+				ev := e2e.Event{Provider: "ord", Body: []byte(body), Header: http.Header{"Content-Type": {"application/json"}}}
+				if a, err := sys.Send(ev); err != nil || a.Status != 202 {
+					t.Fatalf("post %s: %+v %v", body, a, err)
+				}
+			}
+			outcomes := sys.Read(sys.Names.Outcomes)
+			count := func(rs []*kgo.Record, key, route, status string) int {
+				n := 0
+				for _, o := range e2e.Outcomes(t, rs) {
+					if o.Key == key && o.Route == route && o.Status == status {
+						n++
+					}
+				}
+				return n
+			}
+			// ended: h-01 ends on crm with headEnd, every other (key,
+			// route) done, each exactly once.
+			ended := func(headEnd string) func(rs []*kgo.Record) bool {
+				return func(rs []*kgo.Record) bool {
+					for _, k := range []string{"ord:h-01", "ord:h-02", "ord:h-03", "ord:x-01"} {
+						crmEnd := "done"
+						if k == "ord:h-01" {
+							crmEnd = headEnd
+						}
+						if count(rs, k, "crm", crmEnd) != 1 || count(rs, k, "audit", "done") != 1 {
+							return false
+						}
+					}
+					return true
+				}
+			}
+			if onDead == "release" {
+				outcomes.Until(time.Minute, "h-01 dead on crm, h-02, h-03 and x-01 done there, every key done on audit, each once", ended("dead"))
+				mu.Lock()
+				defer mu.Unlock()
+				if want := []string{"ord:h-01", "ord:h-02", "ord:h-03"}; !slices.Equal(crm, want) {
+					t.Errorf("entity h's crm calls %v, want %v (refused, then the rest released in order)", crm, want)
+				}
+				t.Logf("ledger: on_dead release: h-01 dead, h-02 and h-03 released in order; lost 0, doubled 0")
+				return
+			}
+			// Held: each of h-02 and h-03 went round the first tier twice
+			// behind the dead head, never called on crm.
+			outcomes.Until(time.Minute, "h-01 dead on crm, h-02 and h-03 held twice each, x-01 done", func(rs []*kgo.Record) bool {
+				return count(rs, "ord:h-01", "crm", "dead") == 1 && count(rs, "ord:h-02", "crm", "held") >= 2 && count(rs, "ord:h-03", "crm", "held") >= 2 &&
+					count(rs, "ord:x-01", "crm", "done") == 1 && count(rs, "ord:h-03", "audit", "done") == 1
+			})
+			if got := sys.Dest.RouteCalls("crm"); got["ord:h-02"] != 0 || got["ord:h-03"] != 0 {
+				t.Fatalf("crm calls %v: want none of h-02 and h-03 while their head is dead", got)
+			}
+			status := sys.DLQ(nil, "trace", "ord:h-02").Want(t, 0)
+			if !strings.Contains(status.Stdout, "held") || !strings.Contains(status.Stdout, "ord:h-01") {
+				t.Errorf("dlq trace ord:h-02 says nothing of its hold behind ord:h-01:\n%s", status.Stdout)
+			}
+			fixed.Store(true)
+			sys.DLQ(nil, "replay", "--all", "--by", "e2e", "--wait", "2m").Want(t, 0)
+			outcomes.Until(time.Minute, "h-01, then h-02 and h-03, done on crm after the replay, every key done on audit, each once", ended("done"))
+			mu.Lock()
+			defer mu.Unlock()
+			if want := []string{"ord:h-01", "ord:h-01", "ord:h-02", "ord:h-03"}; !slices.Equal(crm, want) {
+				t.Errorf("entity h's crm calls %v, want %v (refused, replayed, then the two held in order)", crm, want)
+			}
+			t.Logf("ledger: on_dead hold: h-01 dead, h-02 and h-03 held until the replay, then called in order; every key done once on crm and audit; lost 0, doubled 0")
+		})
+	}
 }

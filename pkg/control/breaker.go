@@ -1,7 +1,6 @@
 package control
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -87,13 +86,6 @@ func DecodeBreaker(r *kgo.Record) (b Breaker, ok bool, err error) {
 		return Breaker{}, true, fmt.Errorf("control record %s names provider %q, route %q, instance %q", r.Key, b.Provider, b.Route, b.Instance)
 	}
 	return b, true, nil
-}
-
-// FollowBreakers reads the control topic from its start like Follow and
-// calls apply for every breaker report, until ctx ends.
-func FollowBreakers(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
-	apply func(Breaker), bad func(error)) error {
-	return FollowAll(ctx, newClient, topic, nil, apply, nil, bad)
 }
 
 // breakerSlot names one report within a provider: a route's breaker in one

@@ -162,33 +162,42 @@ func Write(ctx context.Context, cl *kgo.Client, topic string, s Setting) error {
 // read is reported to bad and skipped (the setting stays as it was).
 func Follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
 	apply func(Setting), caughtUp func(), bad func(error)) error {
-	return FollowAll(ctx, newClient, topic, apply, nil, caughtUp, bad)
+	return FollowAll(ctx, newClient, topic, Appliers{Setting: apply}, caughtUp, bad)
 }
 
-// FollowAll is Follow and FollowBreakers in one reading of the topic:
-// every setting goes to apply and every breaker report to applyBreaker
-// (either may be nil, and that kind is skipped). Cost: one consumer.
+// Appliers are what FollowAll does with each kind of record of the
+// control topic; a nil one skips that kind.
+type Appliers struct {
+	Setting func(Setting)
+	Breaker func(Breaker)
+	Held    func(HeldReport)
+}
+
+// FollowAll is Follow that also reads the processors' reports, in one
+// reading of the topic: every setting, breaker report and held report
+// goes to its applier in to (a nil one skips that kind). Cost: one
+// consumer.
 func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
-	apply func(Setting), applyBreaker func(Breaker), caughtUp func(), bad func(error)) error {
+	to Appliers, caughtUp func(), bad func(error)) error {
 	return follow(ctx, newClient, topic, func(r *kgo.Record) {
 		if s, ok, err := Decode(r); ok {
-			switch {
-			case err != nil:
-				bad(err)
-			case apply != nil:
-				apply(s)
-			}
-			return
-		}
-		b, ok, err := DecodeBreaker(r)
-		switch {
-		case !ok:
-		case err != nil:
-			bad(err)
-		case applyBreaker != nil:
-			applyBreaker(b)
+			applyOr(to.Setting, s, err, bad)
+		} else if b, ok, err := DecodeBreaker(r); ok {
+			applyOr(to.Breaker, b, err, bad)
+		} else if h, ok, err := DecodeHeld(r); ok {
+			applyOr(to.Held, h, err, bad)
 		}
 	}, caughtUp, bad)
+}
+
+// applyOr hands a decoded record to apply (when set), or its error to bad.
+func applyOr[T any](apply func(T), v T, err error, bad func(error)) {
+	switch {
+	case err != nil:
+		bad(err)
+	case apply != nil:
+		apply(v)
+	}
 }
 
 // follow reads the control topic from its start and hands every record to

@@ -166,13 +166,24 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 		Providers: file,
 		Status: func(ctx context.Context) (status.Report, error) {
 			return status.Collect(ctx, status.Sources{Reader: pr, Store: st, Known: known,
-				Control: func(context.Context) (map[string]control.Setting, control.Breakers, error) {
+				Control: func(context.Context) (map[string]control.Setting, control.Reports, error) {
 					got, _ := live.Settings()
-					return got, control.Breakers{}, nil
+					rs := control.NewReports()
+					rs.Held.Apply(heldReport(time.Now()))
+					return got, rs, nil
 				}}, 5*time.Minute)
 		},
 	}).Handler()
 	return h, store.Ref{Partition: r.Partition, Offset: r.Offset}.String(), fail
+}
+
+// heldReport is a processor's report of one entity held on github's
+// route default, for 10 minutes, two records behind its head in tier 5m.
+func heldReport(now time.Time) control.HeldReport {
+	return control.HeldReport{Partition: 0, Instance: "p1", At: now, Routes: []control.HeldRoute{{
+		Provider: "github", Route: "default", Entities: 1, Waiting: 2,
+		Oldest: []control.HeldEntity{{Entity: "octo/repo", Head: traceKey, Since: now.Add(-10 * time.Minute), Waiting: 2, Tier: "5m"}},
+	}}}
 }
 
 // TestOpenAPI drives the handlers through every answer that
@@ -455,7 +466,8 @@ func TestOpenAPITraceAndParked(t *testing.T) {
 			routes[p.Provider+"/"+r.Route] = r
 		}
 	}
-	if r := routes["github/default"]; r.Retrying != 1 || len(r.ByTier) != 1 || r.ByTier[0].Scheduled != 1 {
+	if r := routes["github/default"]; r.Retrying != 1 || len(r.ByTier) != 1 || r.ByTier[0].Scheduled != 1 ||
+		r.Held.Entities != 1 || r.Held.Waiting != 2 || len(r.Held.Oldest) != 1 || r.Held.Oldest[0].Head != traceKey {
 		t.Errorf("github/default: %+v", r)
 	}
 	if r := routes["github/"+laneRoute]; r.Parked != 1 || len(r.ByTier) != 1 || r.ByTier[0].DueNow != 1 {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookline/hookline/dlq/internal/status"
 	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/obs"
@@ -42,6 +43,10 @@ type config struct {
 	MetricsInterval time.Duration
 	// TraceDir is HOOKLINE_TRACE_DIR (trace, serve): the trace index.
 	TraceDir string
+	// HeldAfter is HOOKLINE_HELD_ALERT_AFTER (status, serve): how long an
+	// entity of an ordered provider may be held before the status verdict
+	// says degraded; keep it equal to HooklineEntityHeldLong's threshold.
+	HeldAfter time.Duration
 	// AdminHosts is HOOKLINE_ADMIN_HOSTS (serve): the host names, besides
 	// IP addresses and localhost, that serve answers to (admin.Config.Hosts).
 	AdminHosts []string
@@ -60,6 +65,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		MetricsInterval: r.Duration("HOOKLINE_DLQ_METRICS_INTERVAL", DefaultMetricsInterval, 100*time.Millisecond, 0),
 		TraceDir:        r.String("HOOKLINE_TRACE_DIR", DefaultTraceDir),
 		AdminHosts:      hostList(r.String("HOOKLINE_ADMIN_HOSTS", "")),
+		HeldAfter:       r.Duration("HOOKLINE_HELD_ALERT_AFTER", status.DefaultHeldAfter, time.Minute, 0),
 	}
 	r.Add(c.validate())
 	return c, r.Err()

@@ -152,7 +152,7 @@ func runServe(ctx context.Context, env Env, args []string) error {
 			log.Warn("provider settings", "topic", a.names.Control, "err", err)
 		})
 	})
-	ix, closeIndex, breakers, err := a.serveTrace(ctx, log, cfg, reg, cfg.MetricsInterval)
+	ix, closeIndex, reports, err := a.serveTrace(ctx, log, cfg, reg, cfg.MetricsInterval)
 	if err != nil {
 		return err
 	}
@@ -182,9 +182,9 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		Trace:       ix.Trace,
 		Parked:      a.parkedReader().Read,
 		Status: func(ctx context.Context) (status.Report, error) {
-			return status.Collect(ctx, a.statusSources(known, func(context.Context) (map[string]control.Setting, control.Breakers, error) {
+			return status.Collect(ctx, a.statusSources(known, func(context.Context) (map[string]control.Setting, control.Reports, error) {
 				got, _ := live.Settings()
-				return got, breakers(), nil
+				return got, reports(), nil
 			}), DefaultStatusWindow)
 		},
 		Backfills: jobs,

@@ -21,11 +21,11 @@ import (
 
 // serveTrace opens the trace index and starts what serve runs beside the
 // API until ctx ends: the feeder of the index, the parked and raw backlog
-// gauges, the follower of the breaker reports (snapshot gives a copy, for
-// GET /status) and, when the providers file sets redrive on a provider,
+// gauges, the follower of the processors' reports, breakers and held
+// entities (snapshot gives a copy, for GET /status) and, when the providers file sets redrive on a provider,
 // the re-driver, which needs them. closeIndex stops them all, waits for the
 // feeder and the re-driver and closes the index.
-func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg prometheus.Registerer, interval time.Duration) (ix *trace.Index, closeIndex func(), snapshot func() control.Breakers, err error) {
+func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg prometheus.Registerer, interval time.Duration) (ix *trace.Index, closeIndex func(), snapshot func() control.Reports, err error) {
 	policies := map[string]providers.Redrive{}
 	if cfg.ProvidersFile != "" {
 		preg, err := providers.LoadWithoutSecrets(cfg.ProvidersFile)
@@ -72,18 +72,23 @@ func (a *app) serveTrace(ctx context.Context, log *slog.Logger, cfg config, reg 
 	}, func(err error) { log.Warn("raw backlog gauge", "err", err) })
 
 	var mu sync.Mutex
-	breakers := control.Breakers{}
-	go keep(ctx, log, "breaker reports", controlRetry, func(ctx context.Context) error {
-		return control.FollowBreakers(ctx, a.newClient, a.names.Control, func(b control.Breaker) {
-			mu.Lock()
-			defer mu.Unlock()
-			breakers.Apply(b)
-		}, func(err error) { log.Warn("breaker report ignored", "err", err) })
-	})
-	snapshot = func() control.Breakers {
+	reports := control.NewReports()
+	breakers := reports.Breakers
+	locked := func(apply func()) {
 		mu.Lock()
 		defer mu.Unlock()
-		return breakers.Clone()
+		apply()
+	}
+	go keep(ctx, log, "processor reports", controlRetry, func(ctx context.Context) error {
+		return control.FollowAll(ctx, a.newClient, a.names.Control, control.Appliers{
+			Breaker: func(b control.Breaker) { locked(func() { breakers.Apply(b) }) },
+			Held:    func(h control.HeldReport) { locked(func() { reports.Held.Apply(h) }) },
+		}, nil, func(err error) { log.Warn("processor report ignored", "err", err) })
+	})
+	snapshot = func() control.Reports {
+		mu.Lock()
+		defer mu.Unlock()
+		return reports.Clone()
 	}
 	if len(policies) == 0 {
 		return ix, closeIndex, snapshot, nil

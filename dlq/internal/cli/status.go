@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/hookline/hookline/dlq/internal/settings"
@@ -25,7 +26,11 @@ outcomes done in the window, what is retrying (retry tiers) and parked
 (lanes), by tier and by priority class, due now or scheduled, with the
 oldest; the unresolved DLQ entries and the oldest; the breaker (open,
 closed or unreported, from the processors' reports on webhooks.control)
-and the operator's setting (running, paused, draining); for webhooks.raw,
+and the operator's setting (running, paused, draining); for the routes
+of ordered providers, the entities held (how many, the records waiting
+behind their heads, the one held longest with the key it waits behind:
+the HELD table), from the processors' reports on webhooks.control; for
+webhooks.raw,
 the processor group's lag and the age of its oldest unprocessed record;
 and a verdict with its reasons. --json prints the report as one JSON
 object (GET /status on dlq serve answers the same).
@@ -67,7 +72,7 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer a.close()
-	rep, err := status.Collect(ctx, a.statusSources(known, func(ctx context.Context) (map[string]control.Setting, control.Breakers, error) {
+	rep, err := status.Collect(ctx, a.statusSources(known, func(ctx context.Context) (map[string]control.Setting, control.Reports, error) {
 		return settings.ReadAll(ctx, a.newClient, a.names.Control, func(err error) { fmt.Fprintln(env.Stderr, "dlq: warning:", err) })
 	}), *window)
 	if err != nil {
@@ -84,9 +89,10 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 }
 
 // statusSources are the readings of a status report: control gives the
-// settings and breaker reports (read once, or as serve follows them).
-func (a *app) statusSources(known settings.Known, read func(context.Context) (map[string]control.Setting, control.Breakers, error)) status.Sources {
-	return status.Sources{Reader: a.parkedReader(), Store: a.store, Known: known, Control: read}
+// settings and the processors' reports (read once, or as serve follows
+// them).
+func (a *app) statusSources(known settings.Known, read func(context.Context) (map[string]control.Setting, control.Reports, error)) status.Sources {
+	return status.Sources{Reader: a.parkedReader(), Store: a.store, Known: known, Control: read, HeldAfter: a.cfg.HeldAfter}
 }
 
 func printStatus(w io.Writer, rep status.Report) {
@@ -123,6 +129,7 @@ func printStatus(w io.Writer, rep status.Report) {
 		}
 	}
 	_ = tw.Flush()
+	printHeld(w, rep)
 	for _, by := range []struct {
 		title string
 		rows  []status.Waiting
@@ -166,4 +173,28 @@ func oldestDLQ(c status.Counts) string {
 		return "-"
 	}
 	return ago(time.Duration(c.DLQOldestUnresolved.AgeSeconds)*time.Second) + " ago"
+}
+
+// printHeld lists the routes with held entities: how many, the records
+// waiting, and the entity held longest, with where its head waits.
+func printHeld(w io.Writer, rep status.Report) {
+	tw := (*tabwriter.Writer)(nil)
+	for _, p := range rep.Providers {
+		for _, r := range p.Routes {
+			if len(r.Held.Oldest) == 0 {
+				continue
+			}
+			if tw == nil {
+				fmt.Fprintln(w)
+				tw = newTable(w)
+				row(tw, "HELD", "ENTITIES", "WAITING", "OLDEST ENTITY", "HELD FOR", "WHERE")
+			}
+			e := r.Held.Oldest[0]
+			row(tw, p.Provider+"/"+r.Route, fmt.Sprint(r.Held.Entities), fmt.Sprint(r.Held.Waiting), cell(e.Entity),
+				ago(time.Duration(e.AgeSeconds*float64(time.Second))), cell(status.HeldWhere(e.HeldEntity)))
+		}
+	}
+	if tw != nil {
+		_ = tw.Flush()
+	}
 }

@@ -21,24 +21,23 @@ func Read(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), 
 	return got, err
 }
 
-// ReadAll is Read that also keeps every processor's breaker reports (dlq
-// status), from the same reading.
-func ReadAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string, bad func(error)) (map[string]control.Setting, control.Breakers, error) {
+// ReadAll is Read that also keeps every processor's reports, breakers and
+// held entities (dlq status), from the same reading.
+func ReadAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string, bad func(error)) (map[string]control.Setting, control.Reports, error) {
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	got := map[string]control.Setting{}
-	breakers := control.Breakers{}
+	reports := control.NewReports()
 	caught := false
 	err := control.FollowAll(ctx, newClient, topic,
-		func(s control.Setting) { got[s.Name()] = s },
-		breakers.Apply,
+		reports.Appliers(func(s control.Setting) { got[s.Name()] = s }),
 		func() { caught = true; stop() },
 		bad)
 	switch {
 	case err != nil:
-		return nil, nil, err
+		return nil, control.Reports{}, err
 	case !caught:
-		return nil, nil, fmt.Errorf("read %s: %w before reaching its end", topic, context.Cause(ctx))
+		return nil, control.Reports{}, fmt.Errorf("read %s: %w before reaching its end", topic, context.Cause(ctx))
 	}
-	return got, breakers, nil
+	return got, reports, nil
 }

@@ -113,9 +113,12 @@ type Sources struct {
 	Reader *parked.Reader
 	Store  *store.Store
 	Known  settings.Known
-	// Control gives the operators' settings by name and the breaker
-	// reports.
-	Control func(context.Context) (map[string]control.Setting, control.Breakers, error)
+	// Control gives the operators' settings by name and the processors'
+	// reports (breakers, held entities).
+	Control func(context.Context) (map[string]control.Setting, control.Reports, error)
+	// HeldAfter is how long an entity may be held before the verdict says
+	// degraded (HOOKLINE_HELD_ALERT_AFTER); 0 is DefaultHeldAfter.
+	HeldAfter time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
@@ -128,7 +131,7 @@ func Collect(ctx context.Context, src Sources, window time.Duration) (Report, er
 	if src.Now != nil {
 		now = src.Now()
 	}
-	in := Inputs{Now: now, Window: window, Known: src.Known}
+	in := Inputs{Now: now, Window: window, Known: src.Known, HeldAfter: src.HeldAfter}
 	var (
 		wg       sync.WaitGroup
 		mu       sync.Mutex
@@ -153,7 +156,11 @@ func Collect(ctx context.Context, src Sources, window time.Duration) (Report, er
 		return err
 	})
 	run("dlq", func() (err error) { in.DLQ, err = src.Store.List(ctx, store.Filter{}, false); return err })
-	run("control", func() (err error) { in.Settings, in.Breakers, err = src.Control(ctx); return err })
+	run("control", func() error {
+		got, rs, err := src.Control(ctx)
+		in.Settings, in.Breakers, in.Held = got, rs.Breakers, rs.Held
+		return err
+	})
 	run("raw backlog", func() (err error) { in.Raw, rawInc, err = RawBacklog(ctx, src.Reader, now); return err })
 	run("window", func() (err error) {
 		in.Accepted, in.Done, winInc, err = Window(ctx, src.Reader, now.Add(-window))

@@ -35,6 +35,11 @@ const (
 	SlowAfter = time.Minute
 	// StuckAfter: that long, failing.
 	StuckAfter = 5 * time.Minute
+	// DefaultHeldAfter: an entity held this long makes the system
+	// degraded, unless HOOKLINE_HELD_ALERT_AFTER says otherwise; the alert
+	// HooklineEntityHeldLong (compose/prometheus/alerts.yml) fires at the
+	// same age.
+	DefaultHeldAfter = time.Hour
 )
 
 // Verdicts.
@@ -62,6 +67,9 @@ degraded when none of those and any of:
   - records wait in a lane of a route that is not paused (its destination
     is full, or its priority class over its share);
   - the DLQ has unresolved entries;
+  - an entity of an ordered provider has been held on a route for
+    HOOKLINE_HELD_ALERT_AFTER (default 1h) or longer (its head has not
+    ended: retrying, parked, or dead with on_dead: hold);
   - a topic could not be read to its end;
 healthy otherwise. Retries waiting for their due time are not a reason:
 they are the pipeline working.`
@@ -111,6 +119,25 @@ type Route struct {
 	// BreakerInstance names a processor reporting it open.
 	Breaker         string `json:"breaker"`
 	BreakerInstance string `json:"breaker_instance,omitempty"`
+	// Held is what is held on the route, from the processors' reports.
+	Held Held `json:"held"`
+}
+
+// Held is what is held on a route of an ordered provider (issue 24), as
+// the processors owning the partitions last reported it (a report older
+// than control.HeldStale does not count): the entities whose later
+// records wait behind their head, the records waiting, and the
+// control.HeldTop entities held longest, oldest first.
+type Held struct {
+	Entities int          `json:"entities"`
+	Waiting  int          `json:"waiting"`
+	Oldest   []HeldEntity `json:"oldest"`
+}
+
+// HeldEntity is one of a route's entities held longest, and for how long.
+type HeldEntity struct {
+	control.HeldEntity
+	AgeSeconds float64 `json:"age_seconds"`
 }
 
 // Provider is one provider and its routes.
@@ -204,6 +231,10 @@ type Inputs struct {
 	Accepted   map[string]int
 	Done       map[RouteKey]int
 	Incomplete []string
+	// Held are the processors' held-entities reports; HeldAfter the age of
+	// a hold that makes the system degraded (0: DefaultHeldAfter).
+	Held      control.HeldReports
+	HeldAfter time.Duration
 }
 
 // waitAcc accumulates Waiting rows.
@@ -298,6 +329,13 @@ func Build(in Inputs) Report {
 			g.done += n
 		}
 	}
+	held := map[RouteKey]Held{}
+	for _, h := range in.Held.Routes(now) {
+		k := RouteKey{h.Provider, h.Route}
+		place(k.Provider, k.Route)
+		held[k] = heldOf(h, now)
+	}
+	heldAfter := cmp.Or(in.HeldAfter, DefaultHeldAfter)
 	var overdue time.Duration
 	overdueTier := ""
 	for _, r := range in.Parked {
@@ -352,13 +390,16 @@ func Build(in Inputs) Report {
 			rt := Route{Route: k.Route, Priority: cmp.Or(in.Known.Priority(name, k.Route), UnknownPriority), Counts: rg.counts(now)}
 			rt.State, rt.PausedBy, rt.Rate = combine(pset, in.Settings[control.Setting{Provider: name, Route: k.Route}.Name()])
 			rt.Breaker, rt.BreakerInstance = in.Breakers.RouteState(name, k.Route, now)
+			if rt.Held = held[k]; rt.Held.Oldest == nil {
+				rt.Held.Oldest = []HeldEntity{}
+			}
 			switch {
 			case rt.Breaker == control.BreakerOpen:
 				p.Breaker = control.BreakerOpen
 			case rt.Breaker == control.BreakerClosed && p.Breaker == control.BreakerUnreported:
 				p.Breaker = control.BreakerClosed
 			}
-			degraded = append(degraded, routeReasons(name, rt)...)
+			degraded = append(degraded, routeReasons(name, rt, heldAfter)...)
 			p.Routes = append(p.Routes, rt)
 		}
 		slices.SortFunc(p.Routes, func(a, b Route) int { return cmp.Compare(a.Route, b.Route) })
@@ -401,8 +442,31 @@ func Build(in Inputs) Report {
 	return rep
 }
 
-// routeReasons are the reasons for degraded that one route gives.
-func routeReasons(provider string, rt Route) []string {
+// heldOf is a route's held entities as the report shows them.
+func heldOf(h control.HeldRoute, now time.Time) Held {
+	out := Held{Entities: h.Entities, Waiting: h.Waiting, Oldest: make([]HeldEntity, 0, len(h.Oldest))}
+	for _, e := range h.Oldest {
+		out.Oldest = append(out.Oldest, HeldEntity{HeldEntity: e, AgeSeconds: max(0, now.Sub(e.Since).Seconds())})
+	}
+	return out
+}
+
+// HeldWhere says where a held entity's head waits, and what to run.
+func HeldWhere(e control.HeldEntity) string {
+	switch {
+	case e.Head == "":
+		return "its head ended; the records held behind it drain"
+	case e.Dead:
+		return fmt.Sprintf("behind %s, dead with on_dead: hold (dlq trace %s, then dlq replay)", e.Head, e.Head)
+	case e.Tier == "lane":
+		return fmt.Sprintf("behind %s, parked in the route's lane (dlq trace %s)", e.Head, e.Head)
+	}
+	return fmt.Sprintf("behind %s, in retry tier %s (dlq trace %s)", e.Head, e.Tier, e.Head)
+}
+
+// routeReasons are the reasons for degraded that one route gives; an
+// entity held heldAfter or longer is one.
+func routeReasons(provider string, rt Route, heldAfter time.Duration) []string {
 	name := provider + "/" + rt.Route
 	var out []string
 	if rt.Breaker == control.BreakerOpen {
@@ -416,6 +480,13 @@ func routeReasons(provider string, rt Route) []string {
 	if rt.DLQUnresolved > 0 {
 		out = append(out, fmt.Sprintf("%s: %d unresolved dead letters, the oldest %s old (dlq list --unresolved --provider %s --route %s)",
 			name, rt.DLQUnresolved, round(time.Duration(rt.DLQOldestUnresolved.AgeSeconds)*time.Second), provider, rt.Route))
+	}
+	if len(rt.Held.Oldest) > 0 {
+		e := rt.Held.Oldest[0]
+		if age := time.Duration(e.AgeSeconds * float64(time.Second)); age >= heldAfter {
+			out = append(out, fmt.Sprintf("%s: entity %s held for %s, %s; %d entities held, %d records waiting",
+				name, e.Entity, round(age), HeldWhere(e.HeldEntity), rt.Held.Entities, rt.Held.Waiting))
+		}
 	}
 	return out
 }

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -119,6 +120,58 @@ func TestBuildCounts(t *testing.T) {
 	}
 }
 
+// held is one report of partition 0, written at at: two entities held on
+// stripe/crm, the oldest (cus_1) for age behind stripe:evt_9 in tier 1h.
+func held(now time.Time, age time.Duration, at time.Time) control.HeldReports {
+	hs := control.HeldReports{}
+	hs.Apply(control.HeldReport{Partition: 0, Instance: "p1", At: at, Routes: []control.HeldRoute{{
+		Provider: "stripe", Route: "crm", Entities: 2, Waiting: 7, Oldest: []control.HeldEntity{
+			{Entity: "cus_1", Head: "stripe:evt_9", Since: now.Add(-age), Waiting: 4, Tier: "1h"},
+			{Entity: "cus_2", Head: "stripe:evt_12", Since: now.Add(-time.Minute), Waiting: 3, Tier: "1m"},
+		}}}})
+	return hs
+}
+
+// TestBuildHeld: the reports of several partitions add up per route
+// (entities, records waiting, the oldest of all first, at most
+// control.HeldTop), each with its age; a route without one has none;
+// a stale report does not count.
+func TestBuildHeld(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	hs := held(now, 30*time.Minute, now)
+	var many []control.HeldEntity
+	for i := range 6 {
+		many = append(many, control.HeldEntity{Entity: fmt.Sprintf("cus_%d", 10+i), Head: "k", Since: now.Add(-time.Duration(i) * time.Hour), Waiting: 1, Dead: true})
+	}
+	hs.Apply(control.HeldReport{Partition: 1, Instance: "p2", At: now.Add(-time.Minute), Routes: []control.HeldRoute{
+		{Provider: "stripe", Route: "crm", Entities: 6, Waiting: 6, Oldest: many[1:]}}})
+	hs.Apply(control.HeldReport{Partition: 2, Instance: "p3", At: now.Add(-control.HeldStale), Routes: []control.HeldRoute{
+		{Provider: "stripe", Route: "billing", Entities: 1, Waiting: 1, Oldest: many[:1]}}})
+	rep := Build(Inputs{Now: now, Window: 5 * time.Minute, Known: mustKnown(t), Held: hs})
+	routes := map[string]Route{}
+	for _, p := range rep.Providers {
+		for _, r := range p.Routes {
+			routes[p.Provider+"/"+r.Route] = r
+		}
+	}
+	crm := routes["stripe/crm"].Held
+	var got []string
+	for _, e := range crm.Oldest {
+		got = append(got, fmt.Sprintf("%s:%.0f", e.Entity, e.AgeSeconds))
+	}
+	if crm.Entities != 8 || crm.Waiting != 13 || strings.Join(got, " ") != "cus_15:18000 cus_14:14400 cus_13:10800 cus_12:7200 cus_11:3600" {
+		t.Errorf("stripe/crm held: %d entities, %d waiting, oldest %v", crm.Entities, crm.Waiting, got)
+	}
+	if b := routes["stripe/billing"].Held; b.Entities != 0 || b.Oldest == nil || len(b.Oldest) != 0 {
+		t.Errorf("stripe/billing (stale report): %+v, want nothing held and an empty list", b)
+	}
+	if rep.Verdict != Degraded || !slices.ContainsFunc(rep.Reasons, func(r string) bool {
+		return strings.Contains(r, "entity cus_15 held for 5h0m0s, behind k, dead with on_dead: hold (dlq trace k, then dlq replay)")
+	}) {
+		t.Errorf("verdict %s, reasons %q", rep.Verdict, rep.Reasons)
+	}
+}
+
 // TestVerdict: each rule alone, and failing over degraded.
 func TestVerdict(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -155,6 +208,11 @@ func TestVerdict(t *testing.T) {
 		{name: "dead letter", in: Inputs{DLQ: []*store.Entry{dead(0, "stripe", "crm", now.Add(-time.Hour), false)}},
 			verdict: Degraded, reason: "stripe/crm: 1 unresolved dead letters, the oldest 1h0m0s old"},
 		{name: "dead letter resolved", in: Inputs{DLQ: []*store.Entry{dead(0, "stripe", "crm", now.Add(-time.Hour), true)}}, verdict: Healthy},
+		{name: "held young", in: Inputs{Held: held(now, 59*time.Minute, now)}, verdict: Healthy},
+		{name: "held 1h", in: Inputs{Held: held(now, time.Hour, now)}, verdict: Degraded,
+			reason: "stripe/crm: entity cus_1 held for 1h0m0s, behind stripe:evt_9, in retry tier 1h (dlq trace stripe:evt_9); 2 entities held, 7 records waiting"},
+		{name: "held past HeldAfter", in: Inputs{Held: held(now, 20*time.Minute, now), HeldAfter: 15 * time.Minute}, verdict: Degraded, reason: "entity cus_1 held for 20m0s"},
+		{name: "held report stale", in: Inputs{Held: held(now, 2*time.Hour, now.Add(-control.HeldStale))}, verdict: Healthy},
 		{name: "incomplete", in: Inputs{Incomplete: []string{"webhooks.raw[0]"}}, verdict: Degraded, reason: "not read to the end"},
 		{name: "failing over degraded", in: Inputs{Raw: raw(10 * time.Minute), DLQ: []*store.Entry{dead(0, "stripe", "crm", now, false)}},
 			verdict: Failing, reason: "is the processor running?"},

@@ -350,6 +350,28 @@ func (o *ownership) accept(r *kgo.Record) *owned {
 	return ow
 }
 
+// restored lists the partitions owned and restored (read by the reader),
+// in no order.
+func (o *ownership) restored() []int32 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	var out []int32
+	for part, ow := range o.parts {
+		if ow.ready {
+			out = append(out, part)
+		}
+	}
+	return out
+}
+
+// has reports whether the partition is owned and restored.
+func (o *ownership) has(part int32) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	ow, ok := o.parts[part]
+	return ok && ow.ready
+}
+
 // span is the offsets held above the committed offsets, all partitions.
 func (o *ownership) span() int64 {
 	o.mu.Lock()

@@ -111,6 +111,11 @@ type Config struct {
 	// ChainKey names the chain a record runs in: records with one chain key
 	// run one at a time, in offset order. Optional: EntityChain.
 	ChainKey func(*kgo.Record) string
+	// HoldsEvery is how often the entities held in the partitions owned
+	// are counted, for the gauges and the control topic's held reports
+	// (held.go); only when some provider is ordered. Optional:
+	// DefaultHoldsEvery.
+	HoldsEvery time.Duration
 	// TransactionTimeout is how long the broker lets a transaction of
 	// this processor stay open before it aborts it
 	// (HOOKLINE_TRANSACTION_TIMEOUT): after a kill, the partitions it wrote
@@ -345,6 +350,7 @@ func (p *Processor) runSession(ctx context.Context) error {
 		return fmt.Errorf("%w: transactional id %s: %w", errSessionBroken, p.cfg.TransactionalID, err)
 	}
 	go p.watchHanging(wctx, tx.Client())
+	go p.watchHolds(wctx, s.own) // held.go: held entities' gauges and reports
 	err = s.loop(ctx, l)
 	p.committed = l.Committed()
 	return err

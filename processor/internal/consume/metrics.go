@@ -4,11 +4,13 @@ import (
 	"context"
 	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/processor/internal/state"
 )
@@ -41,7 +43,13 @@ type metrics struct {
 	laneRate          *prometheus.GaugeVec
 	standbyLag        *prometheus.GaugeVec
 	standbyPartitions prometheus.Gauge
-	reg               prometheus.Registerer
+	entitiesHeld      *prometheus.GaugeVec
+	entityHeldSeconds *prometheus.GaugeVec
+	// heldShown are the provider/route label pairs the held gauges show
+	// (setHeld, under heldMu: a session's watcher may outlive it briefly).
+	heldMu    sync.Mutex
+	heldShown map[[2]string]bool
+	reg       prometheus.Registerer
 }
 
 func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
@@ -152,6 +160,15 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 		Name: "hookline_processor_standby_partitions",
 		Help: "Partitions this processor keeps warm as a standby (named by the group's balancer).",
 	})
+	m.entitiesHeld = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_entities_held",
+		Help: "Entities of ordered providers held on a route in the partitions this processor owns: their head waits (retrying, parked, or dead with on_dead: hold) and later records wait behind it. Counted every 10s from the state store.",
+	}, []string{"provider", "route"})
+	m.entityHeldSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "hookline_processor_entity_held_seconds",
+		Help: "How long the entity held longest on a route (of those hookline_processor_entities_held counts) has been held; 0 when none.",
+	}, []string{"provider", "route"})
+	m.heldShown = map[[2]string]bool{}
 	m.reg = reg
 	keys := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "hookline_processor_store_keys",
@@ -160,8 +177,40 @@ func newMetrics(reg prometheus.Registerer, st *state.Store) *metrics {
 	reg.MustRegister(m.records, m.succeeded, m.duplicates, m.handlerSeconds, m.txns, m.rebalances,
 		m.restoreSeconds, m.restoreRecords, m.resumeSeconds, m.batchSeconds, m.lag, m.hanging, m.sessions, keys,
 		m.batchRecords, m.pending, m.classPending, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.laneLag, m.lanePaused, m.laneRate,
-		m.standbyLag, m.standbyPartitions)
+		m.standbyLag, m.standbyPartitions, m.entitiesHeld, m.entityHeldSeconds)
 	return m
+}
+
+// setHeld shows routes (control.HeldReports.Routes of this processor's
+// partitions) in the held gauges at now, and 0 for each route of always
+// (the ordered providers' routes) not among them; it drops the series of
+// any other route no longer held (a route gone from the providers file).
+// A partition that went to another processor is simply not in routes.
+func (m *metrics) setHeld(routes []control.HeldRoute, always [][2]string, now time.Time) {
+	m.heldMu.Lock()
+	defer m.heldMu.Unlock()
+	shown := map[[2]string]bool{}
+	for _, k := range always {
+		m.entitiesHeld.WithLabelValues(k[0], k[1]).Set(0)
+		m.entityHeldSeconds.WithLabelValues(k[0], k[1]).Set(0)
+		shown[k] = true
+	}
+	for _, r := range routes {
+		age := 0.0
+		if len(r.Oldest) > 0 {
+			age = max(0, now.Sub(r.Oldest[0].Since).Seconds())
+		}
+		m.entitiesHeld.WithLabelValues(r.Provider, r.Route).Set(float64(r.Entities))
+		m.entityHeldSeconds.WithLabelValues(r.Provider, r.Route).Set(age)
+		shown[[2]string{r.Provider, r.Route}] = true
+	}
+	for k := range m.heldShown {
+		if !shown[k] {
+			m.entitiesHeld.DeleteLabelValues(k[0], k[1])
+			m.entityHeldSeconds.DeleteLabelValues(k[0], k[1])
+		}
+	}
+	m.heldShown = shown
 }
 
 // breakerOpen exports a route's destination's circuit breaker: 1 while

@@ -236,6 +236,8 @@ type procOptions struct {
 	// providersYAML, when set, is the providers file (routes tests);
 	// handlers are then keyed as the Router takes them.
 	providersYAML string
+	// holdsEvery is Config.HoldsEvery; 0: its default.
+	holdsEvery time.Duration
 }
 
 func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler, o procOptions) (stop func() error) {
@@ -283,6 +285,7 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 		TransactionalID: "hookline-processor-" + id, InstanceID: id,
 		StandbyReplicas: o.standbys,
 		StandbyEvery:    o.standbyEvery,
+		HoldsEvery:      o.holdsEvery,
 		Logger:          log, Registry: o.metrics, Health: cmp.Or(o.health, obs.NewHealth("restore", "control")),
 	})
 	if err != nil {

@@ -48,13 +48,29 @@ type Hold struct {
 // Waiting is how many records wait behind the hold.
 func (x Hold) Waiting() int { return x.Next - x.Deliver }
 
+// EntityPrefix starts every EntityKey: a state store scan of it finds a
+// partition's holds and nothing else.
+const EntityPrefix = "\x00e\x00"
+
 // EntityKey is the state-store and changelog key of an entity's holds:
 // "\x00e\x00<provider>\x00<entity>"; no idempotency key starts with NUL
 // (ingest refuses control characters in keys).
-func EntityKey(provider, entity string) string { return "\x00e\x00" + provider + "\x00" + entity }
+func EntityKey(provider, entity string) string { return EntityPrefix + provider + "\x00" + entity }
 
 // IsEntityKey reports whether key is an EntityKey.
-func IsEntityKey(key string) bool { return strings.HasPrefix(key, "\x00e\x00") }
+func IsEntityKey(key string) bool { return strings.HasPrefix(key, EntityPrefix) }
+
+// SplitEntityKey returns the provider and entity of an EntityKey; ok is
+// false for any other key. (A provider's name has no NUL; an entity has
+// no control character, so the first NUL after the prefix splits them.)
+func SplitEntityKey(key string) (provider, entity string, ok bool) {
+	rest, ok := strings.CutPrefix(key, EntityPrefix)
+	if !ok {
+		return "", "", false
+	}
+	provider, entity, ok = strings.Cut(rest, "\x00")
+	return provider, entity, ok && provider != ""
+}
 
 // HeldError is the reason a record of a held entity is not called on a
 // route: it waits behind Head (or, draining, behind the held records

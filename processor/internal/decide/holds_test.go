@@ -140,3 +140,16 @@ func TestStoredFromChangelogHolds(t *testing.T) {
 		t.Fatal("garbled holds restored")
 	}
 }
+
+// TestSplitEntityKey: an EntityKey splits back into its provider and
+// entity (an entity may hold ':' and '/'); any other key does not.
+func TestSplitEntityKey(t *testing.T) {
+	if p, e, ok := SplitEntityKey(EntityKey("stripe", "cus_1:a/b")); !ok || p != "stripe" || e != "cus_1:a/b" {
+		t.Errorf("split: %q %q %v", p, e, ok)
+	}
+	for _, k := range []string{"stripe:evt_1", "\x00e\x00stripe", "\x00e\x00\x00cus_1", ""} {
+		if _, _, ok := SplitEntityKey(k); ok {
+			t.Errorf("%q split as an entity key", k)
+		}
+	}
+}

@@ -258,6 +258,37 @@ func (s *Store) Get(partition int32, key string) (value []byte, ok bool, err err
 	return value, true, nil
 }
 
+// Scan calls fn for every live state key of partition that starts with
+// prefix (the idempotency key without the partition), in key order, with
+// its value, until fn returns an error, which Scan returns. key and value
+// are valid only during the call. It reads what Apply committed, from one
+// Badger snapshot, and never the cache of recent states. Cost: one seek,
+// then one step per matching key (keys outside prefix are not read);
+// values below Badger's value threshold (every state record) are read from
+// the LSM tree with the key, no extra read.
+func (s *Store) Scan(partition int32, prefix string, fn func(key string, value []byte) error) error {
+	p := stateKey(partition, prefix)
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.Key()[len(p)-len(prefix):]
+			if len(k) == 0 {
+				continue // the partition's marker key (markerKey)
+			}
+			if err := item.Value(func(v []byte) error { return fn(string(k), v) }); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("state: scan %q in partition %d: %w", prefix, partition, err)
+	}
+	return nil
+}
+
 // Apply writes changes and checkpoints (partition -> next changelog offset
 // to read) in one Badger transaction, and the changes to the cache of recent
 // states once it committed (it keeps the Value slices: do not modify them

@@ -559,3 +559,45 @@ func TestReserve(t *testing.T) {
 		t.Fatal("budget not whole after the releases")
 	}
 }
+
+// TestScan: Scan gives the live keys of one partition that start with the
+// prefix, in key order, with their values: not another partition's, not a
+// deleted or expired key, not a key outside the prefix; fn's error stops
+// it.
+func TestScan(t *testing.T) {
+	s := mustOpen(t, Options{InMemory: true})
+	mustApply(t, s, []Change{
+		{Partition: 1, Key: "\x00e\x00p\x00a", Value: []byte("A")},
+		{Partition: 1, Key: "\x00e\x00p\x00b", Value: []byte("B")},
+		{Partition: 1, Key: "\x00e\x00p\x00c", Value: []byte("C")},
+		{Partition: 1, Key: "\x00e\x00p\x00x", Value: []byte("X"), ExpiresAt: time.Now().Add(-time.Second)},
+		{Partition: 1, Key: "stripe:evt_1", Value: []byte("S")},
+		{Partition: 2, Key: "\x00e\x00p\x00z", Value: []byte("Z")},
+	}, nil)
+	mustApply(t, s, []Change{{Partition: 1, Key: "\x00e\x00p\x00c"}}, nil) // deleted
+	scan := func(p int32, prefix string) []string {
+		var got []string
+		if err := s.Scan(p, prefix, func(k string, v []byte) error {
+			got = append(got, fmt.Sprintf("%q=%s", k, v))
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	if got, want := fmt.Sprint(scan(1, "\x00e\x00")), fmt.Sprint([]string{`"\x00e\x00p\x00a"=A`, `"\x00e\x00p\x00b"=B`}); got != want {
+		t.Errorf("scan of partition 1: %s, want %s", got, want)
+	}
+	if got := scan(3, "\x00e\x00"); len(got) != 0 {
+		t.Errorf("scan of an empty partition: %v", got)
+	}
+	if got := len(scan(1, "")); got != 3 {
+		t.Errorf("scan of partition 1 without a prefix: %d keys, want 3", got)
+	}
+	stop := errors.New("stop")
+	n := 0
+	err := s.Scan(1, "\x00e\x00", func(string, []byte) error { n++; return stop })
+	if !errors.Is(err, stop) || n != 1 {
+		t.Errorf("scan stopped by fn: %v after %d keys, want stop after 1", err, n)
+	}
+}

@@ -98,7 +98,8 @@ func TestPageAndHeaders(t *testing.T) {
 	// It opens on the overview (GET /status, with each provider's and
 	// route's setting and their Pause, Resume and Drain controls), with the
 	// dead letters (with a route filter), the trace by key and by route,
-	// and what waits (GET /parked) as the other views.
+	// and what waits (GET /parked) as the other views; a route row says
+	// what is held behind its ordered entities' heads (issue 24).
 	page := do(h, "GET", "/ui/", "", "").Body.String()
 	for _, want := range []string{"<title>hookline console</title>", `id="v-overview"`, `id="ov-table"`, `id="v-dlq"`, `id="v-trace"`, `id="trace-form"`,
 		`id="v-waiting"`, `<th>Route</th>`, `name="route"`, `id="t-routes"`, `id="auth-state"`} {
@@ -109,7 +110,7 @@ func TestPageAndHeaders(t *testing.T) {
 	for _, want := range []string{"api('GET', '/status')", "api('GET', '/providers')", "api('GET', '/routes')", "api('GET', '/parked?limit=100')",
 		"'/providers/' + encodeURIComponent(p.provider)", "'/routes/' + encodeURIComponent(p.provider) + '/' + encodeURIComponent(r.route)",
 		"path + '/' + verb", "button('pause', 'Pause')", "button('resume', 'Resume')", "button('drain', 'Drain')", "'rate', r)",
-		"'provider', 'route', 'reason'", "e.route", "t.routes", "Token required", "Token refused"} {
+		"'provider', 'route', 'reason'", "e.route", "t.routes", "Token required", "Token refused", "heldText(r.held)"} {
 		if !strings.Contains(js, want) {
 			t.Errorf("app.js lacks %s", want)
 		}

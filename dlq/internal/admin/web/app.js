@@ -318,6 +318,7 @@ function renderOverview(rep, provs, routes) {
       rtr.dataset.name = rname;
       let st = r.state + (r.state === 'draining' ? ' at ' + r.rate + '/s' : '');
       if (r.paused_by) st += ' (held by its ' + r.paused_by + ' setting)';
+      st += heldText(r.held);
       const nameCell = cell('Provider / route', '↳ ' + rname + ' · ' + r.priority);
       tr.classList.add('has-routes');
       rtr.append(nameCell, verdictCell(reasonsOf(rep, rname, false)), cell('Deliveries', st + setBy(rown)),
@@ -326,6 +327,17 @@ function renderOverview(rep, provs, routes) {
       body.append(rtr);
     }
   }
+}
+
+// heldText says what waits behind the heads of a route's ordered
+// entities (issue 24): how many entities and records, and the entity held
+// longest with the key it waits behind; '' when none.
+function heldText(held) {
+  if (!held || !held.entities) return '';
+  const o = held.oldest[0];
+  let s = ' · ' + held.entities + ' entit' + (held.entities === 1 ? 'y' : 'ies') + ' held, ' + held.waiting + ' records waiting';
+  if (o) s += '; longest ' + o.entity + ' for ' + age(o.age_seconds) + (o.head ? ' behind ' + o.head + (o.dead ? ' (dead: replay it)' : '') : '');
+  return s;
 }
 
 // refreshOverview reads GET /status, and the providers' and routes' own

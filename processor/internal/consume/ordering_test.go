@@ -347,3 +347,49 @@ func TestOrderingCallsAfterCommit(t *testing.T) {
 		}
 	}
 }
+
+// TestOrderingBackfill (issue 24 item 3): a backfill of an ordered
+// provider's route keeps the entity's order there: its records of one
+// entity are called one at a time, in the order the backfill sent them,
+// the later ones held behind a head that fails; the sibling route is not
+// called.
+func TestOrderingBackfill(t *testing.T) {
+	f := newFakeKafka(t)
+	adm := kadm.NewClient(f.client(t))
+	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("ord", "crm"), f.names.RouteLane("ord", "audit")); err != nil {
+		t.Fatal(err)
+	}
+	dest := &callLog{fail: map[string]int{"crm/b-1": 2}}
+	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"ord/crm": dest, "ord/audit": dest}, procOptions{providersYAML: orderedYAML})
+	cl := f.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	keys := []string{"b-1", "b-2", "b-3"}
+	for _, key := range keys {
+		r := headers.IngestRecord(f.names.Raw, key, "thing.happened", []byte(`{"id":"`+key+`","entity":"b"}`),
+			headers.IngestMeta{Provider: "ord", ReceivedAt: time.Now(), RequestID: "r", ContentType: "application/json"})
+		r.Partition = 0
+		for k, v := range map[string]string{headers.Entity: "b", headers.Origin: headers.OriginBackfill, headers.Route: "crm",
+			headers.Backfill: headers.BackfillMissing, headers.ReplayID: "backfill:bf1", headers.Attempt: "1"} {
+			headers.Set(r, k, v)
+		}
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rt := &retrier{f: f, moved: map[string]bool{}}
+	waitFor(t, "b-1..b-3 done on crm", func() bool {
+		rt.pass(t)
+		out := f.outcomes(t)
+		for _, k := range keys {
+			if !slices.Contains(outcomeOf(out, k, "crm"), outcome.StatusDone) {
+				return false
+			}
+		}
+		return true
+	})
+	if got, want := dest.of("crm"), []string{"b-1", "b-1", "b-1", "b-2", "b-3"}; !slices.Equal(got, want) {
+		t.Errorf("crm calls %v, want %v (b-2 and b-3 behind b-1's two failures, in order)", got, want)
+	}
+	if got := dest.of("audit"); len(got) != 0 {
+		t.Errorf("audit calls %v: a backfill of crm calls no other route", got)
+	}
+}

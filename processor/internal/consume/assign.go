@@ -72,6 +72,9 @@ type owned struct {
 	// wins are the partition's windows, of webhooks.raw and of each lane
 	// topic (its partition of the same number), set when ready.
 	wins map[string]*offsets.Window
+	// holds are the entities with holds in the store, set when ready
+	// (ordering.go, heldKeys); nil: not known, every record reads them.
+	holds *heldKeys
 }
 
 func newOwnership(p *setup, standby *standbys, hanging func(context.Context, *kgo.Client, chan struct{}),
@@ -139,6 +142,7 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		log.Info("restore cancelled: partition no longer ours")
 		return
 	}
+	holds := o.p.scanHeldKeys(part, log)
 	o.mu.Lock()
 	clean := o.clean
 	o.mu.Unlock()
@@ -160,6 +164,7 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		return // revoked meanwhile
 	}
 	ow.wins = wins
+	ow.holds = holds
 	ow.ready = true
 	for topic, win := range wins {
 		if _, meta := win.Sent(); meta != "" {

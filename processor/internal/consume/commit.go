@@ -70,6 +70,11 @@ func (s *session) Apply(batch []*result, checkpoint map[int32]int64) error {
 		// partitions are restored before anything else is decided.
 		return fmt.Errorf("apply committed states to the store: %w", err)
 	}
+	for _, res := range batch {
+		if res.holdChange != nil {
+			res.ow.holds.set(res.holdChange.Key, res.holdChange.Value)
+		}
+	}
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"reflect"
 	"strconv"
 	"sync"
@@ -30,8 +31,10 @@ type ordered struct {
 }
 
 // orderedOf returns the record's entity and holds; nil for a record
-// without hookline.entity (not ordered, or its own entity).
-func (s *session) orderedOf(r *kgo.Record, provider string) (*ordered, error) {
+// without hookline.entity (not ordered, or its own entity). ow is the
+// record's partition: an entity its heldKeys do not name has no holds in
+// the store, and costs no read.
+func (s *session) orderedOf(ow *owned, r *kgo.Record, provider string) (*ordered, error) {
 	e, ok := headers.Get(r, headers.Entity)
 	if !ok || e == "" {
 		return nil, nil
@@ -47,6 +50,9 @@ func (s *session) orderedOf(r *kgo.Record, provider string) (*ordered, error) {
 	s.mu.Unlock()
 	if ok {
 		o.holds = ov.holds
+		return o, nil
+	}
+	if !ow.holds.may(o.key) {
 		return o, nil
 	}
 	v, ok, err := s.p.cfg.Store.Get(r.Partition, o.key)
@@ -207,4 +213,62 @@ func (b *settled) wait(ctx context.Context) {
 	case <-b.ch:
 	case <-ctx.Done():
 	}
+}
+
+// heldKeys are the entities of one owned partition that have holds in the
+// state store, so that the records of every other entity (nearly all,
+// when nothing fails) skip the store read for their holds. Built by a scan
+// of the partition's holds once it is restored (scanHeldKeys), before any
+// of its records is decided, and kept by Apply, which writes the holds of
+// each committed transaction to the store and here before Committed drops
+// them from the overlay: a reader finds an entity's holds in the overlay,
+// or knows here whether the store has them. The store is written for an
+// owned partition by its session's Apply only.
+type heldKeys struct {
+	mu   sync.Mutex
+	keys map[string]struct{}
+}
+
+// may reports whether key may have holds in the store; true when not
+// known (h nil: the scan failed, or the partition has no scan).
+func (h *heldKeys) may(key string) bool {
+	if h == nil {
+		return true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	_, ok := h.keys[key]
+	return ok
+}
+
+// set records whether key has holds in the store now (value not nil).
+func (h *heldKeys) set(key string, value []byte) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if value == nil {
+		delete(h.keys, key)
+		return
+	}
+	h.keys[key] = struct{}{}
+}
+
+// scanHeldKeys reads the entities with holds in a restored partition; nil
+// (every record reads the store) when no provider is ordered, or the scan
+// fails (logged).
+func (p *setup) scanHeldKeys(part int32, log *slog.Logger) *heldKeys {
+	if len(p.orderedRoutes()) == 0 {
+		return nil
+	}
+	h := &heldKeys{keys: map[string]struct{}{}}
+	if err := p.cfg.Store.Scan(part, decide.EntityPrefix, func(key string, _ []byte) error {
+		h.keys[key] = struct{}{}
+		return nil
+	}); err != nil {
+		log.Warn("entities held: scan failed; each ordered record reads its holds from the store", "err", err)
+		return nil
+	}
+	return h
 }

@@ -393,3 +393,42 @@ func TestOrderingBackfill(t *testing.T) {
 		t.Errorf("audit calls %v: a backfill of crm calls no other route", got)
 	}
 }
+
+// TestOrderingHoldSurvivesRestart: an entity held behind its dead head
+// (on_dead: hold) stays held for a processor that restored its state from
+// the changelog: its next record is held, not called (the restored
+// partition's heldKeys name the entity).
+func TestOrderingHoldSurvivesRestart(t *testing.T) {
+	f := newFakeKafka(t)
+	adm := kadm.NewClient(f.client(t))
+	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("ord", "crm"), f.names.RouteLane("ord", "audit")); err != nil {
+		t.Fatal(err)
+	}
+	yml := strings.Replace(orderedYAML, `crm: {destination: {url: "http://crm.invalid/", max_inflight: 8}}`,
+		`crm: {destination: {url: "http://crm.invalid/", max_inflight: 8}, on_dead: hold}`, 1)
+	dest := &callLog{fail: map[string]int{"crm/e7-1": 3}} // every attempt of tiers 1s,2s
+	stop := runProcessorWith(t, f, "p1", map[string]deliver.Handler{"ord/crm": dest, "ord/audit": dest}, procOptions{providersYAML: yml})
+	f.produceEntity(t, "e7-1", "e7")
+	rt := &retrier{f: f, moved: map[string]bool{}}
+	waitFor(t, "e7-1 dead on crm", func() bool {
+		rt.pass(t)
+		return len(f.readCommitted(t, f.names.DLQ)) == 1
+	})
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	// A new processor, its store empty: restored from the changelog.
+	after := &callLog{}
+	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"ord/crm": after, "ord/audit": after}, procOptions{providersYAML: yml})
+	f.produceEntity(t, "e7-2", "e7")
+	waitFor(t, "e7-2 held on crm behind its dead head, after the restart", func() bool {
+		rt.pass(t)
+		return slices.Contains(outcomeOf(f.outcomes(t), "e7-2", "crm"), outcome.StatusHeld)
+	})
+	if got := after.of("crm"); len(got) != 0 {
+		t.Errorf("crm calls after the restart %v: want none, e7-2 held behind the dead e7-1", got)
+	}
+	if got := after.of("audit"); !slices.Equal(got, []string{"e7-2"}) {
+		t.Errorf("audit calls after the restart %v: want e7-2 (never held)", got)
+	}
+}

@@ -274,7 +274,7 @@ func (s *session) run(it *item) (*result, error) {
 	if process, why := decide.Admit(cur, a); !process {
 		return s.skipped(res, a, why), nil
 	}
-	ord, err := s.orderedOf(r, a.Provider)
+	ord, err := s.orderedOf(it.ow, r, a.Provider)
 	if err != nil {
 		return nil, err
 	}

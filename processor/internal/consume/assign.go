@@ -72,7 +72,7 @@ type owned struct {
 	// wins are the partition's windows, of webhooks.raw and of each lane
 	// topic (its partition of the same number), set when ready.
 	wins map[string]*offsets.Window
-	// holds are the entities with holds in the store, set when ready
+	// holds are the entities with holds in the store, set once restored
 	// (ordering.go, heldKeys); nil: not known, every record reads them.
 	holds *heldKeys
 }
@@ -142,7 +142,16 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		log.Info("restore cancelled: partition no longer ours")
 		return
 	}
-	holds := o.p.scanHeldKeys(part, log)
+	// The set is the partition's before the scan fills it: an Apply
+	// meanwhile (a transaction of an earlier owner in this session) adds
+	// to it (heldKeys).
+	holds := o.p.newHeldKeys()
+	o.mu.Lock()
+	if o.parts[part] == ow {
+		ow.holds = holds
+	}
+	o.mu.Unlock()
+	o.p.scanHeldKeys(part, holds, log)
 	o.mu.Lock()
 	clean := o.clean
 	o.mu.Unlock()
@@ -164,7 +173,6 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 		return // revoked meanwhile
 	}
 	ow.wins = wins
-	ow.holds = holds
 	ow.ready = true
 	for topic, win := range wins {
 		if _, meta := win.Sent(); meta != "" {
@@ -227,6 +235,17 @@ func (o *ownership) Doomed() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.doom
+}
+
+// heldKeysOf is the set of entities with holds of the partition's current
+// owner (ordering.go); nil when not owned or not known.
+func (o *ownership) heldKeysOf(part int32) *heldKeys {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ow, ok := o.parts[part]; ok {
+		return ow.holds
+	}
+	return nil
 }
 
 // stopAll cancels every restore and call (shutdown, or the session

@@ -72,7 +72,7 @@ func (s *session) Apply(batch []*result, checkpoint map[int32]int64) error {
 	}
 	for _, res := range batch {
 		if res.holdChange != nil {
-			res.ow.holds.set(res.holdChange.Key, res.holdChange.Value)
+			s.own.heldKeysOf(res.holdChange.Partition).set(res.holdChange.Key, res.holdChange.Value)
 		}
 	}
 	return nil

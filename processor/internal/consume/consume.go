@@ -32,7 +32,8 @@
 //
 // Lock order, where two are held: reader.mu, then ownership.mu, then
 // session.mu, then a record's token (recordToken.mu) or admission's
-// Budget.mu, which take no other. The standbys' lock, Processor.hangMu
+// Budget.mu, which take no other. A partition's heldKeys.mu (ordering.go)
+// takes no other and is taken alone. The standbys' lock, Processor.hangMu
 // and the transaction loop's (txnloop) are taken alone; a lane's counters
 // are atomics.
 package consume

@@ -217,20 +217,33 @@ func (b *settled) wait(ctx context.Context) {
 
 // heldKeys are the entities of one owned partition that have holds in the
 // state store, so that the records of every other entity (nearly all,
-// when nothing fails) skip the store read for their holds. Built by a scan
-// of the partition's holds once it is restored (scanHeldKeys), before any
-// of its records is decided, and kept by Apply, which writes the holds of
-// each committed transaction to the store and here before Committed drops
-// them from the overlay: a reader finds an entity's holds in the overlay,
-// or knows here whether the store has them. The store is written for an
-// owned partition by its session's Apply only.
+// when nothing fails) skip the store read for their holds. Registered
+// with the partition once it is restored, then filled by a scan of the
+// partition's holds (scanHeldKeys), before any of its records is decided;
+// kept by Apply, which writes the holds of each committed transaction to
+// the store, then here (the partition's current owner's), before
+// Committed drops them from the overlay: a reader finds an entity's holds
+// in the overlay, or knows here whether the store may have them. The
+// store is written for an owned partition by its session's Apply only.
+// Registered before the scan, the set cannot miss a hold an Apply writes
+// meanwhile; a key it names that the store no longer has costs one read.
 type heldKeys struct {
-	mu   sync.Mutex
-	keys map[string]struct{}
+	mu      sync.Mutex
+	keys    map[string]struct{}
+	unknown bool // the scan failed: every key may have holds
+}
+
+// newHeldKeys is an empty set; nil (not known: every record reads the
+// store) when no provider is ordered.
+func (p *setup) newHeldKeys() *heldKeys {
+	if len(p.orderedRoutes()) == 0 {
+		return nil
+	}
+	return &heldKeys{keys: map[string]struct{}{}}
 }
 
 // may reports whether key may have holds in the store; true when not
-// known (h nil: the scan failed, or the partition has no scan).
+// known (h nil, or the scan failed).
 func (h *heldKeys) may(key string) bool {
 	if h == nil {
 		return true
@@ -238,7 +251,7 @@ func (h *heldKeys) may(key string) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	_, ok := h.keys[key]
-	return ok
+	return ok || h.unknown
 }
 
 // set records whether key has holds in the store now (value not nil).
@@ -255,20 +268,20 @@ func (h *heldKeys) set(key string, value []byte) {
 	h.keys[key] = struct{}{}
 }
 
-// scanHeldKeys reads the entities with holds in a restored partition; nil
-// (every record reads the store) when no provider is ordered, or the scan
-// fails (logged).
-func (p *setup) scanHeldKeys(part int32, log *slog.Logger) *heldKeys {
-	if len(p.orderedRoutes()) == 0 {
-		return nil
+// scanHeldKeys adds to h the entities with holds in a restored partition;
+// when the scan fails (logged) every key may have holds.
+func (p *setup) scanHeldKeys(part int32, h *heldKeys, log *slog.Logger) {
+	if h == nil {
+		return
 	}
-	h := &heldKeys{keys: map[string]struct{}{}}
-	if err := p.cfg.Store.Scan(part, decide.EntityPrefix, func(key string, _ []byte) error {
-		h.keys[key] = struct{}{}
+	err := p.cfg.Store.Scan(part, decide.EntityPrefix, func(key string, _ []byte) error {
+		h.set(key, []byte{})
 		return nil
-	}); err != nil {
+	})
+	if err != nil {
 		log.Warn("entities held: scan failed; each ordered record reads its holds from the store", "err", err)
-		return nil
+		h.mu.Lock()
+		h.unknown = true
+		h.mu.Unlock()
 	}
-	return h
 }

@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -261,19 +262,33 @@ func TestBrokerKilledInCluster(t *testing.T) {
 	sup := supervise(t, sys, sys.StartIngest(), proc, sys.StartRetrier(nil))
 	breakers := watchBreakers(t, proc.Addr) // a restart keeps the address
 
-	// Every topic the services created is replicated three times.
+	// Every topic the services created is replicated three times. The
+	// broker that answers may not have learnt of a topic created a moment
+	// ago (each node follows the metadata log on its own): ask until every
+	// topic is there, for up to 30 s.
 	adm := kadm.NewClient(kafkatest.Client(t, cluster.Brokers()))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	td, err := adm.ListTopics(ctx, sys.Names.All()...)
-	if err != nil {
-		t.Fatal(err)
+	var td kadm.TopicDetails
+	for {
+		var err error
+		td, err = adm.ListTopics(ctx, sys.Names.All()...)
+		var missing []string
+		for _, name := range sys.Names.All() {
+			if d, ok := td[name]; err != nil || !ok || d.Err != nil || len(d.Partitions) == 0 {
+				missing = append(missing, fmt.Sprintf("%s (%v)", name, errors.Join(err, d.Err)))
+			}
+		}
+		if len(missing) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("topics missing 30 s after the services started: %s", strings.Join(missing, ", "))
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	for _, name := range sys.Names.All() {
-		d, ok := td[name]
-		if !ok || d.Err != nil || len(d.Partitions) == 0 {
-			t.Fatalf("topic %s: missing (%v)", name, d.Err)
-		}
+		d := td[name]
 		for _, p := range d.Partitions {
 			if len(p.Replicas) != 3 {
 				t.Errorf("%s[%d] has replicas %v: want 3", name, p.Partition, p.Replicas)

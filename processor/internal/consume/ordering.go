@@ -275,7 +275,9 @@ func (p *setup) scanHeldKeys(part int32, h *heldKeys, log *slog.Logger) {
 		return
 	}
 	err := p.cfg.Store.Scan(part, decide.EntityPrefix, func(key string, _ []byte) error {
-		h.set(key, []byte{})
+		h.mu.Lock()
+		h.keys[key] = struct{}{}
+		h.mu.Unlock()
 		return nil
 	})
 	if err != nil {

@@ -2,9 +2,11 @@ package providers
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -210,29 +212,35 @@ func (p *Provider) CheckPayload(eventType string, body []byte) error {
 	if !errors.As(err, &ve) {
 		return &PayloadError{Schema: e.file, Problems: []string{cut(err.Error(), maxPayloadProblemSize)}}
 	}
-	pe := &PayloadError{Schema: e.file}
-	leaves(ve, func(l *jsonschema.ValidationError) bool {
-		pe.Problems = append(pe.Problems, cut(l.Error(), maxPayloadProblemSize))
-		return len(pe.Problems) < maxPayloadProblems
+	// The validator's causes come in no fixed order (an object's
+	// properties are checked from a map): sort the violations by where they
+	// are, so the same body always gets the same message and keeps the same
+	// first maxPayloadProblems.
+	type problem struct{ at, msg string }
+	var all []problem
+	leaves(ve, func(l *jsonschema.ValidationError) {
+		all = append(all, problem{at: strings.Join(l.InstanceLocation, "/"), msg: l.Error()})
 	})
+	slices.SortFunc(all, func(a, b problem) int { return cmp.Or(strings.Compare(a.at, b.at), strings.Compare(a.msg, b.msg)) })
+	pe := &PayloadError{Schema: e.file}
+	for _, pr := range all[:min(len(all), maxPayloadProblems)] {
+		pe.Problems = append(pe.Problems, cut(pr.msg, maxPayloadProblemSize))
+	}
 	if len(pe.Problems) == 0 {
 		pe.Problems = []string{cut(ve.Error(), maxPayloadProblemSize)}
 	}
 	return pe
 }
 
-// leaves calls f on each violation without causes, depth first, until f
-// returns false.
-func leaves(e *jsonschema.ValidationError, f func(*jsonschema.ValidationError) bool) bool {
+// leaves calls f on each violation without causes, depth first.
+func leaves(e *jsonschema.ValidationError, f func(*jsonschema.ValidationError)) {
 	if len(e.Causes) == 0 {
-		return f(e)
+		f(e)
+		return
 	}
 	for _, c := range e.Causes {
-		if !leaves(c, f) {
-			return false
-		}
+		leaves(c, f)
 	}
-	return true
 }
 
 // cut shortens s to at most n bytes, on a rune boundary, one line.

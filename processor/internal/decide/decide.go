@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/retry"
 )
 
@@ -23,22 +24,23 @@ import (
 type Status string
 
 // Statuses of a key. They are also the outcome record's status for a
-// processed record (a skipped one is "duplicate").
+// processed record (a skipped one is outcome.StatusDuplicate): the words
+// are pkg/outcome's, spelled there once.
 const (
-	StatusDone     Status = "done"
-	StatusRetrying Status = "retrying"
-	StatusDead     Status = "dead"
+	StatusDone     Status = outcome.StatusDone
+	StatusRetrying Status = outcome.StatusRetrying
+	StatusDead     Status = outcome.StatusDead
 	// StatusParked: the key's record waits in its destination's lane topic
 	// (the destination had no room, its breaker was open, or it is paused);
 	// NextAttempt is that record's attempt.
-	StatusParked Status = "parked"
+	StatusParked Status = outcome.StatusParked
 	// StatusUnrouted is an outcome's status only, never a key's: the
 	// event matched none of its provider's routes (StepRoutes).
-	StatusUnrouted Status = "unrouted"
+	StatusUnrouted Status = outcome.StatusUnrouted
 	// StatusHeld is an outcome's status only: the record of an ordered
 	// provider's entity waits behind the entity's head on the route
 	// (holds.go); the key is retrying or parked with its attempt unused.
-	StatusHeld Status = "held"
+	StatusHeld Status = outcome.StatusHeld
 )
 
 // MaxReplayIDs bounds State.ReplayIDs: the oldest ids are dropped beyond it.

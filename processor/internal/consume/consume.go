@@ -219,7 +219,9 @@ func (p *Processor) Run(ctx context.Context) error {
 	cctx, stopControl := context.WithCancel(ctx)
 	defer stopControl()
 	go p.followControl(cctx, caughtUp)
-	go p.publishBreakers(cctx) // breakers.go: breaker reports for dlq serve's re-drive
+	reports, closeReports := p.newReportWriter() // control.go: one producer of the control topic's reports
+	defer closeReports()
+	go p.publishBreakers(cctx, reports) // breakers.go: breaker reports for dlq serve's re-drive
 	if p.standby != nil {
 		go p.standby.run(cctx)
 	}
@@ -232,7 +234,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	backoff := first
 	for {
 		p.committed = false
-		err := p.runSession(ctx)
+		err := p.runSession(ctx, reports)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -279,7 +281,7 @@ func (p *Processor) fencedAgain(err error) error {
 }
 
 // runSession runs one transactional session until ctx is done or an error.
-func (p *Processor) runSession(ctx context.Context) error {
+func (p *Processor) runSession(ctx context.Context, reports reportWriter) error {
 	s, err := newSession(p)
 	if err != nil {
 		return err
@@ -351,7 +353,7 @@ func (p *Processor) runSession(ctx context.Context) error {
 		return fmt.Errorf("%w: transactional id %s: %w", errSessionBroken, p.cfg.TransactionalID, err)
 	}
 	go p.watchHanging(wctx, tx.Client())
-	go p.watchHolds(wctx, s.own) // held.go: held entities' gauges and reports
+	go p.watchHolds(wctx, s.own, reports) // held.go: held entities' gauges and reports
 	err = s.loop(ctx, l)
 	p.committed = l.Committed()
 	return err

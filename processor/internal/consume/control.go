@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
 	"github.com/hookline/hookline/pkg/control"
@@ -96,4 +98,31 @@ func (ln *lane) setting() string {
 		return fmt.Sprintf("draining at %g/s", float64(lim.Limit()))
 	}
 	return "running"
+}
+
+// reportWriter writes this processor's reports on the control topic: the
+// breaker reports (breakers.go) and the held reports (held.go).
+type reportWriter interface {
+	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
+}
+
+var _ reportWriter = (*kgo.Client)(nil)
+
+// newReportWriter builds the one producer of the control topic's reports,
+// shared by the breaker and the held reports: every replica acknowledges,
+// nothing lingers, a report not delivered in 10 s fails (and is written
+// again at the next look). Nil, with nothing to close, when no report is
+// written: no instance id, no client factory, or neither a breaker nor an
+// ordered route; and when the client cannot be built (logged: dlq serve
+// and dlq status then see no reports of this instance).
+func (p *setup) newReportWriter() (reportWriter, func()) {
+	if p.cfg.InstanceID == "" || p.cfg.NewClient == nil || len(p.breakerWatches()) == 0 && len(p.orderedRoutes()) == 0 {
+		return nil, func() {}
+	}
+	cl, err := p.cfg.NewClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
+	if err != nil {
+		p.cfg.Logger.Warn("control reports: no client; dlq serve will not see breaker changes nor dlq status held entities", "err", err)
+		return nil, func() {}
+	}
+	return cl, cl.Close
 }

@@ -7,8 +7,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/processor/internal/decide"
 )
@@ -32,22 +30,12 @@ const holdsScanShare = 10
 // and route, and reports each partition whose holds changed, or still
 // holds some after control.HeldRefresh, on the control topic
 // (control.HeldReport, key held:<partition>) for `dlq status`. It does
-// nothing when no provider is ordered. A report that cannot be written is
+// nothing when no provider is ordered, and writes no report without cl. A report that cannot be written is
 // logged and written at the next scan.
-func (p *Processor) watchHolds(ctx context.Context, own *ownership) {
+func (p *Processor) watchHolds(ctx context.Context, own *ownership, cl reportWriter) {
 	always := p.orderedRoutes()
 	if len(always) == 0 {
 		return
-	}
-	var cl *kgo.Client
-	if p.cfg.InstanceID != "" && p.cfg.NewClient != nil {
-		var err error
-		cl, err = p.cfg.NewClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
-		if err != nil {
-			p.cfg.Logger.Warn("held reports: no client; dlq status will not see held entities", "err", err)
-		} else {
-			defer cl.Close()
-		}
 	}
 	sent := map[int32]control.HeldReport{} // the last report written per partition
 	every := p.cfg.HoldsEvery
@@ -169,7 +157,7 @@ func (p *setup) tierName(i int) string {
 // since sent's, or still names held entities control.HeldRefresh after
 // it, and that own still has; sent forgets the partitions not in reports
 // (a partition back later is reported afresh).
-func (p *Processor) publishHeld(ctx context.Context, cl *kgo.Client, own *ownership, reports, sent map[int32]control.HeldReport) {
+func (p *Processor) publishHeld(ctx context.Context, cl reportWriter, own *ownership, reports, sent map[int32]control.HeldReport) {
 	for part := range sent {
 		if _, ok := reports[part]; !ok {
 			delete(sent, part)

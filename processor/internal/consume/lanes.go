@@ -64,13 +64,10 @@ func newLane(cfg Config, m *metrics, provider string, r *providers.Route, h deli
 	return ln
 }
 
-// called is what became of a call: its error (nil: success; a
-// *decide.NotCalledError: the destination was not called, and why), how
-// long it took, and whether it was abandoned.
+// called is what became of a route's delivery (decide.Result: called
+// with its answer, or not called and why), and whether it was abandoned.
 type called struct {
-	err error
-	// took is the destination's time, 0 when not called.
-	took time.Duration
+	res decide.Result
 	// abandoned says ctx ended (the partition went away or the processor
 	// stops) before the call was made or answered: that is no attempt and
 	// leaves no trace; the record is read again by the partition's next
@@ -109,7 +106,7 @@ func (t *recordToken) take(ctx context.Context) bool {
 // call hands the record to a route's HTTP destination, waiting for a slot
 // in its lane (and for the drain rate, if an operator set one). A record
 // that waits admission.ParkAfter for a slot, or meets its destination
-// paused or its breaker refusing, is not called (decide.NotCalled). When
+// paused or its breaker refusing, is not called (decide.ParkedFor). When
 // the call has returned, the record takes its token of the session's pool
 // of finished, uncommitted calls (tok), holding the slot until it has one:
 // when transactions fall behind, each destination stops after the calls it
@@ -121,7 +118,7 @@ func (s *session) call(ctx context.Context, tok *recordToken, ln *lane, r *kgo.R
 	// A lane record waits as long as it takes: it was parked already.
 	if err := s.lanes.Wait(ctx, ln.adm, a.FromLane); err != nil {
 		if errors.Is(err, admission.ErrNoRoom) {
-			return called{err: decide.NotCalled(err)}
+			return called{res: decide.ParkedFor(err)}
 		}
 		return called{abandoned: true}
 	}
@@ -132,7 +129,7 @@ func (s *session) call(ctx context.Context, tok *recordToken, ln *lane, r *kgo.R
 		}
 	}
 	if ln.adm.Paused() {
-		return called{err: decide.NotCalled(admission.ErrPaused)}
+		return called{res: decide.ParkedFor(admission.ErrPaused)}
 	}
 	ln.inflight.Inc()
 	start := time.Now()
@@ -152,13 +149,13 @@ func (s *session) call(ctx context.Context, tok *recordToken, ln *lane, r *kgo.R
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
 		return called{abandoned: true}
 	case errors.Is(err, deliver.ErrCircuitOpen):
-		return called{err: decide.NotCalled(err)} // refused by the breaker before any call
+		return called{res: decide.ParkedFor(err)} // refused by the breaker before any call
 	}
 	ln.handler.Observe(took.Seconds())
 	if !tok.take(ctx) {
 		return called{abandoned: true} // called, but the partition went away: the next owner calls again
 	}
-	return called{err: err, took: took}
+	return called{res: decide.Answered(err, took)}
 }
 
 // newBudget is the session's admission budget: MaxPending records and

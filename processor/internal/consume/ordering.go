@@ -2,7 +2,6 @@ package consume
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"reflect"
@@ -119,17 +118,11 @@ func (o *ordered) after(s *setup, a decide.Arrival, key string, effects []decide
 		if route == "" {
 			continue // unrouted: no route to hold
 		}
-		held := isHeld(calls[route].err)
+		held := calls[route].res.Kind == decide.ResultHeld
 		x.w.Ended = x.done
 		hs = hs.After(route, key, o.seq, held, x.w, a.Now)
 	}
 	return hs
-}
-
-// isHeld reports whether err is a record held behind its entity's head.
-func isHeld(err error) bool {
-	var he *decide.HeldError
-	return err != nil && errors.As(err, &he)
 }
 
 // holdsChange adds to res the entity's new holds when they changed: its

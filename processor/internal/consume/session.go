@@ -283,8 +283,12 @@ func (s *session) run(it *item) (*result, error) {
 		var buf [4]*target
 		ts, filed := p.matching(r, a.Provider, buf[:0])
 		if !filed || (bad != nil && len(ts) == 0) { // delivered nowhere: its outcome is the product; invalid: the key's one DLQ entry
-			next, effects := decide.Step(cur, a, bad, p.keyPolicy(a.Provider))
-			return s.decided(res, a, next, effects, map[string]called{a.Route: {err: bad}}, ord)
+			c := called{res: decide.Answered(nil, 0)}
+			if bad != nil {
+				c.res = *bad
+			}
+			next, effects := decide.Step(cur, a, c.res, p.keyPolicy(a.Provider))
+			return s.decided(res, a, next, effects, map[string]called{a.Route: c}, ord)
 		}
 		var calls map[string]called
 		if bad == nil {
@@ -297,7 +301,7 @@ func (s *session) run(it *item) (*result, error) {
 						if held == nil {
 							held = map[string]called{}
 						}
-						held[t.route] = called{err: decide.Held(e)}
+						held[t.route] = called{res: decide.HeldBehind(e)}
 						continue
 					}
 					free = append(free, t)
@@ -310,7 +314,7 @@ func (s *session) run(it *item) (*result, error) {
 		} else { // dead for each route it matches, none called
 			calls = make(map[string]called, len(ts))
 			for _, t := range ts {
-				calls[t.route] = called{err: bad}
+				calls[t.route] = called{res: *bad}
 			}
 		}
 		results := make([]decide.RouteResult, len(ts))
@@ -319,26 +323,26 @@ func (s *session) run(it *item) (*result, error) {
 				s.release(res)
 				return nil, nil
 			}
-			results[i] = decide.RouteResult{Route: t.route, Result: calls[t.route].err, Policy: t.policy}
+			results[i] = decide.RouteResult{Route: t.route, Result: calls[t.route].res, Policy: t.policy}
 		}
 		next, effects := decide.StepRoutes(cur, a, results, p.keyPolicy(a.Provider))
 		return s.decided(res, a, next, effects, calls, ord)
 	}
 	t := p.target(a.Provider, a.Route)
-	var c called
+	c := called{res: decide.Answered(nil, 0)}
 	switch _, known := p.cfg.Providers.Get(a.Provider); {
 	case bad != nil:
-		c.err = bad
+		c.res = *bad
 	case !known:
-		c.err = fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
+		c.res = decide.Refused(fmt.Errorf("provider %q is not in this processor's providers file", a.Provider))
 	case t != nil:
 		if e := ord.check(a.Route, string(r.Key)); e != nil {
-			c.err = decide.Held(e)
+			c.res = decide.HeldBehind(e)
 			break
 		}
 		c = s.deliver(it, res, a, t, true)
 	case p.routes.filed[a.Provider] || a.Route != headers.DefaultRoute:
-		c.err = errRouteGone(a.Provider, a.Route)
+		c.res = decide.Refused(errRouteGone(a.Provider, a.Route))
 	} // else: a provider delivered nowhere: its outcome only
 	if c.abandoned {
 		s.release(res)
@@ -348,7 +352,7 @@ func (s *session) run(it *item) (*result, error) {
 	if t != nil {
 		pol = t.policy
 	}
-	next, effects := decide.Step(cur, a, c.err, pol)
+	next, effects := decide.Step(cur, a, c.res, pol)
 	return s.decided(res, a, next, effects, map[string]called{a.Route: c}, ord)
 }
 
@@ -379,10 +383,11 @@ func (s *session) deliverAll(it *item, res *result, a decide.Arrival, ts []*targ
 	var wg sync.WaitGroup
 	for i, t := range ts {
 		if t.lane == nil { // a topic route: nothing to call, nothing to wait for
+			got[i] = called{res: decide.Answered(nil, 0)}
 			continue
 		}
 		if why := s.whyPark(it, res, a, t); why != nil {
-			got[i] = called{err: decide.NotCalled(why)}
+			got[i] = called{res: decide.ParkedFor(why)}
 			continue
 		}
 		wg.Add(1)
@@ -404,11 +409,11 @@ func (s *session) deliverAll(it *item, res *result, a decide.Arrival, ts []*targ
 // it first (whyPark).
 func (s *session) deliver(it *item, res *result, a decide.Arrival, t *target, check bool) called {
 	if t.lane == nil {
-		return called{}
+		return called{res: decide.Answered(nil, 0)}
 	}
 	if check {
 		if why := s.whyPark(it, res, a, t); why != nil {
-			return called{err: decide.NotCalled(why)}
+			return called{res: decide.ParkedFor(why)}
 		}
 	}
 	return s.call(it.ow.ctx, res.tok, t.lane, it.r, a)
@@ -499,7 +504,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			}
 			out = append(out, cr)
 		case decide.ToTier:
-			cause := c.err
+			cause := c.res.Err
 			if e.Held > 0 {
 				cause = nil // waiting behind its entity's head is no failed attempt
 			}
@@ -509,7 +514,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			setHeld(tr, e.Held)
 			out = append(out, tr)
 		case decide.ToDLQ:
-			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.err, e.DeadReason == headers.DeadExhausted)
+			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.res.Err, e.DeadReason == headers.DeadExhausted)
 			headers.Set(dr, headers.DeadReason, e.DeadReason)
 			setRoute(dr, e.Route)
 			setHeld(dr, 0)
@@ -528,7 +533,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			setHeld(tc, 0)
 			out = append(out, tc)
 		case decide.ToOutcomes:
-			out = append(out, p.outcomeRecord(r, a, string(e.Status), c.took, c.err, e))
+			out = append(out, p.outcomeRecord(r, a, string(e.Status), c.res.Took, c.res.Err, e))
 		}
 	}
 	return out, nil

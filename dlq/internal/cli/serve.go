@@ -168,7 +168,8 @@ func runServe(ctx context.Context, env Env, args []string) error {
 			return err
 		}
 		defer closeRunner()
-		jobs = backfill.NewJobs(ctx, rn)
+		jobs = backfill.NewJobs(rn)
+		defer jobs.Stop() // before closeRunner: the jobs end first
 	}
 	gin.SetMode(gin.ReleaseMode)
 	srv := admin.New(admin.Config{

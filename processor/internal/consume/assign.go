@@ -34,15 +34,10 @@ type ownership struct {
 	p *setup
 	// standby keeps standby partitions warm; nil without standbys.
 	standby *standbys
-	// hanging completes hanging transactions after an assignment, then
-	// closes its channel (Processor.completeHanging).
-	hanging func(context.Context, *kgo.Client, chan struct{})
-	// ready starts reading a restored partition at its windows
-	// (reader.add); gone forgets partitions that went away (the reader
-	// stops reading them, the session drops their work). Called without
-	// mu held but for ready.
-	ready func(part int32, wins map[string]*offsets.Window)
-	gone  func(parts map[int32]bool)
+	// gate completes hanging transactions after an assignment.
+	gate hangingGate
+	// user is told of partitions ready and gone.
+	user partitionUser
 
 	mu    sync.Mutex
 	parts map[int32]*owned
@@ -59,14 +54,36 @@ type ownership struct {
 	clean chan struct{}
 }
 
+// hangingGate is what ownership asks before partitions resume after an
+// assignment: complete the hanging transactions of this processor, then
+// close clean (Processor.completeHanging).
+type hangingGate interface {
+	completeHanging(ctx context.Context, cl *kgo.Client, clean chan struct{})
+}
+
+var _ hangingGate = (*Processor)(nil)
+
+// partitionUser is what ownership tells its session of its partitions.
+type partitionUser interface {
+	// partitionReady: a restored partition is to be read from its
+	// windows' committed offsets. Called with ownership.mu held.
+	partitionReady(part int32, wins map[string]*offsets.Window)
+	// partitionsGone: partitions went away; stop reading them and drop
+	// their work. Called without ownership.mu held.
+	partitionsGone(parts map[int32]bool)
+}
+
+var _ partitionUser = (*session)(nil)
+
 // owned is one partition while this session owns it.
 type owned struct {
 	ready bool
 	// at is when the partition was assigned.
 	at time.Time
-	// ctx ends when the partition goes away or the session stops: it
-	// cancels the restore and every call of the partition's records.
-	ctx    context.Context
+	// stop is closed when the partition goes away or the session stops
+	// (cancel closes it): it ends the restore and every call of the
+	// partition's records (context).
+	stop   <-chan struct{}
 	cancel context.CancelFunc
 	done   chan struct{} // the restore goroutine ended
 	// wins are the partition's windows, of webhooks.raw and of each lane
@@ -77,11 +94,43 @@ type owned struct {
 	holds *heldKeys
 }
 
-func newOwnership(p *setup, standby *standbys, hanging func(context.Context, *kgo.Client, chan struct{}),
-	ready func(int32, map[string]*offsets.Window), gone func(map[int32]bool)) *ownership {
+// context is the context of the partition's work (a call, a chain's wait
+// for its record's transaction): done once the partition goes away.
+func (ow *owned) context() context.Context { return stopContext(ow.stop) }
+
+// gone reports whether the partition went away (or the session stopped).
+func (ow *owned) gone() bool {
+	select {
+	case <-ow.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// stopContext is a context done when its channel is closed, without
+// deadline or values: the context of a partition's work, made from the
+// partition's stop channel where the work blocks, so no context is kept.
+type stopContext <-chan struct{}
+
+var _ context.Context = stopContext(nil)
+
+func (c stopContext) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (c stopContext) Done() <-chan struct{}       { return c }
+func (c stopContext) Value(any) any               { return nil }
+func (c stopContext) Err() error {
+	select {
+	case <-c:
+		return context.Canceled
+	default:
+		return nil
+	}
+}
+
+func newOwnership(p *setup, standby *standbys, gate hangingGate, user partitionUser) *ownership {
 	clean := make(chan struct{})
 	close(clean)
-	return &ownership{p: p, standby: standby, hanging: hanging, ready: ready, gone: gone,
+	return &ownership{p: p, standby: standby, gate: gate, user: user,
 		parts: map[int32]*owned{}, fresh: map[int32]time.Time{}, doom: make(chan struct{}), clean: clean}
 }
 
@@ -103,13 +152,13 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 	// completed would be merged with it by the broker. Check first.
 	clean := make(chan struct{})
 	o.clean = clean
-	go o.hanging(ctx, cl, clean)
+	go o.gate.completeHanging(ctx, cl, clean)
 	for _, part := range parts {
 		if old, ok := o.parts[part]; ok {
 			old.cancel()
 		}
 		rctx, cancel := context.WithCancel(ctx)
-		ow := &owned{at: at, ctx: rctx, cancel: cancel, done: make(chan struct{})}
+		ow := &owned{at: at, stop: rctx.Done(), cancel: cancel, done: make(chan struct{})}
 		o.parts[part] = ow
 		go o.restore(rctx, cl, part, ow)
 	}
@@ -179,7 +228,7 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 			log.Info("offsets finished above the committed offset are skipped", "topic", topic, "committed", win.Base(), "metadata", meta)
 		}
 	}
-	o.ready(part, wins)
+	o.user.partitionReady(part, wins)
 	o.fresh[part] = ow.at
 	o.p.m.resumeSeconds.Observe(time.Since(ow.at).Seconds())
 	o.updateHealth()
@@ -221,7 +270,7 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	}
 	o.updateHealth()
 	o.mu.Unlock()
-	o.gone(gone)
+	o.user.partitionsGone(gone)
 	for _, d := range wait {
 		<-d
 	}

@@ -142,7 +142,7 @@ func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, e
 	res.holdChange = &state.Change{Partition: res.r.Partition, Key: o.key, Value: val}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if res.ow.ctx.Err() != nil {
+	if res.ow.gone() {
 		return false, nil
 	}
 	s.seq++

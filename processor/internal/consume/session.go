@@ -16,6 +16,7 @@ import (
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
+	"github.com/hookline/hookline/processor/internal/offsets"
 	"github.com/hookline/hookline/processor/internal/state"
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
@@ -93,21 +94,31 @@ type result struct {
 type stat struct{ provider, route, status, origin string }
 
 // newSession builds a session of p: its reader and its ownership of
-// partitions, each given what it uses of the session (funcs), so neither
-// holds the session.
+// partitions, each given the session as the small interface it defines of
+// what it uses (recordSink, partitionUser).
 func newSession(p *Processor) (*session, error) {
 	s := &session{p: p.setup, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: p.newBudget()}
 	s.lanes = s.budget
 	var err error
-	if s.reader, err = newReader(p.setup, s.budget, s.lanes, s.room, s.overBudget, s.dispatch, s.fail); err != nil {
+	if s.reader, err = newReader(p.setup, s.budget, s.lanes, s.room, s); err != nil {
 		return nil, err
 	}
-	s.own = newOwnership(p.setup, p.standby, p.completeHanging, s.reader.add, func(gone map[int32]bool) {
-		s.reader.remove(gone)
-		s.forget(gone)
-	})
+	s.own = newOwnership(p.setup, p.standby, p, s)
 	return s, nil
+}
+
+// partitionReady starts reading a restored partition at its windows
+// (ownership's partitionUser).
+func (s *session) partitionReady(part int32, wins map[string]*offsets.Window) {
+	s.reader.add(part, wins)
+}
+
+// partitionsGone stops reading partitions that went away and drops their
+// work (ownership's partitionUser).
+func (s *session) partitionsGone(parts map[int32]bool) {
+	s.reader.remove(parts)
+	s.forget(parts)
 }
 
 func (s *session) signal() {
@@ -207,7 +218,7 @@ func (s *session) runChain(k string, c *chain) {
 			s.results = append(s.results, res)
 			s.mu.Unlock()
 			s.signal()
-			wait.wait(it.ow.ctx)
+			wait.wait(it.ow.context())
 		}
 	}
 }
@@ -248,7 +259,7 @@ func (s *session) dropResult(res *result) {
 // partition's next owner.
 func (s *session) run(it *item) (*result, error) {
 	p, r := s.p, it.r
-	if it.ow.ctx.Err() != nil {
+	if it.ow.gone() {
 		return nil, nil
 	}
 	res := &result{item: *it, tok: &recordToken{tokens: s.tokens}}
@@ -416,7 +427,7 @@ func (s *session) deliver(it *item, res *result, a decide.Arrival, t *target, ch
 			return called{res: decide.ParkedFor(why)}
 		}
 	}
-	return s.call(it.ow.ctx, res.tok, t.lane, it.r, a)
+	return s.call(it.ow.context(), res.tok, t.lane, it.r, a)
 }
 
 // whyPark says why a record is parked in a route's lane before any call:
@@ -571,7 +582,7 @@ func (s *session) stateOf(part int32, key string) (*decide.State, error) {
 func (s *session) remember(ow *owned, part int32, key string, st decide.State) (uint64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ow.ctx.Err() != nil {
+	if ow.gone() {
 		return 0, false
 	}
 	s.seq++

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -142,7 +143,7 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 		return
 	}
 	cl.PauseFetchPartitions(map[string][]int32{o.p.cfg.Names.Raw: parts})
-	o.p.m.rebalances.WithLabelValues("assigned").Add(float64(len(parts)))
+	o.p.mParts.rebalances.WithLabelValues("assigned").Add(float64(len(parts)))
 	at := time.Now()
 	o.p.cfg.Logger.Info("partitions assigned: restoring before processing", "topic", o.p.cfg.Names.Raw, "partitions", parts)
 	o.mu.Lock()
@@ -178,8 +179,8 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 	restored := retrying(ctx, log, "restore failed", slowBackoff, func() error {
 		stats, err := restore.Partition(ctx, o.p.restoreConfig(), o.p.cfg.Store, part)
 		if err == nil {
-			o.p.m.restoreSeconds.Observe(stats.Duration.Seconds())
-			o.p.m.restoreRecords.Add(float64(stats.Records))
+			o.p.mParts.restoreSeconds.Observe(stats.Duration.Seconds())
+			o.p.mParts.restoreRecords.Add(float64(stats.Records))
 			log.Info("partition restored", "from", stats.From, "to", stats.To, "records", stats.Records,
 				"applied", stats.Applied, "expired", stats.Expired, "skipped", stats.Skipped, "rebuilt", stats.Rebuilt,
 				"bulk", stats.Bulk, "took", stats.Duration.String(),
@@ -230,7 +231,7 @@ func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow 
 	}
 	o.user.partitionReady(part, wins)
 	o.fresh[part] = ow.at
-	o.p.m.resumeSeconds.Observe(time.Since(ow.at).Seconds())
+	o.p.mParts.resumeSeconds.Observe(time.Since(ow.at).Seconds())
 	o.updateHealth()
 }
 
@@ -252,7 +253,7 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	if len(parts) == 0 {
 		return
 	}
-	o.p.m.rebalances.WithLabelValues(kind).Add(float64(len(parts)))
+	o.p.mParts.rebalances.WithLabelValues(kind).Add(float64(len(parts)))
 	o.p.cfg.Logger.Info("partitions "+kind, "topic", o.p.cfg.Names.Raw, "partitions", parts)
 	var wait []chan struct{}
 	gone := map[int32]bool{}
@@ -595,4 +596,38 @@ func deref(s *string) string {
 		return ""
 	}
 	return *s
+}
+
+// partitionMetrics are the owned partitions': assignments, restores and
+// how long each took to resume.
+type partitionMetrics struct {
+	rebalances     *prometheus.CounterVec
+	restoreSeconds prometheus.Histogram
+	restoreRecords prometheus.Counter
+	resumeSeconds  prometheus.Histogram
+}
+
+func newPartitionMetrics(reg prometheus.Registerer) *partitionMetrics {
+	m := &partitionMetrics{
+		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_processor_partitions_rebalanced_total",
+			Help: "Partitions of webhooks.raw assigned, revoked or lost.",
+		}, []string{"kind"}),
+		restoreSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookline_processor_restore_seconds",
+			Help:    "Time to restore one partition's state from the changelog.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
+		}),
+		restoreRecords: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookline_processor_restore_records_total",
+			Help: "Changelog records read while restoring.",
+		}),
+		resumeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookline_processor_resume_seconds",
+			Help:    "Time from a partition's assignment to its records being read again: the hanging-transaction check, the restore and the committed offsets. A takeover by a warm standby should take well under a second.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
+		}),
+	}
+	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreRecords, m.resumeSeconds)
+	return m
 }

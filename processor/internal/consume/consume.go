@@ -145,8 +145,16 @@ type Config struct {
 // and reader of each, reads it and holds nothing else of the Processor.
 type setup struct {
 	cfg    Config
-	m      *metrics
 	routes routing
+	// The series of each component (metrics.go).
+	mOutcomes *outcomeMetrics
+	mTxn      *txnMetrics
+	mParts    *partitionMetrics
+	mHolds    *holdMetrics
+	mHanging  *hangingMetrics
+	mLanes    *laneMetrics
+	mLag      *lagMetrics
+	mBudget   *budgetMetrics
 	// laneNames are the lanes' topics, sorted.
 	laneNames []string
 }
@@ -187,14 +195,20 @@ func New(cfg Config) (*Processor, error) {
 	if cfg.MaxInflight < 1 || cfg.MaxBatch < 1 || cfg.MaxPending < 1 || cfg.MaxPendingBytes < 1 || cfg.ShutdownGrace < 0 {
 		return nil, fmt.Errorf("consume: MaxInflight, MaxBatch, MaxPending and MaxPendingBytes must be positive")
 	}
-	p := &Processor{setup: &setup{cfg: cfg, m: newMetrics(cfg.Registry, cfg.Store)}}
-	p.routes = newRouting(cfg, p.m)
+	reg := cfg.Registry
+	p := &Processor{setup: &setup{cfg: cfg, mOutcomes: newOutcomeMetrics(reg), mTxn: newTxnMetrics(reg), mParts: newPartitionMetrics(reg),
+		mHolds: newHoldMetrics(reg), mHanging: newHangingMetrics(reg), mLanes: newLaneMetrics(reg), mLag: newLagMetrics(reg), mBudget: newBudgetMetrics(reg)}}
+	registerStoreKeys(reg, cfg.Store)
+	// Registered with or without standbys: the standby gauges read 0
+	// then, as they always did.
+	standbyM := newStandbyMetrics(reg)
+	p.routes = newRouting(cfg, p.mLanes)
 	for topic := range p.routes.byLane {
 		p.laneNames = append(p.laneNames, topic)
 	}
 	sort.Strings(p.laneNames)
 	if cfg.StandbyReplicas > 0 {
-		p.standby = newStandbys(p)
+		p.standby = newStandbys(p, standbyM)
 	}
 	return p, nil
 }
@@ -249,7 +263,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		if p.committed { // it worked for a while: this is a new outage
 			backoff = first
 		}
-		p.m.sessions.Inc()
+		p.mTxn.sessions.Inc()
 		p.cfg.Logger.Warn("transactional session broken; starting a new one (work not committed is read again)", "err", err, "backoff", backoff.String())
 		select {
 		case <-ctx.Done():
@@ -322,9 +336,9 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 		Wake:           s.ready,
 		Freed:          s.freed,
 		Logger:         p.cfg.Logger,
-		Transactions:   p.m.txns,
-		Seconds:        p.m.batchSeconds,
-		Records:        p.m.batchRecords,
+		Transactions:   p.mTxn.txns,
+		Seconds:        p.mTxn.batchSeconds,
+		Records:        p.mTxn.batchRecords,
 	}, tx, s, s.own)
 	lctx, stopLanes := context.WithCancel(ctx)
 	go s.reader.run(lctx)
@@ -342,7 +356,7 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 	for topic, t := range p.routes.byLane {
 		laneOf[topic] = t.lane
 	}
-	go p.m.watchLag(wctx, tx.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Names.Raw, laneOf, p.cfg.Logger)
+	go p.mLag.watchLag(wctx, tx.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Names.Raw, laneOf, p.cfg.Logger)
 
 	// Take the transactional id now, not at the first produce: that fences
 	// a previous incarnation killed mid-transaction and aborts its open
@@ -390,4 +404,38 @@ func EntityChain(r *kgo.Record) string {
 		return headers.Value(r, headers.Provider) + "\x00" + e
 	}
 	return string(r.Key)
+}
+
+// txnMetrics are the transaction loop's (package txnloop) and the
+// session's replacements.
+type txnMetrics struct {
+	txns         *prometheus.CounterVec
+	batchSeconds prometheus.Histogram
+	batchRecords prometheus.Histogram
+	sessions     prometheus.Counter
+}
+
+func newTxnMetrics(reg prometheus.Registerer) *txnMetrics {
+	m := &txnMetrics{
+		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_processor_transactions_total",
+			Help: "Kafka transactions ended, by result (committed, aborted).",
+		}, []string{"result"}),
+		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookline_processor_transaction_seconds",
+			Help:    "Time to end one transaction: produce the finished results' records, commit the low-water marks, end it.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
+		}),
+		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "hookline_processor_transaction_records",
+			Help:    "Records whose effects one committed transaction carried.",
+			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
+		}),
+		sessions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "hookline_processor_session_restarts_total",
+			Help: "Transactional sessions replaced after they broke (a transaction that could not be ended, e.g. the broker unreachable): the open batch is read again, like after a restart.",
+		}),
+	}
+	reg.MustRegister(m.txns, m.batchSeconds, m.batchRecords, m.sessions)
+	return m
 }

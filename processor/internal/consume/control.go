@@ -66,8 +66,8 @@ func (p *Processor) applyControl(s control.Setting) {
 		} else {
 			ln.drain.Store(nil)
 		}
-		p.m.lanePaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[paused])
-		p.m.laneRate.WithLabelValues(ln.provider, ln.route).Set(rps)
+		p.mLanes.lanePaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[paused])
+		p.mLanes.laneRate.WithLabelValues(ln.provider, ln.route).Set(rps)
 		if now := ln.setting(); now != was {
 			p.cfg.Logger.Info("route "+now+" by an operator", "provider", ln.provider, "route", ln.route, "was", was, "by", s.By, "at", s.At)
 		}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -60,17 +61,17 @@ func (p *Processor) checkHanging(ctx context.Context, adm *kadm.Client) (clean b
 	for _, r := range repairs {
 		switch {
 		case !r.Decided:
-			p.m.hanging.WithLabelValues("undecided").Inc()
+			p.mHanging.hanging.WithLabelValues("undecided").Inc()
 			left = append(left, r.String())
 			log.Error("hanging transaction: the coordinator finished it but its marker never reached this partition, and its decision is no longer in __transaction_state; processing waits until an operator ends it (README: Hanging transactions)",
 				"topic", r.Topic, "partition", r.Partition, "producer_id", r.ProducerID, "epoch", r.Epoch, "start_offset", r.StartOffset)
 		case r.Err != nil:
-			p.m.hanging.WithLabelValues("failed").Inc()
+			p.mHanging.hanging.WithLabelValues("failed").Inc()
 			left = append(left, r.String())
 			log.Warn("hanging transaction: writing its marker failed; trying again", "repair", r.String(), "err", r.Err)
 		default:
 			action := map[bool]string{true: "commit", false: "abort"}[r.Commit]
-			p.m.hanging.WithLabelValues(action).Inc()
+			p.mHanging.hanging.WithLabelValues(action).Inc()
 			log.Warn("hanging transaction completed: its coordinator had finished it but the marker never reached this partition (lost in a broker shutdown); wrote the coordinator's decision",
 				"topic", r.Topic, "partition", r.Partition, "producer_id", r.ProducerID, "epoch", r.Epoch, "start_offset", r.StartOffset, "marker", action)
 		}
@@ -139,4 +140,20 @@ func (p *Processor) watchHanging(ctx context.Context, cl *kgo.Client) {
 			p.cfg.Logger.Debug("hanging transaction check failed; trying again later", "err", err)
 		}
 	}
+}
+
+// hangingMetrics count the hanging transactions found, by what was done.
+type hangingMetrics struct {
+	hanging *prometheus.CounterVec
+}
+
+func newHangingMetrics(reg prometheus.Registerer) *hangingMetrics {
+	m := &hangingMetrics{
+		hanging: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_processor_hanging_transactions_total",
+			Help: "Partitions found holding a transaction of this processor that its coordinator had finished (markers lost in a broker shutdown), by what was done: commit or abort (the coordinator's logged decision, written as the marker), undecided (left for an operator), failed (the marker write failed). An undecided or failed one is counted again at every check (every 10s and after each assignment) until it is ended.",
+		}, []string{"action"}),
+	}
+	reg.MustRegister(m.hanging)
+	return m
 }

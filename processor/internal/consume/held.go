@@ -5,7 +5,10 @@ import (
 	"context"
 	"reflect"
 	"slices"
+	"sync"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/processor/internal/decide"
@@ -59,7 +62,7 @@ func (p *Processor) watchHolds(ctx context.Context, own *ownership, cl reportWri
 				shown = append(shown, r)
 			}
 		}
-		p.m.setHeld(shown, always, now)
+		p.mHolds.setHeld(shown, always, now)
 		if cl != nil {
 			p.publishHeld(ctx, cl, own, reports, sent)
 		}
@@ -183,4 +186,62 @@ func (p *Processor) publishHeld(ctx context.Context, cl reportWriter, own *owner
 		}
 		sent[part] = h
 	}
+}
+
+// holdMetrics show the entities held in the partitions owned (watchHolds).
+type holdMetrics struct {
+	entitiesHeld      *prometheus.GaugeVec
+	entityHeldSeconds *prometheus.GaugeVec
+	// shown are the provider/route label pairs the gauges show (setHeld,
+	// under mu: a session's watcher may outlive it briefly).
+	mu    sync.Mutex
+	shown map[[2]string]bool
+}
+
+func newHoldMetrics(reg prometheus.Registerer) *holdMetrics {
+	m := &holdMetrics{
+		entitiesHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookline_processor_entities_held",
+			Help: "Entities of ordered providers held on a route in the partitions this processor owns: their head waits (retrying, parked, or dead with on_dead: hold) and later records wait behind it. Counted every 10s from the state store.",
+		}, []string{"provider", "route"}),
+		entityHeldSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookline_processor_entity_held_seconds",
+			Help: "How long the entity held longest on a route (of those hookline_processor_entities_held counts) has been held; 0 when none.",
+		}, []string{"provider", "route"}),
+		shown: map[[2]string]bool{},
+	}
+	reg.MustRegister(m.entitiesHeld, m.entityHeldSeconds)
+	return m
+}
+
+// setHeld shows routes (control.HeldReports.Routes of this processor's
+// partitions) in the held gauges at now, and 0 for each route of always
+// (the ordered providers' routes) not among them; it drops the series of
+// any other route no longer held (a route gone from the providers file).
+// A partition that went to another processor is simply not in routes.
+func (m *holdMetrics) setHeld(routes []control.HeldRoute, always [][2]string, now time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	shown := map[[2]string]bool{}
+	for _, k := range always {
+		m.entitiesHeld.WithLabelValues(k[0], k[1]).Set(0)
+		m.entityHeldSeconds.WithLabelValues(k[0], k[1]).Set(0)
+		shown[k] = true
+	}
+	for _, r := range routes {
+		age := 0.0
+		if len(r.Oldest) > 0 {
+			age = max(0, now.Sub(r.Oldest[0].Since).Seconds())
+		}
+		m.entitiesHeld.WithLabelValues(r.Provider, r.Route).Set(float64(r.Entities))
+		m.entityHeldSeconds.WithLabelValues(r.Provider, r.Route).Set(age)
+		shown[[2]string{r.Provider, r.Route}] = true
+	}
+	for k := range m.shown {
+		if !shown[k] {
+			m.entitiesHeld.DeleteLabelValues(k[0], k[1])
+			m.entityHeldSeconds.DeleteLabelValues(k[0], k[1])
+		}
+	}
+	m.shown = shown
 }

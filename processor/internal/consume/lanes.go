@@ -40,7 +40,7 @@ type lane struct {
 
 // newLane builds the lane of a provider's route whose destination is h:
 // destination.max_inflight slots, else MaxInflight.
-func newLane(cfg Config, m *metrics, provider string, r *providers.Route, h deliver.Handler) *lane {
+func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h deliver.Handler) *lane {
 	n := cfg.MaxInflight
 	if r.Destination != nil && r.Destination.MaxInflight > 0 {
 		n = r.Destination.MaxInflight
@@ -171,7 +171,7 @@ func (p *setup) newBudget() *admission.Budget {
 	for _, t := range p.routes.byKey {
 		seen[t.class] = true
 	}
-	return admission.New(int64(p.cfg.MaxPending), p.cfg.MaxPendingBytes, len(seen) > 1, p.m.classPending)
+	return admission.New(int64(p.cfg.MaxPending), p.cfg.MaxPendingBytes, len(seen) > 1, p.mBudget.classPending)
 }
 
 // classOf is the priority class of a record: its route's, for a record of

@@ -45,7 +45,7 @@ type routing struct {
 // providers file, and for a provider without routes there, the route
 // default when the Router has a handler for it (Go users plug handlers in
 // without a destination in the file).
-func newRouting(cfg Config, m *metrics) routing {
+func newRouting(cfg Config, m *laneMetrics) routing {
 	rt := routing{byKey: map[string]*target{}, filed: map[string]bool{}, byLane: map[string]*target{}}
 	for _, name := range cfg.Providers.Names() {
 		p, _ := cfg.Providers.Get(name)

@@ -156,7 +156,7 @@ func (s *session) freed() {
 // overBudget reports whether the reader must wait (admission.Budget.Full).
 func (s *session) overBudget() bool {
 	span := s.own.span()
-	s.p.m.pending.Set(float64(span))
+	s.p.mBudget.pending.Set(float64(span))
 	return s.budget.Full(span)
 }
 

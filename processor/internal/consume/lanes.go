@@ -2,10 +2,8 @@ package consume
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -101,61 +99,6 @@ func (t *recordToken) take(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// call hands the record to a route's HTTP destination, waiting for a slot
-// in its lane (and for the drain rate, if an operator set one). A record
-// that waits admission.ParkAfter for a slot, or meets its destination
-// paused or its breaker refusing, is not called (decide.ParkedFor). When
-// the call has returned, the record takes its token of the session's pool
-// of finished, uncommitted calls (tok), holding the slot until it has one:
-// when transactions fall behind, each destination stops after the calls it
-// has in flight, so a crash repeats at most the calls in flight plus the
-// pool's records' calls. The token is given back when the result commits
-// or is dropped (release). A slow call holds no token, so it holds back no
-// other destination.
-func (s *session) call(ctx context.Context, tok *recordToken, ln *lane, r *kgo.Record, a decide.Arrival) called {
-	// A lane record waits as long as it takes: it was parked already.
-	if err := s.lanes.Wait(ctx, ln.adm, a.FromLane); err != nil {
-		if errors.Is(err, admission.ErrNoRoom) {
-			return called{res: decide.ParkedFor(err)}
-		}
-		return called{abandoned: true}
-	}
-	defer s.lanes.Free(ln.adm)
-	if lim := ln.drain.Load(); lim != nil {
-		if err := lim.Wait(ctx); err != nil {
-			return called{abandoned: true}
-		}
-	}
-	if ln.adm.Paused() {
-		return called{res: decide.ParkedFor(admission.ErrPaused)}
-	}
-	ln.inflight.Inc()
-	start := time.Now()
-	err := ln.h.Handle(ctx, deliver.Delivery{
-		Key:         string(r.Key),
-		Provider:    a.Provider,
-		Route:       ln.route,
-		EventType:   headers.Value(r, headers.EventType),
-		Attempt:     a.Attempt,
-		Body:        r.Value,
-		ContentType: headers.Value(r, headers.ContentType),
-		Headers:     headers.HTTP(r),
-	})
-	took := time.Since(start)
-	ln.inflight.Dec()
-	switch {
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return called{abandoned: true}
-	case errors.Is(err, deliver.ErrCircuitOpen):
-		return called{res: decide.ParkedFor(err)} // refused by the breaker before any call
-	}
-	ln.handler.Observe(took.Seconds())
-	if !tok.take(ctx) {
-		return called{abandoned: true} // called, but the partition went away: the next owner calls again
-	}
-	return called{res: decide.Answered(err, took)}
 }
 
 // newBudget is the session's admission budget: MaxPending records and

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"reflect"
 	"strconv"
 	"sync"
 
@@ -66,72 +65,10 @@ func (s *session) orderedOf(ow *owned, r *kgo.Record, provider string) (*ordered
 	return o, nil
 }
 
-// check is the hold of route for key: nil to deliver, else why it waits.
-func (o *ordered) check(route, key string) *decide.HeldError {
-	if o == nil {
-		return nil
-	}
-	return o.holds.Check(route, key, o.seq)
-}
-
-// after returns the entity's holds once the routes' results are decided:
-// for each route of effects, held (its call's error is a HeldError) or
-// where its delivery now waits.
-func (o *ordered) after(s *setup, a decide.Arrival, key string, effects []decide.Effect, calls map[string]called) decide.Holds {
-	type seen struct {
-		w    decide.Where
-		done bool
-	}
-	byRoute := map[string]*seen{}
-	var order []string
-	for _, e := range effects {
-		if e.Kind == decide.ToChangelog {
-			continue
-		}
-		x := byRoute[e.Route]
-		if x == nil {
-			x = &seen{}
-			byRoute[e.Route] = x
-			order = append(order, e.Route)
-		}
-		switch e.Kind {
-		case decide.ToTier:
-			x.w.Tier = e.Tier
-		case decide.ToLane:
-			x.w.Tier = 0 // parked: held records wait in the first tier
-		case decide.ToDLQ:
-			t := s.target(a.Provider, e.Route)
-			if t != nil && t.holdOnDead {
-				x.w.Dead, x.w.Tier = true, len(s.cfg.Names.Retry)
-			} else {
-				x.done = true
-			}
-		case decide.ToOutcomes:
-			if e.Status == decide.StatusDone || e.Status == decide.StatusUnrouted {
-				x.done = true
-			}
-		}
-	}
-	hs := o.holds
-	for _, route := range order {
-		x := byRoute[route]
-		if route == "" {
-			continue // unrouted: no route to hold
-		}
-		held := calls[route].res.Kind == decide.ResultHeld
-		x.w.Ended = x.done
-		hs = hs.After(route, key, o.seq, held, x.w, a.Now)
-	}
-	return hs
-}
-
-// holdsChange adds to res the entity's new holds when they changed: its
-// changelog record (placed with the raw record, by hookline.entity), its
-// store change and its overlay entry.
+// holdsChange adds to res the entity's new holds (decide.Settled.Holds,
+// when they changed): its changelog record (placed with the raw record,
+// by hookline.entity), its store change and its overlay entry.
 func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, error) {
-	if o == nil || reflect.DeepEqual(o.holds, hs) {
-		return true, nil
-	}
 	val, err := decide.EncodeHolds(hs)
 	if err != nil {
 		return false, fmt.Errorf("encode holds of entity %q: %w", o.entity, err)

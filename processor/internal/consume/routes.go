@@ -1,13 +1,10 @@
 package consume
 
 import (
-	"fmt"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
-	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/decide"
 )
 
@@ -140,12 +137,4 @@ func (p *setup) matching(r *kgo.Record, provider string, dst []*target) (ts []*t
 		}
 	}
 	return dst, true
-}
-
-// errRouteGone is the result of a retry, lane copy or replay whose route
-// is not in this processor's providers file (removed since): permanent,
-// so the record goes to the DLQ, where an operator sees it, rather than
-// vanish.
-func errRouteGone(provider, route string) error {
-	return retry.Permanent(fmt.Errorf("route %q of provider %q is not in this processor's providers file", route, provider))
 }

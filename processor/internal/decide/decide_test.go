@@ -157,11 +157,26 @@ func parked() []Effect {
 	return []Effect{{Kind: ToChangelog}, {Kind: ToLane}, {Kind: ToOutcomes, Status: StatusParked}}
 }
 
-// TestStep covers every row of Step's table: success, a retry tier, the
-// DLQ exhausted or permanent, and parking when the destination was not
-// called; with the TTL, first-seen and replay-id rules around them.
-func TestStep(t *testing.T) {
-	sched := retry.DefaultSchedule() // 1m 5m 15m 1h 6h
+// stepRow is a row of Step's table (TestStep); TestSettleStepRows takes
+// each through a plan and its settle.
+type stepRow struct {
+	name    string
+	st      *State
+	a       Arrival
+	result  Result
+	ttl     time.Duration
+	want    State
+	effects []Effect
+}
+
+// stepSchedule is the schedule of stepRows: 1m 5m 15m 1h 6h.
+var stepSchedule = retry.DefaultSchedule()
+
+// stepRows are the rows of Step's table: success, a retry tier, the DLQ
+// exhausted or permanent, parking when the destination was not called,
+// held, invalid and refused; with the TTL, first-seen and replay-id rules
+// around them.
+func stepRows() []stepRow {
 	const ttl = 24 * time.Hour
 	day := t0.Add(ttl)
 	firstSeen := t0.Add(-time.Minute)
@@ -171,15 +186,7 @@ func TestStep(t *testing.T) {
 	dead := &State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen.Add(-time.Hour), UpdatedAt: t0.Add(-time.Minute), ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}}
 	withSeen := func(a Arrival, t time.Time) Arrival { a.FirstSeenAt = t; return a }
 	withNow := func(a Arrival, t time.Time) Arrival { a.Now = t; return a }
-	tests := []struct {
-		name    string
-		st      *State
-		a       Arrival
-		result  Result
-		ttl     time.Duration
-		want    State
-		effects []Effect
-	}{
+	return []stepRow{
 		{
 			name: "success", a: withSeen(ingest, firstSeen), ttl: ttl,
 			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
@@ -316,9 +323,13 @@ func TestStep(t *testing.T) {
 			effects: done(),
 		},
 	}
-	for _, tt := range tests {
+}
+
+// TestStep covers every row of Step's table (stepRows).
+func TestStep(t *testing.T) {
+	for _, tt := range stepRows() {
 		t.Run(tt.name, func(t *testing.T) {
-			got, effects := Step(tt.st, tt.a, tt.result, Policy{Schedule: sched, TTL: tt.ttl})
+			got, effects := Step(tt.st, tt.a, tt.result, Policy{Schedule: stepSchedule, TTL: tt.ttl})
 			if b, err := Encode(got); err != nil {
 				t.Errorf("Apply made a state the changelog refuses: %v", err)
 			} else if back, err := Decode(b); err != nil || !reflect.DeepEqual(back, got) {

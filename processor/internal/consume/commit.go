@@ -73,7 +73,7 @@ func (s *session) Apply(batch []*result, checkpoint map[int32]int64) error {
 	}
 	for _, res := range batch {
 		if res.holdChange != nil {
-			s.own.heldKeysOf(res.holdChange.Partition).set(res.holdChange.Key, res.holdChange.Value)
+			s.own.owner(res.holdChange.Partition).heldKeys().set(res.holdChange.Key, res.holdChange.Value)
 		}
 	}
 	return nil

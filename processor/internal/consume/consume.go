@@ -24,16 +24,19 @@
 // Badger learns the new states only after their transaction committed, with
 // the changelog offsets they reached.
 //
-// No type here holds a pointer to one that points back: the session holds
-// its ownership and its reader, which hold the processor's setup and funcs
-// for what they ask of the session; the transaction loop is the session
-// goroutine's, over the session (txnloop.Results) and the ownership
-// (txnloop.Offsets).
+// The session holds its ownership and its reader, which hold the
+// processor's setup and, for what they ask of the session, the session as
+// the small interface each defines (recordSink, partitionUser); the
+// ownership holds a partition per raw partition owned (partition.go),
+// which asks its ownership through partitionHost. The transaction loop is
+// the session goroutine's, over the session (txnloop.Results) and the
+// ownership (txnloop.Offsets).
 //
 // Lock order, where two are held: reader.mu, then ownership.mu, then
 // session.mu, then a record's token (recordToken.mu) or admission's
-// Budget.mu, which take no other. A partition's heldKeys.mu (ordering.go)
-// takes no other and is taken alone. The standbys' lock, Processor.hangMu
+// Budget.mu, which take no other. A partition's mu (partition.mu) is taken
+// alone or under ownership.mu and takes no other; its heldKeys.mu
+// (partition.go) takes no other and is taken alone. The standbys' lock, Processor.hangMu
 // and the transaction loop's (txnloop) are taken alone; a lane's counters
 // are atomics.
 package consume

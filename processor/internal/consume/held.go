@@ -171,7 +171,7 @@ func (p *Processor) publishHeld(ctx context.Context, cl reportWriter, own *owner
 		if ok && reflect.DeepEqual(last.Routes, h.Routes) && (len(h.Routes) == 0 || h.At.Sub(last.At) < control.HeldRefresh) {
 			continue
 		}
-		if !own.has(part) {
+		if !own.owner(part).isReady() {
 			continue // revoked since the scan: its new owner reports it
 		}
 		r, err := control.HeldRecord(p.cfg.Names.Control, h)

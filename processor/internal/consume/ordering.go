@@ -3,7 +3,6 @@ package consume
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"sync"
 
@@ -32,7 +31,7 @@ type ordered struct {
 // without hookline.entity (not ordered, or its own entity). ow is the
 // record's partition: an entity its heldKeys do not name has no holds in
 // the store, and costs no read.
-func (s *session) orderedOf(ow *owned, r *kgo.Record, provider string) (*ordered, error) {
+func (s *session) orderedOf(ow *partition, r *kgo.Record, provider string) (*ordered, error) {
 	e, ok := headers.Get(r, headers.Entity)
 	if !ok || e == "" {
 		return nil, nil
@@ -50,7 +49,7 @@ func (s *session) orderedOf(ow *owned, r *kgo.Record, provider string) (*ordered
 		o.holds = ov.holds
 		return o, nil
 	}
-	if !ow.holds.may(o.key) {
+	if !ow.heldKeys().may(o.key) {
 		return o, nil
 	}
 	v, ok, err := s.p.cfg.Store.Get(r.Partition, o.key)
@@ -142,78 +141,5 @@ func (b *settled) wait(ctx context.Context) {
 	select {
 	case <-b.ch:
 	case <-ctx.Done():
-	}
-}
-
-// heldKeys are the entities of one owned partition that have holds in the
-// state store, so that the records of every other entity (nearly all,
-// when nothing fails) skip the store read for their holds. Registered
-// with the partition once it is restored, then filled by a scan of the
-// partition's holds (scanHeldKeys), before any of its records is decided;
-// kept by Apply, which writes the holds of each committed transaction to
-// the store, then here (the partition's current owner's), before
-// Committed drops them from the overlay: a reader finds an entity's holds
-// in the overlay, or knows here whether the store may have them. The
-// store is written for an owned partition by its session's Apply only.
-// Registered before the scan, the set cannot miss a hold an Apply writes
-// meanwhile; a key it names that the store no longer has costs one read.
-type heldKeys struct {
-	mu      sync.Mutex
-	keys    map[string]struct{}
-	unknown bool // the scan failed: every key may have holds
-}
-
-// newHeldKeys is an empty set; nil (not known: every record reads the
-// store) when no provider is ordered.
-func (p *setup) newHeldKeys() *heldKeys {
-	if len(p.orderedRoutes()) == 0 {
-		return nil
-	}
-	return &heldKeys{keys: map[string]struct{}{}}
-}
-
-// may reports whether key may have holds in the store; true when not
-// known (h nil, or the scan failed).
-func (h *heldKeys) may(key string) bool {
-	if h == nil {
-		return true
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.keys[key]
-	return ok || h.unknown
-}
-
-// set records whether key has holds in the store now (value not nil).
-func (h *heldKeys) set(key string, value []byte) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if value == nil {
-		delete(h.keys, key)
-		return
-	}
-	h.keys[key] = struct{}{}
-}
-
-// scanHeldKeys adds to h the entities with holds in a restored partition;
-// when the scan fails (logged) every key may have holds.
-func (p *setup) scanHeldKeys(part int32, h *heldKeys, log *slog.Logger) {
-	if h == nil {
-		return
-	}
-	err := p.cfg.Store.Scan(part, decide.EntityPrefix, func(key string, _ []byte) error {
-		h.mu.Lock()
-		h.keys[key] = struct{}{}
-		h.mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		log.Warn("entities held: scan failed; each ordered record reads its holds from the store", "err", err)
-		h.mu.Lock()
-		h.unknown = true
-		h.mu.Unlock()
 	}
 }

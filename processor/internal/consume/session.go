@@ -58,7 +58,7 @@ type chain struct{ queue []item }
 // item is a record read from a partition this session owns.
 type item struct {
 	r     *kgo.Record
-	ow    *owned
+	ow    *partition
 	class providers.Priority
 	// admitted says the record holds one of its class's admissions
 	// (admission.Budget.Admit): it waits for a slot or calls its destination.
@@ -510,7 +510,7 @@ func (s *session) stateOf(part int32, key string) (*decide.State, error) {
 // remember puts a decided state in the overlay, unless the partition went
 // away (checked under the same lock as the revoke's clean-up, so a revoked
 // partition leaves no entry behind).
-func (s *session) remember(ow *owned, part int32, key string, st decide.State) (uint64, bool) {
+func (s *session) remember(ow *partition, part int32, key string, st decide.State) (uint64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ow.gone() {

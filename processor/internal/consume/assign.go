@@ -14,8 +14,12 @@ import (
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
 
-// The ownership of partitions is the transaction loop's txnloop.Offsets.
-var _ txnloop.Offsets[*result] = (*ownership)(nil)
+// The ownership of partitions is the transaction loop's txnloop.Offsets
+// and its partitions' partitionHost.
+var (
+	_ txnloop.Offsets[*result] = (*ownership)(nil)
+	_ partitionHost            = (*ownership)(nil)
+)
 
 // ownership is the raw partitions this session owns (partition, one each)
 // and the group's callbacks. A newly assigned partition is paused in the
@@ -47,12 +51,10 @@ type ownership struct {
 
 // hangingGate is what ownership asks before partitions resume after an
 // assignment: complete the hanging transactions of this processor, then
-// close clean (Processor.completeHanging).
+// close clean (hangingCheck.completeHanging).
 type hangingGate interface {
 	completeHanging(ctx context.Context, cl *kgo.Client, clean chan struct{})
 }
-
-var _ hangingGate = (*Processor)(nil)
 
 // partitionUser is what ownership tells its session of its partitions.
 type partitionUser interface {
@@ -63,8 +65,6 @@ type partitionUser interface {
 	// their work. Called without ownership.mu held.
 	partitionsGone(parts map[int32]bool)
 }
-
-var _ partitionUser = (*session)(nil)
 
 func newOwnership(p *setup, standby *standbys, hanging hangingGate, user partitionUser) *ownership {
 	clean := make(chan struct{})

@@ -43,7 +43,7 @@ const breakerPoll = time.Second
 // control.BreakerRefresh. `dlq serve` re-drives a route's DLQ entries only
 // while none is open. A report that cannot be written is logged and tried
 // again at the next poll; nothing else waits for it.
-func (p *Processor) publishBreakers(ctx context.Context, cl reportWriter) {
+func (p *setup) publishBreakers(ctx context.Context, cl reportWriter) {
 	ws := p.breakerWatches()
 	if len(ws) == 0 || cl == nil {
 		return

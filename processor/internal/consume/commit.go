@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
@@ -122,32 +121,4 @@ func succeededAttempt(r *kgo.Record, origin string, last int) string {
 		n = 1
 	}
 	return strconv.Itoa(min(n, last))
-}
-
-// outcomeMetrics count the records' outcomes once their transaction
-// committed (session.committed). Provider labels hold configured names or
-// "unknown".
-type outcomeMetrics struct {
-	records    *prometheus.CounterVec
-	succeeded  *prometheus.CounterVec
-	duplicates *prometheus.CounterVec
-}
-
-func newOutcomeMetrics(reg prometheus.Registerer) *outcomeMetrics {
-	m := &outcomeMetrics{
-		records: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hookline_processor_records_total",
-			Help: "Outcomes of the records processed, by provider, route and status (done, duplicate, retrying, parked, dead, unrouted; route empty for duplicate and unrouted, which are decided for the key, and for a provider delivered nowhere): a record delivered to three routes counts three. Counted when their transaction committed.",
-		}, []string{"provider", "route", "status"}),
-		succeeded: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hookline_processor_succeeded_total",
-			Help: "Deliveries that succeeded (status done), by provider and the attempt that succeeded: 1 is the first call, n+1 the retry from tier n; attempts above HOOKLINE_RETRY_TIERS' count + 1 are counted in that last value. Counted when their transaction committed.",
-		}, []string{"provider", "route", "attempt"}),
-		duplicates: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hookline_processor_duplicates_total",
-			Help: "Records skipped by the dedup table, by origin (ingest, retry, replay).",
-		}, []string{"origin"}),
-	}
-	reg.MustRegister(m.records, m.succeeded, m.duplicates)
-	return m
 }

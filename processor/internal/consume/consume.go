@@ -36,138 +36,31 @@
 // session.mu, then a record's token (recordToken.mu) or admission's
 // Budget.mu, which take no other. A partition's mu (partition.mu) is taken
 // alone or under ownership.mu and takes no other; its heldKeys.mu
-// (partition.go) takes no other and is taken alone. The standbys' lock, Processor.hangMu
-// and the transaction loop's (txnloop) are taken alone; a lane's counters
-// are atomics.
+// (partition.go) takes no other and is taken alone. The standbys' lock,
+// hangingCheck.mu and the transaction loop's (txnloop) are taken alone; a
+// lane's counters are atomics.
 package consume
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/obs"
-	"github.com/hookline/hookline/pkg/providers"
-	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
-	"github.com/hookline/hookline/processor/internal/decide"
-	"github.com/hookline/hookline/processor/internal/deliver"
-	"github.com/hookline/hookline/processor/internal/restore"
-	"github.com/hookline/hookline/processor/internal/state"
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
-
-// Config is what the processor needs; every field is required unless noted.
-type Config struct {
-	Names     topics.Names
-	Schedule  retry.Schedule
-	Jitter    float64
-	Providers *providers.Registry
-	Router    *deliver.Router
-	Store     *state.Store
-	// RetryPolicies are the routes' own retry policies (retry.tiers
-	// in the providers file: Schedule restricted with Only), by
-	// providers.RouteKey(provider, route); a route not in it uses
-	// Schedule. Optional.
-	RetryPolicies map[string]retry.Schedule
-	// StandbyReplicas is how many standbys the group's balancer names per
-	// partition (HOOKLINE_STANDBY_REPLICAS): members that keep its state
-	// warm, so a new owner restores seconds of changelog, not all of it.
-	// 0: none, and franz-go's cooperative-sticky balancer.
-	StandbyReplicas int
-	// StandbyEvery is how often a standby partition is caught up with its
-	// changelog: at most this much of it is read again when the partition
-	// becomes this processor's. Optional: DefaultStandbyEvery.
-	StandbyEvery time.Duration
-	// MaxInflight is a destination's in-flight bound when its providers
-	// entry sets no destination.max_inflight (HOOKLINE_MAX_INFLIGHT).
-	MaxInflight int
-	// MaxPending bounds, process-wide, the records read and not yet
-	// committed or dropped (HOOKLINE_MAX_PENDING): reading stops while it is
-	// reached (twice it with several priority classes, which then compete
-	// for admission: package admission), and while the partitions' windows span
-	// admission.SpanPerRecord times as many offsets.
-	MaxPending int
-	// MaxPendingBytes bounds the body bytes of records read and not yet
-	// committed (HOOKLINE_MAX_PENDING_BYTES).
-	MaxPendingBytes int64
-	// MaxBatch bounds the finished destination calls not yet committed,
-	// process-wide: a crash repeats at most these and the calls in flight
-	// (HOOKLINE_BATCH_MAX_RECORDS).
-	MaxBatch int
-	// ShutdownGrace is how long a stop lets calls in flight finish before
-	// it cancels them (cancelled ones are read again by the next owner).
-	ShutdownGrace time.Duration
-	// MaxRecordBytes is the largest record the topics take (their
-	// max.message.bytes: topics.Env.MaxRecordBytes). Every record is made
-	// to fit it before it is produced (headers.Fit). Optional: the
-	// default body limit plus topics.HeaderRoom.
-	MaxRecordBytes int
-	// ChainKey names the chain a record runs in: records with one chain key
-	// run one at a time, in offset order. Optional: EntityChain.
-	ChainKey func(*kgo.Record) string
-	// HoldsEvery is how often the entities held in the partitions owned
-	// are counted, for the gauges and the control topic's held reports
-	// (held.go); only when some provider is ordered. Optional:
-	// DefaultHoldsEvery.
-	HoldsEvery time.Duration
-	// TransactionTimeout is how long the broker lets a transaction of
-	// this processor stay open before it aborts it
-	// (HOOKLINE_TRANSACTION_TIMEOUT): after a kill, the partitions it wrote
-	// are read by nobody (read_committed) until then. Optional: 1 minute.
-	TransactionTimeout time.Duration
-	// SessionOpts build the transactional session: connection options plus
-	// anything a test adds. The loop adds group, topic, transactional id and
-	// callbacks.
-	SessionOpts []kgo.Opt
-	// NewClient builds plain clients (restore readers) with the same
-	// connection options.
-	NewClient func(opts ...kgo.Opt) (*kgo.Client, error)
-	// TransactionalID must be unique per running instance and stable
-	// across its restarts, so a restarted instance fences its zombie.
-	TransactionalID string
-	// InstanceID names the instance in errors (HOOKLINE_INSTANCE_ID).
-	InstanceID string
-	Logger     *slog.Logger
-	Registry   prometheus.Registerer
-	Health     *obs.Health
-	Now        func() time.Time
-}
-
-// setup is the processor as New built it: its configuration, metrics and
-// routes. Nothing changes it after New; every session, and the ownership
-// and reader of each, reads it and holds nothing else of the Processor.
-type setup struct {
-	cfg    Config
-	routes routing
-	// The series of each component (metrics.go).
-	mOutcomes *outcomeMetrics
-	mTxn      *txnMetrics
-	mParts    *partitionMetrics
-	mHolds    *holdMetrics
-	mHanging  *hangingMetrics
-	mLanes    *laneMetrics
-	mLag      *lagMetrics
-	mBudget   *budgetMetrics
-	// laneNames are the lanes' topics, sorted.
-	laneNames []string
-}
 
 // Processor runs sessions until stopped.
 type Processor struct {
 	*setup
-	// hangMu serializes hanging transaction checks (after an assignment
-	// and periodic), so no marker is written twice.
-	hangMu sync.Mutex
+	// hanging checks for hanging transactions (after an assignment and
+	// periodic).
+	hanging *hangingCheck
 	// committed is set when the current session commits a transaction.
 	committed bool
 	// fenced holds when the recent sessions were fenced by another
@@ -205,13 +98,14 @@ func New(cfg Config) (*Processor, error) {
 	// Registered with or without standbys: the standby gauges read 0
 	// then, as they always did.
 	standbyM := newStandbyMetrics(reg)
+	p.hanging = &hangingCheck{p: p.setup}
 	p.routes = newRouting(cfg, p.mLanes)
 	for topic := range p.routes.byLane {
 		p.laneNames = append(p.laneNames, topic)
 	}
 	sort.Strings(p.laneNames)
 	if cfg.StandbyReplicas > 0 {
-		p.standby = newStandbys(p, standbyM)
+		p.standby = newStandbys(p.setup, standbyM)
 	}
 	return p, nil
 }
@@ -236,7 +130,10 @@ func (p *Processor) Run(ctx context.Context) error {
 	cctx, stopControl := context.WithCancel(ctx)
 	defer stopControl()
 	go p.followControl(cctx, caughtUp)
-	reports, closeReports := p.newReportWriter() // control.go: one producer of the control topic's reports
+	// reports.go: one producer of the control topic's reports, when some
+	// destination has a breaker (breakers.go) or some route is ordered
+	// (held.go).
+	reports, closeReports := p.newReportWriter(len(p.breakerWatches()) > 0 || len(p.orderedRoutes()) > 0)
 	defer closeReports()
 	go p.publishBreakers(cctx, reports) // breakers.go: breaker reports for dlq serve's re-drive
 	if p.standby != nil {
@@ -299,7 +196,7 @@ func (p *Processor) fencedAgain(err error) error {
 
 // runSession runs one transactional session until ctx is done or an error.
 func (p *Processor) runSession(ctx context.Context, reports reportWriter) error {
-	s, err := newSession(p)
+	s, err := newSession(p.setup, p.standby, p.hanging)
 	if err != nil {
 		return err
 	}
@@ -355,9 +252,9 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 	// The watchers end with the session, not only with ctx.
 	wctx, stopWatchers := context.WithCancel(ctx)
 	defer stopWatchers()
-	laneOf := map[string]*lane{}
+	laneOf := map[string][2]string{}
 	for topic, t := range p.routes.byLane {
-		laneOf[topic] = t.lane
+		laneOf[topic] = [2]string{t.lane.provider, t.lane.route}
 	}
 	go p.mLag.watchLag(wctx, tx.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Names.Raw, laneOf, p.cfg.Logger)
 
@@ -369,76 +266,9 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 	if _, _, err := tx.Client().ProducerID(ctx); err != nil {
 		return fmt.Errorf("%w: transactional id %s: %w", errSessionBroken, p.cfg.TransactionalID, err)
 	}
-	go p.watchHanging(wctx, tx.Client())
+	go p.hanging.watch(wctx, tx.Client())
 	go p.watchHolds(wctx, s.own, reports) // held.go: held entities' gauges and reports
 	err = s.loop(ctx, l)
 	p.committed = l.Committed()
 	return err
-}
-
-// providerLabel bounds metric label values to configured providers.
-func (p *setup) providerLabel(name string) string {
-	if _, ok := p.cfg.Providers.Get(name); ok {
-		return name
-	}
-	return "unknown"
-}
-
-// restoreConfig is the restore configuration for this processor.
-func (p *setup) restoreConfig() restore.Config {
-	return restore.Config{
-		Topic:     p.cfg.Names.Changelog,
-		NewClient: p.cfg.NewClient,
-		Decode:    decide.StoredFromChangelog,
-		Now:       p.cfg.Now,
-		Logger:    p.cfg.Logger,
-	}
-}
-
-// EntityChain is the default chain key: the provider and the entity of an
-// ordered provider's record (hookline.entity), so that one entity's
-// records are decided and called one at a time in the order ingest
-// accepted them; else the record key (the idempotency key). A key keeps
-// its entity through retries, lanes and replays (the header travels with
-// the record), so its records stay in one chain. The "\x00" cannot occur
-// in a key (ingest refuses control characters) nor in a provider's name.
-func EntityChain(r *kgo.Record) string {
-	if e, ok := headers.Get(r, headers.Entity); ok && e != "" {
-		return headers.Value(r, headers.Provider) + "\x00" + e
-	}
-	return string(r.Key)
-}
-
-// txnMetrics are the transaction loop's (package txnloop) and the
-// session's replacements.
-type txnMetrics struct {
-	txns         *prometheus.CounterVec
-	batchSeconds prometheus.Histogram
-	batchRecords prometheus.Histogram
-	sessions     prometheus.Counter
-}
-
-func newTxnMetrics(reg prometheus.Registerer) *txnMetrics {
-	m := &txnMetrics{
-		txns: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hookline_processor_transactions_total",
-			Help: "Kafka transactions ended, by result (committed, aborted).",
-		}, []string{"result"}),
-		batchSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "hookline_processor_transaction_seconds",
-			Help:    "Time to end one transaction: produce the finished results' records, commit the low-water marks, end it.",
-			Buckets: prometheus.ExponentialBuckets(0.005, 2.5, 10),
-		}),
-		batchRecords: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "hookline_processor_transaction_records",
-			Help:    "Records whose effects one committed transaction carried.",
-			Buckets: prometheus.ExponentialBuckets(1, 2, 11),
-		}),
-		sessions: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hookline_processor_session_restarts_total",
-			Help: "Transactional sessions replaced after they broke (a transaction that could not be ended, e.g. the broker unreachable): the open batch is read again, like after a restart.",
-		}),
-	}
-	reg.MustRegister(m.txns, m.batchSeconds, m.batchRecords, m.sessions)
-	return m
 }

@@ -5,9 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
 	"github.com/hookline/hookline/pkg/control"
@@ -18,7 +16,7 @@ import (
 // settings at start are applied: no session starts before, so a provider
 // paused before a restart is never called after it. The "control"
 // readiness check is false until then.
-func (p *Processor) followControl(ctx context.Context, caughtUp chan<- struct{}) {
+func (p *setup) followControl(ctx context.Context, caughtUp chan<- struct{}) {
 	p.cfg.Health.Set("control", errors.New("reading the operators' settings from "+p.cfg.Names.Control))
 	var done sync.Once
 	once := func() {
@@ -37,7 +35,7 @@ func (p *Processor) followControl(ctx context.Context, caughtUp chan<- struct{})
 // to every route of the provider, a route's to that route. A route is
 // paused while either its provider or itself is paused, and drained at its
 // own rate if it has one, else at its provider's.
-func (p *Processor) applyControl(s control.Setting) {
+func (p *setup) applyControl(s control.Setting) {
 	var lanes []*lane
 	for _, t := range p.routes.byLane {
 		if t.provider == s.Provider && (s.Route == "" || t.route == s.Route) {
@@ -98,31 +96,4 @@ func (ln *lane) setting() string {
 		return fmt.Sprintf("draining at %g/s", float64(lim.Limit()))
 	}
 	return "running"
-}
-
-// reportWriter writes this processor's reports on the control topic: the
-// breaker reports (breakers.go) and the held reports (held.go).
-type reportWriter interface {
-	ProduceSync(ctx context.Context, rs ...*kgo.Record) kgo.ProduceResults
-}
-
-var _ reportWriter = (*kgo.Client)(nil)
-
-// newReportWriter builds the one producer of the control topic's reports,
-// shared by the breaker and the held reports: every replica acknowledges,
-// nothing lingers, a report not delivered in 10 s fails (and is written
-// again at the next look). Nil, with nothing to close, when no report is
-// written: no instance id, no client factory, or neither a breaker nor an
-// ordered route; and when the client cannot be built (logged: dlq serve
-// and dlq status then see no reports of this instance).
-func (p *setup) newReportWriter() (reportWriter, func()) {
-	if p.cfg.InstanceID == "" || p.cfg.NewClient == nil || len(p.breakerWatches()) == 0 && len(p.orderedRoutes()) == 0 {
-		return nil, func() {}
-	}
-	cl, err := p.cfg.NewClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
-	if err != nil {
-		p.cfg.Logger.Warn("control reports: no client; dlq serve will not see breaker changes nor dlq status held entities", "err", err)
-		return nil, func() {}
-	}
-	return cl, cl.Close
 }

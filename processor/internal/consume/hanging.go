@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -22,7 +22,7 @@ const (
 )
 
 // hangingConfig is the check's configuration for this processor.
-func (p *Processor) hangingConfig() hanging.Config {
+func (p *setup) hangingConfig() hanging.Config {
 	return hanging.Config{
 		TransactionalID: p.cfg.TransactionalID,
 		Topics:          p.outputTopics(),
@@ -33,7 +33,7 @@ func (p *Processor) hangingConfig() hanging.Config {
 // outputTopics are the topics this processor's transactions write:
 // changelog, outcomes, DLQ, retry tiers, lanes and routes' topic
 // destinations.
-func (p *Processor) outputTopics() []string {
+func (p *setup) outputTopics() []string {
 	out := append([]string{p.cfg.Names.Changelog, p.cfg.Names.Outcomes, p.cfg.Names.DLQ}, p.cfg.Names.Retry...)
 	out = append(out, p.laneTopics()...)
 	seen := map[string]bool{}
@@ -46,12 +46,23 @@ func (p *Processor) outputTopics() []string {
 	return out
 }
 
-// checkHanging runs one check for hanging transactions of this processor
-// (see package hanging), completes what it can, and reports. clean is true
+// hangingCheck runs the checks for hanging transactions of this processor
+// (see package hanging): after each assignment (completeHanging, the
+// ownership's hangingGate) and periodically (watch).
+type hangingCheck struct {
+	p *setup
+	// mu serializes the checks, so no marker is written twice.
+	mu sync.Mutex
+}
+
+var _ hangingGate = (*hangingCheck)(nil)
+
+// check runs one check, completes what it can, and reports. clean is true
 // when nothing is left open: no error, nothing undecided or failed.
-func (p *Processor) checkHanging(ctx context.Context, adm *kadm.Client) (clean bool, err error) {
-	p.hangMu.Lock()
-	defer p.hangMu.Unlock()
+func (h *hangingCheck) check(ctx context.Context, adm *kadm.Client) (clean bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.p
 	repairs, err := hanging.Check(ctx, adm, p.hangingConfig())
 	if err != nil {
 		return false, err
@@ -100,20 +111,20 @@ func notAuthorized(err error) bool {
 // records). A check that cannot run (an error for hangingGateWait, or not
 // authorized) opens the gate with a warning; an undecided hang keeps it
 // shut until an operator ends it.
-func (p *Processor) completeHanging(ctx context.Context, cl *kgo.Client, clean chan struct{}) {
+func (h *hangingCheck) completeHanging(ctx context.Context, cl *kgo.Client, clean chan struct{}) {
 	defer close(clean)
 	adm := kadm.NewClient(cl)
 	start := time.Now()
 	for wait := 500 * time.Millisecond; ; wait = min(2*wait, hangingInterval) {
-		ok, err := p.checkHanging(ctx, adm)
+		ok, err := h.check(ctx, adm)
 		switch {
 		case ok:
 			return
 		case err != nil && notAuthorized(err):
-			p.cfg.Logger.Warn("cannot check for hanging transactions: not authorized; processing without the check", "err", err)
+			h.p.cfg.Logger.Warn("cannot check for hanging transactions: not authorized; processing without the check", "err", err)
 			return
 		case err != nil && time.Since(start) > hangingGateWait:
-			p.cfg.Logger.Warn("hanging transaction check still failing; processing without it", "err", err, "since", time.Since(start).Round(time.Second).String())
+			h.p.cfg.Logger.Warn("hanging transaction check still failing; processing without it", "err", err, "since", time.Since(start).Round(time.Second).String())
 			return
 		}
 		select {
@@ -124,9 +135,9 @@ func (p *Processor) completeHanging(ctx context.Context, cl *kgo.Client, clean c
 	}
 }
 
-// watchHanging checks every hangingInterval until ctx ends: a hang can also
+// watch checks every hangingInterval until ctx ends: a hang can also
 // appear without this processor losing its partitions.
-func (p *Processor) watchHanging(ctx context.Context, cl *kgo.Client) {
+func (h *hangingCheck) watch(ctx context.Context, cl *kgo.Client) {
 	adm := kadm.NewClient(cl)
 	t := time.NewTicker(hangingInterval)
 	defer t.Stop()
@@ -136,24 +147,8 @@ func (p *Processor) watchHanging(ctx context.Context, cl *kgo.Client) {
 			return
 		case <-t.C:
 		}
-		if _, err := p.checkHanging(ctx, adm); err != nil && ctx.Err() == nil {
-			p.cfg.Logger.Debug("hanging transaction check failed; trying again later", "err", err)
+		if _, err := h.check(ctx, adm); err != nil && ctx.Err() == nil {
+			h.p.cfg.Logger.Debug("hanging transaction check failed; trying again later", "err", err)
 		}
 	}
-}
-
-// hangingMetrics count the hanging transactions found, by what was done.
-type hangingMetrics struct {
-	hanging *prometheus.CounterVec
-}
-
-func newHangingMetrics(reg prometheus.Registerer) *hangingMetrics {
-	m := &hangingMetrics{
-		hanging: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hookline_processor_hanging_transactions_total",
-			Help: "Partitions found holding a transaction of this processor that its coordinator had finished (markers lost in a broker shutdown), by what was done: commit or abort (the coordinator's logged decision, written as the marker), undecided (left for an operator), failed (the marker write failed). An undecided or failed one is counted again at every check (every 10s and after each assignment) until it is ended.",
-		}, []string{"action"}),
-	}
-	reg.MustRegister(m.hanging)
-	return m
 }

@@ -1,14 +1,9 @@
 package consume
 
 import (
-	"cmp"
 	"context"
 	"reflect"
-	"slices"
-	"sync"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/processor/internal/decide"
@@ -35,7 +30,7 @@ const holdsScanShare = 10
 // (control.HeldReport, key held:<partition>) for `dlq status`. It does
 // nothing when no provider is ordered, and writes no report without cl. A report that cannot be written is
 // logged and written at the next scan.
-func (p *Processor) watchHolds(ctx context.Context, own *ownership, cl reportWriter) {
+func (p *setup) watchHolds(ctx context.Context, own *ownership, cl reportWriter) {
 	always := p.orderedRoutes()
 	if len(always) == 0 {
 		return
@@ -70,22 +65,10 @@ func (p *Processor) watchHolds(ctx context.Context, own *ownership, cl reportWri
 	}
 }
 
-// orderedRoutes lists the routes of the ordered providers, sorted.
-func (p *setup) orderedRoutes() [][2]string {
-	var out [][2]string
-	for _, t := range p.routes.byKey {
-		if pr, ok := p.cfg.Providers.Get(t.provider); ok && pr.Ordered() {
-			out = append(out, [2]string{t.provider, t.route})
-		}
-	}
-	slices.SortFunc(out, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-	return out
-}
-
 // scanHolds reads the holds of every partition own has restored: one
 // report per partition, stamped now. A partition whose scan fails is left
 // out (logged), so its last report stays until it is stale.
-func (p *Processor) scanHolds(own *ownership) map[int32]control.HeldReport {
+func (p *setup) scanHolds(own *ownership) map[int32]control.HeldReport {
 	now := p.cfg.Now().UTC()
 	out := map[int32]control.HeldReport{}
 	for _, part := range own.restored() {
@@ -160,7 +143,7 @@ func (p *setup) tierName(i int) string {
 // since sent's, or still names held entities control.HeldRefresh after
 // it, and that own still has; sent forgets the partitions not in reports
 // (a partition back later is reported afresh).
-func (p *Processor) publishHeld(ctx context.Context, cl reportWriter, own *ownership, reports, sent map[int32]control.HeldReport) {
+func (p *setup) publishHeld(ctx context.Context, cl reportWriter, own *ownership, reports, sent map[int32]control.HeldReport) {
 	for part := range sent {
 		if _, ok := reports[part]; !ok {
 			delete(sent, part)
@@ -186,62 +169,4 @@ func (p *Processor) publishHeld(ctx context.Context, cl reportWriter, own *owner
 		}
 		sent[part] = h
 	}
-}
-
-// holdMetrics show the entities held in the partitions owned (watchHolds).
-type holdMetrics struct {
-	entitiesHeld      *prometheus.GaugeVec
-	entityHeldSeconds *prometheus.GaugeVec
-	// shown are the provider/route label pairs the gauges show (setHeld,
-	// under mu: a session's watcher may outlive it briefly).
-	mu    sync.Mutex
-	shown map[[2]string]bool
-}
-
-func newHoldMetrics(reg prometheus.Registerer) *holdMetrics {
-	m := &holdMetrics{
-		entitiesHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hookline_processor_entities_held",
-			Help: "Entities of ordered providers held on a route in the partitions this processor owns: their head waits (retrying, parked, or dead with on_dead: hold) and later records wait behind it. Counted every 10s from the state store.",
-		}, []string{"provider", "route"}),
-		entityHeldSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hookline_processor_entity_held_seconds",
-			Help: "How long the entity held longest on a route (of those hookline_processor_entities_held counts) has been held; 0 when none.",
-		}, []string{"provider", "route"}),
-		shown: map[[2]string]bool{},
-	}
-	reg.MustRegister(m.entitiesHeld, m.entityHeldSeconds)
-	return m
-}
-
-// setHeld shows routes (control.HeldReports.Routes of this processor's
-// partitions) in the held gauges at now, and 0 for each route of always
-// (the ordered providers' routes) not among them; it drops the series of
-// any other route no longer held (a route gone from the providers file).
-// A partition that went to another processor is simply not in routes.
-func (m *holdMetrics) setHeld(routes []control.HeldRoute, always [][2]string, now time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	shown := map[[2]string]bool{}
-	for _, k := range always {
-		m.entitiesHeld.WithLabelValues(k[0], k[1]).Set(0)
-		m.entityHeldSeconds.WithLabelValues(k[0], k[1]).Set(0)
-		shown[k] = true
-	}
-	for _, r := range routes {
-		age := 0.0
-		if len(r.Oldest) > 0 {
-			age = max(0, now.Sub(r.Oldest[0].Since).Seconds())
-		}
-		m.entitiesHeld.WithLabelValues(r.Provider, r.Route).Set(float64(r.Entities))
-		m.entityHeldSeconds.WithLabelValues(r.Provider, r.Route).Set(age)
-		shown[[2]string{r.Provider, r.Route}] = true
-	}
-	for k := range m.shown {
-		if !shown[k] {
-			m.entitiesHeld.DeleteLabelValues(k[0], k[1])
-			m.entityHeldSeconds.DeleteLabelValues(k[0], k[1])
-		}
-	}
-	m.shown = shown
 }

@@ -7,7 +7,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -64,8 +63,6 @@ type partitionHost interface {
 	// (false).
 	resume(pt *partition, wins map[string]*offsets.Window) bool
 }
-
-var _ partitionHost = (*ownership)(nil)
 
 // startPartition starts the life of partition num, assigned at at, until
 // ctx ends or it is cancelled.
@@ -438,38 +435,4 @@ func (p *setup) scanHeldKeys(part int32, h *heldKeys, log *slog.Logger) {
 		h.unknown = true
 		h.mu.Unlock()
 	}
-}
-
-// partitionMetrics are the owned partitions': assignments, restores and
-// how long each took to resume.
-type partitionMetrics struct {
-	rebalances     *prometheus.CounterVec
-	restoreSeconds prometheus.Histogram
-	restoreRecords prometheus.Counter
-	resumeSeconds  prometheus.Histogram
-}
-
-func newPartitionMetrics(reg prometheus.Registerer) *partitionMetrics {
-	m := &partitionMetrics{
-		rebalances: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "hookline_processor_partitions_rebalanced_total",
-			Help: "Partitions of webhooks.raw assigned, revoked or lost.",
-		}, []string{"kind"}),
-		restoreSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "hookline_processor_restore_seconds",
-			Help:    "Time to restore one partition's state from the changelog.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
-		}),
-		restoreRecords: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "hookline_processor_restore_records_total",
-			Help: "Changelog records read while restoring.",
-		}),
-		resumeSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "hookline_processor_resume_seconds",
-			Help:    "Time from a partition's assignment to its records being read again: the hanging-transaction check, the restore and the committed offsets. A takeover by a warm standby should take well under a second.",
-			Buckets: prometheus.ExponentialBuckets(0.01, 3, 10),
-		}),
-	}
-	reg.MustRegister(m.rebalances, m.restoreSeconds, m.restoreRecords, m.resumeSeconds)
-	return m
 }

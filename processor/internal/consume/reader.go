@@ -64,8 +64,6 @@ type recordSink interface {
 	fail(err error)
 }
 
-var _ recordSink = (*session)(nil)
-
 // newReader builds the reader of a session: what it uses of the session
 // are the budget, the lanes' admission, room, and the session as to.
 func newReader(p *setup, budget *admission.Budget, lanes admission.Admitter, room <-chan struct{}, to recordSink) (*reader, error) {
@@ -144,7 +142,7 @@ func (l *reader) run(ctx context.Context) {
 			return
 		}
 		if err := fetcherr.Fatal(fs, l.p.cfg.Logger); err != nil {
-			l.to.fail(fmt.Errorf("%w: %w", errSessionBroken, err))
+			l.to.fail(fmt.Errorf("%w: %w", txnloop.ErrSessionBroken, err))
 			return
 		}
 		l.hand(fs.Records())
@@ -256,7 +254,3 @@ func (l *reader) close() {
 	<-l.done
 	l.cl.Close()
 }
-
-// laneTopics lists the lane topics of the routes with an HTTP destination,
-// sorted.
-func (p *setup) laneTopics() []string { return p.laneNames }

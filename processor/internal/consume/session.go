@@ -99,18 +99,24 @@ type stat struct{ provider, route, status, origin string }
 // newSession builds a session of p: its reader and its ownership of
 // partitions, each given the session as the small interface it defines of
 // what it uses (recordSink, partitionUser).
-func newSession(p *Processor) (*session, error) {
-	s := &session{p: p.setup, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
+func newSession(p *setup, standby *standbys, hanging hangingGate) (*session, error) {
+	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: p.newBudget()}
 	s.lanes = s.budget
 	s.calls = newChain(s.budget)
 	var err error
-	if s.reader, err = newReader(p.setup, s.budget, s.lanes, s.room, s); err != nil {
+	if s.reader, err = newReader(p, s.budget, s.lanes, s.room, s); err != nil {
 		return nil, err
 	}
-	s.own = newOwnership(p.setup, p.standby, p, s)
+	s.own = newOwnership(p, standby, hanging, s)
 	return s, nil
 }
+
+// The session is what its reader and its ownership ask it for.
+var (
+	_ recordSink    = (*session)(nil)
+	_ partitionUser = (*session)(nil)
+)
 
 // partitionReady starts reading a restored partition at its windows
 // (ownership's partitionUser).

@@ -47,7 +47,7 @@ type catchUp struct {
 	done   chan struct{}
 }
 
-func newStandbys(p *Processor, m *standbyMetrics) *standbys {
+func newStandbys(p *setup, m *standbyMetrics) *standbys {
 	return &standbys{raw: p.cfg.Names.Raw, store: p.cfg.Store, restore: p.restoreConfig(), every: p.cfg.StandbyEvery, log: p.cfg.Logger,
 		lag: m.standbyLag, count: m.standbyPartitions,
 		want: map[int32]bool{}, claimed: map[int32]bool{}, runs: map[int32]*catchUp{}, lagged: map[int32]bool{}}
@@ -179,25 +179,4 @@ func (sb *standbys) catchUp(ctx context.Context, part int32, run *catchUp) {
 		sb.lagged[part] = true
 		sb.lag.WithLabelValues(strconv.Itoa(int(part))).Set(float64(stats.To - stats.From))
 	}
-}
-
-// standbyMetrics are the standby partitions' (standbys).
-type standbyMetrics struct {
-	standbyLag        *prometheus.GaugeVec
-	standbyPartitions prometheus.Gauge
-}
-
-func newStandbyMetrics(reg prometheus.Registerer) *standbyMetrics {
-	m := &standbyMetrics{
-		standbyLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hookline_processor_standby_lag",
-			Help: "Changelog offsets a standby partition was behind when it was last caught up (every 5 s; HOOKLINE_STANDBY_REPLICAS).",
-		}, []string{"partition"}),
-		standbyPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hookline_processor_standby_partitions",
-			Help: "Partitions this processor keeps warm as a standby (named by the group's balancer).",
-		}),
-	}
-	reg.MustRegister(m.standbyLag, m.standbyPartitions)
-	return m
 }

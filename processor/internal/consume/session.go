@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -358,6 +359,105 @@ func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (deci
 		}
 	}
 	return in, ord, nil
+}
+
+// orderedOf returns the record's entity and holds; nil for a record
+// without hookline.entity (not ordered, or its own entity). ow is the
+// record's partition: an entity its heldKeys do not name has no holds in
+// the store, and costs no read.
+func (s *session) orderedOf(ow *owned, r *kgo.Record, provider string) (*ordered, error) {
+	e, ok := headers.Get(r, headers.Entity)
+	if !ok || e == "" {
+		return nil, nil
+	}
+	o := &ordered{key: decide.EntityKey(provider, e), entity: e}
+	// A number the processor did not write (a hand-made record) counts as
+	// none: the record is held afresh or delivered, never a reason to stop.
+	if n, err := strconv.Atoi(headers.Value(r, headers.Held)); err == nil && n > 0 {
+		o.seq = n
+	}
+	s.mu.Lock()
+	ov, ok := s.overlay[o.key]
+	s.mu.Unlock()
+	if ok {
+		o.holds = ov.holds
+		return o, nil
+	}
+	if !ow.holds.may(o.key) {
+		return o, nil
+	}
+	v, ok, err := s.p.cfg.Store.Get(r.Partition, o.key)
+	if err != nil {
+		return nil, fmt.Errorf("read holds of entity %q: %w", e, err)
+	}
+	if ok {
+		if o.holds, err = decide.DecodeHolds(v); err != nil {
+			return nil, fmt.Errorf("decode holds of entity %q: %w", e, err)
+		}
+	}
+	return o, nil
+}
+
+// holdsChange adds to res the entity's new holds (decide.Settled.Holds,
+// when they changed): its changelog record (placed with the raw record,
+// by hookline.entity), its store change and its overlay entry.
+func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, error) {
+	val, err := decide.EncodeHolds(hs)
+	if err != nil {
+		return false, fmt.Errorf("encode holds of entity %q: %w", o.entity, err)
+	}
+	cr := &kgo.Record{Topic: s.p.cfg.Names.Changelog, Key: []byte(o.key), Value: val,
+		Headers: []kgo.RecordHeader{{Key: headers.Entity, Value: []byte(o.entity)}}}
+	res.out.Records = append(res.out.Records, cr)
+	res.holdChange = &state.Change{Partition: res.r.Partition, Key: o.key, Value: val}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res.ow.ctx.Err() != nil {
+		return false, nil
+	}
+	s.seq++
+	s.overlay[o.key] = overlaid{part: res.r.Partition, holds: hs, seq: s.seq}
+	res.holdSeq = s.seq
+	return true, nil
+}
+
+// execute runs a plan's calls, each through the admission chain, at once:
+// a slow route holds back none of its siblings' calls. It returns one
+// result per step of the plan (the plan's own for a step it settles
+// itself), and false when a call was abandoned: the record is then read
+// again by the partition's next owner.
+func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) ([]decide.Result, bool) {
+	results := make([]decide.Result, len(pl.Steps))
+	got := make([]called, len(pl.Steps))
+	n := pl.Calls()
+	var wg sync.WaitGroup
+	for i, st := range pl.Steps {
+		if st.Action != decide.ActCall {
+			results[i] = st.Result
+			continue
+		}
+		d := &delivery{rec: rec, ln: s.p.target(rec.a.Provider, st.Route.Name).lane}
+		if n == 1 { // the common case: no goroutine
+			got[i] = s.calls(ctx, d)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = s.calls(ctx, d) // each goroutine writes only its own element
+		}()
+	}
+	wg.Wait()
+	for i, st := range pl.Steps {
+		if st.Action != decide.ActCall {
+			continue
+		}
+		if got[i].abandoned {
+			return nil, false
+		}
+		results[i] = got[i].res
+	}
+	return results, true
 }
 
 // settled completes a result with the records the settle's effects

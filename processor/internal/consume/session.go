@@ -428,8 +428,11 @@ func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, e
 // again by the partition's next owner.
 func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) ([]decide.Result, bool) {
 	results := make([]decide.Result, len(pl.Steps))
-	got := make([]called, len(pl.Steps))
 	n := pl.Calls()
+	var got []called // n > 1: each call's goroutine writes only its own element
+	if n > 1 {
+		got = make([]called, len(pl.Steps))
+	}
 	var wg sync.WaitGroup
 	for i, st := range pl.Steps {
 		if st.Action != decide.ActCall {
@@ -438,18 +441,22 @@ func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) 
 		}
 		d := &delivery{rec: rec, ln: s.p.target(rec.a.Provider, st.Route.Name).lane}
 		if n == 1 { // the common case: no goroutine
-			got[i] = s.calls(ctx, d)
+			c := s.calls(ctx, d)
+			if c.abandoned {
+				return nil, false
+			}
+			results[i] = c.res
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i] = s.calls(ctx, d) // each goroutine writes only its own element
+			got[i] = s.calls(ctx, d)
 		}()
 	}
 	wg.Wait()
-	for i, st := range pl.Steps {
-		if st.Action != decide.ActCall {
+	for i := range got {
+		if pl.Steps[i].Action != decide.ActCall {
 			continue
 		}
 		if got[i].abandoned {
@@ -466,12 +473,8 @@ func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) 
 // when the partition went away meanwhile.
 func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, st decide.Settled, ord *ordered) (*result, error) {
 	r, key, a := res.r, string(res.r.Key), pl.In.Arrival
-	byRoute := make(map[string]decide.Result, len(results))
-	for i, step := range pl.Steps {
-		byRoute[step.Route.Name] = results[i]
-	}
 	var err error
-	if res.out.Records, err = s.records(r, a, st.State, st.Effects, byRoute); err != nil {
+	if res.out.Records, err = s.records(r, a, st.State, st.Effects, routeResults{pl.Steps, results}); err != nil {
 		return nil, err
 	}
 	if ord != nil {
@@ -507,6 +510,23 @@ func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, 
 	return res, nil
 }
 
+// routeResults are a plan's steps and their results, in step order.
+type routeResults struct {
+	steps   []decide.RouteStep
+	results []decide.Result
+}
+
+// of is the result of route's step; zero (called, no error) for a route
+// the plan has no step for (unrouted).
+func (rr routeResults) of(route string) decide.Result {
+	for i, st := range rr.steps {
+		if st.Route.Name == route {
+			return rr.results[i]
+		}
+	}
+	return decide.Result{}
+}
+
 // records builds what a settle's effects write, in their order; results
 // are what became of each route's delivery, by route.
 //
@@ -518,11 +538,11 @@ func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, 
 // breaker is parked again at the lane's end. Retry-tier and DLQ copies
 // carry hookline.route too; a topic route's delivery (decide.ToTopic) is
 // the exact record with hookline.route, to its topic.
-func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, results map[string]decide.Result) ([]*kgo.Record, error) {
+func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, results routeResults) ([]*kgo.Record, error) {
 	p := s.p
 	out := make([]*kgo.Record, 0, len(effects))
 	for _, e := range effects {
-		c := results[e.Route]
+		c := results.of(e.Route)
 		switch e.Kind {
 		case decide.ToChangelog:
 			val, err := decide.Encode(next)

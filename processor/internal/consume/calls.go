@@ -29,6 +29,17 @@ import (
 // destination's own answer. The chain is built once (newChain) and each
 // stage can be tested alone.
 
+// called is what became of a route's delivery (decide.Result: called
+// with its answer, or not called and why), and whether it was abandoned.
+type called struct {
+	res decide.Result
+	// abandoned says ctx ended (the partition went away or the processor
+	// stops) before the call was made or answered: that is no attempt and
+	// leaves no trace; the record is read again by the partition's next
+	// owner.
+	abandoned bool
+}
+
 // delivery is one route's call of one record.
 type delivery struct {
 	rec *callRecord
@@ -203,43 +214,4 @@ func destination(ctx context.Context, d *delivery) called {
 	}
 	ln.handler.Observe(took.Seconds())
 	return called{res: decide.Answered(err, took)}
-}
-
-// execute runs a plan's calls, each through the admission chain, at once:
-// a slow route holds back none of its siblings' calls. It returns one
-// result per step of the plan (the plan's own for a step it settles
-// itself), and false when a call was abandoned: the record is then read
-// again by the partition's next owner.
-func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) ([]decide.Result, bool) {
-	results := make([]decide.Result, len(pl.Steps))
-	got := make([]called, len(pl.Steps))
-	n := pl.Calls()
-	var wg sync.WaitGroup
-	for i, st := range pl.Steps {
-		if st.Action != decide.ActCall {
-			results[i] = st.Result
-			continue
-		}
-		d := &delivery{rec: rec, ln: s.p.target(rec.a.Provider, st.Route.Name).lane}
-		if n == 1 { // the common case: no goroutine
-			got[i] = s.calls(ctx, d)
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			got[i] = s.calls(ctx, d) // each goroutine writes only its own element
-		}()
-	}
-	wg.Wait()
-	for i, st := range pl.Steps {
-		if st.Action != decide.ActCall {
-			continue
-		}
-		if got[i].abandoned {
-			return nil, false
-		}
-		results[i] = got[i].res
-	}
-	return results, true
 }

@@ -11,7 +11,10 @@
 //     it whenever finished work is waiting.
 //   - A chain runs the records of one ordering key (by default the
 //     idempotency key) one at a time in offset order, each decision seeing
-//     the state the previous one left, committed or not.
+//     the state the previous one left, committed or not. A record's path
+//     (session.run) is admit, plan (decide.MakePlan), execute (each call
+//     through the admission chain, calls.go), settle (decide.Settle), and
+//     the records its effects write.
 //   - A record to deliver waits for a slot in its destination's lane: each
 //     destination has its own in-flight bound, so a slow one fills only its
 //     own slots (package admission: slots, queue limits, park reasons).

@@ -13,7 +13,6 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/admission"
-	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
 
@@ -60,17 +59,6 @@ func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h 
 	}
 	ln.adm = admission.NewLane(ac)
 	return ln
-}
-
-// called is what became of a route's delivery (decide.Result: called
-// with its answer, or not called and why), and whether it was abandoned.
-type called struct {
-	res decide.Result
-	// abandoned says ctx ended (the partition went away or the processor
-	// stops) before the call was made or answered: that is no attempt and
-	// leaves no trace; the record is read again by the partition's next
-	// owner.
-	abandoned bool
 }
 
 // recordToken is a record's share of the session's pool of finished,

@@ -2,7 +2,6 @@ package consume
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"sync"
 
@@ -10,7 +9,6 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/processor/internal/decide"
-	"github.com/hookline/hookline/processor/internal/state"
 )
 
 // ordered is what the processor knows of an ordered provider's record's
@@ -25,66 +23,6 @@ type ordered struct {
 	holds  decide.Holds
 	// seq is the number of a copy held before (hookline.held); 0: none.
 	seq int
-}
-
-// orderedOf returns the record's entity and holds; nil for a record
-// without hookline.entity (not ordered, or its own entity). ow is the
-// record's partition: an entity its heldKeys do not name has no holds in
-// the store, and costs no read.
-func (s *session) orderedOf(ow *partition, r *kgo.Record, provider string) (*ordered, error) {
-	e, ok := headers.Get(r, headers.Entity)
-	if !ok || e == "" {
-		return nil, nil
-	}
-	o := &ordered{key: decide.EntityKey(provider, e), entity: e}
-	// A number the processor did not write (a hand-made record) counts as
-	// none: the record is held afresh or delivered, never a reason to stop.
-	if n, err := strconv.Atoi(headers.Value(r, headers.Held)); err == nil && n > 0 {
-		o.seq = n
-	}
-	s.mu.Lock()
-	ov, ok := s.overlay[o.key]
-	s.mu.Unlock()
-	if ok {
-		o.holds = ov.holds
-		return o, nil
-	}
-	if !ow.heldKeys().may(o.key) {
-		return o, nil
-	}
-	v, ok, err := s.p.cfg.Store.Get(r.Partition, o.key)
-	if err != nil {
-		return nil, fmt.Errorf("read holds of entity %q: %w", e, err)
-	}
-	if ok {
-		if o.holds, err = decide.DecodeHolds(v); err != nil {
-			return nil, fmt.Errorf("decode holds of entity %q: %w", e, err)
-		}
-	}
-	return o, nil
-}
-
-// holdsChange adds to res the entity's new holds (decide.Settled.Holds,
-// when they changed): its changelog record (placed with the raw record,
-// by hookline.entity), its store change and its overlay entry.
-func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, error) {
-	val, err := decide.EncodeHolds(hs)
-	if err != nil {
-		return false, fmt.Errorf("encode holds of entity %q: %w", o.entity, err)
-	}
-	cr := &kgo.Record{Topic: s.p.cfg.Names.Changelog, Key: []byte(o.key), Value: val,
-		Headers: []kgo.RecordHeader{{Key: headers.Entity, Value: []byte(o.entity)}}}
-	res.out.Records = append(res.out.Records, cr)
-	res.holdChange = &state.Change{Partition: res.r.Partition, Key: o.key, Value: val}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if res.ow.gone() {
-		return false, nil
-	}
-	s.seq++
-	s.overlay[o.key] = overlaid{part: res.r.Partition, holds: hs, seq: s.seq}
-	res.holdSeq = s.seq
-	return true, nil
 }
 
 // setHeld numbers a copy held behind its entity's head (hookline.held), or

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -377,18 +378,120 @@ func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (deci
 	return in, ord, nil
 }
 
+// orderedOf returns the record's entity and holds; nil for a record
+// without hookline.entity (not ordered, or its own entity). ow is the
+// record's partition: an entity its heldKeys do not name has no holds in
+// the store, and costs no read.
+func (s *session) orderedOf(ow *partition, r *kgo.Record, provider string) (*ordered, error) {
+	e, ok := headers.Get(r, headers.Entity)
+	if !ok || e == "" {
+		return nil, nil
+	}
+	o := &ordered{key: decide.EntityKey(provider, e), entity: e}
+	// A number the processor did not write (a hand-made record) counts as
+	// none: the record is held afresh or delivered, never a reason to stop.
+	if n, err := strconv.Atoi(headers.Value(r, headers.Held)); err == nil && n > 0 {
+		o.seq = n
+	}
+	s.mu.Lock()
+	ov, ok := s.overlay[o.key]
+	s.mu.Unlock()
+	if ok {
+		o.holds = ov.holds
+		return o, nil
+	}
+	if !ow.heldKeys().may(o.key) {
+		return o, nil
+	}
+	v, ok, err := s.p.cfg.Store.Get(r.Partition, o.key)
+	if err != nil {
+		return nil, fmt.Errorf("read holds of entity %q: %w", e, err)
+	}
+	if ok {
+		if o.holds, err = decide.DecodeHolds(v); err != nil {
+			return nil, fmt.Errorf("decode holds of entity %q: %w", e, err)
+		}
+	}
+	return o, nil
+}
+
+// holdsChange adds to res the entity's new holds (decide.Settled.Holds,
+// when they changed): its changelog record (placed with the raw record,
+// by hookline.entity), its store change and its overlay entry.
+func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, error) {
+	val, err := decide.EncodeHolds(hs)
+	if err != nil {
+		return false, fmt.Errorf("encode holds of entity %q: %w", o.entity, err)
+	}
+	cr := &kgo.Record{Topic: s.p.cfg.Names.Changelog, Key: []byte(o.key), Value: val,
+		Headers: []kgo.RecordHeader{{Key: headers.Entity, Value: []byte(o.entity)}}}
+	res.out.Records = append(res.out.Records, cr)
+	res.holdChange = &state.Change{Partition: res.r.Partition, Key: o.key, Value: val}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res.ow.gone() {
+		return false, nil
+	}
+	s.seq++
+	s.overlay[o.key] = overlaid{part: res.r.Partition, holds: hs, seq: s.seq}
+	res.holdSeq = s.seq
+	return true, nil
+}
+
+// execute runs a plan's calls, each through the admission chain, at once:
+// a slow route holds back none of its siblings' calls. It returns one
+// result per step of the plan (the plan's own for a step it settles
+// itself), and false when a call was abandoned: the record is then read
+// again by the partition's next owner.
+func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) ([]decide.Result, bool) {
+	results := make([]decide.Result, len(pl.Steps))
+	n := pl.Calls()
+	var got []called // n > 1: each call's goroutine writes only its own element
+	if n > 1 {
+		got = make([]called, len(pl.Steps))
+	}
+	var wg sync.WaitGroup
+	for i, st := range pl.Steps {
+		if st.Action != decide.ActCall {
+			results[i] = st.Result
+			continue
+		}
+		d := &delivery{rec: rec, ln: s.p.target(rec.a.Provider, st.Route.Name).lane}
+		if n == 1 { // the common case: no goroutine
+			c := s.calls(ctx, d)
+			if c.abandoned {
+				return nil, false
+			}
+			results[i] = c.res
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got[i] = s.calls(ctx, d)
+		}()
+	}
+	wg.Wait()
+	for i := range got {
+		if pl.Steps[i].Action != decide.ActCall {
+			continue
+		}
+		if got[i].abandoned {
+			return nil, false
+		}
+		results[i] = got[i].res
+	}
+	return results, true
+}
+
 // settled completes a result with the records the settle's effects
 // write, the key's next state (the store gets its binary form) and the
 // entity's holds when they changed, and puts them in the overlay; nil
 // when the partition went away meanwhile.
 func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, st decide.Settled, ord *ordered) (*result, error) {
 	r, key, a := res.r, string(res.r.Key), pl.In.Arrival
-	byRoute := make(map[string]decide.Result, len(results))
-	for i, step := range pl.Steps {
-		byRoute[step.Route.Name] = results[i]
-	}
 	var err error
-	if res.out.Records, err = s.records(r, a, st.State, st.Effects, byRoute); err != nil {
+	if res.out.Records, err = s.records(r, a, st.State, st.Effects, routeResults{pl.Steps, results}); err != nil {
 		return nil, err
 	}
 	if ord != nil {
@@ -424,6 +527,23 @@ func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, 
 	return res, nil
 }
 
+// routeResults are a plan's steps and their results, in step order.
+type routeResults struct {
+	steps   []decide.RouteStep
+	results []decide.Result
+}
+
+// of is the result of route's step; zero (called, no error) for a route
+// the plan has no step for (unrouted).
+func (rr routeResults) of(route string) decide.Result {
+	for i, st := range rr.steps {
+		if st.Route.Name == route {
+			return rr.results[i]
+		}
+	}
+	return decide.Result{}
+}
+
 // records builds what a settle's effects write, in their order; results
 // are what became of each route's delivery, by route.
 //
@@ -435,11 +555,11 @@ func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, 
 // breaker is parked again at the lane's end. Retry-tier and DLQ copies
 // carry hookline.route too; a topic route's delivery (decide.ToTopic) is
 // the exact record with hookline.route, to its topic.
-func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, results map[string]decide.Result) ([]*kgo.Record, error) {
+func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, results routeResults) ([]*kgo.Record, error) {
 	p := s.p
 	out := make([]*kgo.Record, 0, len(effects))
 	for _, e := range effects {
-		c := results[e.Route]
+		c := results.of(e.Route)
 		switch e.Kind {
 		case decide.ToChangelog:
 			val, err := decide.Encode(next)

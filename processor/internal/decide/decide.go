@@ -1,8 +1,12 @@
-// Package decide is the processor's dedup decision table (DESIGN §6) as pure
-// functions: Admit says whether an arriving record is processed or skipped
-// given its key's state; Step turns what became of a processed record (its
-// call's result, or the reason it was not called) into the key's next state
-// and the records to write (changelog, retry tier, DLQ, lane, outcome).
+// Package decide is the processor's decisions as pure functions: the
+// dedup decision table (DESIGN §6) and the plan and settle around a
+// record's calls. Admit says whether an arriving record is processed or
+// skipped given its key's state; MakePlan says, per route, what to do with
+// a processed record (call, write, hold, park, dead-letter, retry); Settle
+// turns the plan and what became of each route (a Result: called with its
+// answer, or not called and why) into the key's next state, the entity's
+// holds and the records to write (changelog, retry tier, DLQ, lane,
+// outcome, route topic), by Step's table per route.
 // Encode and Decode are the changelog value's JSON form
 // (schemas/state.schema.json).
 //

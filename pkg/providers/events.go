@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/hookline/hookline/pkg/providers/jsonptr"
 )
 
 // MaxKeyLen is the longest idempotency key accepted, in bytes.
@@ -68,12 +70,12 @@ func headerEvents(keyHeader, typeHeader string) eventsFunc {
 
 // objectWith parses b as a JSON object that must hold a string (or number)
 // at field; where names b in the error ("body", "events[2]").
-func objectWith(b []byte, where, field string) (object, string, error) {
-	o, err := parseObject(b)
+func objectWith(b []byte, where, field string) (jsonptr.Object, string, error) {
+	o, err := jsonptr.ParseObject(b)
 	if err != nil {
 		return nil, "", malformed("%s is not a JSON object", where)
 	}
-	v := o.str(field)
+	v := o.Str(field)
 	if v == "" {
 		return nil, "", malformed("%s has no %s", where, field)
 	}
@@ -86,7 +88,7 @@ func stripeEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	if err != nil {
 		return Delivery{}, err
 	}
-	return one(p.Name+":"+id, o.str("type"), body), nil
+	return one(p.Name+":"+id, o.Str("type"), body), nil
 }
 
 // standardEvents: key <name>:<webhook-id>; type from a JSON body's "type"
@@ -98,8 +100,8 @@ func standardEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 		return Delivery{}, malformed("missing %s header", idName)
 	}
 	typ := ""
-	if o, err := parseObject(body); err == nil {
-		typ = o.str("type")
+	if o, err := jsonptr.ParseObject(body); err == nil {
+		typ = o.Str("type")
 	}
 	return one(p.Name+":"+id, typ, body), nil
 }
@@ -108,12 +110,12 @@ func standardEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 // deliveries on event_id, or on the body's hash when there is none (slash
 // commands and interactivity arrive form-encoded); keys are <name>:<...>.
 func slackEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
-	o, err := parseObject(body)
+	o, err := jsonptr.ParseObject(body)
 	if err != nil {
 		return one(p.Name+":"+bodyHash(body), "", body), nil
 	}
-	if o.str("type") == "url_verification" {
-		challenge := o.str("challenge")
+	if o.Str("type") == "url_verification" {
+		challenge := o.Str("challenge")
 		if challenge == "" {
 			return Delivery{}, malformed("url_verification has no challenge")
 		}
@@ -125,12 +127,12 @@ func slackEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 		}
 		return Delivery{Challenge: answer, ChallengeContentType: "application/json"}, nil
 	}
-	typ := o.str("event", "type")
+	typ := o.Str("event", "type")
 	if typ == "" {
-		typ = o.str("type")
+		typ = o.Str("type")
 	}
 	key := p.Name + ":" + bodyHash(body)
-	if id := o.str("event_id"); id != "" {
+	if id := o.Str("event_id"); id != "" {
 		key = p.Name + ":" + id
 	}
 	return one(key, typ, body), nil
@@ -145,16 +147,16 @@ func calcomEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	if err != nil {
 		return Delivery{}, err
 	}
-	id := o.str("payload", "uid")
+	id := o.Str("payload", "uid")
 	if id == "" {
-		id = o.str("payload", "bookingUid")
+		id = o.Str("payload", "bookingUid")
 	}
 	if id == "" {
-		id = o.str("payload", "oooEntry", "uuid")
+		id = o.Str("payload", "oooEntry", "uuid")
 	}
 	if id == "" {
 		id = bodyHash(body)
-	} else if r := o.str("payload", "rescheduleUid"); r != "" {
+	} else if r := o.Str("payload", "rescheduleUid"); r != "" {
 		id += ":" + r
 	}
 	return one(p.Name+":"+trigger+":"+id, trigger, body), nil
@@ -175,8 +177,8 @@ func gocardlessEvents(p *Provider, _ http.Header, body []byte) (Delivery, error)
 		if err != nil {
 			return Delivery{}, err
 		}
-		typ := o.str("resource_type")
-		if action := o.str("action"); action != "" {
+		typ := o.Str("resource_type")
+		if action := o.Str("action"); action != "" {
 			if typ != "" {
 				typ += "."
 			}
@@ -255,7 +257,7 @@ func splitEvents(body []byte) ([][]byte, error) {
 type rule struct {
 	header  string // canonical header name, or ""
 	path    string // the pointer as written, for messages
-	pointer pointer
+	pointer jsonptr.Pointer
 }
 
 // value returns what the rule finds, "" when absent. A JSON rule over a body
@@ -265,14 +267,14 @@ func (r *rule) value(h http.Header, body []byte, strict bool) (string, error) {
 	if r.header != "" {
 		return h.Get(r.header), nil
 	}
-	raw, found, err := r.pointer.lookup(body)
+	raw, found, err := r.pointer.Lookup(body)
 	if err != nil {
 		return "", malformed("%v", err)
 	}
 	if !found {
 		return "", nil
 	}
-	s, ok, isNull := scalar(raw)
+	s, ok, isNull := jsonptr.Scalar(raw)
 	if !ok && !isNull && strict {
 		return "", malformed("value at %s is not a string or a number", r.path)
 	}

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"strings"
+
+	"github.com/hookline/hookline/pkg/providers/jsonptr"
 )
 
 // Preset names, the values of a provider's preset field.
@@ -172,5 +174,5 @@ func presetFor(name string) (preset, bool) {
 // jsonRule is the rule of a preset's JSON pointer: "/a/b", whose tokens
 // hold no "~" (nothing to unescape).
 func jsonRule(path string) *rule {
-	return &rule{path: path, pointer: pointer(strings.Split(path[1:], "/"))}
+	return &rule{path: path, pointer: jsonptr.Pointer(strings.Split(path[1:], "/"))}
 }

@@ -18,6 +18,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hookline/hookline/pkg/providers/jsonptr"
 	"github.com/hookline/hookline/pkg/retry"
 )
 
@@ -563,7 +564,7 @@ func (c *ruleConfig) rules(field string) ([]*rule, error) {
 	}
 	var out []*rule
 	for _, j := range c.JSON {
-		ptr, err := parsePointer(j)
+		ptr, err := jsonptr.Parse(j)
 		if err != nil {
 			return nil, fmt.Errorf("%s.json: %w", field, err)
 		}

@@ -12,6 +12,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers/jsonptr"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -64,7 +65,7 @@ type lazyDoc struct {
 
 func (d *lazyDoc) get(body []byte) (any, bool) {
 	if !d.parsed {
-		d.v, d.ok = decodeJSON(body)
+		d.v, d.ok = jsonptr.Decode(body)
 		d.parsed = true
 	}
 	return d.v, d.ok

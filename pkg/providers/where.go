@@ -9,13 +9,15 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/hookline/hookline/pkg/providers/jsonptr"
 )
 
 // condition is one entry of a route's where: the value the JSON pointer
 // refers to in the body must equal want (JSON equality).
 type condition struct {
 	path    string // as written, for messages
-	pointer pointer
+	pointer jsonptr.Pointer
 	want    any // a tree of decodeJSON's shape
 }
 
@@ -23,7 +25,7 @@ type condition struct {
 // pointer. A pointer that resolves to nothing does not hold. Cost: the
 // pointer's walk and one comparison.
 func (c condition) holds(doc any) bool {
-	got, ok := c.pointer.find(doc)
+	got, ok := c.pointer.Find(doc)
 	return ok && jsonEqual(got, c.want)
 }
 
@@ -40,7 +42,7 @@ func buildWhere(where map[string]yaml.Node) ([]condition, []error) {
 		errs  []error
 	)
 	for _, path := range paths {
-		ptr, err := parsePointer(path)
+		ptr, err := jsonptr.Parse(path)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("where: %w", err))
 			continue

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/hookline/hookline/pkg/providers/glob"
 )
 
 // keyPart is one part of a composite idempotency_key: the value of its
@@ -17,7 +19,7 @@ type keyPart struct {
 	alts     []*rule // tried in order; none with a part of {body_hash: true} alone
 	optional bool
 	bodyHash bool
-	globs    []glob // nil: every event
+	globs    []glob.Glob // nil: every event
 }
 
 // always reports whether the part has a value in every key: it applies to
@@ -89,7 +91,7 @@ func (c *partConfig) build(field string) (keyPart, error) {
 			return keyPart{}, fmt.Errorf("%s.events: empty: list the event types (globs) the part applies to, or leave events out for every event", field)
 		}
 		for _, e := range *c.Events {
-			g, err := compileGlob(e)
+			g, err := glob.Compile(e)
 			if err != nil {
 				return keyPart{}, fmt.Errorf("%s.events: %w", field, err)
 			}
@@ -171,10 +173,10 @@ func checkParts(parts []keyPart, typeRule *rule) error {
 	return nil
 }
 
-func globsString(gs []glob) string {
+func globsString(gs []glob.Glob) string {
 	var s []string
 	for _, g := range gs {
-		s = append(s, g.pattern)
+		s = append(s, g.Pattern())
 	}
 	return strings.Join(s, ",")
 }
@@ -201,7 +203,7 @@ func partsKey(p *Provider, typ string, h http.Header, body []byte) (string, erro
 	b.WriteString(p.Name)
 	var missing []string
 	for _, k := range p.keyParts {
-		if k.globs != nil && !matchesAny(k.globs, typ) {
+		if k.globs != nil && !glob.MatchAny(k.globs, typ) {
 			continue
 		}
 		var v string

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hookline/hookline/pkg/providers/glob"
 	"github.com/hookline/hookline/pkg/providers/jsonptr"
 )
 
@@ -161,7 +162,7 @@ func presetFor(name string) (preset, bool) {
 			keyParts: []keyPart{
 				{alts: []*rule{typ}},
 				{alts: []*rule{jsonRule("/call/call_id"), jsonRule("/call_id")}, bodyHash: true},
-				{alts: []*rule{jsonRule("/call/end_timestamp")}, optional: true, globs: []glob{{pattern: "call_ended", parts: []string{"call_ended"}}}},
+				{alts: []*rule{jsonRule("/call/end_timestamp")}, optional: true, globs: []glob.Glob{glob.MustCompile("call_ended")}},
 			},
 			typeRule: typ,
 		}, true

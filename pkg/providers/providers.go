@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers/glob"
 )
 
 // Defaults for the providers file.
@@ -71,7 +72,7 @@ type Provider struct {
 	// '*'; globs the other patterns, in route then list order
 	// (EventTypeLabel).
 	literals map[string]struct{}
-	globs    []glob
+	globs    []glob.Glob
 
 	secrets   []secret // first is used by Sign; any one verifying is enough
 	scheme    *scheme  // nil: unsigned (generic with signature: {none: true})

@@ -11,7 +11,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers/glob"
 	"github.com/hookline/hookline/pkg/providers/jsonptr"
 	"github.com/hookline/hookline/pkg/topics"
 )
@@ -41,7 +41,7 @@ type Route struct {
 	// records are delivered at once.
 	HoldOnDead bool
 
-	globs []glob      // Events compiled
+	globs []glob.Glob // Events compiled
 	where []condition // nil: no condition on the body
 }
 
@@ -72,7 +72,7 @@ func (d *lazyDoc) get(body []byte) (any, bool) {
 }
 
 func (rt *Route) matches(eventType string, body []byte, doc *lazyDoc) bool {
-	if rt.globs != nil && !matchesAny(rt.globs, eventType) {
+	if rt.globs != nil && !glob.MatchAny(rt.globs, eventType) {
 		return false
 	}
 	if len(rt.where) == 0 {
@@ -88,18 +88,6 @@ func (rt *Route) matches(eventType string, body []byte, doc *lazyDoc) bool {
 		}
 	}
 	return true
-}
-
-func matchesAny(globs []glob, eventType string) bool {
-	if eventType == "" {
-		return false
-	}
-	for _, g := range globs {
-		if g.match(eventType) {
-			return true
-		}
-	}
-	return false
 }
 
 // Routes returns the provider's routes in name order: those of its
@@ -149,8 +137,8 @@ func (p *Provider) EventTypeLabel(eventType string) string {
 	}
 	if eventType != "" {
 		for _, g := range p.globs {
-			if g.match(eventType) {
-				return g.pattern
+			if g.Match(eventType) {
+				return g.Pattern()
 			}
 		}
 	}
@@ -272,14 +260,14 @@ func (p *Provider) defaultRoute() {
 func (p *Provider) indexEventTypes() {
 	for _, rt := range p.routes {
 		for _, g := range rt.globs {
-			if !g.literal() {
+			if !g.Literal() {
 				p.globs = append(p.globs, g)
 				continue
 			}
 			if p.literals == nil {
 				p.literals = map[string]struct{}{}
 			}
-			p.literals[g.pattern] = struct{}{}
+			p.literals[g.Pattern()] = struct{}{}
 		}
 	}
 }
@@ -298,7 +286,7 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 			errs = append(errs, fmt.Errorf("events: empty: list event type globs, or leave events out for every event"))
 		}
 		for _, e := range *c.Events {
-			g, err := compileGlob(e)
+			g, err := glob.Compile(e)
 			switch {
 			case err != nil:
 				errs = append(errs, fmt.Errorf("events: %w", err))
@@ -383,53 +371,6 @@ func (c *signingConfig) build(lookupEnv func(string) (string, bool), mode secret
 	return s, errs
 }
 
-// glob is an event type pattern: '*' matches any run of characters (dots
-// included, none too), every other character itself.
-type glob struct {
-	pattern string
-	parts   []string // pattern split at each '*'
-}
-
-// compileGlob checks an events entry: a possible event type (at most 256
-// printable bytes, headers.CheckEventType) where '*' is the wildcard, not
-// empty and without "**".
-func compileGlob(pattern string) (glob, error) {
-	switch {
-	case pattern == "":
-		return glob{}, fmt.Errorf("an entry is empty: want an event type or a glob such as invoice.*")
-	case strings.Contains(pattern, "**"):
-		return glob{}, fmt.Errorf("%q: ** is the same as *: write one", pattern)
-	}
-	if err := headers.CheckEventType(pattern); err != nil {
-		return glob{}, fmt.Errorf("%q can match no event type: %w", pattern, err)
-	}
-	return glob{pattern: pattern, parts: strings.Split(pattern, "*")}, nil
-}
-
-// literal reports whether the pattern has no '*'.
-func (g glob) literal() bool { return len(g.parts) == 1 }
-
-// match reports whether s matches the pattern. Cost: a prefix and suffix
-// check and one search per inner part; no allocation.
-func (g glob) match(s string) bool {
-	if g.literal() {
-		return s == g.pattern
-	}
-	first, last := g.parts[0], g.parts[len(g.parts)-1]
-	if !strings.HasPrefix(s, first) {
-		return false
-	}
-	s = s[len(first):]
-	for _, part := range g.parts[1 : len(g.parts)-1] {
-		i := strings.Index(s, part)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(part):]
-	}
-	return strings.HasSuffix(s, last)
-}
-
 // checkTopic checks a topic destination's name: a name Kafka takes
 // (topics.CheckName), and not one of Kafka's internal topics ("__...").
 func checkTopic(name string) error {
@@ -445,14 +386,14 @@ func checkTopic(name string) error {
 // EventFilter is a list of event type globs written as a route's events:
 // for tools that narrow a set of events by type (dlq backfill --events).
 // The zero EventFilter matches every event type.
-type EventFilter struct{ globs []glob }
+type EventFilter struct{ globs []glob.Glob }
 
 // ParseEventFilter compiles patterns as a route's events entries; none
 // gives the filter that matches every event type.
 func ParseEventFilter(patterns []string) (EventFilter, error) {
 	var f EventFilter
 	for _, p := range patterns {
-		g, err := compileGlob(p)
+		g, err := glob.Compile(p)
 		if err != nil {
 			return EventFilter{}, err
 		}
@@ -464,5 +405,5 @@ func ParseEventFilter(patterns []string) (EventFilter, error) {
 // Match reports whether eventType matches one of the filter's globs (an
 // empty eventType matches only the zero filter).
 func (f EventFilter) Match(eventType string) bool {
-	return f.globs == nil || matchesAny(f.globs, eventType)
+	return f.globs == nil || glob.MatchAny(f.globs, eventType)
 }

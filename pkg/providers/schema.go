@@ -11,6 +11,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
+
+	"github.com/hookline/hookline/pkg/providers/glob"
 )
 
 // Payload schemas. A provider's schema: in the providers file is a JSON
@@ -57,7 +59,7 @@ func (e *PayloadError) Error() string {
 // schemaEntry is one entry of schema: the glob ("*" for a schema of every
 // event) and its compiled file.
 type schemaEntry struct {
-	glob   glob
+	events glob.Glob
 	file   string // as written in the providers file
 	schema *jsonschema.Schema
 }
@@ -115,11 +117,11 @@ func (c *providerConfig) buildSchemas(p *Provider, dir string) []error {
 		if err != nil {
 			return append(errs, fmt.Errorf("schema: %w", err))
 		}
-		p.schemas = []schemaEntry{{glob: glob{pattern: "*", parts: []string{"", ""}}, file: c.Schema.path, schema: s}}
+		p.schemas = []schemaEntry{{events: glob.MustCompile("*"), file: c.Schema.path, schema: s}}
 		return errs
 	}
 	for _, e := range c.Schema.entries {
-		g, err := compileGlob(e[0])
+		g, err := glob.Compile(e[0])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("schema: %w", err))
 			continue
@@ -133,7 +135,7 @@ func (c *providerConfig) buildSchemas(p *Provider, dir string) []error {
 			errs = append(errs, fmt.Errorf("schema[%q]: %w", e[0], err))
 			continue
 		}
-		p.schemas = append(p.schemas, schemaEntry{glob: g, file: e[1], schema: s})
+		p.schemas = append(p.schemas, schemaEntry{events: g, file: e[1], schema: s})
 	}
 	return errs
 }
@@ -168,14 +170,14 @@ func (p *Provider) schemaFor(eventType string) *schemaEntry {
 	for i := range p.schemas {
 		e := &p.schemas[i]
 		switch {
-		case eventType == "" && e.glob.pattern != "*":
+		case eventType == "" && e.events.Pattern() != "*":
 			continue
-		case e.glob.literal() && e.glob.pattern == eventType:
+		case e.events.Literal() && e.events.Pattern() == eventType:
 			return e
-		case !e.glob.match(eventType):
+		case !e.events.Match(eventType):
 			continue
 		}
-		if n := len(e.glob.pattern) - strings.Count(e.glob.pattern, "*"); n > bestLen {
+		if n := len(e.events.Pattern()) - strings.Count(e.events.Pattern(), "*"); n > bestLen {
 			best, bestLen = e, n
 		}
 	}

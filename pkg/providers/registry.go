@@ -19,6 +19,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookline/hookline/pkg/providers/jsonptr"
+	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/retry"
 )
 
@@ -404,7 +405,7 @@ func (c *retryConfig) build() (*RetryPolicy, error) {
 // "default" has the provider-level one), the retry schedule all restricted
 // to the policy's tiers (retry.Schedule.Only; no tiers: a schedule that
 // sends every retryable failure to the DLQ as exhausted), keyed by
-// RouteKey(provider, route); routes without one are not in the map and use
+// route.Key(provider, route); routes without one are not in the map and use
 // all. The error names every provider and route whose tiers are not a
 // subset of all in order, and the allowed values; a provider-level retry
 // is checked even when the provider has no destination. Cost: one Only
@@ -430,7 +431,7 @@ func (r *Registry) RetrySchedules(all retry.Schedule) (map[string]retry.Schedule
 			case err != nil:
 				errs = append(errs, fmt.Errorf("provider %q: route %q: retry.tiers: %w", name, rt.Name, err))
 			default:
-				out[RouteKey(name, rt.Name)] = s
+				out[route.Key(name, rt.Name)] = s
 			}
 		}
 	}

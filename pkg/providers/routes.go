@@ -12,17 +12,9 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookline/hookline/pkg/providers/glob"
-	"github.com/hookline/hookline/pkg/providers/jsonptr"
+	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/topics"
 )
-
-// DefaultRoute is the name of the one route a provider-level destination
-// makes (a provider without routes:).
-const DefaultRoute = "default"
-
-// RouteKey is "provider/route": the key of per-route maps (retry schedules,
-// slots, breakers). Cost: one string concatenation.
-func RouteKey(provider, route string) string { return provider + "/" + route }
 
 // Route is one way out for a provider's events: the events it takes (event
 // type globs and where conditions), where they go and with which policy.
@@ -41,8 +33,7 @@ type Route struct {
 	// records are delivered at once.
 	HoldOnDead bool
 
-	globs []glob.Glob // Events compiled
-	where []condition // nil: no condition on the body
+	match route.Matcher // Events compiled and where
 }
 
 // Matches reports whether an event of eventType with body goes to the
@@ -52,42 +43,8 @@ type Route struct {
 // matches only a route without Events. Cost: no allocation for a route
 // without where; with where, one parse of the body.
 func (rt *Route) Matches(eventType string, body []byte) bool {
-	var doc lazyDoc
-	return rt.matches(eventType, body, &doc)
-}
-
-// lazyDoc is a body parsed at most once, the first time a where condition
-// needs it, however many routes look at it.
-type lazyDoc struct {
-	parsed, ok bool
-	v          any
-}
-
-func (d *lazyDoc) get(body []byte) (any, bool) {
-	if !d.parsed {
-		d.v, d.ok = jsonptr.Decode(body)
-		d.parsed = true
-	}
-	return d.v, d.ok
-}
-
-func (rt *Route) matches(eventType string, body []byte, doc *lazyDoc) bool {
-	if rt.globs != nil && !glob.MatchAny(rt.globs, eventType) {
-		return false
-	}
-	if len(rt.where) == 0 {
-		return true
-	}
-	v, ok := doc.get(body)
-	if !ok {
-		return false
-	}
-	for _, c := range rt.where {
-		if !c.holds(v) {
-			return false
-		}
-	}
-	return true
+	var doc route.Doc
+	return rt.match.Match(eventType, body, &doc)
 }
 
 // Routes returns the provider's routes in name order: those of its
@@ -112,9 +69,9 @@ func (p *Provider) Route(name string) (*Route, bool) {
 // is unrouted. Cost: no allocation when dst has room and no route has a
 // where; with where, one parse of the body whatever the number of routes.
 func (p *Provider) Match(eventType string, body []byte, dst []*Route) []*Route {
-	var doc lazyDoc
+	var doc route.Doc
 	for _, rt := range p.routes {
-		if rt.matches(eventType, body, &doc) {
+		if rt.match.Match(eventType, body, &doc) {
 			dst = append(dst, rt)
 		}
 	}
@@ -253,13 +210,13 @@ func (p *Provider) defaultRoute() {
 	if p.Destination == nil {
 		return
 	}
-	p.routes = []*Route{{Name: DefaultRoute, Destination: p.Destination, Priority: p.Priority, Retry: p.Retry}}
+	p.routes = []*Route{{Name: route.Default, Destination: p.Destination, Priority: p.Priority, Retry: p.Retry}}
 }
 
 // indexEventTypes fills the tables of EventTypeLabel.
 func (p *Provider) indexEventTypes() {
 	for _, rt := range p.routes {
-		for _, g := range rt.globs {
+		for _, g := range rt.match.Globs {
 			if !g.Literal() {
 				p.globs = append(p.globs, g)
 				continue
@@ -294,12 +251,12 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 				errs = append(errs, fmt.Errorf("events: %q is listed twice", e))
 			default:
 				rt.Events = append(rt.Events, e)
-				rt.globs = append(rt.globs, g)
+				rt.match.Globs = append(rt.match.Globs, g)
 			}
 		}
 	}
 	var werrs []error
-	rt.where, werrs = buildWhere(c.Where)
+	rt.match.Where, werrs = route.ParseWhere(c.Where)
 	errs = append(errs, werrs...)
 	if c.Destination == nil {
 		errs = append(errs, fmt.Errorf("destination: required: {url: ...} or {topic: ...}"))
@@ -381,29 +338,4 @@ func checkTopic(name string) error {
 		return fmt.Errorf("%q: names starting with __ are Kafka's internal topics", name)
 	}
 	return nil
-}
-
-// EventFilter is a list of event type globs written as a route's events:
-// for tools that narrow a set of events by type (dlq backfill --events).
-// The zero EventFilter matches every event type.
-type EventFilter struct{ globs []glob.Glob }
-
-// ParseEventFilter compiles patterns as a route's events entries; none
-// gives the filter that matches every event type.
-func ParseEventFilter(patterns []string) (EventFilter, error) {
-	var f EventFilter
-	for _, p := range patterns {
-		g, err := glob.Compile(p)
-		if err != nil {
-			return EventFilter{}, err
-		}
-		f.globs = append(f.globs, g)
-	}
-	return f, nil
-}
-
-// Match reports whether eventType matches one of the filter's globs (an
-// empty eventType matches only the zero filter).
-func (f EventFilter) Match(eventType string) bool {
-	return f.globs == nil || glob.MatchAny(f.globs, eventType)
 }

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookline/hookline/pkg/providers/route"
 )
 
 // issueExample is the providers file of issue 22.
@@ -108,7 +110,7 @@ func TestParseRoutes(t *testing.T) {
 	if _, ok := p.Route("zzz"); ok {
 		t.Fatal("Route(zzz) found a route")
 	}
-	if got := RouteKey("stripe", "billing"); got != "stripe/billing" {
+	if got := route.Key("stripe", "billing"); got != "stripe/billing" {
 		t.Fatalf("RouteKey = %q", got)
 	}
 }
@@ -134,10 +136,10 @@ providers:
 		t.Fatalf("Routes = %v, want one", routeNames(rts))
 	}
 	rt := rts[0]
-	if rt.Name != DefaultRoute || rt.Destination != p.Destination || rt.Retry != p.Retry || rt.Priority != PriorityHigh || rt.Events != nil || rt.Signing != nil {
+	if rt.Name != route.Default || rt.Destination != p.Destination || rt.Retry != p.Retry || rt.Priority != PriorityHigh || rt.Events != nil || rt.Signing != nil {
 		t.Fatalf("default route %+v, want the provider's destination, retry and priority", rt)
 	}
-	if got, ok := p.Route(DefaultRoute); !ok || got != rt {
+	if got, ok := p.Route(route.Default); !ok || got != rt {
 		t.Fatalf("Route(default) = %v, %v", got, ok)
 	}
 	for _, typ := range []string{"invoice.paid", "", "anything at all"} {
@@ -157,7 +159,7 @@ providers:
 		t.Fatalf("Match on a provider that delivers nowhere = %v", got)
 	}
 	named := mustGet(t, r, "named")
-	if rt, ok := named.Route(DefaultRoute); !ok || rt.Destination.URL != "http://y/" {
+	if rt, ok := named.Route(route.Default); !ok || rt.Destination.URL != "http://y/" {
 		t.Fatalf("a route named default: %v %v", rt, ok)
 	}
 	if got := r.RouteTopics(); !slices.Equal(got, []string{"audit"}) {
@@ -408,37 +410,6 @@ func TestMatch(t *testing.T) {
 	}
 }
 
-func TestNumberEqual(t *testing.T) {
-	cases := []struct {
-		a, b string
-		want bool
-	}{
-		{"1", "1", true},
-		{"1", "1.0", true},
-		{"1", "1e0", true},
-		{"1", "10e-1", true},
-		{"100", "1E2", true},
-		{"100", "1e+2", true},
-		{"0", "-0", true},
-		{"0", "0.000e5", true},
-		{"-1.5", "-15e-1", true},
-		{"1", "-1", false},
-		{"1", "1.0000000000000000000001", false},
-		{"9007199254740993", "9007199254740992", false}, // beyond float64
-		{"1e400", "10e399", true},
-		{"1e99999999999999999999", "1e99999999999999999999", true}, // exponent out of range: by text
-		{"1e99999999999999999999", "10e99999999999999999998", false},
-	}
-	for _, tc := range cases {
-		if got := numberEqual(json.Number(tc.a), json.Number(tc.b)); got != tc.want {
-			t.Errorf("numberEqual(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
-		}
-		if got := numberEqual(json.Number(tc.b), json.Number(tc.a)); got != tc.want {
-			t.Errorf("numberEqual(%s, %s) = %v, want %v", tc.b, tc.a, got, tc.want)
-		}
-	}
-}
-
 // TestEventTypeLabel: the label is an events entry or "other", never what
 // the provider sent unless a route names it.
 func TestEventTypeLabel(t *testing.T) {
@@ -631,23 +602,5 @@ func TestSigningIsRedacted(t *testing.T) {
 		if strings.Contains(out, fmt.Sprint([]byte(testSigningKey1))[1:10]) {
 			t.Fatalf("%q shows secret bytes", out)
 		}
-	}
-}
-
-func TestEventFilter(t *testing.T) {
-	f, err := ParseEventFilter([]string{"invoice.*", "charge.refunded"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ev, want := range map[string]bool{"invoice.paid": true, "charge.refunded": true, "charge.failed": false, "": false} {
-		if got := f.Match(ev); got != want {
-			t.Errorf("Match(%q) = %v, want %v", ev, got, want)
-		}
-	}
-	if all := (EventFilter{}); !all.Match("") || !all.Match("x") {
-		t.Error("the zero filter refused an event type")
-	}
-	if _, err := ParseEventFilter([]string{"a**"}); err == nil {
-		t.Error("a** was accepted")
 	}
 }

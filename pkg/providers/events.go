@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/hookline/hookline/pkg/providers/jsonptr"
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // MaxKeyLen is the longest idempotency key accepted, in bytes.
@@ -94,7 +95,7 @@ func stripeEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 // standardEvents: key <name>:<webhook-id>; type from a JSON body's "type"
 // when there is one.
 func standardEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
-	idName, _, _ := standardHeaders(h)
+	idName, _, _ := signature.StandardHeaders(h)
 	id := h.Get(idName)
 	if id == "" {
 		return Delivery{}, malformed("missing %s header", idName)

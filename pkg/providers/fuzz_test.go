@@ -9,6 +9,8 @@ import (
 	"time"
 	"unicode"
 	"unsafe"
+
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // fuzzSigHeaders are every signature header of testYAML's providers; the
@@ -39,7 +41,7 @@ func fuzzVerifyHeaders(sig, ts, id string, svix bool) http.Header {
 }
 
 // FuzzVerify: Verify over arbitrary signature headers and bodies, for every
-// preset, never panics, and refuses only with a *SignatureError of a known
+// preset, never panics, and refuses only with a *signature.Error of a known
 // reason.
 func FuzzVerify(f *testing.F) {
 	r := testRegistry(f)
@@ -71,12 +73,12 @@ func FuzzVerify(f *testing.F) {
 			if err == nil {
 				continue
 			}
-			var se *SignatureError
+			var se *signature.Error
 			if !errors.As(err, &se) {
-				t.Fatalf("%s: Verify error %T %v, want *SignatureError", name, err, err)
+				t.Fatalf("%s: Verify error %T %v, want *signature.Error", name, err, err)
 			}
 			switch se.Reason {
-			case ReasonMissing, ReasonMalformed, ReasonMismatch, ReasonStale:
+			case signature.ReasonMissing, signature.ReasonMalformed, signature.ReasonMismatch, signature.ReasonStale:
 			default:
 				t.Fatalf("%s: unknown reason %q", name, se.Reason)
 			}

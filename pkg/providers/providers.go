@@ -30,6 +30,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // Defaults for the providers file.
@@ -74,8 +75,8 @@ type Provider struct {
 	literals map[string]struct{}
 	globs    []glob.Glob
 
-	secrets   []secret // first is used by Sign; any one verifying is enough
-	scheme    *scheme  // nil: unsigned (generic with signature: {none: true})
+	secrets   []signature.Secret // first is used by Sign; any one verifying is enough
+	scheme    *signature.Scheme  // nil: unsigned (generic with signature: {none: true})
 	tolerance time.Duration
 	accept    []string // media types; nil accepts any
 	events    eventsFunc
@@ -222,14 +223,14 @@ func (p *Provider) CheckContentType(contentType string) error {
 // Verify checks the request's signature over the raw body with each of the
 // provider's secrets (any one verifying is enough), in constant time, and for
 // timestamped presets checks the timestamp is within the tolerance of now in
-// either direction. It returns a *SignatureError (401) with Reason missing,
+// either direction. It returns a *signature.Error (401) with Reason missing,
 // malformed, mismatch or stale. An explicitly unsigned generic provider
 // always verifies. Cost: one HMAC over the body per secret tried.
 func (p *Provider) Verify(h http.Header, body []byte, now time.Time) error {
 	if p.scheme == nil {
 		return nil
 	}
-	return p.scheme.verify(p.secrets, h, body, now, p.tolerance)
+	return p.scheme.Verify(p.secrets, h, body, now, p.tolerance)
 }
 
 // CheckSignatureHeaders checks what Verify checks without the body: the
@@ -241,8 +242,7 @@ func (p *Provider) CheckSignatureHeaders(h http.Header, now time.Time) error {
 	if p.scheme == nil {
 		return nil
 	}
-	_, err := p.scheme.precheck(h, now, p.tolerance)
-	return err
+	return p.scheme.Precheck(h, now, p.tolerance)
 }
 
 // Events derives the records of a verified request: idempotency keys, event
@@ -286,7 +286,7 @@ func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
 // no capture to forge a delivery: there is nothing to recognise. Cost:
 // a look at a few header names.
 func (p *Provider) RecognisesReplays() bool {
-	return p.scheme != nil && (!p.scheme.timestamped || len(p.unsignedKeyHeaders()) > 0)
+	return p.scheme != nil && (!p.scheme.Timestamped() || len(p.unsignedKeyHeaders()) > 0)
 }
 
 // unsignedKeyHeaders returns the headers the key or event type may come
@@ -294,7 +294,7 @@ func (p *Provider) RecognisesReplays() bool {
 func (p *Provider) unsignedKeyHeaders() []string {
 	var out []string
 	for _, h := range p.keyHeaders {
-		if p.scheme == nil || !p.scheme.covers(h) {
+		if p.scheme == nil || !p.scheme.Covers(h) {
 			out = append(out, h)
 		}
 	}
@@ -314,9 +314,9 @@ func (p *Provider) unsignedKeyHeaders() []string {
 // SHA-256 over the body.
 func (p *Provider) SignedDigest(h http.Header, body []byte) ([sha256.Size]byte, error) {
 	if p.scheme == nil {
-		return digestOf(p.Name, body), nil
+		return signature.DigestOf(p.Name, body), nil
 	}
-	return p.scheme.digest(p.Name, h, body)
+	return p.scheme.Digest(p.Name, h, body)
 }
 
 // ForwardHeaders returns the provider's allowlisted headers present in h
@@ -343,7 +343,7 @@ func (p *Provider) Sign(body []byte, now time.Time, h http.Header) error {
 	if len(p.secrets) == 0 {
 		return fmt.Errorf("sign: provider %q has no secret", p.Name)
 	}
-	p.scheme.sign(p.secrets[0], body, now, h)
+	p.scheme.Sign(p.secrets[0], body, now, h)
 	return nil
 }
 

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/providers/jsonptr"
 	"github.com/hookline/hookline/pkg/providers/route"
+	"github.com/hookline/hookline/pkg/providers/signature"
 	"github.com/hookline/hookline/pkg/retry"
 )
 
@@ -164,7 +165,7 @@ type providerConfig struct {
 	SecretEnv      stringList         `yaml:"secret_env"`
 	DedupTTL       string             `yaml:"dedup_ttl"`
 	Destination    *destinationConfig `yaml:"destination"`
-	Signature      *SignatureConfig   `yaml:"signature"`
+	Signature      *signature.Config  `yaml:"signature"`
 	IdempotencyKey *ruleConfig        `yaml:"idempotency_key"`
 	EventType      *ruleConfig        `yaml:"event_type"`
 	RateLimit      *rateLimitConfig   `yaml:"rate_limit"`
@@ -271,7 +272,7 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 		DedupTTL:   DefaultDedupTTL,
 		Priority:   PriorityNormal,
 		scheme:     pre.scheme,
-		tolerance:  DefaultTolerance,
+		tolerance:  signature.DefaultTolerance,
 		accept:     pre.accept,
 		events:     pre.events,
 		keyHeaders: pre.keyHeaders,
@@ -448,7 +449,7 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 	if c.Signature == nil {
 		errs = append(errs, fmt.Errorf("signature: required for a generic provider: {header, algorithm, encoding, prefix}, or {none: true} to accept unsigned deliveries"))
 	} else {
-		s, err := c.Signature.scheme()
+		s, err := c.Signature.Scheme()
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -572,7 +573,7 @@ func (c *ruleConfig) rules(field string) ([]*rule, error) {
 		out = append(out, &rule{path: j, pointer: ptr})
 	}
 	for _, h := range c.Header {
-		if !validHeaderName(h) {
+		if !signature.ValidHeaderName(h) {
 			return nil, fmt.Errorf("%s.header: %q is not a valid HTTP header name", field, h)
 		}
 		out = append(out, &rule{header: http.CanonicalHeaderKey(h)})
@@ -661,7 +662,7 @@ func parseDuration(s string) (time.Duration, error) {
 
 // readSecret reads and decodes one secret. Errors name the variable, never
 // its value.
-func readSecret(pre preset, env string, lookupEnv func(string) (string, bool)) (secret, error) {
+func readSecret(pre preset, env string, lookupEnv func(string) (string, bool)) (signature.Secret, error) {
 	if env == "" {
 		return nil, fmt.Errorf("an entry is empty: want an environment variable name")
 	}

@@ -31,7 +31,9 @@ func (p *Provider) RequestHeaders() []RequestHeader {
 	var out []RequestHeader
 	var all []RequestHeader
 	if p.scheme != nil {
-		all = append(all, p.scheme.headers...)
+		for _, h := range p.scheme.Headers() {
+			all = append(all, RequestHeader(h))
+		}
 	}
 	for _, h := range append(all, p.keyDocs...) {
 		i := slices.IndexFunc(out, func(o RequestHeader) bool {

@@ -30,6 +30,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/schema"
 	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
@@ -90,9 +91,9 @@ type Provider struct {
 	// keyParts is a composite idempotency_key (generic: two or more json or
 	// header entries, or parts; retell's own); nil for a single keyRule.
 	keyParts []keyPart
-	// schemas are schema: compiled, in file order (schema.go); nil: bodies
+	// schemas are schema: compiled, in file order (schema.go); empty: bodies
 	// are not checked. rejectInvalid is on_invalid: reject.
-	schemas       []schemaEntry
+	schemas       schema.Set
 	rejectInvalid bool
 	// orderRule is ordering: the rule that names an event's entity; nil:
 	// the provider is not ordered (ordering.go).

@@ -253,44 +253,6 @@ func splitEvents(body []byte) ([][]byte, error) {
 	return events, nil
 }
 
-// rule is a generic provider's idempotency_key or event_type: a header, or a
-// JSON pointer into the body.
-type rule struct {
-	header  string // canonical header name, or ""
-	path    string // the pointer as written, for messages
-	pointer jsonptr.Pointer
-}
-
-// value returns what the rule finds, "" when absent. A JSON rule over a body
-// that is not JSON is a MalformedError; so is, when strict, a value that is
-// neither a string nor a number.
-func (r *rule) value(h http.Header, body []byte, strict bool) (string, error) {
-	if r.header != "" {
-		return h.Get(r.header), nil
-	}
-	raw, found, err := r.pointer.Lookup(body)
-	if err != nil {
-		return "", malformed("%v", err)
-	}
-	if !found {
-		return "", nil
-	}
-	s, ok, isNull := jsonptr.Scalar(raw)
-	if !ok && !isNull && strict {
-		return "", malformed("value at %s is not a string or a number", r.path)
-	}
-	return s, nil
-}
-
-// String names the rule as the providers file does: the header's name or
-// the JSON pointer.
-func (r *rule) String() string {
-	if r.header != "" {
-		return "header " + r.header
-	}
-	return "json " + r.path
-}
-
 const headerIdempotencyKey = "Idempotency-Key"
 
 // genericEvents (generic and retell): key <name>:<configured rule>, else
@@ -302,9 +264,9 @@ const headerIdempotencyKey = "Idempotency-Key"
 func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 	var typ string
 	if p.typeRule != nil {
-		v, err := p.typeRule.value(h, body, false)
+		v, err := p.typeRule.Value(h, body, false)
 		if err != nil {
-			return Delivery{}, err
+			return Delivery{}, malformed("%v", err)
 		}
 		typ = v
 	}
@@ -317,9 +279,9 @@ func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 		key = k
 	}
 	if p.keyRule != nil {
-		v, err := p.keyRule.value(h, body, true)
+		v, err := p.keyRule.Value(h, body, true)
 		if err != nil {
-			return Delivery{}, err
+			return Delivery{}, malformed("%v", err)
 		}
 		if v != "" {
 			key = p.Name + ":" + v

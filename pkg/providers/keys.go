@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/rule"
 )
 
 // keyPart is one part of a composite idempotency_key: the value of its
@@ -16,7 +17,7 @@ import (
 // whose type matches one of them and is left out of the key of every other
 // event.
 type keyPart struct {
-	alts     []*rule // tried in order; none with a part of {body_hash: true} alone
+	alts     []*rule.Rule // tried in order; none with a part of {body_hash: true} alone
 	optional bool
 	bodyHash bool
 	globs    []glob.Glob // nil: every event
@@ -42,7 +43,7 @@ func (k keyPart) String() string {
 // carriesType reports whether the part is the event type itself: present
 // in every key (required, no events), and read from nowhere but where
 // event_type reads it.
-func (k keyPart) carriesType(typeRule *rule) bool {
+func (k keyPart) carriesType(typeRule *rule.Rule) bool {
 	return typeRule != nil && k.always() && !k.bodyHash && len(k.alts) == 1 && k.alts[0].String() == typeRule.String()
 }
 
@@ -80,7 +81,7 @@ func (c *partConfig) build(field string) (keyPart, error) {
 			return keyPart{}, err
 		}
 		for i, r := range alts {
-			if slices.ContainsFunc(alts[:i], func(o *rule) bool { return o.String() == r.String() }) {
+			if slices.ContainsFunc(alts[:i], func(o *rule.Rule) bool { return o.String() == r.String() }) {
 				return keyPart{}, fmt.Errorf("%s: %s is listed twice", field, r)
 			}
 		}
@@ -103,7 +104,7 @@ func (c *partConfig) build(field string) (keyPart, error) {
 
 // buildParts reads idempotency_key.parts and checks the whole rule with
 // checkParts.
-func buildParts(cfgs []*partConfig, typeRule *rule) ([]keyPart, error) {
+func buildParts(cfgs []*partConfig, typeRule *rule.Rule) ([]keyPart, error) {
 	switch {
 	case len(cfgs) == 0:
 		return nil, fmt.Errorf("idempotency_key.parts: empty: list at least one part")
@@ -147,7 +148,7 @@ func buildParts(cfgs []*partConfig, typeRule *rule) ([]keyPart, error) {
 // refused too. What no static check can see is whether the parts that
 // remain identify an event: a rule of one part {json: /call_id} gives
 // every event of a call one key, as its author asked.
-func checkParts(parts []keyPart, typeRule *rule) error {
+func checkParts(parts []keyPart, typeRule *rule.Rule) error {
 	hasType := slices.ContainsFunc(parts, func(k keyPart) bool { return k.carriesType(typeRule) })
 	hasHash := slices.ContainsFunc(parts, func(k keyPart) bool { return k.bodyHash })
 	seen := map[string]int{}
@@ -162,12 +163,12 @@ func checkParts(parts []keyPart, typeRule *rule) error {
 		case k.globs != nil && typeRule == nil:
 			return fmt.Errorf("%s.events: the part applies by event type, but the provider has no event_type", field)
 		case k.globs != nil && !hasType:
-			return fmt.Errorf("%s.events: the part is left out of the key of events of other types, so two of those would share a key whenever the other parts match: add the event type as a part of its own, {%s}, required and without events", field, ruleYAML(typeRule))
+			return fmt.Errorf("%s.events: the part is left out of the key of events of other types, so two of those would share a key whenever the other parts match: add the event type as a part of its own, {%s}, required and without events", field, typeRule.YAML())
 		case k.optional && !hasType && !hasHash:
 			if typeRule == nil {
 				return fmt.Errorf("%s.optional: events without %s would be keyed on the other parts alone: add a part with body_hash: true (an id, else the body's hash), or an event_type and the event type as a part", field, k)
 			}
-			return fmt.Errorf("%s.optional: events without %s would be keyed on the other parts alone: add the event type as a part of its own, {%s}, or a part with body_hash: true (an id, else the body's hash)", field, k, ruleYAML(typeRule))
+			return fmt.Errorf("%s.optional: events without %s would be keyed on the other parts alone: add the event type as a part of its own, {%s}, or a part with body_hash: true (an id, else the body's hash)", field, k, typeRule.YAML())
 		}
 	}
 	return nil
@@ -179,14 +180,6 @@ func globsString(gs []glob.Glob) string {
 		s = append(s, g.Pattern())
 	}
 	return strings.Join(s, ",")
-}
-
-// ruleYAML writes a rule as the providers file does: json: /p or header: H.
-func ruleYAML(r *rule) string {
-	if r.header != "" {
-		return "header: " + r.header
-	}
-	return "json: " + r.path
 }
 
 // partsKey builds the key of parts for an event of type typ:
@@ -208,9 +201,9 @@ func partsKey(p *Provider, typ string, h http.Header, body []byte) (string, erro
 		}
 		var v string
 		for _, r := range k.alts {
-			got, err := r.value(h, body, true)
+			got, err := r.Value(h, body, true)
 			if err != nil {
-				return "", err
+				return "", malformed("%v", err)
 			}
 			if got != "" {
 				v = got

@@ -26,7 +26,7 @@ func (p *Provider) entity(h http.Header, body []byte) string {
 	if p.orderRule == nil {
 		return ""
 	}
-	v, err := p.orderRule.value(h, body, false)
+	v, err := p.orderRule.Value(h, body, false)
 	if err != nil || v == "" {
 		return ""
 	}

@@ -4,11 +4,10 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/hookline/hookline/pkg/providers/glob"
-	"github.com/hookline/hookline/pkg/providers/jsonptr"
+	"github.com/hookline/hookline/pkg/providers/rule"
 	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
@@ -65,7 +64,7 @@ type preset struct {
 	// generic provider's parts and event_type would (retell); nil for the
 	// presets with events functions of their own.
 	keyParts []keyPart
-	typeRule *rule
+	typeRule *rule.Rule
 	// standardSecret: secrets are whsec_<base64> and the key is the decoded
 	// bytes.
 	standardSecret bool
@@ -152,7 +151,7 @@ func presetFor(name string) (preset, bool) {
 			forward: []string{"x-cal-signature-256"},
 		}, true
 	case PresetRetell:
-		typ := jsonRule("/event")
+		typ := rule.MustJSON("/event")
 		return preset{
 			scheme:  signature.Retell(),
 			accept:  []string{mediaJSON},
@@ -163,9 +162,9 @@ func presetFor(name string) (preset, bool) {
 			// no call id) and, for call_ended only, call.end_timestamp
 			// (empty when absent).
 			keyParts: []keyPart{
-				{alts: []*rule{typ}},
-				{alts: []*rule{jsonRule("/call/call_id"), jsonRule("/call_id")}, bodyHash: true},
-				{alts: []*rule{jsonRule("/call/end_timestamp")}, optional: true, globs: []glob.Glob{glob.MustCompile("call_ended")}},
+				{alts: []*rule.Rule{typ}},
+				{alts: []*rule.Rule{rule.MustJSON("/call/call_id"), rule.MustJSON("/call_id")}, bodyHash: true},
+				{alts: []*rule.Rule{rule.MustJSON("/call/end_timestamp")}, optional: true, globs: []glob.Glob{glob.MustCompile("call_ended")}},
 			},
 			typeRule: typ,
 		}, true
@@ -173,12 +172,6 @@ func presetFor(name string) (preset, bool) {
 		return preset{events: genericEvents}, true
 	}
 	return preset{}, false
-}
-
-// jsonRule is the rule of a preset's JSON pointer: "/a/b", whose tokens
-// hold no "~" (nothing to unescape).
-func jsonRule(path string) *rule {
-	return &rule{path: path, pointer: jsonptr.Pointer(strings.Split(path[1:], "/"))}
 }
 
 // Sign sets on h the signature headers a provider of this preset would send

@@ -30,6 +30,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/rule"
 	"github.com/hookline/hookline/pkg/providers/schema"
 	"github.com/hookline/hookline/pkg/providers/signature"
 )
@@ -86,8 +87,8 @@ type Provider struct {
 	keyHeaders []string
 	keyDocs    []RequestHeader // keyHeaders as RequestHeaders lists them
 	forward    []string
-	keyRule    *rule // generic only
-	typeRule   *rule // generic, retell
+	keyRule    *rule.Rule // generic only
+	typeRule   *rule.Rule // generic, retell
 	// keyParts is a composite idempotency_key (generic: two or more json or
 	// header entries, or parts; retell's own); nil for a single keyRule.
 	keyParts []keyPart
@@ -97,7 +98,7 @@ type Provider struct {
 	rejectInvalid bool
 	// orderRule is ordering: the rule that names an event's entity; nil:
 	// the provider is not ordered (ordering.go).
-	orderRule *rule
+	orderRule *rule.Rule
 }
 
 // Priority is a provider's class: under overload the processor gives its

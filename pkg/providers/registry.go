@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,8 +17,8 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/hookline/hookline/pkg/providers/jsonptr"
 	"github.com/hookline/hookline/pkg/providers/route"
+	"github.com/hookline/hookline/pkg/providers/rule"
 	"github.com/hookline/hookline/pkg/providers/signature"
 	"github.com/hookline/hookline/pkg/retry"
 )
@@ -465,16 +464,16 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 	if p.keyRule, p.keyParts, err = c.IdempotencyKey.buildKey(p.typeRule); err != nil {
 		errs = append(errs, err)
 	}
-	srcs := []*rule{p.keyRule, p.typeRule}
+	srcs := []*rule.Rule{p.keyRule, p.typeRule}
 	for _, k := range p.keyParts {
 		srcs = append(srcs, k.alts...)
 	}
 	for _, r := range srcs {
 		switch {
 		case r == nil:
-		case r.header != "":
-			p.forward = appendForward(p.forward, r.header)
-			p.keyHeaders = append(p.keyHeaders, r.header)
+		case r.HeaderName() != "":
+			p.forward = appendForward(p.forward, r.HeaderName())
+			p.keyHeaders = append(p.keyHeaders, r.HeaderName())
 			p.keyDocs = append(p.keyDocs, ruleDoc(r, p))
 		default:
 			p.accept = []string{mediaJSON} // a JSON rule needs a JSON body
@@ -504,7 +503,7 @@ func appendForward(list []string, name string) []string {
 }
 
 // build reads event_type: one header or one JSON pointer.
-func (c *ruleConfig) build(field string) (*rule, error) {
+func (c *ruleConfig) build(field string) (*rule.Rule, error) {
 	switch {
 	case c == nil:
 		return nil, nil
@@ -525,7 +524,7 @@ func (c *ruleConfig) build(field string) (*rule, error) {
 // or more give parts (a composite key, every part required), and parts:
 // gives the parts it lists, checked by checkParts against typeRule (the
 // provider's event_type, nil without one).
-func (c *ruleConfig) buildKey(typeRule *rule) (single *rule, parts []keyPart, err error) {
+func (c *ruleConfig) buildKey(typeRule *rule.Rule) (single *rule.Rule, parts []keyPart, err error) {
 	if c == nil {
 		return nil, nil, nil
 	}
@@ -551,7 +550,7 @@ func (c *ruleConfig) buildKey(typeRule *rule) (single *rule, parts []keyPart, er
 			return nil, nil, fmt.Errorf("idempotency_key: %s is listed twice", r)
 		}
 		seen[r.String()] = true
-		parts = append(parts, keyPart{alts: []*rule{r}})
+		parts = append(parts, keyPart{alts: []*rule.Rule{r}})
 	}
 	return nil, parts, nil
 }
@@ -560,23 +559,23 @@ func (c *ruleConfig) buildKey(typeRule *rule) (single *rule, parts []keyPart, er
 const maxKeyParts = 8
 
 // rules checks every pointer and header of c, pointers first.
-func (c *ruleConfig) rules(field string) ([]*rule, error) {
+func (c *ruleConfig) rules(field string) ([]*rule.Rule, error) {
 	if len(c.Header)+len(c.JSON) == 0 {
 		return nil, fmt.Errorf("%s: give header: <name> or json: <JSON pointer>", field)
 	}
-	var out []*rule
+	var out []*rule.Rule
 	for _, j := range c.JSON {
-		ptr, err := jsonptr.Parse(j)
+		r, err := rule.JSON(j)
 		if err != nil {
 			return nil, fmt.Errorf("%s.json: %w", field, err)
 		}
-		out = append(out, &rule{path: j, pointer: ptr})
+		out = append(out, r)
 	}
 	for _, h := range c.Header {
 		if !signature.ValidHeaderName(h) {
 			return nil, fmt.Errorf("%s.header: %q is not a valid HTTP header name", field, h)
 		}
-		out = append(out, &rule{header: http.CanonicalHeaderKey(h)})
+		out = append(out, rule.Header(h))
 	}
 	return out, nil
 }

@@ -2,53 +2,21 @@ package providers
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/hookline/hookline/pkg/providers/jsonptr"
+	"github.com/hookline/hookline/pkg/providers/keys"
 	"github.com/hookline/hookline/pkg/providers/signature"
 )
-
-// MaxKeyLen is the longest idempotency key accepted, in bytes.
-const MaxKeyLen = 512
 
 // MaxBatchEvents bounds the events of one batch delivery (GoCardless): each
 // becomes a record of its own, so a 449 KB batch of 20,000 tiny events
 // made 20,000 records per request. GoCardless batches a few hundred at most.
 const MaxBatchEvents = 1000
-
-// checkKey enforces the key rules: not empty, at most MaxKeyLen bytes, no
-// control characters (the key travels as an HTTP header to destinations).
-func checkKey(key string) error {
-	switch {
-	case key == "":
-		return malformed("idempotency key is empty")
-	case len(key) > MaxKeyLen:
-		return malformed("idempotency key is %d bytes, more than %d", len(key), MaxKeyLen)
-	case !utf8.ValidString(key):
-		return malformed("idempotency key is not valid UTF-8")
-	}
-	for _, r := range key {
-		if unicode.IsControl(r) {
-			return malformed("idempotency key contains a control character")
-		}
-	}
-	return nil
-}
-
-// bodyHash is "sha256:<hex of body>", the key of last resort, which callers
-// namespace with the provider's name ("<name>:sha256:<hex>").
-func bodyHash(body []byte) string {
-	sum := sha256.Sum256(body)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
 
 // eventsFunc derives the records of one verified request.
 type eventsFunc func(p *Provider, h http.Header, body []byte) (Delivery, error)
@@ -113,7 +81,7 @@ func standardEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 func slackEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	o, err := jsonptr.ParseObject(body)
 	if err != nil {
-		return one(p.Name+":"+bodyHash(body), "", body), nil
+		return one(p.Name+":"+keys.BodyHash(body), "", body), nil
 	}
 	if o.Str("type") == "url_verification" {
 		challenge := o.Str("challenge")
@@ -132,7 +100,7 @@ func slackEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	if typ == "" {
 		typ = o.Str("type")
 	}
-	key := p.Name + ":" + bodyHash(body)
+	key := p.Name + ":" + keys.BodyHash(body)
 	if id := o.Str("event_id"); id != "" {
 		key = p.Name + ":" + id
 	}
@@ -156,7 +124,7 @@ func calcomEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 		id = o.Str("payload", "oooEntry", "uuid")
 	}
 	if id == "" {
-		id = bodyHash(body)
+		id = keys.BodyHash(body)
 	} else if r := o.Str("payload", "rescheduleUid"); r != "" {
 		id += ":" + r
 	}
@@ -257,7 +225,7 @@ const headerIdempotencyKey = "Idempotency-Key"
 
 // genericEvents (generic and retell): key <name>:<configured rule>, else
 // <name>:<Idempotency-Key>, else <name>:sha256:<hex of body>; a composite
-// rule gives partsKey's <name>:<part>:<part>... or a MalformedError, never
+// rule gives keys.Compose's <name>:<part>:<part>... or a MalformedError, never
 // one of those fallbacks (a part may have a body-hash fallback of its own).
 // Type from the event_type rule, read first: a part may apply to some
 // event types only.
@@ -272,9 +240,9 @@ func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 	}
 	var key string
 	if p.keyParts != nil {
-		k, err := partsKey(p, typ, h, body)
+		k, err := keys.Compose(p.Name, p.keyParts, typ, h, body)
 		if err != nil {
-			return Delivery{}, err
+			return Delivery{}, malformed("%v", err)
 		}
 		key = k
 	}
@@ -293,7 +261,7 @@ func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 		}
 	}
 	if key == "" {
-		key = p.Name + ":" + bodyHash(body)
+		key = p.Name + ":" + keys.BodyHash(body)
 	}
 	return one(key, typ, body), nil
 }

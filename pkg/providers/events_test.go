@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/hookline/hookline/pkg/providers/keys"
 )
 
 type keyType struct{ Key, Type string }
 
 func TestEvents(t *testing.T) {
 	r := testRegistry(t)
-	bigID := strings.Repeat("a", MaxKeyLen-len("github:"))
+	bigID := strings.Repeat("a", keys.MaxLen-len("github:"))
 	cases := []struct {
 		name     string
 		provider string
@@ -76,7 +78,7 @@ func TestEvents(t *testing.T) {
 			body: `{"type":"app_rate_limited","event_id":"Ev1"}`,
 			want: []keyType{{"slack:Ev1", "app_rate_limited"}}},
 		{name: "slack without event_id", provider: "slack", body: `{"type":"block_actions"}`,
-			want: []keyType{{"slack:" + bodyHash([]byte(`{"type":"block_actions"}`)), "block_actions"}}},
+			want: []keyType{{"slack:" + keys.BodyHash([]byte(`{"type":"block_actions"}`)), "block_actions"}}},
 		{name: "slack url_verification without challenge", provider: "slack", body: `{"type":"url_verification"}`, wantErr: true},
 
 		{name: "calcom booking", provider: "calcom",
@@ -93,7 +95,7 @@ func TestEvents(t *testing.T) {
 			want: []keyType{{"calcom:BOOKING_NO_SHOW_UPDATED:bk_3", "BOOKING_NO_SHOW_UPDATED"}}},
 		{name: "calcom ping falls back to the body hash", provider: "calcom",
 			body: `{"triggerEvent":"PING","payload":{"type":"Test"}}`,
-			want: []keyType{{"calcom:PING:" + bodyHash([]byte(`{"triggerEvent":"PING","payload":{"type":"Test"}}`)), "PING"}}},
+			want: []keyType{{"calcom:PING:" + keys.BodyHash([]byte(`{"triggerEvent":"PING","payload":{"type":"Test"}}`)), "PING"}}},
 		{name: "calcom without triggerEvent", provider: "calcom", body: `{"payload":{"uid":"bk_1"}}`, wantErr: true},
 		{name: "calcom not JSON", provider: "calcom", body: `triggerEvent=X`, wantErr: true},
 
@@ -239,7 +241,7 @@ func TestSlackChallenge(t *testing.T) {
 func TestGenericKeyPrecedence(t *testing.T) {
 	r := testRegistry(t)
 	body := `{"type":"order.paid","data":{"id":"ord_7"}}`
-	hash := bodyHash([]byte(body))
+	hash := keys.BodyHash([]byte(body))
 	cases := []struct {
 		name, provider string
 		headers        map[string]string
@@ -251,11 +253,11 @@ func TestGenericKeyPrecedence(t *testing.T) {
 		{"then the body hash", "acme", nil, body, keyType{"acme:" + hash, "order.paid"}},
 		{"json rule wins", "acme-json", map[string]string{"Idempotency-Key": "ik-1", "X-Acme-Event": "evt"}, body, keyType{"acme-json:ord_7", "evt"}},
 		{"json rule absent, Idempotency-Key", "acme-json", map[string]string{"Idempotency-Key": "ik-1"}, `{"data":{}}`, keyType{"acme-json:ik-1", ""}},
-		{"json rule null, body hash", "acme-json", nil, `{"data":{"id":null}}`, keyType{"acme-json:" + bodyHash([]byte(`{"data":{"id":null}}`)), ""}},
+		{"json rule null, body hash", "acme-json", nil, `{"data":{"id":null}}`, keyType{"acme-json:" + keys.BodyHash([]byte(`{"data":{"id":null}}`)), ""}},
 		{"json rule number", "acme-json", nil, `{"data":{"id":12345678901234567890}}`, keyType{"acme-json:12345678901234567890", ""}},
 		{"json rule empty string falls through", "acme-json", map[string]string{"Idempotency-Key": "ik-2"}, `{"data":{"id":""}}`, keyType{"acme-json:ik-2", ""}},
 		{"no rule: Idempotency-Key", "open", map[string]string{"Idempotency-Key": "ik-3"}, "not json", keyType{"open:ik-3", ""}},
-		{"no rule: body hash", "open", nil, "not json", keyType{"open:" + bodyHash([]byte("not json")), ""}},
+		{"no rule: body hash", "open", nil, "not json", keyType{"open:" + keys.BodyHash([]byte("not json")), ""}},
 		{"type rule on a body without it", "acme", map[string]string{"X-Acme-Delivery": "d-1"}, `{"kind":"x"}`, keyType{"acme:d-1", ""}},
 		{"type rule on an object value", "acme", map[string]string{"X-Acme-Delivery": "d-1"}, `{"type":{"a":1}}`, keyType{"acme:d-1", ""}},
 	}
@@ -290,7 +292,7 @@ providers:
   open-a:    {preset: generic, signature: {none: true}}
   open-b:    {preset: generic, signature: {none: true}}
 `, testEnv())
-	hash := bodyHash([]byte(`{"x":1}`))
+	hash := keys.BodyHash([]byte(`{"x":1}`))
 	cases := []struct {
 		provider string
 		headers  map[string]string
@@ -418,7 +420,7 @@ providers:
 	}
 	t.Run("a key over the length limit", func(t *testing.T) {
 		var me *MalformedError
-		if _, err := mustGet(t, r, "retell").Events(http.Header{}, []byte(call(`"`+strings.Repeat("a", MaxKeyLen)+`"`, `1`))); !errors.As(err, &me) {
+		if _, err := mustGet(t, r, "retell").Events(http.Header{}, []byte(call(`"`+strings.Repeat("a", keys.MaxLen)+`"`, `1`))); !errors.As(err, &me) {
 			t.Fatalf("error = %v, want *MalformedError", err)
 		}
 	})

@@ -10,6 +10,7 @@ import (
 	"unicode"
 	"unsafe"
 
+	"github.com/hookline/hookline/pkg/providers/keys"
 	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
@@ -156,10 +157,10 @@ func FuzzEvents(f *testing.F) {
 	})
 }
 
-// assertKeyRules restates the key rules independently of checkKey.
+// assertKeyRules restates the key rules independently of keys.Check.
 func assertKeyRules(t *testing.T, provider, key string) {
 	t.Helper()
-	if key == "" || len(key) > MaxKeyLen {
+	if key == "" || len(key) > keys.MaxLen {
 		t.Fatalf("%s: key of %d bytes", provider, len(key))
 	}
 	for _, r := range key {

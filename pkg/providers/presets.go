@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/keys"
 	"github.com/hookline/hookline/pkg/providers/rule"
 	"github.com/hookline/hookline/pkg/providers/signature"
 )
@@ -63,7 +64,7 @@ type preset struct {
 	// keyParts and typeRule key and type a preset's deliveries as a
 	// generic provider's parts and event_type would (retell); nil for the
 	// presets with events functions of their own.
-	keyParts []keyPart
+	keyParts []keys.Part
 	typeRule *rule.Rule
 	// standardSecret: secrets are whsec_<base64> and the key is the decoded
 	// bytes.
@@ -161,10 +162,10 @@ func presetFor(name string) (preset, bool) {
 			// call_id; else the body's hash, as for call_inbound, which has
 			// no call id) and, for call_ended only, call.end_timestamp
 			// (empty when absent).
-			keyParts: []keyPart{
-				{alts: []*rule.Rule{typ}},
-				{alts: []*rule.Rule{rule.MustJSON("/call/call_id"), rule.MustJSON("/call_id")}, bodyHash: true},
-				{alts: []*rule.Rule{rule.MustJSON("/call/end_timestamp")}, optional: true, globs: []glob.Glob{glob.MustCompile("call_ended")}},
+			keyParts: []keys.Part{
+				{Alts: []*rule.Rule{typ}},
+				{Alts: []*rule.Rule{rule.MustJSON("/call/call_id"), rule.MustJSON("/call_id")}, BodyHash: true},
+				{Alts: []*rule.Rule{rule.MustJSON("/call/end_timestamp")}, Optional: true, Events: []glob.Glob{glob.MustCompile("call_ended")}},
 			},
 			typeRule: typ,
 		}, true

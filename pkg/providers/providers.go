@@ -30,6 +30,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/keys"
 	"github.com/hookline/hookline/pkg/providers/rule"
 	"github.com/hookline/hookline/pkg/providers/schema"
 	"github.com/hookline/hookline/pkg/providers/signature"
@@ -91,7 +92,7 @@ type Provider struct {
 	typeRule   *rule.Rule // generic, retell
 	// keyParts is a composite idempotency_key (generic: two or more json or
 	// header entries, or parts; retell's own); nil for a single keyRule.
-	keyParts []keyPart
+	keyParts []keys.Part
 	// schemas are schema: compiled, in file order (schema.go); empty: bodies
 	// are not checked. rejectInvalid is on_invalid: reject.
 	schemas       schema.Set
@@ -251,7 +252,7 @@ func (p *Provider) CheckSignatureHeaders(h http.Header, now time.Time) error {
 // types, and the split of a batch. A Slack url_verification gives a Delivery
 // with Challenge set and no events. It returns a *MalformedError (400) when
 // the body or headers give no valid key or event type; every key returned
-// is non-empty, at most MaxKeyLen bytes and free of control characters, and
+// is non-empty, at most keys.MaxLen bytes and free of control characters, and
 // every event type passes headers.CheckEventType (at most 256 bytes,
 // printable). Cost: at most one
 // parse of the body (one per element for a batch); github and shopify read
@@ -264,8 +265,8 @@ func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
 	for i := range d.Events {
 		ev := &d.Events[i]
 		ev.Entity = p.entity(h, ev.Body)
-		if err := checkKey(ev.Key); err != nil {
-			return Delivery{}, err
+		if err := keys.Check(ev.Key); err != nil {
+			return Delivery{}, malformed("%v", err)
 		}
 		if err := headers.CheckEventType(ev.Type); err != nil {
 			if d.Batch {

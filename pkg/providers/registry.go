@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hookline/hookline/pkg/providers/keys"
 	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/providers/rule"
 	"github.com/hookline/hookline/pkg/providers/signature"
@@ -466,7 +467,7 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 	}
 	srcs := []*rule.Rule{p.keyRule, p.typeRule}
 	for _, k := range p.keyParts {
-		srcs = append(srcs, k.alts...)
+		srcs = append(srcs, k.Alts...)
 	}
 	for _, r := range srcs {
 		switch {
@@ -522,9 +523,9 @@ func (c *ruleConfig) build(field string) (*rule.Rule, error) {
 // buildKey reads idempotency_key: one json or header entry gives single
 // (which falls back to Idempotency-Key and the body hash when absent), two
 // or more give parts (a composite key, every part required), and parts:
-// gives the parts it lists, checked by checkParts against typeRule (the
+// gives the parts it lists, checked by keys.CheckParts against typeRule (the
 // provider's event_type, nil without one).
-func (c *ruleConfig) buildKey(typeRule *rule.Rule) (single *rule.Rule, parts []keyPart, err error) {
+func (c *ruleConfig) buildKey(typeRule *rule.Rule) (single *rule.Rule, parts []keys.Part, err error) {
 	if c == nil {
 		return nil, nil, nil
 	}
@@ -550,7 +551,7 @@ func (c *ruleConfig) buildKey(typeRule *rule.Rule) (single *rule.Rule, parts []k
 			return nil, nil, fmt.Errorf("idempotency_key: %s is listed twice", r)
 		}
 		seen[r.String()] = true
-		parts = append(parts, keyPart{alts: []*rule.Rule{r}})
+		parts = append(parts, keys.Part{Alts: []*rule.Rule{r}})
 	}
 	return nil, parts, nil
 }

@@ -62,10 +62,10 @@ func (p *Provider) Signed() bool { return p.scheme != nil }
 // type are not.
 func ruleDoc(r *rule.Rule, p *Provider) RequestHeader {
 	for _, k := range p.keyParts {
-		if !slices.Contains(k.alts, r) {
+		if !slices.Contains(k.Alts, r) {
 			continue
 		}
-		if k.always() && !k.bodyHash && len(k.alts) == 1 {
+		if k.Always() && !k.BodyHash && len(k.Alts) == 1 {
 			return RequestHeader{Name: r.HeaderName(), Required: true, Description: "A part of the composite idempotency key (400 without it)."}
 		}
 		return RequestHeader{Name: r.HeaderName(), Description: "A part of the composite idempotency key: one of its alternatives, optional, for some event types only, or with the body's hash when absent."}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookline/hookline/pkg/providers/keys"
 	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
@@ -280,7 +281,7 @@ func TestVectorEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(d.Events) != 1 || d.Events[0].Key != "slack:"+bodyHash([]byte(slackDocBody)) {
+		if len(d.Events) != 1 || d.Events[0].Key != "slack:"+keys.BodyHash([]byte(slackDocBody)) {
 			t.Fatalf("events = %+v", d.Events)
 		}
 	})

@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/keys"
 	"github.com/hookline/hookline/pkg/testkit/e2e"
 	"github.com/hookline/hookline/pkg/topics"
 )
@@ -121,8 +122,8 @@ func TestHostileInput(t *testing.T) {
 		{name: "type header 257 bytes", provider: "github", header: githubHeader("gh_type_257", strings.Repeat("t", maxType+1)), body: githubBody("gh_type_257"), status: 400, code: "malformed_body"},
 		// Idempotency keys ("stripe:" and the id): 512 bytes, no control
 		// characters.
-		{name: "key 512 bytes", provider: "stripe", body: stripeBody(keyID(providers.MaxKeyLen), "invoice.paid", ""), status: 202, keys: []string{"stripe:" + keyID(providers.MaxKeyLen)}},
-		{name: "key 513 bytes", provider: "stripe", body: stripeBody(keyID(providers.MaxKeyLen+1), "invoice.paid", ""), status: 400, code: "malformed_body"},
+		{name: "key 512 bytes", provider: "stripe", body: stripeBody(keyID(keys.MaxLen), "invoice.paid", ""), status: 202, keys: []string{"stripe:" + keyID(keys.MaxLen)}},
+		{name: "key 513 bytes", provider: "stripe", body: stripeBody(keyID(keys.MaxLen+1), "invoice.paid", ""), status: 400, code: "malformed_body"},
 		{name: "key with CR LF", provider: "stripe", body: stripeBody("key\r\nX-Injected: 1", "invoice.paid", ""), status: 400, code: "malformed_body"},
 		// Bodies: HOOKLINE_MAX_BODY_BYTES, declared or chunked.
 		{name: "body at the limit", provider: "stripe", body: stripeSized("body_at", maxBody), status: 202, keys: []string{"stripe:body_at"}},

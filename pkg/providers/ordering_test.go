@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/hookline/hookline/pkg/providers/ordering"
 )
 
 func TestOrderingEntity(t *testing.T) {
@@ -26,7 +28,7 @@ providers:
 	s, _ := r.Get("s")
 	g, _ := r.Get("g")
 	plain, _ := r.Get("plain")
-	long := strings.Repeat("c", MaxEntityLen+1)
+	long := strings.Repeat("c", ordering.MaxEntityLen+1)
 	for _, tc := range []struct {
 		name string
 		p    *Provider
@@ -46,7 +48,7 @@ providers:
 		{"not ordered", plain, nil, `{"id":"1"}`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := tc.p.entity(tc.h, []byte(tc.body))
+			got := ordering.Entity(tc.p.orderRule, tc.h, []byte(tc.body))
 			if tc.want == "sha256:" {
 				if !strings.HasPrefix(got, "sha256:") || len(got) != len("sha256:")+64 {
 					t.Fatalf("entity %q, want sha256:<hex>", got)

@@ -31,6 +31,7 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/glob"
 	"github.com/hookline/hookline/pkg/providers/keys"
+	"github.com/hookline/hookline/pkg/providers/ordering"
 	"github.com/hookline/hookline/pkg/providers/rule"
 	"github.com/hookline/hookline/pkg/providers/schema"
 	"github.com/hookline/hookline/pkg/providers/signature"
@@ -264,7 +265,7 @@ func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
 	}
 	for i := range d.Events {
 		ev := &d.Events[i]
-		ev.Entity = p.entity(h, ev.Body)
+		ev.Entity = ordering.Entity(p.orderRule, h, ev.Body)
 		if err := keys.Check(ev.Key); err != nil {
 			return Delivery{}, malformed("%v", err)
 		}

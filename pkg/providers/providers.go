@@ -11,9 +11,17 @@
 // record to find the routes (routes.go) it is delivered to. Every method of a Provider is safe for
 // concurrent use: a Provider is never changed after Load.
 //
-// Secrets never leave this package: they are read from the environment
-// variables the file names, and every way of printing a Provider or its
-// secrets shows "[redacted]".
+// Secrets are read from the environment variables the file names and held
+// as signature.Secret; every way of printing a Provider or its secrets
+// shows "[redacted]".
+//
+// This package loads and validates the providers file and keeps each
+// provider's presets and configuration; the mechanisms live below it, each
+// imported from here and none importing this package: signature (schemes,
+// verifying and signing), keys (idempotency keys, composite parts), rule
+// (a header or JSON pointer read from a request), route (which events a
+// route takes, route names), schema (payload schemas), ordering (an
+// event's entity), glob (event type patterns) and jsonptr (JSON pointers).
 package providers
 
 import (

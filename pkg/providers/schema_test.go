@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// exampleSchema is the README's order schema, relative to this package.
+// exampleSchema is docs/providers.md's order schema, relative to this package.
 const exampleSchema = "../../compose/schemas/order.schema.json"
 
 // mustSchemaDir writes files into a temporary directory and copies the

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/hookline/hookline/pkg/envconf/envconftest"
 )
 
 // root is the repository's root, relative to this package.
@@ -416,42 +418,17 @@ func stringLit(e ast.Expr) (string, bool) {
 	return v, err == nil
 }
 
-// configTable returns the rows of the first table after the
-// "## Configuration" heading of docs/operating.md.
-func configTable(t *testing.T) []string {
-	t.Helper()
-	path := filepath.Join(root, "docs", "operating.md")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, after, ok := strings.Cut(string(b), "\n## Configuration\n")
-	if !ok {
-		t.Fatalf("%s has no \"## Configuration\" section", path)
-	}
-	var rows []string
-	for line := range strings.Lines(after) {
-		if !strings.HasPrefix(line, "|") {
-			if len(rows) > 0 {
-				break
-			}
-			continue
-		}
-		rows = append(rows, line)
-	}
-	return rows
-}
-
 // TestEnvDocumented: every environment variable the services read is named
-// (in backquotes) in a row of the configuration table.
+// (in backquotes) in a row of the configuration table, the first table after
+// "## Configuration" in docs/operating.md (as envconftest reads it).
 func TestEnvDocumented(t *testing.T) {
 	env := serviceEnv(t)
 	if len(env) < 30 {
 		t.Fatalf("only %d variables found in the services' code (%v): the reader is broken", len(env), slices.Sorted(maps.Keys(env)))
 	}
-	table := strings.Join(configTable(t), "")
+	rows := envconftest.Table(t, filepath.Join(root, "docs", "operating.md"))
 	for name, where := range env {
-		if !strings.Contains(table, "`"+name+"`") {
+		if !slices.ContainsFunc(rows, func(r envconftest.Row) bool { return strings.Contains(r.Text, "`"+name+"`") }) {
 			t.Errorf("%s (read at %s) is not in the configuration table of docs/operating.md", name, strings.Join(where, ", "))
 		}
 	}

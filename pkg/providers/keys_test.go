@@ -83,7 +83,7 @@ func TestRetellKeys(t *testing.T) {
 	}
 }
 
-// whatsappYAML is the README's example of seed 003's rule.
+// whatsappYAML is docs/providers.md's example of seed 003's rule.
 const whatsappYAML = `
 providers:
   whatsapp:

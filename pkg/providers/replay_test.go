@@ -114,11 +114,11 @@ func TestSignedDigest(t *testing.T) {
 	}
 }
 
-// TestReadmeReplayTable: README's table of what each preset's signature
-// authenticates says "yes" for replay recognition exactly where
-// RecognisesReplays does.
+// TestReadmeReplayTable: the table of what each preset's signature
+// authenticates (docs/providers.md) says "yes" for replay recognition
+// exactly where RecognisesReplays does.
 func TestReadmeReplayTable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/providers.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,10 +144,10 @@ func TestReadmeReplayTable(t *testing.T) {
 		}
 		seen[cells[0]] = true
 		if got := strings.HasPrefix(last, "**yes"); got != p.RecognisesReplays() {
-			t.Errorf("README row %s says replays recognised: %t; RecognisesReplays: %t", cells[0], got, p.RecognisesReplays())
+			t.Errorf("docs/providers.md row %s says replays recognised: %t; RecognisesReplays: %t", cells[0], got, p.RecognisesReplays())
 		}
 	}
 	if len(seen) != len(rows) {
-		t.Errorf("README's replay table has rows %v, want one for each of %d presets and unsigned generic", seen, len(rows))
+		t.Errorf("docs/providers.md's replay table has rows %v, want one for each of %d presets and unsigned generic", seen, len(rows))
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/hookline/hookline/pkg/providers/schema"
 )
 
-// exampleSchema is the README's order schema, relative to this package.
+// exampleSchema is docs/providers.md's order schema, relative to this package.
 const exampleSchema = "../../compose/schemas/order.schema.json"
 
 // mustSchemaDir writes files into a temporary directory and copies the

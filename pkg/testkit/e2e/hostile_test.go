@@ -26,7 +26,7 @@ import (
 	"github.com/hookline/hookline/pkg/topics"
 )
 
-// dlq's bounds, as README's "Limits on what a provider controls" states
+// dlq's bounds, as docs/security.md's "Limits on what a provider controls" states
 // them (the constants themselves are internal to dlq).
 const (
 	prettyDepth = 64      // a body nested deeper is shown only as it is
@@ -48,7 +48,7 @@ const hostileToken = "hostile-e2e-admin-token-4d1f08b2"
 // TestHostileInput sends what an attacker holding a provider's secret (or
 // none) would, with the neighbours of every limit just under and over it,
 // to ingest, processor, retrier and dlq serve on a real broker: every
-// answer is the 2xx or 4xx README's limits table says, never a 5xx; every
+// answer is the 2xx or 4xx docs/security.md's limits table says, never a 5xx; every
 // accepted key ends done or dead in the DLQ (the ledger line, lost 0); the
 // DLQ entries of bodies nested 9,990 deep come back from dlq serve, exact;
 // no service exits; dlq serve's RSS stays under dlqServeRSSBound.
@@ -287,7 +287,7 @@ func TestHostileInput(t *testing.T) {
 
 // probe is one request to ingest, signed with the harness's secret unless
 // unsigned (its header then carries what the test chose), and the answer
-// README's limits say it gets.
+// docs/security.md's limits say it gets.
 type probe struct {
 	name     string
 	provider string

@@ -74,7 +74,7 @@ func (h *hangingCheck) check(ctx context.Context, adm *kadm.Client) (clean bool,
 		case !r.Decided:
 			p.mHanging.hanging.WithLabelValues("undecided").Inc()
 			left = append(left, r.String())
-			log.Error("hanging transaction: the coordinator finished it but its marker never reached this partition, and its decision is no longer in __transaction_state; processing waits until an operator ends it (README: Hanging transactions)",
+			log.Error("hanging transaction: the coordinator finished it but its marker never reached this partition, and its decision is no longer in __transaction_state; processing waits until an operator ends it (docs/operating.md: Hanging transactions)",
 				"topic", r.Topic, "partition", r.Partition, "producer_id", r.ProducerID, "epoch", r.Epoch, "start_offset", r.StartOffset)
 		case r.Err != nil:
 			p.mHanging.hanging.WithLabelValues("failed").Inc()

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/processor/internal/offsets"
+	"github.com/hookline/hookline/processor/internal/standby"
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
 
@@ -32,7 +33,7 @@ var (
 type ownership struct {
 	p *setup
 	// standby keeps standby partitions warm; nil without standbys.
-	standby *standbys
+	standby *standby.Set
 	// hanging completes hanging transactions after an assignment.
 	hanging hangingGate
 	// user is told of partitions ready and gone.
@@ -66,10 +67,10 @@ type partitionUser interface {
 	partitionsGone(parts map[int32]bool)
 }
 
-func newOwnership(p *setup, standby *standbys, hanging hangingGate, user partitionUser) *ownership {
+func newOwnership(p *setup, sb *standby.Set, hanging hangingGate, user partitionUser) *ownership {
 	clean := make(chan struct{})
 	close(clean)
-	return &ownership{p: p, standby: standby, hanging: hanging, user: user,
+	return &ownership{p: p, standby: sb, hanging: hanging, user: user,
 		parts: map[int32]*partition{}, doom: make(chan struct{}), clean: clean}
 }
 
@@ -163,7 +164,7 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 		pt.end()
 	}
 	if o.standby != nil {
-		o.standby.release(gone)
+		o.standby.Release(gone)
 	}
 }
 
@@ -198,7 +199,7 @@ func (o *ownership) stopAll() {
 		pt.end()
 	}
 	if o.standby != nil {
-		o.standby.releaseAll()
+		o.standby.ReleaseAll()
 	}
 }
 

@@ -55,8 +55,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/processor/internal/standby"
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
+
+// DefaultStandbyEvery is Config.StandbyEvery's default.
+const DefaultStandbyEvery = standby.DefaultEvery
 
 // Processor runs sessions until stopped.
 type Processor struct {
@@ -70,7 +74,7 @@ type Processor struct {
 	// producer with our transactional id.
 	fenced []time.Time
 	// standby keeps standby partitions warm; nil without standbys.
-	standby *standbys
+	standby *standby.Set
 }
 
 // New validates cfg, builds a lane per destination and registers the
@@ -100,7 +104,7 @@ func New(cfg Config) (*Processor, error) {
 	registerStoreKeys(reg, cfg.Store)
 	// Registered with or without standbys: the standby gauges read 0
 	// then, as they always did.
-	standbyM := newStandbyMetrics(reg)
+	standbyM := standby.NewMetrics(reg)
 	p.hanging = &hangingCheck{p: p.setup}
 	p.routes = newRouting(cfg, p.mLanes)
 	for topic := range p.routes.byLane {
@@ -108,7 +112,8 @@ func New(cfg Config) (*Processor, error) {
 	}
 	sort.Strings(p.laneNames)
 	if cfg.StandbyReplicas > 0 {
-		p.standby = newStandbys(p.setup, standbyM)
+		p.standby = standby.New(standby.Config{Topic: cfg.Names.Raw, Store: cfg.Store, Restore: p.restoreConfig(), Every: cfg.StandbyEvery,
+			Logger: cfg.Logger, Metrics: standbyM})
 	}
 	return p, nil
 }
@@ -140,7 +145,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer closeReports()
 	go p.publishBreakers(cctx, reports) // breakers.go: breaker reports for dlq serve's re-drive
 	if p.standby != nil {
-		go p.standby.run(cctx)
+		go p.standby.Run(cctx)
 	}
 	select {
 	case <-ctx.Done():
@@ -225,7 +230,7 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 	if p.standby != nil {
 		// Ours first; cooperative-sticky while a member without standbys
 		// is in the group (a rolling change of the setting).
-		opts = append(opts, kgo.Balancers(p.standby.balancer(p.cfg.StandbyReplicas), kgo.CooperativeStickyBalancer()))
+		opts = append(opts, kgo.Balancers(p.standby.Balancer(p.cfg.StandbyReplicas), kgo.CooperativeStickyBalancer()))
 	}
 	tx, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {

@@ -294,27 +294,6 @@ func newHangingMetrics(reg prometheus.Registerer) *hangingMetrics {
 	return m
 }
 
-// standbyMetrics are the standby partitions' (standbys).
-type standbyMetrics struct {
-	standbyLag        *prometheus.GaugeVec
-	standbyPartitions prometheus.Gauge
-}
-
-func newStandbyMetrics(reg prometheus.Registerer) *standbyMetrics {
-	m := &standbyMetrics{
-		standbyLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "hookline_processor_standby_lag",
-			Help: "Changelog offsets a standby partition was behind when it was last caught up (every 5 s; HOOKLINE_STANDBY_REPLICAS).",
-		}, []string{"partition"}),
-		standbyPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "hookline_processor_standby_partitions",
-			Help: "Partitions this processor keeps warm as a standby (named by the group's balancer).",
-		}),
-	}
-	reg.MustRegister(m.standbyLag, m.standbyPartitions)
-	return m
-}
-
 // setHeld shows routes (control.HeldReports.Routes of this processor's
 // partitions) in the held gauges at now, and 0 for each route of always
 // (the ordered providers' routes) not among them; it drops the series of

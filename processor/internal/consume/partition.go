@@ -16,6 +16,7 @@ import (
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/offsets"
 	"github.com/hookline/hookline/processor/internal/restore"
+	"github.com/hookline/hookline/processor/internal/standby"
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
 
@@ -31,9 +32,9 @@ import (
 type partition struct {
 	num int32
 	p   *setup
-	// standby is told the partition is taken (claim) before its restore;
+	// standby is told the partition is taken (Claim) before its restore;
 	// nil without standbys.
-	standby *standbys
+	standby *standby.Set
 	// at is when the partition was assigned.
 	at     time.Time
 	stop   <-chan struct{}
@@ -66,9 +67,9 @@ type partitionHost interface {
 
 // startPartition starts the life of partition num, assigned at at, until
 // ctx ends or it is cancelled.
-func startPartition(ctx context.Context, p *setup, standby *standbys, num int32, at time.Time, cl *kgo.Client, host partitionHost) *partition {
+func startPartition(ctx context.Context, p *setup, sb *standby.Set, num int32, at time.Time, cl *kgo.Client, host partitionHost) *partition {
 	ctx, cancel := context.WithCancel(ctx)
-	pt := &partition{num: num, p: p, standby: standby, at: at, stop: ctx.Done(), cancel: cancel, done: make(chan struct{})}
+	pt := &partition{num: num, p: p, standby: sb, at: at, stop: ctx.Done(), cancel: cancel, done: make(chan struct{})}
 	go pt.run(ctx, cl, host)
 	return pt
 }
@@ -81,7 +82,7 @@ func (pt *partition) run(ctx context.Context, cl *kgo.Client, host partitionHost
 	if pt.standby != nil {
 		// A standby catch-up of this partition in progress ends first: one
 		// writer per partition of the store.
-		pt.standby.claim(pt.num)
+		pt.standby.Claim(pt.num)
 	}
 	if !retrying(ctx, log, "restore failed", slowBackoff, func() error { return pt.restore(ctx, log) }) {
 		log.Info("restore cancelled: partition no longer ours")

@@ -18,6 +18,7 @@ import (
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/offsets"
+	"github.com/hookline/hookline/processor/internal/standby"
 	"github.com/hookline/hookline/processor/internal/state"
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
@@ -100,7 +101,7 @@ type stat struct{ provider, route, status, origin string }
 // newSession builds a session of p: its reader and its ownership of
 // partitions, each given the session as the small interface it defines of
 // what it uses (recordSink, partitionUser).
-func newSession(p *setup, standby *standbys, hanging hangingGate) (*session, error) {
+func newSession(p *setup, sb *standby.Set, hanging hangingGate) (*session, error) {
 	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: p.newBudget()}
 	s.lanes = s.budget
@@ -109,7 +110,7 @@ func newSession(p *setup, standby *standbys, hanging hangingGate) (*session, err
 	if s.reader, err = newReader(p, s.budget, s.lanes, s.room, s); err != nil {
 		return nil, err
 	}
-	s.own = newOwnership(p, standby, hanging, s)
+	s.own = newOwnership(p, sb, hanging, s)
 	return s, nil
 }
 

@@ -76,3 +76,14 @@ func TestComposeDLQProviders(t *testing.T) {
 		t.Errorf("%s: in this test, not in %s", name, dlq)
 	}
 }
+
+// TestComposeDLQReadsProcessorMetrics: HOOKLINE_PROCESSOR_METRICS of the dlq
+// service is the processor service's /metrics, on the port it listens on,
+// so /status has in flight and completed.
+func TestComposeDLQReadsProcessorMetrics(t *testing.T) {
+	cf := loadCompose(t)
+	want := "http://processor:" + portOf(t, cf, "processor") + "/metrics"
+	if got := cf.Services["dlq"].Environment["HOOKLINE_PROCESSOR_METRICS"]; got != want {
+		t.Errorf("dlq: HOOKLINE_PROCESSOR_METRICS=%q, want %q", got, want)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -50,22 +51,28 @@ type config struct {
 	// AdminHosts is HOOKLINE_ADMIN_HOSTS (serve): the host names, besides
 	// IP addresses and localhost, that serve answers to (admin.Config.Hosts).
 	AdminHosts []string
+	// ProcessorMetrics is HOOKLINE_PROCESSOR_METRICS (status, serve,
+	// health-report): the processors' /metrics URLs, separated by commas or
+	// spaces, read for the records in flight and the deliveries completed
+	// (status.ProcessorMetrics); empty leaves both out.
+	ProcessorMetrics []string
 }
 
 // loadConfig reads the configuration; the error names every wrong variable.
 func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	r := envconf.New(lookupEnv)
 	c := config{
-		Kafka:           kafkaconf.Read(r),
-		Topics:          topics.ReadEnv(r),
-		AdminAddr:       r.Addr("HOOKLINE_ADMIN_ADDR", DefaultAdminAddr),
-		AdminToken:      r.Secret("HOOKLINE_ADMIN_TOKEN"), // a token is taken as is
-		LogLevel:        obs.ReadLogLevel(r),
-		ProvidersFile:   r.String("HOOKLINE_PROVIDERS", ""),
-		MetricsInterval: r.Duration("HOOKLINE_DLQ_METRICS_INTERVAL", DefaultMetricsInterval, 100*time.Millisecond, 0),
-		TraceDir:        r.String("HOOKLINE_TRACE_DIR", DefaultTraceDir),
-		AdminHosts:      hostList(r.String("HOOKLINE_ADMIN_HOSTS", "")),
-		HeldAfter:       r.Duration("HOOKLINE_HELD_ALERT_AFTER", status.DefaultHeldAfter, time.Minute, 0),
+		Kafka:            kafkaconf.Read(r),
+		Topics:           topics.ReadEnv(r),
+		AdminAddr:        r.Addr("HOOKLINE_ADMIN_ADDR", DefaultAdminAddr),
+		AdminToken:       r.Secret("HOOKLINE_ADMIN_TOKEN"), // a token is taken as is
+		LogLevel:         obs.ReadLogLevel(r),
+		ProvidersFile:    r.String("HOOKLINE_PROVIDERS", ""),
+		MetricsInterval:  r.Duration("HOOKLINE_DLQ_METRICS_INTERVAL", DefaultMetricsInterval, 100*time.Millisecond, 0),
+		TraceDir:         r.String("HOOKLINE_TRACE_DIR", DefaultTraceDir),
+		AdminHosts:       hostList(r.String("HOOKLINE_ADMIN_HOSTS", "")),
+		HeldAfter:        r.Duration("HOOKLINE_HELD_ALERT_AFTER", status.DefaultHeldAfter, time.Minute, 0),
+		ProcessorMetrics: strings.FieldsFunc(r.String("HOOKLINE_PROCESSOR_METRICS", ""), func(r rune) bool { return r == ',' || r == ' ' }),
 	}
 	r.Add(c.validate())
 	return c, r.Err()
@@ -88,6 +95,13 @@ func (c config) validate() error {
 		if !hostName.MatchString(h) {
 			errs = append(errs, &envconf.Error{Name: "HOOKLINE_ADMIN_HOSTS", Value: strings.Join(c.AdminHosts, ","),
 				Want: "host names (no port) separated by commas, such as dlq.internal,dlq"})
+			break
+		}
+	}
+	for _, u := range c.ProcessorMetrics {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			errs = append(errs, &envconf.Error{Name: "HOOKLINE_PROCESSOR_METRICS", Value: strings.Join(c.ProcessorMetrics, ","), Why: fmt.Sprintf("%q is not an http(s) URL", u),
+				Want: "the processors' /metrics URLs separated by commas, such as http://processor:9101/metrics"})
 			break
 		}
 	}

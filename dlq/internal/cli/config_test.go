@@ -17,6 +17,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_ADMIN_TOKEN", Value: "tok-en5", Says: `HOOKLINE_ADMIN_TOKEN (7 characters): want 16 or more characters`},
 		envconftest.Bad{Name: "HOOKLINE_DLQ_METRICS_INTERVAL", Value: "1ms", Says: `HOOKLINE_DLQ_METRICS_INTERVAL="1ms": want a duration of 100ms or more, such as 30s`},
 		envconftest.Bad{Name: "HOOKLINE_HELD_ALERT_AFTER", Value: "30s", Says: `HOOKLINE_HELD_ALERT_AFTER="30s": want a duration of 1m or more, such as 1h`},
+		envconftest.Bad{Name: "HOOKLINE_PROCESSOR_METRICS", Value: "http://processor:9101/metrics, processor:9101", Says: `HOOKLINE_PROCESSOR_METRICS="http://processor:9101/metrics,processor:9101": "processor:9101" is not an http(s) URL (want the processors' /metrics URLs separated by commas, such as http://processor:9101/metrics)`},
 		envconftest.Bad{Name: "HOOKLINE_ADMIN_HOSTS", Value: "dlq.internal, evil.example:80", Says: `HOOKLINE_ADMIN_HOSTS="dlq.internal,evil.example:80": want host names (no port) separated by commas, such as dlq.internal,dlq`},
 	)
 	envconftest.Check(t, loadConfig, nil, bad, append([]string{"HOOKLINE_PROVIDERS", "HOOKLINE_TRACE_DIR"}, envconftest.SharedCombined...)...)

@@ -87,3 +87,22 @@ func TestComposeDLQReadsProcessorMetrics(t *testing.T) {
 		t.Errorf("dlq: HOOKLINE_PROCESSOR_METRICS=%q, want %q", got, want)
 	}
 }
+
+// TestComposeDLQReportMail: the dlq service's health report goes through
+// the SMTP server and sender the alertmanager service's e-mail receiver
+// uses (each HOOKLINE_ALERT_SMTP_* and HOOKLINE_ALERT_EMAIL_FROM passed the
+// same way, with the same default), and is off unless
+// HOOKLINE_HEALTH_REPORT_TO is given.
+func TestComposeDLQReportMail(t *testing.T) {
+	cf := loadCompose(t)
+	dlq, am := cf.Services["dlq"], cf.Services["alertmanager"]
+	for _, k := range []string{"HOOKLINE_ALERT_EMAIL_FROM", "HOOKLINE_ALERT_SMTP_HOST", "HOOKLINE_ALERT_SMTP_USERNAME",
+		"HOOKLINE_ALERT_SMTP_PASSWORD", "HOOKLINE_ALERT_SMTP_REQUIRE_TLS"} {
+		if d, a := dlq.Environment[k], am.Environment[k]; d != a || a == "" {
+			t.Errorf("%s: dlq %q, alertmanager %q: want the same", k, d, a)
+		}
+	}
+	if to := dlq.Environment["HOOKLINE_HEALTH_REPORT_TO"]; to != "${HOOKLINE_HEALTH_REPORT_TO:-}" {
+		t.Errorf("dlq: HOOKLINE_HEALTH_REPORT_TO=%q: want it passed through, empty (off) by default", to)
+	}
+}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/status"
 	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 	"github.com/hookline/hookline/pkg/testkit/smtptest"
 )
 
@@ -27,7 +28,8 @@ var atLine = regexp.MustCompile(`(?m)^(HEALTHY|DEGRADED|FAILING) at .*$`)
 // subject has the verdict, its body is what dlq status prints on the same
 // system (the counts of 3 webhooks accepted and done: 3 done, 3 completed
 // by the processor), then who sent it; without a recipient nothing is
-// sent and the exit code is 2.
+// sent and the exit code is 2; dlq serve with HOOKLINE_HEALTH_REPORT_TO
+// sends the same report after HOOKLINE_HEALTH_REPORT_INTERVAL (1m here).
 func TestHealthReportByEmail(t *testing.T) {
 	skipShort(t)
 	sys := e2e.New(t, e2e.Options{Partitions: 2})
@@ -89,5 +91,41 @@ func TestHealthReportByEmail(t *testing.T) {
 	}
 	if !strings.Contains(run.Stderr, "sent to ops@example.com") {
 		t.Errorf("stderr %q does not say where it went", run.Stderr)
+	}
+
+	// dlq serve with HOOKLINE_HEALTH_REPORT_TO sends the same report every
+	// HOOKLINE_HEALTH_REPORT_INTERVAL (1m, the shortest allowed), the
+	// first one interval after it starts, and counts it.
+	periodic := smtptest.Start(t, smtptest.Options{})
+	env["HOOKLINE_ALERT_SMTP_HOST"] = periodic.Addr
+	env["HOOKLINE_HEALTH_REPORT_TO"] = "ops@example.com, lead@example.com"
+	env["HOOKLINE_HEALTH_REPORT_INTERVAL"] = "1m"
+	svc := sys.StartDLQServe(adminToken, env)
+	got = periodic.Wait(t, 1, 2*time.Minute)
+	if len(got[0].To) != 2 {
+		t.Errorf("serve's report went to %v, want both recipients", got[0].To)
+	}
+	m, err = mail.ReadMessage(bytes.NewReader(got[0].Data))
+	if err != nil {
+		t.Fatalf("serve's message does not parse: %v\n%s", err, got[0].Data)
+	}
+	raw, err = io.ReadAll(quotedprintable.NewReader(m.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	body = strings.ReplaceAll(string(raw), "\r\n", "\n")
+	if !strings.Contains(body, "3 completed since") || !strings.Contains(body, "Sent by dlq serve, every 1m0s") || !atLine.MatchString(body) {
+		t.Errorf("serve's report:\n%s", body)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n, err := loadtest.CounterSum(t.Context(), "http://"+svc.Addr+"/metrics", "hookline_dlq_health_reports_total", `result="sent"`)
+		if err == nil && n >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hookline_dlq_health_reports_total{result=\"sent\"}: %v %v, want 1 after a report was received", n, err)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }

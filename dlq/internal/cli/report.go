@@ -11,10 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookline/hookline/dlq/internal/mail"
-	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/dlq/internal/status"
-	"github.com/hookline/hookline/pkg/control"
-	"github.com/hookline/hookline/pkg/topics"
 )
 
 const reportHelp = `usage: dlq health-report [--email ADDR,...] [--window DUR] [--print]
@@ -64,8 +61,8 @@ func runHealthReport(ctx context.Context, env Env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("health-report takes no arguments, got %q", pos[0])
 	}
-	if *window < time.Second || *window > 24*time.Hour {
-		return usagef("health-report: --window %s: want 1s to 24h", *window)
+	if err := checkWindow("health-report", *window); err != nil {
+		return err
 	}
 	cfg, err := loadConfig(env.Lookup)
 	if err != nil {
@@ -86,16 +83,9 @@ func runHealthReport(ctx context.Context, env Env, args []string) error {
 			return usagef("health-report: set HOOKLINE_ALERT_SMTP_HOST and HOOKLINE_ALERT_EMAIL_FROM, the server and sender make observe uses (or --print)")
 		}
 	}
-	a, known, err := connectKnown(ctx, env, func(n topics.Names) string { return n.DLQ })
+	rep, err := readStatus(ctx, env, *window)
 	if err != nil {
 		return err
-	}
-	defer a.close()
-	rep, err := status.Collect(ctx, a.statusSources(known, func(ctx context.Context) (map[string]control.Setting, control.Reports, error) {
-		return settings.ReadAll(ctx, a.newClient, a.names.Control, func(err error) { fmt.Fprintln(env.Stderr, "dlq: warning:", err) })
-	}), *window)
-	if err != nil {
-		return a.kafkaErr(err)
 	}
 	m := reportMessage(rep, rc.To, "dlq health-report")
 	if *toStdout {

@@ -79,28 +79,47 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("status takes no arguments, got %q", pos[0])
 	}
-	if *window < time.Second || *window > 24*time.Hour {
-		return usagef("status: --window %s: want 1s to 24h", *window)
-	}
-	a, known, err := connectKnown(ctx, env, func(n topics.Names) string { return n.DLQ })
-	if err != nil {
+	if err := checkWindow("status", *window); err != nil {
 		return err
 	}
-	defer a.close()
-	rep, err := status.Collect(ctx, a.statusSources(known, func(ctx context.Context) (map[string]control.Setting, control.Reports, error) {
-		return settings.ReadAll(ctx, a.newClient, a.names.Control, func(err error) { fmt.Fprintln(env.Stderr, "dlq: warning:", err) })
-	}), *window)
+	rep, err := readStatus(ctx, env, *window)
 	if err != nil {
-		return a.kafkaErr(err)
-	}
-	for _, p := range rep.Incomplete {
-		fmt.Fprintf(env.Stderr, "dlq: warning: %s not read to its end (nothing arrived for 5s)\n", p)
+		return err
 	}
 	if *asJSON {
 		return jsonLine(env.Stdout, rep)
 	}
 	printStatus(env.Stdout, rep)
 	return nil
+}
+
+// checkWindow refuses a --window outside 1s to 24h.
+func checkWindow(cmd string, window time.Duration) error {
+	if window < time.Second || window > 24*time.Hour {
+		return usagef("%s: --window %s: want 1s to 24h", cmd, window)
+	}
+	return nil
+}
+
+// readStatus connects, reads the control topic once and collects the
+// report over window; partitions not read to their end are warned about
+// on stderr.
+func readStatus(ctx context.Context, env Env, window time.Duration) (status.Report, error) {
+	a, known, err := connectKnown(ctx, env, func(n topics.Names) string { return n.DLQ })
+	if err != nil {
+		return status.Report{}, err
+	}
+	defer a.close()
+	rep, err := status.Collect(ctx, a.statusSources(known, func(ctx context.Context) (map[string]control.Setting, control.Reports, error) {
+		return settings.ReadAll(ctx, a.newClient, a.names.Control, func(err error) { fmt.Fprintln(env.Stderr, "dlq: warning:", err) })
+	}), window)
+	if err != nil {
+		return status.Report{}, a.kafkaErr(err)
+	}
+	for _, p := range rep.Incomplete {
+		fmt.Fprintf(env.Stderr, "dlq: warning: %s not read to its end (nothing arrived for 5s)\n", p)
+	}
+	return rep, nil
 }
 
 // statusSources are the readings of a status report: control gives the

@@ -42,7 +42,8 @@ const (
 // done) since it started.
 type Processor struct {
 	// URL is the address read: the configured URL, with its host name
-	// replaced by each address it resolves to.
+	// replaced by each address it resolves to (a password in it shown as
+	// xxxxx).
 	URL       string     `json:"url"`
 	InFlight  int        `json:"in_flight"`
 	Completed int        `json:"completed"`
@@ -120,6 +121,9 @@ func expand(ctx context.Context, u string) []string {
 // scrape reads one processor's /metrics.
 func scrape(ctx context.Context, client *http.Client, u string) (Processor, map[RouteKey]int) {
 	p := Processor{URL: u}
+	if pu, err := url.Parse(u); err == nil {
+		p.URL = pu.Redacted() // a password in the URL stays out of reports and e-mails
+	}
 	fail := func(err error) (Processor, map[RouteKey]int) {
 		p.Error = err.Error()
 		return p, nil

@@ -54,10 +54,11 @@ func TestProcessorMetrics(t *testing.T) {
 	t.Cleanup(notHookline.Close)
 	gone := httptest.NewServer(http.NotFoundHandler())
 	t.Cleanup(gone.Close)
+	secret := strings.Replace(gone.URL, "http://", "http://scraper:hunter2@", 1) + "/secret"
 
-	procs, done := ProcessorMetrics(t.Context(), http.DefaultClient, []string{a, b, notHookline.URL + "/metrics", gone.URL + "/metrics"})
-	if len(procs) != 4 {
-		t.Fatalf("%d processors read, want 4: %+v", len(procs), procs)
+	procs, done := ProcessorMetrics(t.Context(), http.DefaultClient, []string{a, b, notHookline.URL + "/metrics", gone.URL + "/metrics", secret})
+	if len(procs) != 5 {
+		t.Fatalf("%d processors read, want 5: %+v", len(procs), procs)
 	}
 	byURL := map[string]Processor{}
 	for _, p := range procs {
@@ -74,6 +75,14 @@ func TestProcessorMetrics(t *testing.T) {
 	}
 	if p := byURL[gone.URL+"/metrics"]; !strings.Contains(p.Error, "404") {
 		t.Errorf("a 404: %+v", p)
+	}
+	for _, p := range procs {
+		if strings.Contains(p.URL+p.Error, "hunter2") {
+			t.Errorf("a password shows: %+v", p)
+		}
+	}
+	if _, ok := byURL[strings.Replace(secret, "hunter2", "xxxxx", 1)]; !ok {
+		t.Errorf("the URL with a password is not listed, redacted: %+v", procs)
 	}
 	want := map[RouteKey]int{{"stripe", "billing"}: 7, {"stripe", "crm"}: 3, {"slowcrm", "default"}: 6}
 	if len(done) != len(want) {
@@ -110,8 +119,8 @@ func TestProcessorMetrics(t *testing.T) {
 			bad++
 		}
 	}
-	if rep.Verdict != Degraded || bad != 2 {
-		t.Errorf("verdict %s %q: want degraded, naming the two processors not read", rep.Verdict, rep.Reasons)
+	if rep.Verdict != Degraded || bad != 3 {
+		t.Errorf("verdict %s %q: want degraded, naming the three processors not read", rep.Verdict, rep.Reasons)
 	}
 
 	// None listed: null, and no reason.

@@ -54,6 +54,17 @@ func (rt *Route) Matches(eventType string, body []byte) bool {
 // modify it.
 func (p *Provider) Routes() []*Route { return p.routes }
 
+// WithoutDefault reports whether the provider has routes but none named
+// default: what its route default left waiting (a provider-level
+// destination moved to routes:) goes to the routes its events match.
+func (p *Provider) WithoutDefault() bool {
+	if len(p.routes) == 0 {
+		return false
+	}
+	_, ok := p.Route(route.Default)
+	return !ok
+}
+
 // Route returns the route called name. Cost: a binary search over the
 // routes.
 func (p *Provider) Route(name string) (*Route, bool) {

@@ -60,6 +60,13 @@ type Options struct {
 	// The Ledger then settles every (key, route), and reads each topic
 	// route's topic.
 	Routes map[string][]Route
+	// Moved are providers of Routes that start with their provider-level
+	// destination instead: the services start with that providers file,
+	// and a processor started with System.RoutesFile's takes their routes
+	// (issue 31: a destination moved to routes). The ledger settles each
+	// key on its routes, and takes its route default's calls and
+	// retrying, parked or held outcomes as what waited before the move.
+	Moved []string
 }
 
 // System is one hookline under test.
@@ -73,7 +80,10 @@ type System struct {
 	reg     *providers.Registry
 	env     map[string]string
 	routes  map[string][]Route // Options.Routes
+	moved   []string           // Options.Moved
 	secure  *kafkatest.SecureBroker
+	// routesFile is the providers file with the Moved providers' routes.
+	routesFile string
 
 	mu     sync.Mutex
 	ingest string  // base URL of the running ingest
@@ -99,16 +109,26 @@ func New(tb testing.TB, o Options) *System {
 		o.Brokers = kafkatest.Brokers(tb)
 	}
 	checkRoutes(tb, o.Routes)
-	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb), secure: o.Secure, routes: o.Routes}
+	for _, p := range o.Moved {
+		if _, ok := o.Routes[p]; !ok {
+			tb.Fatalf("e2e: provider %s moved to routes Options.Routes does not give it", p)
+		}
+	}
+	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb), secure: o.Secure, routes: o.Routes, moved: o.Moved}
 	if s.secure != nil {
 		s.secure.Grant(tb, s.Prefix)
 	}
 	tiers := strings.Split(o.Tiers, ",")
 	s.Names = topics.NewNames(s.Prefix, tiers)
-	prov := s.providersFile(o)
 	pf := filepath.Join(s.Dir, "providers.yaml")
-	if err := os.WriteFile(pf, []byte(prov), 0o600); err != nil {
+	if err := os.WriteFile(pf, []byte(s.providersFile(o, o.Moved)), 0o600); err != nil {
 		tb.Fatal(err)
+	}
+	if len(o.Moved) > 0 {
+		s.routesFile = filepath.Join(s.Dir, "providers-routes.yaml")
+		if err := os.WriteFile(s.routesFile, []byte(s.providersFile(o, nil)), 0o600); err != nil {
+			tb.Fatal(err)
+		}
 	}
 	s.env = map[string]string{
 		"KAFKA_BROKERS":         strings.Join(s.Brokers, ","),
@@ -134,9 +154,9 @@ func New(tb testing.TB, o Options) *System {
 
 // providersFile is the system's providers file: one provider of each
 // name in MixedProviders delivering to the destination, or by its routes
-// (Options.Routes), the "outcomes" provider without destination, and what
-// Options.Providers adds.
-func (s *System) providersFile(o Options) string {
+// (Options.Routes) unless it is one of before, the "outcomes" provider
+// without destination, and what Options.Providers adds.
+func (s *System) providersFile(o Options, before []string) string {
 	dest := fmt.Sprintf("{url: %q, timeout: 5s}", s.Dest.URL())
 	prov := "providers:\n"
 	for _, p := range MixedProviders {
@@ -144,7 +164,7 @@ func (s *System) providersFile(o Options) string {
 		if p == "standard" {
 			env = "E2E_STD_SECRET"
 		}
-		if rs, ok := o.Routes[p]; ok {
+		if rs, ok := o.Routes[p]; ok && !slices.Contains(before, p) {
 			prov += s.routesEntry(p, env, rs)
 			continue
 		}
@@ -161,6 +181,11 @@ func (s *System) providersFile(o Options) string {
 	}
 	return prov
 }
+
+// RoutesFile is the providers file in which the providers of
+// Options.Moved have their routes (HOOKLINE_PROVIDERS for a processor
+// started after the move); "" without Moved.
+func (s *System) RoutesFile() string { return s.routesFile }
 
 // Service is a running service process.
 type Service struct {

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/testkit/e2e"
 	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
 )
@@ -180,3 +181,92 @@ func TestSiblingRoutesIsolation(t *testing.T) {
 }
 
 func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// TestDestinationMovedToRoutes is issue 31 item 7's second hole: a
+// provider's provider-level destination moved to routes: without a route
+// named default, under flow. stripe starts with its destination (route
+// default), which answers 503 to every call, so its records wait in the
+// retry tiers and, once its breaker opens, in its lane. The processor is
+// then stopped and started again with a providers file giving stripe
+// routes billing (invoice.*), audit (every event) and ledger (a topic):
+// what waited for the route default goes to the routes its event matches,
+// as a fresh record would, while the flow goes on. For every (key, route):
+// lost 0, doubled 0, every key done, none dead and no DLQ entry (the
+// route default's records were not sent to the DLQ as a route gone).
+func TestDestinationMovedToRoutes(t *testing.T) {
+	skipShort(t)
+	const deliveries, rate = 900, 40.0
+	routes := []e2e.Route{
+		{Name: "billing", Events: []string{"invoice.*"}},
+		{Name: "audit"},
+		{Name: "ledger", Topic: "moved.ledger"},
+	}
+	// The route default's fourth attempt is 36 s after its first: the
+	// move comes before any key of the route default could end dead.
+	sys := e2e.New(t, e2e.Options{Tiers: "2s,4s,30s", Routes: map[string][]e2e.Route{"stripe": routes}, Moved: []string{"stripe"}})
+	sys.Dest.BehaveRoute(func(route, _ string, _ int) int {
+		if route == headers.DefaultRoute {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	sys.StartIngest()
+	sys.StartRetrier(nil)
+	p1 := sys.StartProcessor("p1", nil)
+	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: deliveries, Rate: rate, Duplicates: 0.1, Providers: []string{"stripe"},
+		EventTypes: []string{"invoice.paid", "customer.created"}})
+
+	// Wait until a third of the flow is accepted and the route default has
+	// refused some of it: its breaker opens after a few refusals (and lets
+	// a probe through now and then), so most of what waits for it waits in
+	// its lane, the rest in the tiers.
+	const accepted, refused = deliveries / 3, 1
+	deadline := time.Now().Add(60 * time.Second)
+	for flow.Accepted() < accepted || len(sys.Dest.RouteCalls(headers.DefaultRoute)) < refused {
+		if time.Now().After(deadline) {
+			t.Fatalf("in 60 s: %d deliveries accepted (want %d), the route default called for %d keys (want %d)",
+				flow.Accepted(), accepted, len(sys.Dest.RouteCalls(headers.DefaultRoute)), refused)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	p1.Stop(t)
+	before := sys.Dest.RouteCalls(headers.DefaultRoute)
+	t.Logf("processor stopped with %d keys refused by the route default (%d deliveries accepted); started again with stripe's routes",
+		len(before), flow.Accepted())
+	sys.StartProcessor("p1", map[string]string{"HOOKLINE_PROVIDERS": sys.RoutesFile()})
+	flow.Wait()
+	tally := sys.Ledger().Settle(t, e2e.SettleOptions{AllDone: true, ExtraCalls: 2 * 64})
+
+	if tally.Dead != 0 || tally.DLQ != 0 {
+		t.Errorf("dead %d, DLQ entries %d: want none (nothing failed on the routes)", tally.Dead, tally.DLQ)
+	}
+	if after := sys.Dest.RouteCalls(headers.DefaultRoute); len(after) != len(before) {
+		t.Errorf("the route default was called for %d keys after the move (%d before): want none", len(after)-len(before), len(before))
+	}
+	audit, billing := sys.Dest.RouteCalls("audit"), sys.Dest.RouteCalls("billing")
+	moved := 0
+	for k := range before {
+		if audit[k] > 0 {
+			moved++
+		}
+	}
+	if moved != len(before) {
+		t.Errorf("%d of the %d keys the route default refused were called on audit", moved, len(before))
+	}
+	// What waited in the route default's lane was read back and went to
+	// the routes too (AllDone: every key ended done on each of its routes).
+	parked, tiered := 0, 0
+	for _, k := range sys.Ledger().Keys() {
+		o := sys.Ledger().RouteOutcomes(k, headers.DefaultRoute)
+		if o.Parked > 0 {
+			parked++
+		}
+		if o.Retrying > 0 {
+			tiered++
+		}
+	}
+	if parked == 0 || tiered == 0 {
+		t.Errorf("before the move %d keys were parked in the route default's lane and %d in its retry tiers: want some of each", parked, tiered)
+	}
+	t.Logf("moved: %d keys in the route default's retry tiers and %d in its lane went to their routes (audit %d keys, billing %d keys called)", tiered, parked, len(audit), len(billing))
+}

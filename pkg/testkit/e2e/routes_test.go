@@ -16,7 +16,7 @@ import (
 func TestProvidersFileWithoutRoutes(t *testing.T) {
 	s := &System{tb: t, Prefix: "t.", Dest: NewDestination(t)}
 	env := map[string]string{"E2E_SECRET": Secret, "E2E_STD_SECRET": "whsec_ZTJlLXNlY3JldA=="}
-	reg, err := providers.Parse([]byte(s.providersFile(Options{})), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	reg, err := providers.Parse([]byte(s.providersFile(Options{}, nil)), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,7 +45,7 @@ func TestProvidersFileRoutes(t *testing.T) {
 	var file struct {
 		Providers map[string]map[string]any
 	}
-	if err := yaml.Unmarshal([]byte(s.providersFile(o)), &file); err != nil {
+	if err := yaml.Unmarshal([]byte(s.providersFile(o, nil)), &file); err != nil {
 		t.Fatal(err)
 	}
 	stripe := file.Providers["stripe"]
@@ -74,7 +74,7 @@ func TestProvidersFileRoutes(t *testing.T) {
 	// providers.Load reads the same routes, and matches the kit's event
 	// types as the kit expects.
 	env := map[string]string{"E2E_SECRET": Secret, "E2E_STD_SECRET": "whsec_ZTJlLXNlY3JldA=="}
-	reg, err := providers.Parse([]byte(s.providersFile(o)), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	reg, err := providers.Parse([]byte(s.providersFile(o, nil)), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
 	if err != nil {
 		t.Fatal(err)
 	}

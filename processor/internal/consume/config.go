@@ -149,8 +149,9 @@ func EntityChain(r *kgo.Record) string {
 	return string(r.Key)
 }
 
-// laneTopics lists the lane topics of the routes with an HTTP destination,
-// sorted.
+// laneTopics lists the lane topics of the routes with an HTTP destination
+// and the route default's of the providers with routes but none named
+// default (routing.moved), sorted.
 func (p *setup) laneTopics() []string { return p.laneNames }
 
 // orderedRoutes lists the routes of the ordered providers, sorted.

@@ -110,6 +110,9 @@ func New(cfg Config) (*Processor, error) {
 	for topic := range p.routes.byLane {
 		p.laneNames = append(p.laneNames, topic)
 	}
+	for topic := range p.routes.moved {
+		p.laneNames = append(p.laneNames, topic)
+	}
 	sort.Strings(p.laneNames)
 	if cfg.StandbyReplicas > 0 {
 		p.standby = standby.New(standby.Config{Topic: cfg.Names.Raw, Store: cfg.Store, Restore: p.restoreConfig(), Every: cfg.StandbyEvery,
@@ -151,6 +154,12 @@ func (p *Processor) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		return nil
 	case <-caughtUp:
+	}
+	if err := p.keepMovedLanes(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("route default lanes: %w", err)
 	}
 	const first = 500 * time.Millisecond
 	backoff := first

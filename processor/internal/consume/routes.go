@@ -37,6 +37,11 @@ type routing struct {
 	filed map[string]bool
 	// byLane is the target of each lane topic.
 	byLane map[string]*target
+	// moved are the route default's lane topics of the providers with
+	// routes but none named default, by provider: what was parked there
+	// before the provider's destination moved to routes is read back and
+	// goes to its routes (decide.Input.Moved).
+	moved map[string]string
 }
 
 // newRouting builds a target per route of every provider: from the
@@ -44,9 +49,12 @@ type routing struct {
 // default when the Router has a handler for it (Go users plug handlers in
 // without a destination in the file).
 func newRouting(cfg Config, m *laneMetrics) routing {
-	rt := routing{byKey: map[string]*target{}, filed: map[string]bool{}, byLane: map[string]*target{}}
+	rt := routing{byKey: map[string]*target{}, filed: map[string]bool{}, byLane: map[string]*target{}, moved: map[string]string{}}
 	for _, name := range cfg.Providers.Names() {
 		p, _ := cfg.Providers.Get(name)
+		if p.WithoutDefault() {
+			rt.moved[cfg.Names.RouteLane(name, route.Default)] = name
+		}
 		routes := p.Routes()
 		if len(routes) == 0 {
 			if _, ok := cfg.Router.For(name); ok {

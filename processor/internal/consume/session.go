@@ -294,6 +294,9 @@ func (s *session) run(it *item) (*result, error) {
 		return nil, err
 	}
 	pl := decide.MakePlan(in)
+	if pl.Skip != "" {
+		return s.skipped(it, a, pl.Skip), nil
+	}
 	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted}
 	results, ok := s.execute(it.ow.context(), rec, pl)
 	it.admitted = rec.admitted
@@ -368,6 +371,12 @@ func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (deci
 		ts, _ = p.matching(r, a.Provider, ts)
 	} else if t := p.target(a.Provider, a.Route); t != nil && in.Known {
 		ts = append(ts, t)
+	} else if a.Route == headers.DefaultRoute && in.Known && in.Filed {
+		// The route default of a provider whose file has routes but none
+		// named default (destination: moved to routes:): what waited for
+		// it goes to the routes its event matches (decide.Input.Moved).
+		in.Moved = true
+		ts, _ = p.matching(r, a.Provider, ts)
 	}
 	in.Routes = make([]decide.Route, len(ts))
 	for i, t := range ts {

@@ -137,6 +137,7 @@ const (
 	WhyUnknownOrigin   = "unknown_origin"    // origin is none of ingest, retry, replay, backfill
 	WhyParkedPending   = "parked_pending"    // any record of a key whose record waits in a lane, but that parked copy
 	WhyUnknownStatus   = "unknown_status"    // the state's status is none of done, retrying, parked, dead
+	WhyMovedTaken      = "moved_taken"       // record of a route default moved to routes, each of which has the key already (MakePlan)
 )
 
 // Admit applies the decision table of DESIGN §6 to a record arriving for a

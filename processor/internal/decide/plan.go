@@ -63,6 +63,12 @@ type Input struct {
 	// Tiers is the number of retry tiers (the whole schedule's): a dead
 	// head held by on_dead: hold waits as if in the last.
 	Tiers int
+	// Moved says the record is for the route default of a provider whose
+	// file now has routes but none named default (its destination: moved
+	// to routes:): it waited in a retry tier, or is a replay of a DLQ
+	// entry, from before the change. Routes are then the routes its event
+	// matches, as for a fresh record.
+	Moved bool
 }
 
 // Action is what a plan does with one route's delivery.
@@ -115,6 +121,10 @@ type Plan struct {
 	// (unrouted). A decision for the key rather than a route (a provider
 	// delivered nowhere) is one step for the route "".
 	Steps []RouteStep
+	// Skip is why a record is not processed after all (a Why constant),
+	// "" when it is: a moved record whose every route has a state of its
+	// own already.
+	Skip string
 }
 
 // Calls reports how many steps call a destination.
@@ -135,6 +145,7 @@ func (p Plan) Calls() int {
 //	fresh, no route matched        -                            none: unrouted (dead-letter for the key if invalid)
 //	any, invalid payload           each route                   dead-letter (invalid_payload)
 //	retry/replay/lane, unknown     the route default            retry (provider not in the file)
+//	retry/replay, moved            each route matched, no state planned as fresh; unrouted if none; skip if every one has a state
 //	retry/replay/lane              route gone                   dead-letter (permanent)
 //	retry/replay/lane              none, provider delivered nowhere  write (key)
 //	any                            held for the entity          hold
@@ -166,6 +177,8 @@ func MakePlan(in Input) Plan {
 		key(in.invalidOr(Result{}))
 	case !in.Known:
 		key(Refused(fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)))
+	case in.Moved:
+		pl.moved()
 	case len(in.Routes) > 0:
 		pl.Steps = []RouteStep{in.route(in.Routes[0])}
 	case in.Filed || a.Route != headers.DefaultRoute:
@@ -174,6 +187,30 @@ func MakePlan(in Input) Plan {
 		key(Answered(nil, 0))
 	}
 	return pl
+}
+
+// moved plans a record of the route default of a provider that moved to
+// routes without one named default: like a fresh record, to every route
+// its event matches, except a route that has a state for the key already
+// (it took the key over before: each route is delivered once), and as a
+// record new to each route (an ordered provider's held copy was numbered
+// for the route default, not for them).
+func (pl *Plan) moved() {
+	in := pl.In
+	if in.Entity != nil {
+		e := *in.Entity
+		e.Seq = 0
+		in.Entity = &e
+	}
+	for _, rt := range in.Routes {
+		if in.State.live(rt.Name, in.Arrival.Now) {
+			continue
+		}
+		pl.Steps = append(pl.Steps, in.route(rt))
+	}
+	if len(pl.Steps) == 0 && len(in.Routes) > 0 {
+		pl.Skip = WhyMovedTaken
+	}
 }
 
 // route plans one route the file has.

@@ -99,12 +99,16 @@ func TestPlan(t *testing.T) {
 	draining := &Entity{Holds: Holds{{Route: "crm", Next: 3, Deliver: 2, Tier: 1}}, Seq: 2}
 	fromLane := func(a Arrival) Arrival { a.FromLane = true; return a }
 	invalid := &InvalidPayloadError{Reason: "schema order.json: at '/id'"}
+	waitingDefault := &State{Status: StatusRetrying, NextAttempt: 3, ExpiresAt: later}
+	billingDone := &State{Status: StatusRetrying, ExpiresAt: later, Routes: []RouteState{
+		{Name: "billing", Status: StatusDone, ExpiresAt: later}, {Name: headers.DefaultRoute, Status: StatusRetrying, NextAttempt: 3, ExpiresAt: later}}}
 	tests := []struct {
 		name   string
 		a      Arrival
 		in     Input
 		want   string // route:action, ...
 		reason string // a word of the first step's result's error
+		skip   string
 	}{
 		{name: "fresh, one HTTP route", a: ingest, in: Input{Known: true, Filed: true, Routes: []Route{http("billing")}}, want: "billing:call"},
 		{name: "fresh, routes: HTTP, topic", a: ingest, in: Input{Known: true, Filed: true, Routes: []Route{http("billing"), topic}}, want: "billing:call ledger:write"},
@@ -131,6 +135,13 @@ func TestPlan(t *testing.T) {
 		{name: "retry of a provider not known", a: routed(retryAt(2), headers.DefaultRoute), in: Input{}, want: "default:retry", reason: "provider"},
 		{name: "retry of a provider delivered nowhere", a: routed(retryAt(2), headers.DefaultRoute), in: Input{Known: true}, want: "default:write"},
 		{name: "retry of another route of a provider delivered nowhere: gone", a: routed(retryAt(2), "crm"), in: Input{Known: true}, want: "crm:dead-letter"},
+		{name: "moved: a retry of the route default goes to every route matched", a: routed(retryAt(3), headers.DefaultRoute), in: Input{Known: true, Filed: true, Moved: true, State: waitingDefault, Routes: []Route{http("billing"), topic}}, want: "billing:call ledger:write"},
+		{name: "moved: a replay of the route default's DLQ entry too", a: routed(replayOf("dlq:1:2"), headers.DefaultRoute), in: Input{Known: true, Filed: true, Moved: true, Routes: []Route{closed(http("billing"))}}, want: "billing:park", reason: "paused"},
+		{name: "moved: a route with a state of the key is not planned again", a: routed(retryAt(3), headers.DefaultRoute), in: Input{Known: true, Filed: true, Moved: true, State: billingDone, Routes: []Route{http("billing"), topic}}, want: "ledger:write"},
+		{name: "moved: every route has the key: skipped", a: routed(retryAt(3), headers.DefaultRoute), in: Input{Known: true, Filed: true, Moved: true, State: billingDone, Routes: []Route{http("billing")}}, want: "", skip: WhyMovedTaken},
+		{name: "moved: no route matched: unrouted", a: routed(retryAt(3), headers.DefaultRoute), in: Input{Known: true, Filed: true, Moved: true, State: waitingDefault}, want: ""},
+		{name: "moved: invalid, each route dead", a: routed(replayOf("dlq:1:2"), headers.DefaultRoute), in: Input{Known: true, Filed: true, Moved: true, Invalid: invalid, Routes: []Route{http("billing")}}, want: "billing:dead-letter"},
+		{name: "moved, ordered: a held copy is new to the routes (its number was the route default's)", a: routed(retryAt(1), headers.DefaultRoute), in: Input{Key: "k7", Known: true, Filed: true, Moved: true, Entity: &Entity{Holds: Holds{{Route: headers.DefaultRoute, Next: 3, Deliver: 2, Tier: 1}}, Seq: 2}, Routes: []Route{http("crm")}}, want: "crm:call"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,6 +160,9 @@ func TestPlan(t *testing.T) {
 			}
 			if s := strings.Join(got, " "); s != tt.want {
 				t.Fatalf("plan %q, want %q", s, tt.want)
+			}
+			if pl.Skip != tt.skip {
+				t.Errorf("skip %q, want %q", pl.Skip, tt.skip)
 			}
 			if tt.reason != "" && (pl.Steps[0].Result.Err == nil || !strings.Contains(pl.Steps[0].Result.Err.Error(), tt.reason)) {
 				t.Errorf("first step's reason %v, want one saying %q", pl.Steps[0].Result.Err, tt.reason)
@@ -315,5 +329,50 @@ func TestSettleRoutes(t *testing.T) {
 				t.Errorf("holds %+v changed %v, want %+v changed %v", got.Holds, got.HoldsChanged, tt.holds, tt.changed)
 			}
 		})
+	}
+}
+
+// TestSettleMoved: a record of the route default of a provider moved to
+// routes leaves the route default: its state is dropped, each route that
+// takes it over starts at attempt 1 with its own schedule, and the route
+// default's holds end.
+func TestSettleMoved(t *testing.T) {
+	pol := Policy{Schedule: mustSchedule(t, "1m,5m,15m")}
+	http := func(name string) Route { return Route{Name: name, Call: true, Policy: pol} }
+	waiting := &State{Status: StatusRetrying, NextAttempt: 3, Provider: "stripe", FirstSeenAt: t0, ExpiresAt: later}
+	in := Input{Key: "k1", Arrival: routed(retryAt(3), headers.DefaultRoute), State: waiting, Known: true, Filed: true, Moved: true,
+		Entity: &Entity{Holds: Holds{{Route: headers.DefaultRoute, Head: "k1", Next: 1, Deliver: 1, Tier: 2, Since: t0}}},
+		Routes: []Route{http("billing"), http("crm")}}
+	pl := MakePlan(in)
+	got := Settle(pl, []Result{Answered(errors.New("HTTP 503"), time.Millisecond), Answered(nil, time.Millisecond)})
+	if k, want := kinds(got.Effects), []string{"changelog", "tier/billing", "outcome/billing/retrying", "outcome/crm/done"}; !reflect.DeepEqual(k, want) {
+		t.Errorf("effects %v, want %v", k, want)
+	}
+	for _, e := range got.Effects {
+		if e.Kind == ToTier && (e.Tier != 1 || e.Attempt != 2) {
+			t.Errorf("billing's retry: tier %d attempt %d, want tier 1 attempt 2 (a schedule of its own)", e.Tier, e.Attempt)
+		}
+	}
+	var names []string
+	for _, r := range got.State.Routes {
+		names = append(names, r.Name+"/"+string(r.Status))
+	}
+	if s := strings.Join(names, " "); s != "billing/retrying crm/done" || got.State.Status != StatusRetrying {
+		t.Errorf("state %s routes %q, want retrying with billing/retrying crm/done and no route default", got.State.Status, s)
+	}
+	if rs, _ := got.State.Route("billing"); rs.NextAttempt != 2 {
+		t.Errorf("billing expects attempt %d, want 2", rs.NextAttempt)
+	}
+	want := Holds{{Route: "billing", Head: "k1", Next: 1, Deliver: 1, Tier: 1, Since: t0}}
+	if !reflect.DeepEqual(got.Holds, want) || !got.HoldsChanged {
+		t.Errorf("holds %+v (changed %v), want %+v: the route default's gone, billing's head k1", got.Holds, got.HoldsChanged, want)
+	}
+	roundTrip(t, got.State)
+
+	// The same record again (a copy read twice): every route has the key.
+	again := in
+	again.State = &got.State
+	if pl := MakePlan(again); pl.Skip != WhyMovedTaken || len(pl.Steps) != 0 {
+		t.Errorf("a second copy: plan %+v skip %q, want skipped as %s", pl.Steps, pl.Skip, WhyMovedTaken)
 	}
 }

@@ -202,3 +202,42 @@ func stepUnrouted(st *State, a Arrival, pol Policy) (State, []Effect) {
 	}
 	return next, []Effect{{Kind: ToChangelog}, {Kind: ToOutcomes, Status: StatusUnrouted}}
 }
+
+// live reports whether the key has a state for the route that has not
+// expired at now.
+func (s *State) live(route string, now time.Time) bool {
+	if s == nil {
+		return false
+	}
+	rs, ok := s.Route(route)
+	return ok && (rs.ExpiresAt.IsZero() || now.Before(rs.ExpiresAt))
+}
+
+// withoutRoute returns the key's state without the route's state (nil
+// when no route is left): a route whose deliveries another route took
+// over.
+func (s *State) withoutRoute(route string) *State {
+	route = routeName(route)
+	if s == nil || s.Routes == nil {
+		if route == headers.DefaultRoute {
+			return nil
+		}
+		return s
+	}
+	i, ok := slices.BinarySearchFunc(s.Routes, route, func(r RouteState, n string) int { return strings.Compare(r.Name, n) })
+	if !ok {
+		return s
+	}
+	if len(s.Routes) == 1 {
+		return nil
+	}
+	out := *s
+	out.Routes = slices.Delete(slices.Clone(s.Routes), i, i+1)
+	out.Status, out.ExpiresAt = Summary(out.Routes), time.Time{}
+	for _, r := range out.Routes {
+		if r.ExpiresAt.After(out.ExpiresAt) {
+			out.ExpiresAt = r.ExpiresAt
+		}
+	}
+	return &out
+}

@@ -1,6 +1,11 @@
 package decide
 
-import "reflect"
+import (
+	"reflect"
+	"slices"
+
+	"github.com/hookline/hookline/pkg/headers"
+)
 
 // Settled is what a record leaves once its plan is executed: the key's
 // next state, the records to write, and for an ordered record its
@@ -21,25 +26,41 @@ type Settled struct {
 // plan has no step) and, for an ordered record, the entity's holds after
 // each route (Holds.After): held where the plan held it, else where the
 // route's delivery now waits (a retry tier, the lane, dead with on_dead:
-// hold) or ended.
+// hold) or ended. A moved record (Input.Moved) leaves the route default:
+// its state is dropped, the routes that take it over start at attempt 1
+// with a schedule of their own, and its place in the route default's
+// holds end (that route is gone: nothing waits behind its head).
 func Settle(pl Plan, results []Result) Settled {
 	in := pl.In
 	rr := make([]RouteResult, len(pl.Steps))
 	for i, st := range pl.Steps {
 		rr[i] = RouteResult{Route: st.Route.Name, Result: results[i], Policy: st.Route.Policy}
 	}
-	next, effects := StepRoutes(in.State, in.Arrival, rr, in.KeyPolicy)
+	st, a := in.State, in.Arrival
+	if in.Moved {
+		st, a.Attempt = st.withoutRoute(headers.DefaultRoute), 1
+	}
+	next, effects := StepRoutes(st, a, rr, in.KeyPolicy)
 	out := Settled{State: next, Effects: effects}
 	if in.Entity == nil {
 		return out
 	}
 	out.Holds = in.Entity.Holds
+	seq := in.Entity.Seq
+	if in.Moved {
+		// No route default any more: nothing waits behind its head.
+		out.Holds = slices.DeleteFunc(slices.Clone(out.Holds), func(h Hold) bool { return h.Route == headers.DefaultRoute })
+		if len(out.Holds) == 0 {
+			out.Holds = nil
+		}
+		seq = 0
+	}
 	for i, st := range pl.Steps {
 		if st.Route.Name == "" {
 			continue // a decision for the key: no route to hold
 		}
 		w := where(effects, st.Route, in.Tiers)
-		out.Holds = out.Holds.After(st.Route.Name, in.Key, in.Entity.Seq, results[i].Kind == ResultHeld, w, in.Arrival.Now)
+		out.Holds = out.Holds.After(st.Route.Name, in.Key, seq, results[i].Kind == ResultHeld, w, a.Now)
 	}
 	out.HoldsChanged = !reflect.DeepEqual(in.Entity.Holds, out.Holds)
 	return out

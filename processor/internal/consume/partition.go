@@ -108,13 +108,19 @@ func (pt *partition) run(ctx context.Context, cl *kgo.Client, host partitionHost
 	}) {
 		return
 	}
+	// Read before resume: from then on the windows are the transaction
+	// loop's, which moves them under pt.mu.
+	var skipped [][]any
+	for topic, win := range wins {
+		if _, meta := win.Sent(); meta != "" {
+			skipped = append(skipped, []any{"topic", topic, "committed", win.Base(), "metadata", meta})
+		}
+	}
 	if !host.resume(pt, wins) {
 		return // revoked meanwhile
 	}
-	for topic, win := range wins {
-		if _, meta := win.Sent(); meta != "" {
-			log.Info("offsets finished above the committed offset are skipped", "topic", topic, "committed", win.Base(), "metadata", meta)
-		}
+	for _, args := range skipped {
+		log.Info("offsets finished above the committed offset are skipped", args...)
 	}
 	pt.p.mParts.resumeSeconds.Observe(time.Since(pt.at).Seconds())
 }

@@ -42,9 +42,23 @@ func TestStandbyTakesOverWarm(t *testing.T) {
 	h := &counter{}
 	handlers := map[string]deliver.Handler{"fastpay": h}
 	var st1, st2 *state.Store
-	reg2, health2 := prometheus.NewRegistry(), obs.NewHealth("restore", "control")
-	stop1 := runProcessorWith(t, f, "p1", handlers, procOptions{standbys: 1, standbyEvery: 100 * time.Millisecond, store: &st1})
+	reg1, reg2 := prometheus.NewRegistry(), prometheus.NewRegistry()
+	health1, health2 := obs.NewHealth("restore", "control"), obs.NewHealth("restore", "control")
+	stop1 := runProcessorWith(t, f, "p1", handlers, procOptions{standbys: 1, standbyEvery: 100 * time.Millisecond, store: &st1, metrics: reg1, health: health1})
 	runProcessorWith(t, f, "p2", handlers, procOptions{standbys: 1, standbyEvery: 100 * time.Millisecond, store: &st2, metrics: reg2, health: health2})
+	// Every key must be called once, and a partition revoked by a
+	// rebalance drops what its owner called and did not commit: its next
+	// owner calls it again (processor.md: a call abandoned by a rebalance
+	// is made again). So the keys go in once the group is settled: both
+	// processors were assigned a partition (both joined: with two
+	// partitions nothing moves again until p1 stops) and both restored
+	// what they own.
+	waitFor(t, "p1 and p2 each assigned a partition and restored", func() bool {
+		r1, _ := health1.Ready()
+		r2, _ := health2.Ready()
+		return r1 && r2 && counterValue(t, reg1, "hookline_processor_partitions_rebalanced_total") > 0 &&
+			counterValue(t, reg2, "hookline_processor_partitions_rebalanced_total") > 0
+	})
 
 	var keys []string
 	for i := range 200 {

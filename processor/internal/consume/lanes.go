@@ -6,11 +6,9 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
 	"github.com/hookline/hookline/pkg/control"
-	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/deliver"
@@ -87,44 +85,4 @@ func (t *recordToken) take(ctx context.Context) bool {
 	case <-ctx.Done():
 		return false
 	}
-}
-
-// newBudget is the session's admission budget: MaxPending records and
-// MaxPendingBytes, classes competing when the routes are of more than one
-// priority class.
-func (p *setup) newBudget() *admission.Budget {
-	seen := map[providers.Priority]bool{}
-	for _, name := range p.cfg.Providers.Names() {
-		if pr, ok := p.cfg.Providers.Get(name); ok {
-			seen[pr.Priority] = true
-		}
-	}
-	for _, t := range p.routes.byKey {
-		seen[t.class] = true
-	}
-	return admission.New(int64(p.cfg.MaxPending), p.cfg.MaxPendingBytes, len(seen) > 1, p.mBudget.classPending)
-}
-
-// classOf is the priority class of a record: its route's, for a record of
-// one route (a lane copy, a retry); else its provider's (the highest of
-// its routes'), normal for a provider this processor does not know.
-func (p *setup) classOf(r *kgo.Record) providers.Priority {
-	provider := headers.Value(r, headers.Provider)
-	route := headers.Value(r, headers.Route)
-	if t, ok := p.routes.byLane[r.Topic]; ok {
-		return t.class
-	}
-	if route != "" {
-		if t := p.target(provider, route); t != nil {
-			return t.class
-		}
-	}
-	return p.classOfProvider(provider)
-}
-
-func (p *setup) classOfProvider(name string) providers.Priority {
-	if pr, ok := p.cfg.Providers.Get(name); ok {
-		return pr.Priority
-	}
-	return providers.PriorityNormal
 }

@@ -14,7 +14,6 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
-	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/offsets"
@@ -57,16 +56,6 @@ type session struct {
 // chain is the queue of one chain key's records.
 type chain struct{ queue []item }
 
-// item is a record read from a partition this session owns.
-type item struct {
-	r     *kgo.Record
-	ow    *partition
-	class providers.Priority
-	// admitted says the record holds one of its class's admissions
-	// (admission.Budget.Admit): it waits for a slot or calls its destination.
-	admitted bool
-}
-
 // overlaid is a key's state decided by a record whose transaction has not
 // been applied to the store yet.
 type overlaid struct {
@@ -76,27 +65,6 @@ type overlaid struct {
 	holds decide.Holds
 	seq   uint64
 }
-
-// result is what one record leaves for the next transaction.
-type result struct {
-	item
-	// out are the records it writes, and what their produces answered
-	// (package txnloop).
-	out    txnloop.Produced
-	change *state.Change // nil: a skip or a poison record
-	seq    uint64        // the overlay entry change made
-	// holdChange is the record's entity's new holds (ordering.go); nil:
-	// unchanged. holdSeq is its overlay entry.
-	holdChange *state.Change
-	holdSeq    uint64
-	tok        *recordToken // its share of session.tokens; nil: none
-	stats      []stat       // one per outcome written
-	// settled is closed once the result committed or was dropped; nil
-	// for a result its chain does not wait for (ordering.go, barrier).
-	settled *settled
-}
-
-type stat struct{ provider, route, status, origin string }
 
 // newSession builds a session of p: its reader and its ownership of
 // partitions, each given the session as the small interface it defines of

@@ -59,9 +59,11 @@ const (
 // Provider is one configured webhook sender, named by the URL path
 // /webhooks/{name}.
 type Provider struct {
-	Name     string
-	Preset   string
-	DedupTTL time.Duration // how long a key is remembered; default 168h
+	Name   string
+	Preset string
+	// DedupTTL is how long a key is remembered: dedup_ttl, or its "*"
+	// entry; default 168h. DedupTTLFor gives an event type's.
+	DedupTTL time.Duration
 	// Destination is the provider-level destination, which Routes gives as
 	// the route "default"; nil for a provider with routes, and for one that
 	// delivers nowhere (the outcome record is the only effect).
@@ -109,6 +111,12 @@ type Provider struct {
 	// orderRule is ordering: the rule that names an event's entity; nil:
 	// the provider is not ordered (ordering.go).
 	orderRule *rule.Rule
+	// ttls are dedup_ttl's entries other than "*", in file order, and
+	// ttlGlobs their globs (ttl.go); replayWindow is replay_window, nil
+	// when not set.
+	ttls         []ttlEntry
+	ttlGlobs     []glob.Glob
+	replayWindow *time.Duration
 }
 
 // Priority is a provider's class: under overload the processor gives its

@@ -139,7 +139,7 @@ func parse(data []byte, dir string, lookupEnv func(string) (string, bool), mode 
 			continue
 		}
 		r.byName[name] = p
-		r.maxTTL = max(r.maxTTL, p.DedupTTL)
+		r.maxTTL = max(r.maxTTL, p.MaxDedupTTL())
 		for _, rt := range p.routes {
 			if t := rt.Destination.Topic; t != "" && !slices.Contains(r.topics, t) {
 				r.topics = append(r.topics, t)
@@ -163,7 +163,8 @@ type fileConfig struct {
 type providerConfig struct {
 	Preset         string             `yaml:"preset"`
 	SecretEnv      stringList         `yaml:"secret_env"`
-	DedupTTL       string             `yaml:"dedup_ttl"`
+	DedupTTL       *dedupTTLConfig    `yaml:"dedup_ttl"`
+	ReplayWindow   string             `yaml:"replay_window"`
 	Destination    *destinationConfig `yaml:"destination"`
 	Signature      *signature.Config  `yaml:"signature"`
 	IdempotencyKey *ruleConfig        `yaml:"idempotency_key"`
@@ -320,13 +321,6 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 	} else {
 		p.orderRule = r
 	}
-	if c.DedupTTL != "" {
-		d, err := parseDuration(c.DedupTTL)
-		if err != nil {
-			fail(fmt.Errorf("dedup_ttl: %w", err))
-		}
-		p.DedupTTL = d
-	}
 	if c.Tolerance != "" {
 		if !pre.timestamped() {
 			fail(fmt.Errorf("tolerance: preset %s signs no timestamp (only stripe, standard, slack and retell do)", c.Preset))
@@ -372,6 +366,7 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 		errs = append(errs, c.buildRoutes(p, lookupEnv, mode)...)
 	}
 	errs = append(errs, c.buildSchemas(p, dir)...)
+	errs = append(errs, c.buildTTLs(p)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,8 +17,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/ingest/internal/publish"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
+	"github.com/hookline/hookline/schemas"
 )
 
 // replayServer is mustServer with the replay cache's cap given.
@@ -45,10 +50,12 @@ func resend(tb testing.TB, h http.Handler, req *http.Request, body []byte, set m
 }
 
 // TestReplayRecognised: a captured github delivery sent again with new
-// delivery ids is answered 202 duplicate and produces nothing; a different
-// body is a new delivery; a provider that signs a timestamp and keys on the
-// body (stripe) is left to the processor's dedup; with recognition off,
-// every replay is produced.
+// delivery ids is answered 202 replay naming the first key, produces
+// nothing on raw, and gets a suppressed outcome under its own key (the
+// first maxTracedReplays of them); sent again under its own id it is a
+// duplicate; a different body is a new delivery; a provider that signs a
+// timestamp and keys on the body (stripe) is left to the processor's
+// dedup; with recognition off, every replay is produced.
 func TestReplayRecognised(t *testing.T) {
 	pub := &fakePublisher{}
 	h, reg := replayServer(t, pub, DefaultReplayCacheEntries)
@@ -59,18 +66,40 @@ func TestReplayRecognised(t *testing.T) {
 	if code, a := resend(t, h, captured, body, nil); code != 202 || a.Status != statusAccepted || a.IdempotencyKey != "github:d-0" {
 		t.Fatalf("first delivery: %d %+v", code, a)
 	}
-	for i := 1; i <= 20; i++ {
+	const replays = 20
+	for i := 1; i <= replays; i++ {
 		code, a := resend(t, h, captured, body, map[string]string{"X-GitHub-Delivery": fmt.Sprint("d-", i), "X-GitHub-Event": "ping"})
-		if code != 202 || a.Status != statusDuplicate || a.IdempotencyKey != fmt.Sprint("github:d-", i) {
-			t.Fatalf("replay %d: %d %+v, want 202 duplicate naming its key", i, code, a)
+		if code != 202 || a.Status != statusReplay || a.IdempotencyKey != fmt.Sprint("github:d-", i) || a.ReplayOf != "github:d-0" {
+			t.Fatalf("replay %d: %d %+v, want 202 replay naming its key and github:d-0", i, code, a)
 		}
 	}
-	if n := pub.count(); n != 1 {
-		t.Fatalf("%d records produced for one delivery and 20 replays, want 1", n)
+	if code, a := resend(t, h, captured, body, nil); code != 202 || a.Status != statusDuplicate || a.IdempotencyKey != "github:d-0" || a.ReplayOf != "" {
+		t.Fatalf("sent again under its own id: %d %+v, want 202 duplicate", code, a)
+	}
+	if n := len(pub.on("webhooks.raw")); n != 1 {
+		t.Fatalf("%d records produced for one delivery and %d replays, want 1", n, replays)
+	}
+	traced := pub.on("webhooks.outcomes")
+	if len(traced) != maxTracedReplays {
+		t.Fatalf("%d suppressed outcomes for %d replays, want the first %d", len(traced), replays, maxTracedReplays)
+	}
+	for i, r := range traced {
+		o, err := outcome.Decode(r.Value)
+		want := fmt.Sprint("github:d-", i+1)
+		if err != nil || string(r.Key) != want || o.Key != want || o.Status != outcome.StatusSuppressed || o.ReplayOf != "github:d-0" || o.Provider != "github" || o.EventType != "ping" {
+			t.Errorf("suppressed outcome %d: key %s %+v %v; want key %s, suppressed, replay of github:d-0", i, r.Key, o, err, want)
+		}
+		if err := schemas.Validate(schemas.Outcome, r.Value); err != nil {
+			t.Errorf("suppressed outcome %d fails the outcome schema: %v\n%s", i, err, r.Value)
+		}
 	}
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
-	for _, want := range []string{`hookline_ingest_replays_total{provider="github"} 20`, "hookline_ingest_replay_cache_entries 1", "hookline_ingest_replay_cache_evictions_total 0"} {
+	for _, want := range []string{
+		fmt.Sprintf(`hookline_ingest_replays_total{provider="github"} %d`, replays+1),
+		fmt.Sprintf(`hookline_ingest_replays_suppressed_total{provider="github"} %d`, replays),
+		"hookline_ingest_replay_cache_entries 1", "hookline_ingest_replay_cache_evictions_total 0",
+	} {
 		if !strings.Contains(w.Body.String(), want+"\n") {
 			t.Errorf("/metrics lacks %q", want)
 		}
@@ -87,7 +116,7 @@ func TestReplayRecognised(t *testing.T) {
 			t.Fatalf("stripe sent again: %d %+v, want accepted (the processor drops it)", code, a)
 		}
 	}
-	if n := pub.count(); n != 4 {
+	if n := len(pub.on("webhooks.raw")); n != 4 {
 		t.Fatalf("%d records, want 4", n)
 	}
 
@@ -156,9 +185,9 @@ func TestReplaySparesRateLimit(t *testing.T) {
 // adds nothing.
 func TestReplayFailedProduceRealBroker(t *testing.T) {
 	brokers := kafkatest.Brokers(t)
-	topic := kafkatest.Prefix(t) + "webhooks.raw"
+	topic, outcomes := kafkatest.Prefix(t)+"webhooks.raw", kafkatest.Prefix(t)+"webhooks.outcomes"
 	cl := kafkatest.Client(t, brokers, kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(2*time.Second))
-	s, reg := testServer(t, publish.New(cl, 2*time.Second), func(c *Config) { c.Topic = topic })
+	s, reg := testServer(t, publish.New(cl, 2*time.Second), func(c *Config) { c.Topic, c.OutcomesTopic = topic, outcomes })
 	h := s.Handler()
 	body := []byte(`{"action":"opened","issue":{"number":42}}`)
 	req := signed(t, reg, "github", "application/json", body, time.Now(), map[string]string{"X-GitHub-Delivery": "retry-1", "X-GitHub-Event": "issues"})
@@ -168,6 +197,9 @@ func TestReplayFailedProduceRealBroker(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, topic); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := kadm.NewClient(cl).CreateTopic(ctx, 1, 1, nil, outcomes); err != nil {
 		t.Fatal(err)
 	}
 	// A topic created a moment ago may not be in the producer's metadata
@@ -185,13 +217,117 @@ func TestReplayFailedProduceRealBroker(t *testing.T) {
 	if code != 202 || a.Status != statusAccepted {
 		t.Fatalf("the provider's retry after the failed produce: %d %+v after %d tries in 30s, want accepted", code, a, tries)
 	}
-	if code, a := resend(t, h, req, body, map[string]string{"X-GitHub-Delivery": "retry-2"}); code != 202 || a.Status != statusDuplicate {
-		t.Fatalf("a replay after it: %d %+v, want duplicate", code, a)
+	if code, a := resend(t, h, req, body, nil); code != 202 || a.Status != statusDuplicate {
+		t.Fatalf("sent again: %d %+v, want duplicate", code, a)
+	}
+	if code, a := resend(t, h, req, body, map[string]string{"X-GitHub-Delivery": "retry-2"}); code != 202 || a.Status != statusReplay || a.ReplayOf != "github:retry-1" {
+		t.Fatalf("a replay after it: %d %+v, want replay of github:retry-1", code, a)
+	}
+	if o := kafkatest.ReadN(t, brokers, outcomes, 1, 20*time.Second)[0]; string(o.Key) != "github:retry-2" || !strings.Contains(string(o.Value), `"replay_of":"github:retry-1"`) {
+		t.Fatalf("the replay's outcome: key %s value %s", o.Key, o.Value)
 	}
 	if n := kafkatest.EndOffsets(t, brokers, topic); n != 1 {
 		t.Fatalf("raw holds %d records, want 1", n)
 	}
 	if r := kafkatest.ReadN(t, brokers, topic, 1, 20*time.Second)[0]; string(r.Key) != "github:retry-1" || string(r.Value) != string(body) {
 		t.Fatalf("raw's record: key %s value %s", r.Key, r.Value)
+	}
+}
+
+// TestIdenticalGitHubPairs (issue 32): GitHub's own example payloads that
+// its examples package lists twice, byte for byte (testdata/github-identical:
+// org_block blocked, membership removed, organization member_added,
+// sponsorship created, github_app_authorization revoked), posted under two
+// delivery ids as two real events would be. Within the provider's
+// replay_window the second is suppressed: answered 202 replay naming the
+// first, counted, and given a suppressed outcome under its own key;
+// further apart than the window, or with replay_window 0, both are
+// produced. The clock is the server's (Config.Now), so the gaps are exact.
+func TestIdenticalGitHubPairs(t *testing.T) {
+	files, err := filepath.Glob("testdata/github-identical/*.json")
+	if err != nil || len(files) != 5 {
+		t.Fatalf("testdata/github-identical holds %d payloads (%v), want the 5 pairs", len(files), err)
+	}
+	reg, err := providers.Parse([]byte(`
+providers:
+  gh-hour: {preset: github, secret_env: [HL_TEST_SECRET]}
+  gh-ms: {preset: github, secret_env: [HL_TEST_SECRET], replay_window: 1ms}
+  gh-off: {preset: github, secret_env: [HL_TEST_SECRET], replay_window: "0"}
+`), lookup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		provider string
+		gap      time.Duration
+		replay   bool // the second is suppressed
+	}{
+		{"gh-hour", 0, true},
+		{"gh-hour", 59 * time.Minute, true},
+		{"gh-hour", time.Hour, false}, // the window is over: a new event
+		{"gh-ms", 500 * time.Microsecond, true},
+		{"gh-ms", 2 * time.Millisecond, false},
+		{"gh-off", 0, false},
+	} {
+		t.Run(fmt.Sprintf("%s+%s", tc.provider, tc.gap), func(t *testing.T) {
+			pub := &fakePublisher{}
+			now := t0
+			s, _ := testServer(t, pub, func(c *Config) { c.Providers, c.Now = reg, func() time.Time { return now } })
+			h := s.Handler()
+			var wantRaw, wantSuppressed []string
+			for _, f := range files {
+				body, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
+				}
+				event := strings.TrimSuffix(filepath.Base(f), ".json")
+				first, second := tc.provider+":"+event+"-1", tc.provider+":"+event+"-2"
+				req := signed(t, reg, tc.provider, "application/json", body, now, map[string]string{"X-GitHub-Event": event})
+				now = t0
+				if code, a := resend(t, h, req, body, map[string]string{"X-GitHub-Delivery": event + "-1"}); code != 202 || a.Status != statusAccepted || a.IdempotencyKey != first {
+					t.Fatalf("%s first: %d %+v, want accepted", event, code, a)
+				}
+				now = t0.Add(tc.gap)
+				code, a := resend(t, h, req, body, map[string]string{"X-GitHub-Delivery": event + "-2"})
+				wantRaw = append(wantRaw, first)
+				switch {
+				case tc.replay && (code != 202 || a.Status != statusReplay || a.IdempotencyKey != second || a.ReplayOf != first):
+					t.Fatalf("%s second within the window: %d %+v, want 202 replay of %s", event, code, a, first)
+				case !tc.replay && (code != 202 || a.Status != statusAccepted || a.IdempotencyKey != second):
+					t.Fatalf("%s second: %d %+v, want accepted", event, code, a)
+				case tc.replay:
+					wantSuppressed = append(wantSuppressed, second)
+				default:
+					wantRaw = append(wantRaw, second)
+				}
+			}
+			keys := func(recs []*kgo.Record) []string {
+				var out []string
+				for _, r := range recs {
+					out = append(out, string(r.Key))
+				}
+				return out
+			}
+			if got := keys(pub.on("webhooks.raw")); !slices.Equal(got, wantRaw) {
+				t.Errorf("raw got %v, want %v", got, wantRaw)
+			}
+			sup := pub.on("webhooks.outcomes")
+			if got := keys(sup); !slices.Equal(got, wantSuppressed) {
+				t.Errorf("suppressed outcomes for %v, want %v", got, wantSuppressed)
+			}
+			for _, r := range sup {
+				o, err := outcome.Decode(r.Value)
+				if err != nil || o.Status != outcome.StatusSuppressed || o.ReplayOf != strings.TrimSuffix(o.Key, "-2")+"-1" || o.EventType != strings.TrimSuffix(strings.TrimPrefix(o.Key, tc.provider+":"), "-2") {
+					t.Errorf("suppressed outcome %s: %+v %v", r.Key, o, err)
+				}
+			}
+			w := httptest.NewRecorder()
+			h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+			want := fmt.Sprintf(`hookline_ingest_replays_suppressed_total{provider=%q} %d`, tc.provider, len(wantSuppressed))
+			if got := strings.Contains(w.Body.String(), want+"\n"); got != tc.replay {
+				t.Errorf("/metrics holds %q: %t, want %t", want, got, tc.replay)
+			}
+		})
 	}
 }

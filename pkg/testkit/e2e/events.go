@@ -102,9 +102,13 @@ type Answer struct {
 	Keys []string
 	// Error is the error code of a refusal.
 	Error string
-	// Duplicate says ingest recognised a replay of a delivery it accepted
-	// before (status "duplicate"): a 202 that produced nothing.
+	// Duplicate says ingest recognised a delivery it accepted before under
+	// the same key (status "duplicate"): a 202 that produced nothing.
 	Duplicate bool
+	// ReplayOf is set when ingest took the delivery for a replay of the
+	// one accepted under this key (status "replay"): a 202 that produced
+	// nothing, its keys never delivered.
+	ReplayOf string
 }
 
 // Sign sets on h the signature headers provider sends for body, signed
@@ -142,15 +146,16 @@ func (s *System) Send(ev Event) (Answer, error) {
 	}
 	a := Answer{Status: resp.StatusCode}
 	var body struct {
-		Key    string   `json:"idempotency_key"`
-		Keys   []string `json:"idempotency_keys"`
-		Error  string   `json:"error"`
-		Status string   `json:"status"`
+		Key      string   `json:"idempotency_key"`
+		Keys     []string `json:"idempotency_keys"`
+		Error    string   `json:"error"`
+		Status   string   `json:"status"`
+		ReplayOf string   `json:"replay_of"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil && resp.StatusCode == http.StatusAccepted {
 		return a, fmt.Errorf("answer %d is not JSON: %q", resp.StatusCode, b)
 	}
-	a.Error, a.Duplicate = body.Error, body.Status == "duplicate"
+	a.Error, a.Duplicate, a.ReplayOf = body.Error, body.Status == "duplicate", body.ReplayOf
 	if body.Key != "" {
 		a.Keys = []string{body.Key}
 	}

@@ -62,8 +62,8 @@ type Ledger struct {
 // keyAccount is what happened to one key: dedup and routing decide once
 // per key, the rest per route.
 type keyAccount struct {
-	duplicate, unrouted int
-	routes              map[string]*account
+	duplicate, unrouted, suppressed int
+	routes                          map[string]*account
 }
 
 // account is what happened to one key on one route.
@@ -222,6 +222,10 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 		return
 	case outcome.StatusUnrouted:
 		l.keyAccount(o.Key).unrouted++
+		return
+	case outcome.StatusSuppressed:
+		// Ingest's: the delivery was taken for a replay and never produced.
+		l.keyAccount(o.Key).suppressed++
 		return
 	}
 	a := l.account(o.Key, o.Route)

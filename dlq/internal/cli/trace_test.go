@@ -60,14 +60,7 @@ func TestPrintTraceByRoute(t *testing.T) {
 	out := b.String()
 	order := []string{"route crm waiting in retry tier 5m", "the key, for every route:", "accepted", "duplicate",
 		"route billing: done at", "done", "route crm: waiting in retry tier 5m", "to tier 5m; error: HTTP 503", "accepted 1, attempts 2, duplicates 1"}
-	rest := out
-	for _, want := range order {
-		i := strings.Index(rest, want)
-		if i < 0 {
-			t.Fatalf("trace output lacks %q after what came before:\n%s", want, out)
-		}
-		rest = rest[i+len(want):]
-	}
+	inOrder(t, out, order)
 }
 
 // TestPrintTraceSuppressed: a key ingest suppressed as a replay says so,
@@ -85,6 +78,12 @@ func TestPrintTraceSuppressed(t *testing.T) {
 	out := b.String()
 	order := []string{"github:b (provider github): suppressed as a replay of github:a", "the key, for every route:",
 		"suppressed", "suppressed as a replay of github:a (ingest:", "accepted 0, attempts 0, duplicates 0, suppressed as replays 1"}
+	inOrder(t, out, order)
+}
+
+// inOrder fails the test unless out holds each of order, in that order.
+func inOrder(t *testing.T, out string, order []string) {
+	t.Helper()
 	rest := out
 	for _, want := range order {
 		i := strings.Index(rest, want)

@@ -406,9 +406,9 @@ func (s *Server) claimReplay(c *gin.Context, p *providers.Provider, body []byte,
 // and is 503 without it, as an accepted delivery's is. Nothing is charged
 // to the provider's rate limit.
 func (s *Server) answerReplay(c *gin.Context, p *providers.Provider, events []providers.Event, first prior, out accepted, now time.Time) error {
-	s.m.replays.WithLabelValues(p.Name).Inc()
 	reqID := out.RequestID
 	if first.key == events[0].Key {
+		s.m.replays.WithLabelValues(p.Name).Inc()
 		s.cfg.Logger.Debug("delivery sent again: its signed content was accepted before under its key", "provider", p.Name, "request_id", reqID)
 		out.Status = statusDuplicate
 		s.m.requests.WithLabelValues(p.Name, "202").Inc()
@@ -430,6 +430,7 @@ func (s *Server) answerReplay(c *gin.Context, p *providers.Provider, events []pr
 			return ae
 		}
 	}
+	s.m.replays.WithLabelValues(p.Name).Inc()
 	s.m.suppressed.WithLabelValues(p.Name).Inc()
 	s.cfg.Logger.Info("delivery suppressed as a replay: its signed content was accepted before under another key",
 		"provider", p.Name, "request_id", reqID, "key", events[0].Key, "replay_of", first.key, "traced", first.trace)

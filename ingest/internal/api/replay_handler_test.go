@@ -331,3 +331,36 @@ providers:
 		})
 	}
 }
+
+// TestSuppressedOutcomeUnacknowledged: a replay whose suppressed outcome
+// Kafka did not acknowledge is answered 503 (its trace is not guaranteed)
+// and not counted; sent again once Kafka is back, it is answered replay.
+func TestSuppressedOutcomeUnacknowledged(t *testing.T) {
+	pub := &fakePublisher{}
+	h, reg := replayServer(t, pub, DefaultReplayCacheEntries)
+	body := []byte(`{"action":"blocked","blocked_user":{"login":"x"}}`)
+	req := signed(t, reg, "github", "application/json", body, time.Now(), map[string]string{"X-GitHub-Delivery": "u-1", "X-GitHub-Event": "org_block"})
+	if code, a := resend(t, h, req, body, nil); code != 202 || a.Status != statusAccepted {
+		t.Fatalf("first: %d %+v", code, a)
+	}
+	pub.mu.Lock()
+	pub.err = publish.ErrDeadline
+	pub.mu.Unlock()
+	if code, _ := resend(t, h, req, body, map[string]string{"X-GitHub-Delivery": "u-2"}); code != http.StatusServiceUnavailable {
+		t.Fatalf("replay while Kafka does not acknowledge: %d, want 503", code)
+	}
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/metrics", nil))
+	if strings.Contains(w.Body.String(), `hookline_ingest_replays_suppressed_total{provider="github"}`) {
+		t.Error("a replay answered 503 is counted as suppressed")
+	}
+	pub.mu.Lock()
+	pub.err = nil
+	pub.mu.Unlock()
+	if code, a := resend(t, h, req, body, map[string]string{"X-GitHub-Delivery": "u-2"}); code != 202 || a.Status != statusReplay || a.ReplayOf != "github:u-1" {
+		t.Fatalf("sent again: %d %+v, want replay of github:u-1", code, a)
+	}
+	if n := len(pub.on("webhooks.outcomes")); n != 1 {
+		t.Fatalf("%d suppressed outcomes, want 1", n)
+	}
+}

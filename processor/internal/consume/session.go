@@ -283,7 +283,7 @@ func (s *session) run(it *item) (*result, error) {
 		var buf [4]*target
 		ts, filed := p.matching(r, a.Provider, buf[:0])
 		if !filed || (bad != nil && len(ts) == 0) { // delivered nowhere: its outcome is the product; invalid: the key's one DLQ entry
-			next, effects := decide.Step(cur, a, bad, p.keyPolicy(a.Provider))
+			next, effects := decide.Step(cur, a, bad, p.policyOf(nil, r, a.Provider))
 			return s.decided(res, a, next, effects, map[string]called{a.Route: {err: bad}}, ord)
 		}
 		var calls map[string]called
@@ -319,9 +319,9 @@ func (s *session) run(it *item) (*result, error) {
 				s.release(res)
 				return nil, nil
 			}
-			results[i] = decide.RouteResult{Route: t.route, Result: calls[t.route].err, Policy: t.policy}
+			results[i] = decide.RouteResult{Route: t.route, Result: calls[t.route].err, Policy: p.policyOf(t, r, a.Provider)}
 		}
-		next, effects := decide.StepRoutes(cur, a, results, p.keyPolicy(a.Provider))
+		next, effects := decide.StepRoutes(cur, a, results, p.policyOf(nil, r, a.Provider))
 		return s.decided(res, a, next, effects, calls, ord)
 	}
 	t := p.target(a.Provider, a.Route)
@@ -344,11 +344,7 @@ func (s *session) run(it *item) (*result, error) {
 		s.release(res)
 		return nil, nil
 	}
-	pol := p.keyPolicy(a.Provider)
-	if t != nil {
-		pol = t.policy
-	}
-	next, effects := decide.Step(cur, a, c.err, pol)
+	next, effects := decide.Step(cur, a, c.err, p.policyOf(t, r, a.Provider))
 	return s.decided(res, a, next, effects, map[string]called{a.Route: c}, ord)
 }
 

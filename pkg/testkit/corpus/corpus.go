@@ -61,23 +61,33 @@ func (e GitHubExample) ID() string { return fmt.Sprintf("%s %d", e.Event, e.Inde
 // order, failing the test when the file does not parse.
 func GitHub(tb testing.TB) []GitHubExample {
 	tb.Helper()
+	exs, err := LoadGitHub()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return exs
+}
+
+// LoadGitHub reads every example of the api.github.com set, in the
+// published order (GitHub, for programs).
+func LoadGitHub() ([]GitHubExample, error) {
 	b, err := os.ReadFile(filepath.Join(GitHubDir(), "webhooks-examples", "api.github.com", "index.json"))
 	if err != nil {
-		tb.Fatalf("corpus: %v", err)
+		return nil, fmt.Errorf("corpus: %w", err)
 	}
 	var index []struct {
 		Name     string            `json:"name"`
 		Examples []json.RawMessage `json:"examples"`
 	}
 	if err := json.Unmarshal(b, &index); err != nil {
-		tb.Fatalf("corpus: github examples: %v", err)
+		return nil, fmt.Errorf("corpus: github examples: %w", err)
 	}
 	var out []GitHubExample
 	for _, e := range index {
 		for i, raw := range e.Examples {
 			var body bytes.Buffer
 			if err := json.Compact(&body, raw); err != nil {
-				tb.Fatalf("corpus: github %s %d: %v", e.Name, i, err)
+				return nil, fmt.Errorf("corpus: github %s %d: %w", e.Name, i, err)
 			}
 			var head struct {
 				Action string `json:"action"`
@@ -88,7 +98,7 @@ func GitHub(tb testing.TB) []GitHubExample {
 			out = append(out, ex)
 		}
 	}
-	return out
+	return out, nil
 }
 
 // uuidOf is a name-based UUID (version 5's layout, over SHA-1) of s.
@@ -99,44 +109,41 @@ func uuidOf(s string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
-// GitHubDefinition is the name of event's own definition in GitHub's
-// schema: "<event>_event" for event types with actions, "<event>$event"
-// for the others, as the schema names them; "" when it has neither.
-func GitHubDefinition(tb testing.TB, event string) string {
-	tb.Helper()
-	defs := githubDefinitions(tb)
-	for _, name := range []string{event + "_event", event + "$event"} {
-		if defs[name] {
-			return name
-		}
-	}
-	return ""
-}
-
-// githubDefinitions are the names of the schema's definitions.
-func githubDefinitions(tb testing.TB) map[string]bool {
-	tb.Helper()
+// GitHubMapping maps each event type to its own definition in GitHub's
+// schema, as a providers file's schema: mapping writes it:
+// "<schema file>#/definitions/<event>_event" for event types with
+// actions, "...#/definitions/<event>$event" for the others, as the schema
+// names them. An event type with neither is an error.
+func GitHubMapping(events []string) (map[string]string, error) {
 	b, err := os.ReadFile(GitHubSchema())
 	if err != nil {
-		tb.Fatalf("corpus: %v", err)
+		return nil, fmt.Errorf("corpus: %w", err)
 	}
 	var s struct {
 		Definitions map[string]json.RawMessage `json:"definitions"`
 	}
 	if err := json.Unmarshal(b, &s); err != nil {
-		tb.Fatalf("corpus: github schema: %v", err)
+		return nil, fmt.Errorf("corpus: github schema: %w", err)
 	}
-	out := make(map[string]bool, len(s.Definitions))
-	for k := range s.Definitions {
-		out[k] = true
+	out := make(map[string]string, len(events))
+	for _, ev := range events {
+		for _, name := range []string{ev + "_event", ev + "$event"} {
+			if _, ok := s.Definitions[name]; ok {
+				out[ev] = GitHubSchema() + "#/definitions/" + name
+				break
+			}
+		}
+		if out[ev] == "" {
+			return nil, fmt.Errorf("corpus: github schema: no definition for event type %s", ev)
+		}
 	}
-	return out
+	return out, nil
 }
 
 // Against which schema an expected list was computed.
 const (
 	// PerEvent: each example against its own event type's definition
-	// (GitHubDefinition).
+	// (GitHubMapping).
 	PerEvent = "per-event"
 	// Whole: each example against the whole schema file (its top-level
 	// oneOf).

@@ -30,10 +30,12 @@ func TestGitHubCorpus(t *testing.T) {
 	if len(exs) != 329 || len(types) != 58 || len(deliveries) != len(exs) {
 		t.Errorf("%d examples of %d event types, %d delivery ids: want 329 of 58, one id each", len(exs), len(types), len(deliveries))
 	}
+	var names []string
 	for typ := range types {
-		if corpus.GitHubDefinition(t, typ) == "" {
-			t.Errorf("event type %s has no definition of its own in the schema", typ)
-		}
+		names = append(names, typ)
+	}
+	if m, err := corpus.GitHubMapping(names); err != nil || len(m) != len(types) {
+		t.Errorf("mapping of %d event types to their own definitions: %d (%v)", len(types), len(m), err)
 	}
 	pairs := 0
 	for _, n := range bodies {

@@ -37,11 +37,7 @@ func (nopPublisher) Publish(context.Context, []*kgo.Record) error { return nil }
 // CPU's alone: with the produce's round trip they are closer to 1.
 func BenchmarkCorpusSchemas(b *testing.B) {
 	exs := corpus.GitHub(b)
-	var types []string
-	for _, e := range exs {
-		types = append(types, e.Event)
-	}
-	defs, err := corpus.GitHubMapping(types)
+	defs, err := corpus.GitHubMapping()
 	if err != nil {
 		b.Fatal(err)
 	}

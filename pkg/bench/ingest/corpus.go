@@ -1,11 +1,9 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -45,11 +43,7 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 	if err != nil {
 		return err
 	}
-	var types []string
-	for _, e := range exs {
-		types = append(types, e.Event)
-	}
-	defs, err := corpus.GitHubMapping(types)
+	defs, err := corpus.GitHubMapping()
 	if err != nil {
 		return err
 	}
@@ -138,20 +132,7 @@ type corpusRequest struct {
 func corpusLoop(ctx context.Context, c *http.Client, addr string, reqs []corpusRequest, conns int, dur time.Duration) loadtest.Result {
 	return loadtest.ClosedLoop(ctx, conns, dur, func(ctx context.Context, i int) error {
 		r := reqs[i%len(reqs)]
-		req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/webhooks/github", bytes.NewReader(r.body))
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("X-GitHub-Event", r.event)
-		req.Header.Set("X-GitHub-Delivery", r.delivery)
-		req.Header.Set("X-Hub-Signature-256", r.sig)
-		resp, err := c.Do(req)
-		if err != nil {
-			return err
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusAccepted {
-			return fmt.Errorf("status %d", resp.StatusCode)
-		}
-		return nil
+		return post(ctx, c, "http://"+addr+"/webhooks/github", r.body,
+			"X-GitHub-Event", r.event, "X-GitHub-Delivery", r.delivery, "X-Hub-Signature-256", r.sig)
 	})
 }

@@ -179,9 +179,17 @@ func signedBodies(n, size int) ([]request, error) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func send(ctx context.Context, c *http.Client, base string, r request) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/stripe", bytes.NewReader(r.body))
+	return post(ctx, c, base+"/webhooks/stripe", r.body, "Stripe-Signature", r.sig)
+}
+
+// post sends body as JSON with the headers given as name, value pairs, and
+// wants 202.
+func post(ctx context.Context, c *http.Client, url string, body []byte, hv ...string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Stripe-Signature", r.sig)
+	for i := 0; i+1 < len(hv); i += 2 {
+		req.Header.Set(hv[i], hv[i+1])
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return err

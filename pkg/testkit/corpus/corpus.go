@@ -109,12 +109,16 @@ func uuidOf(s string) string {
 	return fmt.Sprintf("%x-%x-%x-%x-%x", h[0:4], h[4:6], h[6:8], h[8:10], h[10:16])
 }
 
-// GitHubMapping maps each event type to its own definition in GitHub's
-// schema, as a providers file's schema: mapping writes it:
-// "<schema file>#/definitions/<event>_event" for event types with
-// actions, "...#/definitions/<event>$event" for the others, as the schema
-// names them. An event type with neither is an error.
-func GitHubMapping(events []string) (map[string]string, error) {
+// GitHubMapping maps each event type of the examples to its own
+// definition in GitHub's schema, as a providers file's schema: mapping
+// writes it: "<schema file>#/definitions/<event>_event" for event types
+// with actions, "...#/definitions/<event>$event" for the others, as the
+// schema names them. An event type with neither is an error.
+func GitHubMapping() (map[string]string, error) {
+	exs, err := LoadGitHub()
+	if err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(GitHubSchema())
 	if err != nil {
 		return nil, fmt.Errorf("corpus: %w", err)
@@ -125,16 +129,16 @@ func GitHubMapping(events []string) (map[string]string, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("corpus: github schema: %w", err)
 	}
-	out := make(map[string]string, len(events))
-	for _, ev := range events {
-		for _, name := range []string{ev + "_event", ev + "$event"} {
+	out := map[string]string{}
+	for _, e := range exs {
+		for _, name := range []string{e.Event + "_event", e.Event + "$event"} {
 			if _, ok := s.Definitions[name]; ok {
-				out[ev] = GitHubSchema() + "#/definitions/" + name
+				out[e.Event] = GitHubSchema() + "#/definitions/" + name
 				break
 			}
 		}
-		if out[ev] == "" {
-			return nil, fmt.Errorf("corpus: github schema: no definition for event type %s", ev)
+		if out[e.Event] == "" {
+			return nil, fmt.Errorf("corpus: github schema: no definition for event type %s", e.Event)
 		}
 	}
 	return out, nil

@@ -22,6 +22,7 @@ type corpusMode struct {
 	name   string
 	schema string // the entry's schema: value; "" for none
 	addr   string
+	proc   *loadtest.Proc
 }
 
 // runCorpus measures ingest on GitHub's published example payloads
@@ -71,14 +72,14 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 		if m.addr, err = loadtest.FreeAddr(); err != nil {
 			return err
 		}
-		p, err := loadtest.Start(r.Bins["ingest"], []string{"HOOKLINE_INGEST_ADDR=" + m.addr, "HOOKLINE_PROVIDERS=" + file,
+		m.proc, err = loadtest.Start(r.Bins["ingest"], []string{"HOOKLINE_INGEST_ADDR=" + m.addr, "HOOKLINE_PROVIDERS=" + file,
 			"BENCH_GITHUB_SECRET=" + secret, "HOOKLINE_TOPIC_PREFIX=" + r.Prefix("bench-corpus-"+m.name),
 			"HOOKLINE_REPLAY_CACHE_ENTRIES=0", "HOOKLINE_LOG_LEVEL=warn"}, filepath.Join(r.Dir, "ingest-"+m.name+".log"))
 		if err != nil {
 			return err
 		}
-		defer func() { _ = p.Stop(30 * time.Second) }()
-		if err := p.WaitReady(ctx, "http://"+m.addr+"/readyz", 60*time.Second); err != nil {
+		defer func() { _ = m.proc.Stop(30 * time.Second) }()
+		if err := m.proc.WaitReady(ctx, "http://"+m.addr+"/readyz", 60*time.Second); err != nil {
 			return err
 		}
 	}
@@ -99,17 +100,29 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 		_ = corpusLoop(ctx, client, m.addr, reqs, conns, 2*time.Second)
 	}
 	ratios := map[string][]float64{}
-	fmt.Printf("%-6s %-10s %10s %9s %9s %8s %8s\n", "round", "schema", "req/s", "p50 ms", "p99 ms", "errors", "×none")
+	fmt.Printf("%-6s %-10s %10s %9s %9s %8s %8s %14s\n", "round", "schema", "req/s", "p50 ms", "p99 ms", "errors", "×none", "ingest CPU/req")
 	for round := 1; round <= rounds; round++ {
 		var base float64
 		for _, m := range modes {
+			cpu0, err := loadtest.CPU(m.proc.Pid())
+			if err != nil {
+				return err
+			}
 			res := corpusLoop(ctx, client, m.addr, reqs, conns, dur)
+			cpu1, err := loadtest.CPU(m.proc.Pid())
+			if err != nil {
+				return err
+			}
+			perReq := time.Duration(0)
+			if n := len(res.Lat) + res.Errors; n > 0 {
+				perReq = (cpu1 - cpu0) / time.Duration(n)
+			}
 			if m.name == "none" {
 				base = res.Rate()
 			}
 			ratio := res.Rate() / base
 			ratios[m.name] = append(ratios[m.name], ratio)
-			fmt.Printf("%-6d %-10s %10.0f %9.2f %9.2f %8d %8.2f\n", round, m.name, res.Rate(), ms(res.Pct(50)), ms(res.Pct(99)), res.Errors, ratio)
+			fmt.Printf("%-6d %-10s %10.0f %9.2f %9.2f %8d %8.2f %11.0f µs\n", round, m.name, res.Rate(), ms(res.Pct(50)), ms(res.Pct(99)), res.Errors, ratio, float64(perReq.Microseconds()))
 			if res.Errors > 0 {
 				return fmt.Errorf("%s: %d requests answered something other than 202", m.name, res.Errors)
 			}

@@ -32,7 +32,7 @@ run: build
 
 ## observe: Prometheus and Alertmanager (Debian's prometheus and prometheus-alertmanager packages,
 ## no Docker) in the foreground, scraping what `make run` runs, evaluating compose/prometheus/alerts.yml
-## and notifying the receivers set in the environment (HOOKLINE_ALERT_*; README, Monitoring).
+## and notifying the receivers set in the environment (HOOKLINE_ALERT_*; docs/operating.md, Monitoring).
 ## Prints both URLs; Ctrl-C stops both.
 observe:
 	compose/observe.sh

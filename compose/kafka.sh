@@ -51,7 +51,7 @@
 #   KAFKA_JARS_DIR as above (default <repo>/.kafka/jars, shared with the single broker)
 #   KAFKA_CLUSTER_ID, KAFKA_START_TIMEOUT, KAFKA_STOP_TIMEOUT, KAFKA_READY_CHECK as above
 #
-# A secure broker beside the plaintext one (SASL_SSL, SCRAM-SHA-512, ACLs; README "Secure Kafka"):
+# A secure broker beside the plaintext one (SASL_SSL, SCRAM-SHA-512, ACLs; docs/security.md, "Secure Kafka"):
 #   compose/kafka.sh secure-up      CA and certificate (openssl), users, start, the services' ACLs for
 #                                   HOOKLINE_TOPIC_PREFIX, and <dir>/<user>.env for admin, ingest,
 #                                   processor, retrier, dlq: set -a; . .kafka-secure/ingest.env

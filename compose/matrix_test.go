@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/retry"
 )
 
@@ -52,8 +53,8 @@ func TestPriorityMatrix(t *testing.T) {
 		{"calcom", "BOOKING_CANCELLED", "bookings", providers.PriorityHigh, 120 * time.Second, 3},
 		{"stripe", "payment_intent.succeeded", "payments", providers.PriorityCritical, 60 * time.Second, 3},
 		{"stripe", "payment_intent.payment_failed", "payments", providers.PriorityCritical, 60 * time.Second, 3},
-		{"github", "push", providers.DefaultRoute, providers.PriorityNormal, 180 * time.Second, 3}, // Default
-		{"salla", "order.created", "orders", providers.PriorityHigh, 180 * time.Second, 3},         // seed 004
+		{"github", "push", route.Default, providers.PriorityNormal, 180 * time.Second, 3},  // Default
+		{"salla", "order.created", "orders", providers.PriorityHigh, 180 * time.Second, 3}, // seed 004
 		{"salla", "order.status.updated", "orders", providers.PriorityHigh, 180 * time.Second, 3},
 	}
 	for _, row := range rows {
@@ -86,7 +87,7 @@ func TestPriorityMatrix(t *testing.T) {
 				t.Errorf("priority %v, timeout %v, destination %+v; want %v, %v, an HTTP URL", rt.Priority, rt.Destination.Timeout, rt.Destination, row.priority, row.timeout)
 			}
 			attempts := 1 + all.Len()
-			if s, ok := schedules[providers.RouteKey(row.provider, rt.Name)]; ok {
+			if s, ok := schedules[route.Key(row.provider, rt.Name)]; ok {
 				attempts = 1 + len(s.Used())
 			}
 			if attempts != row.attempts {

@@ -238,11 +238,11 @@ func TestRulesAndDashboardUseRealMetrics(t *testing.T) {
 }
 
 // runbookBase is where every alert's runbook_url points, followed by the
-// anchor of its line in the README's table of alerts.
-const runbookBase = "https://github.com/hookline/hookline/blob/main/README.md#"
+// anchor of its line in the table of alerts of docs/operating.md.
+const runbookBase = "https://github.com/hookline/hookline/blob/main/docs/operating.md#"
 
 // TestAlertsAreActionable: every alert waits (for:), has a severity, a
-// summary, a description and a runbook_url at its line of the README's table
+// summary, a description and a runbook_url at its line of docs/operating.md's table
 // of alerts (an anchor named after it), and is shown both firing and quiet
 // by alerts_test.yml.
 func TestAlertsAreActionable(t *testing.T) {
@@ -271,7 +271,7 @@ func TestAlertsAreActionable(t *testing.T) {
 			}
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/operating.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +298,7 @@ func TestAlertsAreActionable(t *testing.T) {
 		}
 		anchor := strings.ToLower(r.Alert)
 		if !strings.Contains(string(readme), "| <a name=\""+anchor+"\"></a>`"+r.Alert+"` |") {
-			t.Errorf("%s is not in the README's alerts table with its anchor <a name=%q></a>", r.Alert, anchor)
+			t.Errorf("%s is not in docs/operating.md's alerts table with its anchor <a name=%q></a>", r.Alert, anchor)
 		}
 		if got := r.Annotations["runbook_url"]; got != runbookBase+anchor {
 			t.Errorf("%s: runbook_url %q, want %s", r.Alert, got, runbookBase+anchor)

@@ -234,7 +234,7 @@ func TestReplayAfterPermanentFailure(t *testing.T) {
 	}
 }
 
-// TestReplayWithKcat: the README's kcat replay, run as written, is a
+// TestReplayWithKcat: the kcat replay of docs/operating.md, run as written, is a
 // replay to the processor: done once, then a duplicate; the resolution
 // written with kcat is one dlq list understands.
 func TestReplayWithKcat(t *testing.T) {

@@ -58,8 +58,8 @@ func TestConfigServerTimeouts(t *testing.T) {
 	}
 }
 
-// TestConfigReadme: README's configuration table and the variables ingest
+// TestConfigReadme: the configuration table (docs/operating.md) and the variables ingest
 // reads agree.
 func TestConfigReadme(t *testing.T) {
-	envconftest.Readme(t, "../README.md", "ingest", loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
+	envconftest.Readme(t, "../docs/operating.md", "ingest", loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
 }

@@ -33,10 +33,10 @@ func TestConfigBadValues(t *testing.T) {
 		append([]string{"HOOKLINE_STATE_DIR"}, envconftest.SharedCombined...)...)
 }
 
-// TestConfigReadme: README's configuration table and the variables the
+// TestConfigReadme: the configuration table (docs/operating.md) and the variables the
 // processor reads agree.
 func TestConfigReadme(t *testing.T) {
-	envconftest.Readme(t, "../README.md", "processor", loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
+	envconftest.Readme(t, "../docs/operating.md", "processor", loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
 }
 
 // TestConfigValues: the defaults, and the values a setting takes.

@@ -23,6 +23,7 @@ import (
 	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/startup"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/consume"
@@ -201,15 +202,15 @@ func ownTopics(reg *providers.Registry, names topics.Names) error {
 // laneName is what Names.LaneSpecs takes for a route's lane: the
 // provider's name for its route default, "provider.route" for another
 // (Names.RouteLane).
-func laneName(provider, route string) string {
-	if route == providers.DefaultRoute {
+func laneName(provider, name string) string {
+	if name == route.Default {
 		return provider
 	}
-	return provider + "." + route
+	return provider + "." + name
 }
 
 // buildRouter gives every route with an HTTP destination its handler, keyed
-// providers.RouteKey, signing its calls when the route has signing secrets.
+// route.Key, signing its calls when the route has signing secrets.
 func buildRouter(reg *providers.Registry, cfg config) (*deliver.Router, error) {
 	handlers := map[string]deliver.Handler{}
 	for _, name := range reg.Names() {
@@ -235,7 +236,7 @@ func buildRouter(reg *providers.Registry, cfg config) (*deliver.Router, error) {
 			if err != nil {
 				return nil, fmt.Errorf("provider %s route %s destination: %w", name, r.Name, err)
 			}
-			handlers[providers.RouteKey(name, r.Name)] = h
+			handlers[route.Key(name, r.Name)] = h
 		}
 	}
 	return deliver.NewRouter(handlers), nil

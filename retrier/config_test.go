@@ -19,10 +19,10 @@ func TestConfigBadValues(t *testing.T) {
 	}
 }
 
-// TestConfigReadme: README's configuration table and the variables the
+// TestConfigReadme: the configuration table (docs/operating.md) and the variables the
 // retrier reads agree.
 func TestConfigReadme(t *testing.T) {
-	envconftest.Readme(t, "../README.md", "retrier", loadConfig, nil)
+	envconftest.Readme(t, "../docs/operating.md", "retrier", loadConfig, nil)
 }
 
 func TestRunRefusesBadConfigBeforeKafka(t *testing.T) {

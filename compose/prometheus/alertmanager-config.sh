@@ -146,5 +146,5 @@ if [ -n "$receivers" ]; then
 else
 	say "no receiver configured: alerts show on Alertmanager's page only and nobody is told." \
 		"Set HOOKLINE_ALERT_WEBHOOK_URL, HOOKLINE_ALERT_SLACK_WEBHOOK_URL, HOOKLINE_ALERT_TELEGRAM_BOT_TOKEN and _CHAT_ID," \
-		"or HOOKLINE_ALERT_EMAIL_TO, _EMAIL_FROM and HOOKLINE_ALERT_SMTP_HOST (see the README's Monitoring section)."
+		"or HOOKLINE_ALERT_EMAIL_TO, _EMAIL_FROM and HOOKLINE_ALERT_SMTP_HOST (see docs/operating.md, Monitoring)."
 fi

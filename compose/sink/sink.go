@@ -24,7 +24,7 @@ const (
 // maxBody bounds what is read of a delivery: it is only counted.
 const maxBody = 64 << 20
 
-// RulesText says what Rules does, for the start line and the README.
+// RulesText says what Rules does, for the start line and the docs.
 const RulesText = `keys containing "bad" 422 always; "down" 503 always; one key in three (FNV-1a of the key mod 3 = 0) 503 on attempts 1 and 2`
 
 // Rules answers a call to a /flaky/ path from the delivery's key and

@@ -3,7 +3,7 @@
 // allow.everyone.if.no.acl.found=false), one SCRAM user per service, and
 // grants them. compose/kafka.sh secure-up grants them for the local secure
 // broker (through compose/kafkaacl); tests grant them for their own topic
-// prefix. The README's table lists the same rules (a test compares them).
+// prefix. docs/security.md's table lists the same rules (a test compares them).
 package kafkaacl
 
 import (
@@ -211,7 +211,7 @@ func opName(o kadm.ACLOperation) string {
 	return o.String()
 }
 
-// Table is the rules as the README's markdown table (a test keeps the two
+// Table is the rules as docs/security.md's markdown table (a test keeps the two
 // equal): user, resource, name (P is HOOKLINE_TOPIC_PREFIX; "…" marks a
 // prefixed name) and operations.
 func Table() string {

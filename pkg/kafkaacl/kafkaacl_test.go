@@ -17,14 +17,14 @@ import (
 	"github.com/hookline/hookline/pkg/topics"
 )
 
-// TestREADMETable: the README lists exactly the rules granted.
+// TestREADMETable: docs/security.md lists exactly the rules granted.
 func TestREADMETable(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
+	readme, err := os.ReadFile("../../docs/security.md")
 	if err != nil {
 		t.Fatal(err)
 	}
 	if table := kafkaacl.Table(); !strings.Contains(string(readme), table) {
-		t.Fatalf("README.md does not hold the ACL table as pkg/kafkaacl grants it; put this in its place:\n%s", table)
+		t.Fatalf("docs/security.md does not hold the ACL table as pkg/kafkaacl grants it; put this in its place:\n%s", table)
 	}
 }
 

@@ -2,50 +2,21 @@ package providers
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"net/http"
 	"strconv"
-	"unicode"
-	"unicode/utf8"
-)
 
-// MaxKeyLen is the longest idempotency key accepted, in bytes.
-const MaxKeyLen = 512
+	"github.com/hookline/hookline/pkg/providers/jsonptr"
+	"github.com/hookline/hookline/pkg/providers/keys"
+	"github.com/hookline/hookline/pkg/providers/signature"
+)
 
 // MaxBatchEvents bounds the events of one batch delivery (GoCardless): each
 // becomes a record of its own, so a 449 KB batch of 20,000 tiny events
 // made 20,000 records per request. GoCardless batches a few hundred at most.
 const MaxBatchEvents = 1000
-
-// checkKey enforces the key rules: not empty, at most MaxKeyLen bytes, no
-// control characters (the key travels as an HTTP header to destinations).
-func checkKey(key string) error {
-	switch {
-	case key == "":
-		return malformed("idempotency key is empty")
-	case len(key) > MaxKeyLen:
-		return malformed("idempotency key is %d bytes, more than %d", len(key), MaxKeyLen)
-	case !utf8.ValidString(key):
-		return malformed("idempotency key is not valid UTF-8")
-	}
-	for _, r := range key {
-		if unicode.IsControl(r) {
-			return malformed("idempotency key contains a control character")
-		}
-	}
-	return nil
-}
-
-// bodyHash is "sha256:<hex of body>", the key of last resort, which callers
-// namespace with the provider's name ("<name>:sha256:<hex>").
-func bodyHash(body []byte) string {
-	sum := sha256.Sum256(body)
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
 
 // eventsFunc derives the records of one verified request.
 type eventsFunc func(p *Provider, h http.Header, body []byte) (Delivery, error)
@@ -68,12 +39,12 @@ func headerEvents(keyHeader, typeHeader string) eventsFunc {
 
 // objectWith parses b as a JSON object that must hold a string (or number)
 // at field; where names b in the error ("body", "events[2]").
-func objectWith(b []byte, where, field string) (object, string, error) {
-	o, err := parseObject(b)
+func objectWith(b []byte, where, field string) (jsonptr.Object, string, error) {
+	o, err := jsonptr.ParseObject(b)
 	if err != nil {
 		return nil, "", malformed("%s is not a JSON object", where)
 	}
-	v := o.str(field)
+	v := o.Str(field)
 	if v == "" {
 		return nil, "", malformed("%s has no %s", where, field)
 	}
@@ -86,20 +57,20 @@ func stripeEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	if err != nil {
 		return Delivery{}, err
 	}
-	return one(p.Name+":"+id, o.str("type"), body), nil
+	return one(p.Name+":"+id, o.Str("type"), body), nil
 }
 
 // standardEvents: key <name>:<webhook-id>; type from a JSON body's "type"
 // when there is one.
 func standardEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
-	idName, _, _ := standardHeaders(h)
+	idName, _, _ := signature.StandardHeaders(h)
 	id := h.Get(idName)
 	if id == "" {
 		return Delivery{}, malformed("missing %s header", idName)
 	}
 	typ := ""
-	if o, err := parseObject(body); err == nil {
-		typ = o.str("type")
+	if o, err := jsonptr.ParseObject(body); err == nil {
+		typ = o.Str("type")
 	}
 	return one(p.Name+":"+id, typ, body), nil
 }
@@ -108,12 +79,12 @@ func standardEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 // deliveries on event_id, or on the body's hash when there is none (slash
 // commands and interactivity arrive form-encoded); keys are <name>:<...>.
 func slackEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
-	o, err := parseObject(body)
+	o, err := jsonptr.ParseObject(body)
 	if err != nil {
-		return one(p.Name+":"+bodyHash(body), "", body), nil
+		return one(p.Name+":"+keys.BodyHash(body), "", body), nil
 	}
-	if o.str("type") == "url_verification" {
-		challenge := o.str("challenge")
+	if o.Str("type") == "url_verification" {
+		challenge := o.Str("challenge")
 		if challenge == "" {
 			return Delivery{}, malformed("url_verification has no challenge")
 		}
@@ -125,12 +96,12 @@ func slackEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 		}
 		return Delivery{Challenge: answer, ChallengeContentType: "application/json"}, nil
 	}
-	typ := o.str("event", "type")
+	typ := o.Str("event", "type")
 	if typ == "" {
-		typ = o.str("type")
+		typ = o.Str("type")
 	}
-	key := p.Name + ":" + bodyHash(body)
-	if id := o.str("event_id"); id != "" {
+	key := p.Name + ":" + keys.BodyHash(body)
+	if id := o.Str("event_id"); id != "" {
 		key = p.Name + ":" + id
 	}
 	return one(key, typ, body), nil
@@ -145,16 +116,16 @@ func calcomEvents(p *Provider, _ http.Header, body []byte) (Delivery, error) {
 	if err != nil {
 		return Delivery{}, err
 	}
-	id := o.str("payload", "uid")
+	id := o.Str("payload", "uid")
 	if id == "" {
-		id = o.str("payload", "bookingUid")
+		id = o.Str("payload", "bookingUid")
 	}
 	if id == "" {
-		id = o.str("payload", "oooEntry", "uuid")
+		id = o.Str("payload", "oooEntry", "uuid")
 	}
 	if id == "" {
-		id = bodyHash(body)
-	} else if r := o.str("payload", "rescheduleUid"); r != "" {
+		id = keys.BodyHash(body)
+	} else if r := o.Str("payload", "rescheduleUid"); r != "" {
 		id += ":" + r
 	}
 	return one(p.Name+":"+trigger+":"+id, trigger, body), nil
@@ -175,8 +146,8 @@ func gocardlessEvents(p *Provider, _ http.Header, body []byte) (Delivery, error)
 		if err != nil {
 			return Delivery{}, err
 		}
-		typ := o.str("resource_type")
-		if action := o.str("action"); action != "" {
+		typ := o.Str("resource_type")
+		if action := o.Str("action"); action != "" {
 			if typ != "" {
 				typ += "."
 			}
@@ -250,73 +221,35 @@ func splitEvents(body []byte) ([][]byte, error) {
 	return events, nil
 }
 
-// rule is a generic provider's idempotency_key or event_type: a header, or a
-// JSON pointer into the body.
-type rule struct {
-	header  string // canonical header name, or ""
-	path    string // the pointer as written, for messages
-	pointer pointer
-}
-
-// value returns what the rule finds, "" when absent. A JSON rule over a body
-// that is not JSON is a MalformedError; so is, when strict, a value that is
-// neither a string nor a number.
-func (r *rule) value(h http.Header, body []byte, strict bool) (string, error) {
-	if r.header != "" {
-		return h.Get(r.header), nil
-	}
-	raw, found, err := r.pointer.lookup(body)
-	if err != nil {
-		return "", malformed("%v", err)
-	}
-	if !found {
-		return "", nil
-	}
-	s, ok, isNull := scalar(raw)
-	if !ok && !isNull && strict {
-		return "", malformed("value at %s is not a string or a number", r.path)
-	}
-	return s, nil
-}
-
-// String names the rule as the providers file does: the header's name or
-// the JSON pointer.
-func (r *rule) String() string {
-	if r.header != "" {
-		return "header " + r.header
-	}
-	return "json " + r.path
-}
-
 const headerIdempotencyKey = "Idempotency-Key"
 
 // genericEvents (generic and retell): key <name>:<configured rule>, else
 // <name>:<Idempotency-Key>, else <name>:sha256:<hex of body>; a composite
-// rule gives partsKey's <name>:<part>:<part>... or a MalformedError, never
+// rule gives keys.Compose's <name>:<part>:<part>... or a MalformedError, never
 // one of those fallbacks (a part may have a body-hash fallback of its own).
 // Type from the event_type rule, read first: a part may apply to some
 // event types only.
 func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 	var typ string
 	if p.typeRule != nil {
-		v, err := p.typeRule.value(h, body, false)
+		v, err := p.typeRule.Value(h, body, false)
 		if err != nil {
-			return Delivery{}, err
+			return Delivery{}, malformed("%v", err)
 		}
 		typ = v
 	}
 	var key string
 	if p.keyParts != nil {
-		k, err := partsKey(p, typ, h, body)
+		k, err := keys.Compose(p.Name, p.keyParts, typ, h, body)
 		if err != nil {
-			return Delivery{}, err
+			return Delivery{}, malformed("%v", err)
 		}
 		key = k
 	}
 	if p.keyRule != nil {
-		v, err := p.keyRule.value(h, body, true)
+		v, err := p.keyRule.Value(h, body, true)
 		if err != nil {
-			return Delivery{}, err
+			return Delivery{}, malformed("%v", err)
 		}
 		if v != "" {
 			key = p.Name + ":" + v
@@ -328,7 +261,7 @@ func genericEvents(p *Provider, h http.Header, body []byte) (Delivery, error) {
 		}
 	}
 	if key == "" {
-		key = p.Name + ":" + bodyHash(body)
+		key = p.Name + ":" + keys.BodyHash(body)
 	}
 	return one(key, typ, body), nil
 }

@@ -9,13 +9,15 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/hookline/hookline/pkg/providers/keys"
 )
 
 type keyType struct{ Key, Type string }
 
 func TestEvents(t *testing.T) {
 	r := testRegistry(t)
-	bigID := strings.Repeat("a", MaxKeyLen-len("github:"))
+	bigID := strings.Repeat("a", keys.MaxLen-len("github:"))
 	cases := []struct {
 		name     string
 		provider string
@@ -76,7 +78,7 @@ func TestEvents(t *testing.T) {
 			body: `{"type":"app_rate_limited","event_id":"Ev1"}`,
 			want: []keyType{{"slack:Ev1", "app_rate_limited"}}},
 		{name: "slack without event_id", provider: "slack", body: `{"type":"block_actions"}`,
-			want: []keyType{{"slack:" + bodyHash([]byte(`{"type":"block_actions"}`)), "block_actions"}}},
+			want: []keyType{{"slack:" + keys.BodyHash([]byte(`{"type":"block_actions"}`)), "block_actions"}}},
 		{name: "slack url_verification without challenge", provider: "slack", body: `{"type":"url_verification"}`, wantErr: true},
 
 		{name: "calcom booking", provider: "calcom",
@@ -93,7 +95,7 @@ func TestEvents(t *testing.T) {
 			want: []keyType{{"calcom:BOOKING_NO_SHOW_UPDATED:bk_3", "BOOKING_NO_SHOW_UPDATED"}}},
 		{name: "calcom ping falls back to the body hash", provider: "calcom",
 			body: `{"triggerEvent":"PING","payload":{"type":"Test"}}`,
-			want: []keyType{{"calcom:PING:" + bodyHash([]byte(`{"triggerEvent":"PING","payload":{"type":"Test"}}`)), "PING"}}},
+			want: []keyType{{"calcom:PING:" + keys.BodyHash([]byte(`{"triggerEvent":"PING","payload":{"type":"Test"}}`)), "PING"}}},
 		{name: "calcom without triggerEvent", provider: "calcom", body: `{"payload":{"uid":"bk_1"}}`, wantErr: true},
 		{name: "calcom not JSON", provider: "calcom", body: `triggerEvent=X`, wantErr: true},
 
@@ -239,7 +241,7 @@ func TestSlackChallenge(t *testing.T) {
 func TestGenericKeyPrecedence(t *testing.T) {
 	r := testRegistry(t)
 	body := `{"type":"order.paid","data":{"id":"ord_7"}}`
-	hash := bodyHash([]byte(body))
+	hash := keys.BodyHash([]byte(body))
 	cases := []struct {
 		name, provider string
 		headers        map[string]string
@@ -251,11 +253,11 @@ func TestGenericKeyPrecedence(t *testing.T) {
 		{"then the body hash", "acme", nil, body, keyType{"acme:" + hash, "order.paid"}},
 		{"json rule wins", "acme-json", map[string]string{"Idempotency-Key": "ik-1", "X-Acme-Event": "evt"}, body, keyType{"acme-json:ord_7", "evt"}},
 		{"json rule absent, Idempotency-Key", "acme-json", map[string]string{"Idempotency-Key": "ik-1"}, `{"data":{}}`, keyType{"acme-json:ik-1", ""}},
-		{"json rule null, body hash", "acme-json", nil, `{"data":{"id":null}}`, keyType{"acme-json:" + bodyHash([]byte(`{"data":{"id":null}}`)), ""}},
+		{"json rule null, body hash", "acme-json", nil, `{"data":{"id":null}}`, keyType{"acme-json:" + keys.BodyHash([]byte(`{"data":{"id":null}}`)), ""}},
 		{"json rule number", "acme-json", nil, `{"data":{"id":12345678901234567890}}`, keyType{"acme-json:12345678901234567890", ""}},
 		{"json rule empty string falls through", "acme-json", map[string]string{"Idempotency-Key": "ik-2"}, `{"data":{"id":""}}`, keyType{"acme-json:ik-2", ""}},
 		{"no rule: Idempotency-Key", "open", map[string]string{"Idempotency-Key": "ik-3"}, "not json", keyType{"open:ik-3", ""}},
-		{"no rule: body hash", "open", nil, "not json", keyType{"open:" + bodyHash([]byte("not json")), ""}},
+		{"no rule: body hash", "open", nil, "not json", keyType{"open:" + keys.BodyHash([]byte("not json")), ""}},
 		{"type rule on a body without it", "acme", map[string]string{"X-Acme-Delivery": "d-1"}, `{"kind":"x"}`, keyType{"acme:d-1", ""}},
 		{"type rule on an object value", "acme", map[string]string{"X-Acme-Delivery": "d-1"}, `{"type":{"a":1}}`, keyType{"acme:d-1", ""}},
 	}
@@ -290,7 +292,7 @@ providers:
   open-a:    {preset: generic, signature: {none: true}}
   open-b:    {preset: generic, signature: {none: true}}
 `, testEnv())
-	hash := bodyHash([]byte(`{"x":1}`))
+	hash := keys.BodyHash([]byte(`{"x":1}`))
 	cases := []struct {
 		provider string
 		headers  map[string]string
@@ -342,68 +344,6 @@ func TestGenericMalformed(t *testing.T) {
 			var me *MalformedError
 			if !errors.As(err, &me) {
 				t.Fatalf("error = %v, want *MalformedError", err)
-			}
-		})
-	}
-}
-
-func TestJSONPointer(t *testing.T) {
-	doc := []byte(`{"a/b":{"c~d":"escaped","~1":"tilde-one"},"":{"":"empty"},"items":[{"id":"i0"},{"id":"i1"}],"n":-1.5e3,"m~n":"x","01":"zero-one"}`)
-	cases := []struct {
-		ptr   string
-		want  string
-		found bool
-	}{
-		{"/a~1b/c~0d", "escaped", true},
-		{"/a~1b/~01", "tilde-one", true}, // ~01 is ~1, not /
-		{"/m~0n", "x", true},
-		{"//", "empty", true},
-		{"/items/1/id", "i1", true},
-		{"/items/0/id", "i0", true},
-		{"/items/2/id", "", false},
-		{"/items/-", "", false},
-		{"/items/01", "", false}, // leading zero is not an index
-		{"/01", "zero-one", true},
-		{"/n", "-1.5e3", true},
-		{"/n/x", "", false},
-		{"/missing", "", false},
-		{"/a~1b/missing", "", false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.ptr, func(t *testing.T) {
-			p, err := parsePointer(tc.ptr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			raw, found, err := p.lookup(doc)
-			if err != nil {
-				t.Fatal(err)
-			}
-			got, _, _ := scalar(raw)
-			if found != tc.found || got != tc.want {
-				t.Fatalf("lookup = %q, %v; want %q, %v", got, found, tc.want, tc.found)
-			}
-		})
-	}
-	t.Run("empty pointer is the whole document", func(t *testing.T) {
-		raw, found, err := pointer{}.lookup([]byte(` "whole" `))
-		if s, _, _ := scalar(raw); err != nil || !found || s != "whole" {
-			t.Fatalf("got %q %v %v", s, found, err)
-		}
-	})
-	for _, bad := range []string{"a", "/~", "/~2", "/a~"} {
-		t.Run("invalid "+bad, func(t *testing.T) {
-			if _, err := parsePointer(bad); err == nil {
-				t.Fatalf("parsePointer(%q) succeeded", bad)
-			}
-		})
-	}
-	for _, bad := range []string{``, `{`, `[1,`, `nul`, `{"a":1}x`} {
-		t.Run("invalid document "+bad, func(t *testing.T) {
-			for _, ptr := range []pointer{{}, {"a"}} {
-				if _, _, err := ptr.lookup([]byte(bad)); err == nil {
-					t.Fatalf("lookup(%v) over %q succeeded", ptr, bad)
-				}
 			}
 		})
 	}
@@ -480,7 +420,7 @@ providers:
 	}
 	t.Run("a key over the length limit", func(t *testing.T) {
 		var me *MalformedError
-		if _, err := mustGet(t, r, "retell").Events(http.Header{}, []byte(call(`"`+strings.Repeat("a", MaxKeyLen)+`"`, `1`))); !errors.As(err, &me) {
+		if _, err := mustGet(t, r, "retell").Events(http.Header{}, []byte(call(`"`+strings.Repeat("a", keys.MaxLen)+`"`, `1`))); !errors.As(err, &me) {
 			t.Fatalf("error = %v, want *MalformedError", err)
 		}
 	})

@@ -9,6 +9,9 @@ import (
 	"time"
 	"unicode"
 	"unsafe"
+
+	"github.com/hookline/hookline/pkg/providers/keys"
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // fuzzSigHeaders are every signature header of testYAML's providers; the
@@ -39,7 +42,7 @@ func fuzzVerifyHeaders(sig, ts, id string, svix bool) http.Header {
 }
 
 // FuzzVerify: Verify over arbitrary signature headers and bodies, for every
-// preset, never panics, and refuses only with a *SignatureError of a known
+// preset, never panics, and refuses only with a *signature.Error of a known
 // reason.
 func FuzzVerify(f *testing.F) {
 	r := testRegistry(f)
@@ -71,12 +74,12 @@ func FuzzVerify(f *testing.F) {
 			if err == nil {
 				continue
 			}
-			var se *SignatureError
+			var se *signature.Error
 			if !errors.As(err, &se) {
-				t.Fatalf("%s: Verify error %T %v, want *SignatureError", name, err, err)
+				t.Fatalf("%s: Verify error %T %v, want *signature.Error", name, err, err)
 			}
 			switch se.Reason {
-			case ReasonMissing, ReasonMalformed, ReasonMismatch, ReasonStale:
+			case signature.ReasonMissing, signature.ReasonMalformed, signature.ReasonMismatch, signature.ReasonStale:
 			default:
 				t.Fatalf("%s: unknown reason %q", name, se.Reason)
 			}
@@ -154,10 +157,10 @@ func FuzzEvents(f *testing.F) {
 	})
 }
 
-// assertKeyRules restates the key rules independently of checkKey.
+// assertKeyRules restates the key rules independently of keys.Check.
 func assertKeyRules(t *testing.T, provider, key string) {
 	t.Helper()
-	if key == "" || len(key) > MaxKeyLen {
+	if key == "" || len(key) > keys.MaxLen {
 		t.Fatalf("%s: key of %d bytes", provider, len(key))
 	}
 	for _, r := range key {

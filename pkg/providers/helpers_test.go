@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // env is a fake environment for lookupEnv.
@@ -99,12 +101,12 @@ func testRegistry(tb testing.TB) *Registry {
 	return mustParse(tb, testYAML, testEnv())
 }
 
-// reason returns a SignatureError's Reason, "" for nil, "other" otherwise.
+// reason returns a signature.Error's Reason, "" for nil, "other" otherwise.
 func reason(err error) string {
 	if err == nil {
 		return ""
 	}
-	var se *SignatureError
+	var se *signature.Error
 	if errors.As(err, &se) {
 		return se.Reason
 	}

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/hookline/hookline/pkg/providers/keys"
 )
 
 // keyCase is a delivery and the key it must get ("" with wantErr: the
@@ -62,7 +64,7 @@ func TestRetellKeys(t *testing.T) {
 		{name: "null call.call_id falls to call_id", body: `{"event":"call_started","call_id":"outer","call":{"call_id":null}}`,
 			want: "retell:call_started:outer", wantType: "call_started"},
 		{name: "call_inbound has no call id: the body's hash", body: inbound,
-			want: "retell:call_inbound:" + strings.ReplaceAll(bodyHash([]byte(inbound)), ":", "%3A"), wantType: "call_inbound"},
+			want: "retell:call_inbound:" + strings.ReplaceAll(keys.BodyHash([]byte(inbound)), ":", "%3A"), wantType: "call_inbound"},
 		{name: "no event", body: `{"call":{"call_id":"c_1"}}`, wantErr: "idempotency key part missing or empty: json /event"},
 		{name: "not JSON", body: `event=call_ended`, wantErr: "not valid JSON"},
 	})
@@ -81,7 +83,7 @@ func TestRetellKeys(t *testing.T) {
 	}
 }
 
-// whatsappYAML is the README's example of seed 003's rule.
+// whatsappYAML is docs/providers.md's example of seed 003's rule.
 const whatsappYAML = `
 providers:
   whatsapp:
@@ -103,7 +105,7 @@ func TestWhatsAppKeys(t *testing.T) {
 	p := mustGet(t, mustParse(t, whatsappYAML, nil), "whatsapp")
 	noID := `{"event":"connection.update","instance":"julia-1","data":{"state":"open"}}`
 	noID2 := `{"event":"connection.update","instance":"julia-1","data":{"state":"close"}}`
-	hashOf := func(b string) string { return strings.ReplaceAll(bodyHash([]byte(b)), ":", "%3A") }
+	hashOf := func(b string) string { return strings.ReplaceAll(keys.BodyHash([]byte(b)), ":", "%3A") }
 	runKeyCases(t, p, []keyCase{
 		{name: "message with id", body: `{"event":"messages.upsert","instance":"julia-1","data":{"key":{"remoteJid":"5511999999999@s.whatsapp.net","fromMe":false,"id":"3EB0C767D26A1D8A"},"messageTimestamp":1717000000}}`,
 			want: "whatsapp:julia-1:3EB0C767D26A1D8A:5511999999999@s.whatsapp.net:1717000000", wantType: "messages.upsert"},
@@ -174,13 +176,13 @@ providers:
 		}
 	}
 	runKeyCases(t, mustGet(t, r, "hashed"), []keyCase{
-		{name: "body hash alone", body: `anything`, want: "hashed:" + strings.ReplaceAll(bodyHash([]byte("anything")), ":", "%3A")},
+		{name: "body hash alone", body: `anything`, want: "hashed:" + strings.ReplaceAll(keys.BodyHash([]byte("anything")), ":", "%3A")},
 	})
 }
 
 // TestKeyPartErrors: rules refused at start, each error naming the
 // provider and the field; among them every rule that lets two events
-// share a key only because a part was left out (checkParts).
+// share a key only because a part was left out (keys.CheckParts).
 func TestKeyPartErrors(t *testing.T) {
 	cases := []struct {
 		name, block, want string
@@ -240,7 +242,7 @@ func TestPresetKeyRulesPassTheCheck(t *testing.T) {
 		if pre.keyParts == nil {
 			continue
 		}
-		if err := checkParts(pre.keyParts, pre.typeRule); err != nil {
+		if err := keys.CheckParts(pre.keyParts, pre.typeRule); err != nil {
 			t.Errorf("preset %s: %v", name, err)
 		}
 	}

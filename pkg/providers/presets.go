@@ -3,7 +3,13 @@ package providers
 import (
 	"crypto/sha256"
 	"fmt"
-	"strings"
+	"net/http"
+	"time"
+
+	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/keys"
+	"github.com/hookline/hookline/pkg/providers/rule"
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // Preset names, the values of a provider's preset field.
@@ -44,7 +50,7 @@ const (
 // preset is everything a provider of one kind shares: how it signs, what it
 // sends, how its deliveries become records and which headers travel on.
 type preset struct {
-	scheme *scheme // nil for generic: built from the provider's config
+	scheme *signature.Scheme // nil for generic: built from the provider's config
 	// accept lists the media types the provider sends; nil accepts any.
 	accept []string
 	events eventsFunc
@@ -58,8 +64,8 @@ type preset struct {
 	// keyParts and typeRule key and type a preset's deliveries as a
 	// generic provider's parts and event_type would (retell); nil for the
 	// presets with events functions of their own.
-	keyParts []keyPart
-	typeRule *rule
+	keyParts []keys.Part
+	typeRule *rule.Rule
 	// standardSecret: secrets are whsec_<base64> and the key is the decoded
 	// bytes.
 	standardSecret bool
@@ -67,17 +73,17 @@ type preset struct {
 
 // timestamped reports whether the preset signs a timestamp, so that a
 // tolerance applies.
-func (p preset) timestamped() bool { return p.scheme != nil && p.scheme.timestamped }
+func (p preset) timestamped() bool { return p.scheme != nil && p.scheme.Timestamped() }
 
 // decodeSecret turns an environment value into key bytes.
-func (p preset) decodeSecret(raw []byte) (secret, error) {
+func (p preset) decodeSecret(raw []byte) (signature.Secret, error) {
 	if p.standardSecret {
-		return decodeStandardSecret(raw)
+		return signature.DecodeStandardSecret(raw)
 	}
 	if len(raw) == 0 {
 		return nil, fmt.Errorf("secret is empty")
 	}
-	return secret(raw), nil
+	return signature.Secret(raw), nil
 }
 
 // presetFor returns the preset called name. Each call builds fresh values, so
@@ -86,14 +92,14 @@ func presetFor(name string) (preset, bool) {
 	switch name {
 	case PresetStripe:
 		return preset{
-			scheme:  stripeScheme(),
+			scheme:  signature.Stripe(),
 			accept:  []string{mediaJSON},
 			events:  stripeEvents,
 			forward: []string{"stripe-signature"},
 		}, true
 	case PresetGitHub:
 		return preset{
-			scheme:     singleScheme("X-Hub-Signature-256", "sha256=", sha256.New, encHex),
+			scheme:     signature.Single("X-Hub-Signature-256", "sha256=", sha256.New, signature.Hex),
 			accept:     []string{mediaJSON, mediaForm},
 			events:     headerEvents(headerGitHubDelivery, headerGitHubEvent),
 			keyHeaders: []string{headerGitHubDelivery, headerGitHubEvent},
@@ -105,7 +111,7 @@ func presetFor(name string) (preset, bool) {
 		}, true
 	case PresetShopify:
 		return preset{
-			scheme:     singleScheme("X-Shopify-Hmac-Sha256", "", sha256.New, encBase64),
+			scheme:     signature.Single("X-Shopify-Hmac-Sha256", "", sha256.New, signature.Base64),
 			accept:     []string{mediaJSON, mediaXML},
 			events:     headerEvents(headerShopifyWebhookID, headerShopifyTopic),
 			keyHeaders: []string{headerShopifyWebhookID, headerShopifyTopic},
@@ -118,37 +124,37 @@ func presetFor(name string) (preset, bool) {
 		}, true
 	case PresetStandard:
 		return preset{
-			scheme:         standardScheme(),
+			scheme:         signature.Standard(),
 			events:         standardEvents,
-			keyHeaders:     []string{headerWebhookID, headerSvixID},
+			keyHeaders:     []string{signature.HeaderWebhookID, signature.HeaderSvixID},
 			forward:        []string{"webhook-id", "webhook-timestamp", "webhook-signature", "svix-id", "svix-timestamp", "svix-signature"},
 			standardSecret: true,
 		}, true
 	case PresetSlack:
 		return preset{
-			scheme:  slackScheme(),
+			scheme:  signature.Slack(),
 			accept:  []string{mediaJSON, mediaForm},
 			events:  slackEvents,
 			forward: []string{"x-slack-signature", "x-slack-request-timestamp", "x-slack-retry-num", "x-slack-retry-reason"},
 		}, true
 	case PresetGoCardless:
 		return preset{
-			scheme:  singleScheme("Webhook-Signature", "", sha256.New, encHex),
+			scheme:  signature.Single("Webhook-Signature", "", sha256.New, signature.Hex),
 			accept:  []string{mediaJSON},
 			events:  gocardlessEvents,
 			forward: []string{"webhook-signature", "origin"},
 		}, true
 	case PresetCalcom:
 		return preset{
-			scheme:  singleScheme("X-Cal-Signature-256", "", sha256.New, encHex),
+			scheme:  signature.Single("X-Cal-Signature-256", "", sha256.New, signature.Hex),
 			accept:  []string{mediaJSON},
 			events:  calcomEvents,
 			forward: []string{"x-cal-signature-256"},
 		}, true
 	case PresetRetell:
-		typ := jsonRule("/event")
+		typ := rule.MustJSON("/event")
 		return preset{
-			scheme:  retellScheme(),
+			scheme:  signature.Retell(),
 			accept:  []string{mediaJSON},
 			events:  genericEvents,
 			forward: []string{"x-retell-signature"},
@@ -156,10 +162,10 @@ func presetFor(name string) (preset, bool) {
 			// call_id; else the body's hash, as for call_inbound, which has
 			// no call id) and, for call_ended only, call.end_timestamp
 			// (empty when absent).
-			keyParts: []keyPart{
-				{alts: []*rule{typ}},
-				{alts: []*rule{jsonRule("/call/call_id"), jsonRule("/call_id")}, bodyHash: true},
-				{alts: []*rule{jsonRule("/call/end_timestamp")}, optional: true, globs: []glob{{pattern: "call_ended", parts: []string{"call_ended"}}}},
+			keyParts: []keys.Part{
+				{Alts: []*rule.Rule{typ}},
+				{Alts: []*rule.Rule{rule.MustJSON("/call/call_id"), rule.MustJSON("/call_id")}, BodyHash: true},
+				{Alts: []*rule.Rule{rule.MustJSON("/call/end_timestamp")}, Optional: true, Events: []glob.Glob{glob.MustCompile("call_ended")}},
 			},
 			typeRule: typ,
 		}, true
@@ -169,8 +175,25 @@ func presetFor(name string) (preset, bool) {
 	return preset{}, false
 }
 
-// jsonRule is the rule of a preset's JSON pointer: "/a/b", whose tokens
-// hold no "~" (nothing to unescape).
-func jsonRule(path string) *rule {
-	return &rule{path: path, pointer: pointer(strings.Split(path[1:], "/"))}
+// Sign sets on h the signature headers a provider of this preset would send
+// for body at now, signed with secret given as it would sit in the
+// environment variable (for standard, "whsec_<base64>" or bare base64). The
+// standard preset keeps a webhook-id already in h and makes one otherwise.
+// Delivery-id and event headers (X-GitHub-Delivery, ...) are the caller's to
+// set. For generic use signature.SignGeneric or (*Provider).Sign. Cost: one HMAC over
+// the body.
+func Sign(preset string, secret []byte, body []byte, now time.Time, h http.Header) error {
+	if preset == PresetGeneric {
+		return fmt.Errorf("sign: preset generic needs its signature config: use SignGeneric or (*Provider).Sign")
+	}
+	p, ok := presetFor(preset)
+	if !ok {
+		return fmt.Errorf("sign: unknown preset %q", preset)
+	}
+	key, err := p.decodeSecret(secret)
+	if err != nil {
+		return fmt.Errorf("sign: %w", err)
+	}
+	p.scheme.Sign(key, body, now, h)
+	return nil
 }

@@ -11,9 +11,17 @@
 // record to find the routes (routes.go) it is delivered to. Every method of a Provider is safe for
 // concurrent use: a Provider is never changed after Load.
 //
-// Secrets never leave this package: they are read from the environment
-// variables the file names, and every way of printing a Provider or its
-// secrets shows "[redacted]".
+// Secrets are read from the environment variables the file names and held
+// as signature.Secret; every way of printing a Provider or its secrets
+// shows "[redacted]".
+//
+// This package loads and validates the providers file and keeps each
+// provider's presets and configuration; the mechanisms live below it, each
+// imported from here and none importing this package: signature (schemes,
+// verifying and signing), keys (idempotency keys, composite parts), rule
+// (a header or JSON pointer read from a request), route (which events a
+// route takes, route names), schema (payload schemas), ordering (an
+// event's entity), glob (event type patterns) and jsonptr (JSON pointers).
 package providers
 
 import (
@@ -29,6 +37,12 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/keys"
+	"github.com/hookline/hookline/pkg/providers/ordering"
+	"github.com/hookline/hookline/pkg/providers/rule"
+	"github.com/hookline/hookline/pkg/providers/schema"
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // Defaults for the providers file.
@@ -71,10 +85,10 @@ type Provider struct {
 	// '*'; globs the other patterns, in route then list order
 	// (EventTypeLabel).
 	literals map[string]struct{}
-	globs    []glob
+	globs    []glob.Glob
 
-	secrets   []secret // first is used by Sign; any one verifying is enough
-	scheme    *scheme  // nil: unsigned (generic with signature: {none: true})
+	secrets   []signature.Secret // first is used by Sign; any one verifying is enough
+	scheme    *signature.Scheme  // nil: unsigned (generic with signature: {none: true})
 	tolerance time.Duration
 	accept    []string // media types; nil accepts any
 	events    eventsFunc
@@ -83,18 +97,18 @@ type Provider struct {
 	keyHeaders []string
 	keyDocs    []RequestHeader // keyHeaders as RequestHeaders lists them
 	forward    []string
-	keyRule    *rule // generic only
-	typeRule   *rule // generic, retell
+	keyRule    *rule.Rule // generic only
+	typeRule   *rule.Rule // generic, retell
 	// keyParts is a composite idempotency_key (generic: two or more json or
 	// header entries, or parts; retell's own); nil for a single keyRule.
-	keyParts []keyPart
-	// schemas are schema: compiled, in file order (schema.go); nil: bodies
+	keyParts []keys.Part
+	// schemas are schema: compiled, in file order (schema.go); empty: bodies
 	// are not checked. rejectInvalid is on_invalid: reject.
-	schemas       []schemaEntry
+	schemas       schema.Set
 	rejectInvalid bool
 	// orderRule is ordering: the rule that names an event's entity; nil:
 	// the provider is not ordered (ordering.go).
-	orderRule *rule
+	orderRule *rule.Rule
 }
 
 // Priority is a provider's class: under overload the processor gives its
@@ -221,14 +235,14 @@ func (p *Provider) CheckContentType(contentType string) error {
 // Verify checks the request's signature over the raw body with each of the
 // provider's secrets (any one verifying is enough), in constant time, and for
 // timestamped presets checks the timestamp is within the tolerance of now in
-// either direction. It returns a *SignatureError (401) with Reason missing,
+// either direction. It returns a *signature.Error (401) with Reason missing,
 // malformed, mismatch or stale. An explicitly unsigned generic provider
 // always verifies. Cost: one HMAC over the body per secret tried.
 func (p *Provider) Verify(h http.Header, body []byte, now time.Time) error {
 	if p.scheme == nil {
 		return nil
 	}
-	return p.scheme.verify(p.secrets, h, body, now, p.tolerance)
+	return p.scheme.Verify(p.secrets, h, body, now, p.tolerance)
 }
 
 // CheckSignatureHeaders checks what Verify checks without the body: the
@@ -240,15 +254,14 @@ func (p *Provider) CheckSignatureHeaders(h http.Header, now time.Time) error {
 	if p.scheme == nil {
 		return nil
 	}
-	_, err := p.scheme.precheck(h, now, p.tolerance)
-	return err
+	return p.scheme.Precheck(h, now, p.tolerance)
 }
 
 // Events derives the records of a verified request: idempotency keys, event
 // types, and the split of a batch. A Slack url_verification gives a Delivery
 // with Challenge set and no events. It returns a *MalformedError (400) when
 // the body or headers give no valid key or event type; every key returned
-// is non-empty, at most MaxKeyLen bytes and free of control characters, and
+// is non-empty, at most keys.MaxLen bytes and free of control characters, and
 // every event type passes headers.CheckEventType (at most 256 bytes,
 // printable). Cost: at most one
 // parse of the body (one per element for a batch); github and shopify read
@@ -260,9 +273,9 @@ func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
 	}
 	for i := range d.Events {
 		ev := &d.Events[i]
-		ev.Entity = p.entity(h, ev.Body)
-		if err := checkKey(ev.Key); err != nil {
-			return Delivery{}, err
+		ev.Entity = ordering.Entity(p.orderRule, h, ev.Body)
+		if err := keys.Check(ev.Key); err != nil {
+			return Delivery{}, malformed("%v", err)
 		}
 		if err := headers.CheckEventType(ev.Type); err != nil {
 			if d.Batch {
@@ -285,7 +298,7 @@ func (p *Provider) Events(h http.Header, body []byte) (Delivery, error) {
 // no capture to forge a delivery: there is nothing to recognise. Cost:
 // a look at a few header names.
 func (p *Provider) RecognisesReplays() bool {
-	return p.scheme != nil && (!p.scheme.timestamped || len(p.unsignedKeyHeaders()) > 0)
+	return p.scheme != nil && (!p.scheme.Timestamped() || len(p.unsignedKeyHeaders()) > 0)
 }
 
 // unsignedKeyHeaders returns the headers the key or event type may come
@@ -293,7 +306,7 @@ func (p *Provider) RecognisesReplays() bool {
 func (p *Provider) unsignedKeyHeaders() []string {
 	var out []string
 	for _, h := range p.keyHeaders {
-		if p.scheme == nil || !p.scheme.covers(h) {
+		if p.scheme == nil || !p.scheme.Covers(h) {
 			out = append(out, h)
 		}
 	}
@@ -313,9 +326,9 @@ func (p *Provider) unsignedKeyHeaders() []string {
 // SHA-256 over the body.
 func (p *Provider) SignedDigest(h http.Header, body []byte) ([sha256.Size]byte, error) {
 	if p.scheme == nil {
-		return digestOf(p.Name, body), nil
+		return signature.DigestOf(p.Name, body), nil
 	}
-	return p.scheme.digest(p.Name, h, body)
+	return p.scheme.Digest(p.Name, h, body)
 }
 
 // ForwardHeaders returns the provider's allowlisted headers present in h
@@ -342,7 +355,7 @@ func (p *Provider) Sign(body []byte, now time.Time, h http.Header) error {
 	if len(p.secrets) == 0 {
 		return fmt.Errorf("sign: provider %q has no secret", p.Name)
 	}
-	p.scheme.sign(p.secrets[0], body, now, h)
+	p.scheme.Sign(p.secrets[0], body, now, h)
 	return nil
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -18,6 +17,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hookline/hookline/pkg/providers/keys"
+	"github.com/hookline/hookline/pkg/providers/route"
+	"github.com/hookline/hookline/pkg/providers/rule"
+	"github.com/hookline/hookline/pkg/providers/signature"
 	"github.com/hookline/hookline/pkg/retry"
 )
 
@@ -162,7 +165,7 @@ type providerConfig struct {
 	SecretEnv      stringList         `yaml:"secret_env"`
 	DedupTTL       string             `yaml:"dedup_ttl"`
 	Destination    *destinationConfig `yaml:"destination"`
-	Signature      *SignatureConfig   `yaml:"signature"`
+	Signature      *signature.Config  `yaml:"signature"`
 	IdempotencyKey *ruleConfig        `yaml:"idempotency_key"`
 	EventType      *ruleConfig        `yaml:"event_type"`
 	RateLimit      *rateLimitConfig   `yaml:"rate_limit"`
@@ -269,7 +272,7 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 		DedupTTL:   DefaultDedupTTL,
 		Priority:   PriorityNormal,
 		scheme:     pre.scheme,
-		tolerance:  DefaultTolerance,
+		tolerance:  signature.DefaultTolerance,
 		accept:     pre.accept,
 		events:     pre.events,
 		keyHeaders: pre.keyHeaders,
@@ -403,7 +406,7 @@ func (c *retryConfig) build() (*RetryPolicy, error) {
 // "default" has the provider-level one), the retry schedule all restricted
 // to the policy's tiers (retry.Schedule.Only; no tiers: a schedule that
 // sends every retryable failure to the DLQ as exhausted), keyed by
-// RouteKey(provider, route); routes without one are not in the map and use
+// route.Key(provider, route); routes without one are not in the map and use
 // all. The error names every provider and route whose tiers are not a
 // subset of all in order, and the allowed values; a provider-level retry
 // is checked even when the provider has no destination. Cost: one Only
@@ -429,7 +432,7 @@ func (r *Registry) RetrySchedules(all retry.Schedule) (map[string]retry.Schedule
 			case err != nil:
 				errs = append(errs, fmt.Errorf("provider %q: route %q: retry.tiers: %w", name, rt.Name, err))
 			default:
-				out[RouteKey(name, rt.Name)] = s
+				out[route.Key(name, rt.Name)] = s
 			}
 		}
 	}
@@ -446,7 +449,7 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 	if c.Signature == nil {
 		errs = append(errs, fmt.Errorf("signature: required for a generic provider: {header, algorithm, encoding, prefix}, or {none: true} to accept unsigned deliveries"))
 	} else {
-		s, err := c.Signature.scheme()
+		s, err := c.Signature.Scheme()
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -462,16 +465,16 @@ func (c *providerConfig) buildGeneric(p *Provider) []error {
 	if p.keyRule, p.keyParts, err = c.IdempotencyKey.buildKey(p.typeRule); err != nil {
 		errs = append(errs, err)
 	}
-	srcs := []*rule{p.keyRule, p.typeRule}
+	srcs := []*rule.Rule{p.keyRule, p.typeRule}
 	for _, k := range p.keyParts {
-		srcs = append(srcs, k.alts...)
+		srcs = append(srcs, k.Alts...)
 	}
 	for _, r := range srcs {
 		switch {
 		case r == nil:
-		case r.header != "":
-			p.forward = appendForward(p.forward, r.header)
-			p.keyHeaders = append(p.keyHeaders, r.header)
+		case r.HeaderName() != "":
+			p.forward = appendForward(p.forward, r.HeaderName())
+			p.keyHeaders = append(p.keyHeaders, r.HeaderName())
 			p.keyDocs = append(p.keyDocs, ruleDoc(r, p))
 		default:
 			p.accept = []string{mediaJSON} // a JSON rule needs a JSON body
@@ -501,7 +504,7 @@ func appendForward(list []string, name string) []string {
 }
 
 // build reads event_type: one header or one JSON pointer.
-func (c *ruleConfig) build(field string) (*rule, error) {
+func (c *ruleConfig) build(field string) (*rule.Rule, error) {
 	switch {
 	case c == nil:
 		return nil, nil
@@ -520,9 +523,9 @@ func (c *ruleConfig) build(field string) (*rule, error) {
 // buildKey reads idempotency_key: one json or header entry gives single
 // (which falls back to Idempotency-Key and the body hash when absent), two
 // or more give parts (a composite key, every part required), and parts:
-// gives the parts it lists, checked by checkParts against typeRule (the
+// gives the parts it lists, checked by keys.CheckParts against typeRule (the
 // provider's event_type, nil without one).
-func (c *ruleConfig) buildKey(typeRule *rule) (single *rule, parts []keyPart, err error) {
+func (c *ruleConfig) buildKey(typeRule *rule.Rule) (single *rule.Rule, parts []keys.Part, err error) {
 	if c == nil {
 		return nil, nil, nil
 	}
@@ -548,7 +551,7 @@ func (c *ruleConfig) buildKey(typeRule *rule) (single *rule, parts []keyPart, er
 			return nil, nil, fmt.Errorf("idempotency_key: %s is listed twice", r)
 		}
 		seen[r.String()] = true
-		parts = append(parts, keyPart{alts: []*rule{r}})
+		parts = append(parts, keys.Part{Alts: []*rule.Rule{r}})
 	}
 	return nil, parts, nil
 }
@@ -557,23 +560,23 @@ func (c *ruleConfig) buildKey(typeRule *rule) (single *rule, parts []keyPart, er
 const maxKeyParts = 8
 
 // rules checks every pointer and header of c, pointers first.
-func (c *ruleConfig) rules(field string) ([]*rule, error) {
+func (c *ruleConfig) rules(field string) ([]*rule.Rule, error) {
 	if len(c.Header)+len(c.JSON) == 0 {
 		return nil, fmt.Errorf("%s: give header: <name> or json: <JSON pointer>", field)
 	}
-	var out []*rule
+	var out []*rule.Rule
 	for _, j := range c.JSON {
-		ptr, err := parsePointer(j)
+		r, err := rule.JSON(j)
 		if err != nil {
 			return nil, fmt.Errorf("%s.json: %w", field, err)
 		}
-		out = append(out, &rule{path: j, pointer: ptr})
+		out = append(out, r)
 	}
 	for _, h := range c.Header {
-		if !validHeaderName(h) {
+		if !signature.ValidHeaderName(h) {
 			return nil, fmt.Errorf("%s.header: %q is not a valid HTTP header name", field, h)
 		}
-		out = append(out, &rule{header: http.CanonicalHeaderKey(h)})
+		out = append(out, rule.Header(h))
 	}
 	return out, nil
 }
@@ -659,7 +662,7 @@ func parseDuration(s string) (time.Duration, error) {
 
 // readSecret reads and decodes one secret. Errors name the variable, never
 // its value.
-func readSecret(pre preset, env string, lookupEnv func(string) (string, bool)) (secret, error) {
+func readSecret(pre preset, env string, lookupEnv func(string) (string, bool)) (signature.Secret, error) {
 	if env == "" {
 		return nil, fmt.Errorf("an entry is empty: want an environment variable name")
 	}

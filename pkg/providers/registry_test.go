@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hookline/hookline/pkg/providers/signature"
 	"github.com/hookline/hookline/pkg/retry"
 )
 
@@ -86,7 +87,7 @@ providers:
 	if rl := p.Destination.RateLimit; rl == nil || rl.PerSecond != 50 || rl.Burst != 5 {
 		t.Fatalf("destination rate limit %+v, want 50/s burst 5", rl)
 	}
-	if p.Destination.Timeout != DefaultDestinationTimeout || p.RateLimit.Burst != 3 || p.tolerance != DefaultTolerance {
+	if p.Destination.Timeout != DefaultDestinationTimeout || p.RateLimit.Burst != 3 || p.tolerance != signature.DefaultTolerance {
 		t.Fatalf("defaults: timeout %v burst %d tolerance %v", p.Destination.Timeout, p.RateLimit.Burst, p.tolerance)
 	}
 	if p.Destination.MaxInflight != 0 {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // TestRecognisesReplays: replays are recognised for the providers that sign
@@ -42,8 +44,8 @@ providers:
 		{mustGet(t, reg, "open"), false, []string{"Idempotency-Key"}}, // unsigned: nothing to recognise
 		// A timestamped scheme whose key header it does not sign: a replay
 		// within the tolerance could choose a new key.
-		{&Provider{Name: "x", scheme: stripeScheme(), keyHeaders: []string{"X-Event-Id"}}, true, []string{"X-Event-Id"}},
-		{&Provider{Name: "y", scheme: standardScheme(), keyHeaders: []string{"svix-id"}}, false, nil},
+		{&Provider{Name: "x", scheme: signature.Stripe(), keyHeaders: []string{"X-Event-Id"}}, true, []string{"X-Event-Id"}},
+		{&Provider{Name: "y", scheme: signature.Standard(), keyHeaders: []string{"svix-id"}}, false, nil},
 	} {
 		if got := tc.p.RecognisesReplays(); got != tc.want {
 			t.Errorf("%s: RecognisesReplays %t, want %t", tc.p.Name, got, tc.want)
@@ -107,16 +109,16 @@ func TestSignedDigest(t *testing.T) {
 	if digest(stripe, signed(stripe, sb, nil, 0), sb) == digest(stripe, signed(stripe, sb, nil, 1), sb) {
 		t.Error("stripe: two signed timestamps have one digest")
 	}
-	if _, err := github.SignedDigest(http.Header{}, []byte(body)); reason(err) != ReasonMissing {
+	if _, err := github.SignedDigest(http.Header{}, []byte(body)); reason(err) != signature.ReasonMissing {
 		t.Errorf("no signature header: %v, want missing", err)
 	}
 }
 
-// TestReadmeReplayTable: README's table of what each preset's signature
-// authenticates says "yes" for replay recognition exactly where
-// RecognisesReplays does.
+// TestReadmeReplayTable: the table of what each preset's signature
+// authenticates (docs/providers.md) says "yes" for replay recognition
+// exactly where RecognisesReplays does.
 func TestReadmeReplayTable(t *testing.T) {
-	b, err := os.ReadFile("../../README.md")
+	b, err := os.ReadFile("../../docs/providers.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,10 +144,10 @@ func TestReadmeReplayTable(t *testing.T) {
 		}
 		seen[cells[0]] = true
 		if got := strings.HasPrefix(last, "**yes"); got != p.RecognisesReplays() {
-			t.Errorf("README row %s says replays recognised: %t; RecognisesReplays: %t", cells[0], got, p.RecognisesReplays())
+			t.Errorf("docs/providers.md row %s says replays recognised: %t; RecognisesReplays: %t", cells[0], got, p.RecognisesReplays())
 		}
 	}
 	if len(seen) != len(rows) {
-		t.Errorf("README's replay table has rows %v, want one for each of %d presets and unsigned generic", seen, len(rows))
+		t.Errorf("docs/providers.md's replay table has rows %v, want one for each of %d presets and unsigned generic", seen, len(rows))
 	}
 }

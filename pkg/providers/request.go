@@ -3,6 +3,8 @@ package providers
 import (
 	"net/http"
 	"slices"
+
+	"github.com/hookline/hookline/pkg/providers/rule"
 )
 
 // RequestHeader is a request header a provider's deliveries carry, as
@@ -31,7 +33,9 @@ func (p *Provider) RequestHeaders() []RequestHeader {
 	var out []RequestHeader
 	var all []RequestHeader
 	if p.scheme != nil {
-		all = append(all, p.scheme.headers...)
+		for _, h := range p.scheme.Headers() {
+			all = append(all, RequestHeader(h))
+		}
 	}
 	for _, h := range append(all, p.keyDocs...) {
 		i := slices.IndexFunc(out, func(o RequestHeader) bool {
@@ -56,19 +60,19 @@ func (p *Provider) Signed() bool { return p.scheme != nil }
 // (not optional, not for some events only, no body hash) is required (400
 // without it); another part's alternative, the single key and the event
 // type are not.
-func ruleDoc(r *rule, p *Provider) RequestHeader {
+func ruleDoc(r *rule.Rule, p *Provider) RequestHeader {
 	for _, k := range p.keyParts {
-		if !slices.Contains(k.alts, r) {
+		if !slices.Contains(k.Alts, r) {
 			continue
 		}
-		if k.always() && !k.bodyHash && len(k.alts) == 1 {
-			return RequestHeader{Name: r.header, Required: true, Description: "A part of the composite idempotency key (400 without it)."}
+		if k.Always() && !k.BodyHash && len(k.Alts) == 1 {
+			return RequestHeader{Name: r.HeaderName(), Required: true, Description: "A part of the composite idempotency key (400 without it)."}
 		}
-		return RequestHeader{Name: r.header, Description: "A part of the composite idempotency key: one of its alternatives, optional, for some event types only, or with the body's hash when absent."}
+		return RequestHeader{Name: r.HeaderName(), Description: "A part of the composite idempotency key: one of its alternatives, optional, for some event types only, or with the body's hash when absent."}
 	}
 	switch {
 	case r == p.keyRule:
-		return RequestHeader{Name: r.header, Description: "The idempotency key's suffix (without it, Idempotency-Key, then the SHA-256 of the body)."}
+		return RequestHeader{Name: r.HeaderName(), Description: "The idempotency key's suffix (without it, Idempotency-Key, then the SHA-256 of the body)."}
 	}
-	return RequestHeader{Name: r.header, Description: "The event type."}
+	return RequestHeader{Name: r.HeaderName(), Description: "The event type."}
 }

@@ -11,17 +11,10 @@ import (
 
 	"gopkg.in/yaml.v3"
 
-	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/topics"
 )
-
-// DefaultRoute is the name of the one route a provider-level destination
-// makes (a provider without routes:).
-const DefaultRoute = "default"
-
-// RouteKey is "provider/route": the key of per-route maps (retry schedules,
-// slots, breakers). Cost: one string concatenation.
-func RouteKey(provider, route string) string { return provider + "/" + route }
 
 // Route is one way out for a provider's events: the events it takes (event
 // type globs and where conditions), where they go and with which policy.
@@ -40,8 +33,7 @@ type Route struct {
 	// records are delivered at once.
 	HoldOnDead bool
 
-	globs []glob      // Events compiled
-	where []condition // nil: no condition on the body
+	match route.Matcher // Events compiled and where
 }
 
 // Matches reports whether an event of eventType with body goes to the
@@ -51,54 +43,8 @@ type Route struct {
 // matches only a route without Events. Cost: no allocation for a route
 // without where; with where, one parse of the body.
 func (rt *Route) Matches(eventType string, body []byte) bool {
-	var doc lazyDoc
-	return rt.matches(eventType, body, &doc)
-}
-
-// lazyDoc is a body parsed at most once, the first time a where condition
-// needs it, however many routes look at it.
-type lazyDoc struct {
-	parsed, ok bool
-	v          any
-}
-
-func (d *lazyDoc) get(body []byte) (any, bool) {
-	if !d.parsed {
-		d.v, d.ok = decodeJSON(body)
-		d.parsed = true
-	}
-	return d.v, d.ok
-}
-
-func (rt *Route) matches(eventType string, body []byte, doc *lazyDoc) bool {
-	if rt.globs != nil && !matchesAny(rt.globs, eventType) {
-		return false
-	}
-	if len(rt.where) == 0 {
-		return true
-	}
-	v, ok := doc.get(body)
-	if !ok {
-		return false
-	}
-	for _, c := range rt.where {
-		if !c.holds(v) {
-			return false
-		}
-	}
-	return true
-}
-
-func matchesAny(globs []glob, eventType string) bool {
-	if eventType == "" {
-		return false
-	}
-	for _, g := range globs {
-		if g.match(eventType) {
-			return true
-		}
-	}
-	return false
+	var doc route.Doc
+	return rt.match.Match(eventType, body, &doc)
 }
 
 // Routes returns the provider's routes in name order: those of its
@@ -123,9 +69,9 @@ func (p *Provider) Route(name string) (*Route, bool) {
 // is unrouted. Cost: no allocation when dst has room and no route has a
 // where; with where, one parse of the body whatever the number of routes.
 func (p *Provider) Match(eventType string, body []byte, dst []*Route) []*Route {
-	var doc lazyDoc
+	var doc route.Doc
 	for _, rt := range p.routes {
-		if rt.matches(eventType, body, &doc) {
+		if rt.match.Match(eventType, body, &doc) {
 			dst = append(dst, rt)
 		}
 	}
@@ -148,8 +94,8 @@ func (p *Provider) EventTypeLabel(eventType string) string {
 	}
 	if eventType != "" {
 		for _, g := range p.globs {
-			if g.match(eventType) {
-				return g.pattern
+			if g.Match(eventType) {
+				return g.Pattern()
 			}
 		}
 	}
@@ -264,21 +210,21 @@ func (p *Provider) defaultRoute() {
 	if p.Destination == nil {
 		return
 	}
-	p.routes = []*Route{{Name: DefaultRoute, Destination: p.Destination, Priority: p.Priority, Retry: p.Retry}}
+	p.routes = []*Route{{Name: route.Default, Destination: p.Destination, Priority: p.Priority, Retry: p.Retry}}
 }
 
 // indexEventTypes fills the tables of EventTypeLabel.
 func (p *Provider) indexEventTypes() {
 	for _, rt := range p.routes {
-		for _, g := range rt.globs {
-			if !g.literal() {
+		for _, g := range rt.match.Globs {
+			if !g.Literal() {
 				p.globs = append(p.globs, g)
 				continue
 			}
 			if p.literals == nil {
 				p.literals = map[string]struct{}{}
 			}
-			p.literals[g.pattern] = struct{}{}
+			p.literals[g.Pattern()] = struct{}{}
 		}
 	}
 }
@@ -297,7 +243,7 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 			errs = append(errs, fmt.Errorf("events: empty: list event type globs, or leave events out for every event"))
 		}
 		for _, e := range *c.Events {
-			g, err := compileGlob(e)
+			g, err := glob.Compile(e)
 			switch {
 			case err != nil:
 				errs = append(errs, fmt.Errorf("events: %w", err))
@@ -305,12 +251,12 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 				errs = append(errs, fmt.Errorf("events: %q is listed twice", e))
 			default:
 				rt.Events = append(rt.Events, e)
-				rt.globs = append(rt.globs, g)
+				rt.match.Globs = append(rt.match.Globs, g)
 			}
 		}
 	}
 	var werrs []error
-	rt.where, werrs = buildWhere(c.Where)
+	rt.match.Where, werrs = route.ParseWhere(c.Where)
 	errs = append(errs, werrs...)
 	if c.Destination == nil {
 		errs = append(errs, fmt.Errorf("destination: required: {url: ...} or {topic: ...}"))
@@ -382,53 +328,6 @@ func (c *signingConfig) build(lookupEnv func(string) (string, bool), mode secret
 	return s, errs
 }
 
-// glob is an event type pattern: '*' matches any run of characters (dots
-// included, none too), every other character itself.
-type glob struct {
-	pattern string
-	parts   []string // pattern split at each '*'
-}
-
-// compileGlob checks an events entry: a possible event type (at most 256
-// printable bytes, headers.CheckEventType) where '*' is the wildcard, not
-// empty and without "**".
-func compileGlob(pattern string) (glob, error) {
-	switch {
-	case pattern == "":
-		return glob{}, fmt.Errorf("an entry is empty: want an event type or a glob such as invoice.*")
-	case strings.Contains(pattern, "**"):
-		return glob{}, fmt.Errorf("%q: ** is the same as *: write one", pattern)
-	}
-	if err := headers.CheckEventType(pattern); err != nil {
-		return glob{}, fmt.Errorf("%q can match no event type: %w", pattern, err)
-	}
-	return glob{pattern: pattern, parts: strings.Split(pattern, "*")}, nil
-}
-
-// literal reports whether the pattern has no '*'.
-func (g glob) literal() bool { return len(g.parts) == 1 }
-
-// match reports whether s matches the pattern. Cost: a prefix and suffix
-// check and one search per inner part; no allocation.
-func (g glob) match(s string) bool {
-	if g.literal() {
-		return s == g.pattern
-	}
-	first, last := g.parts[0], g.parts[len(g.parts)-1]
-	if !strings.HasPrefix(s, first) {
-		return false
-	}
-	s = s[len(first):]
-	for _, part := range g.parts[1 : len(g.parts)-1] {
-		i := strings.Index(s, part)
-		if i < 0 {
-			return false
-		}
-		s = s[i+len(part):]
-	}
-	return strings.HasSuffix(s, last)
-}
-
 // checkTopic checks a topic destination's name: a name Kafka takes
 // (topics.CheckName), and not one of Kafka's internal topics ("__...").
 func checkTopic(name string) error {
@@ -439,29 +338,4 @@ func checkTopic(name string) error {
 		return fmt.Errorf("%q: names starting with __ are Kafka's internal topics", name)
 	}
 	return nil
-}
-
-// EventFilter is a list of event type globs written as a route's events:
-// for tools that narrow a set of events by type (dlq backfill --events).
-// The zero EventFilter matches every event type.
-type EventFilter struct{ globs []glob }
-
-// ParseEventFilter compiles patterns as a route's events entries; none
-// gives the filter that matches every event type.
-func ParseEventFilter(patterns []string) (EventFilter, error) {
-	var f EventFilter
-	for _, p := range patterns {
-		g, err := compileGlob(p)
-		if err != nil {
-			return EventFilter{}, err
-		}
-		f.globs = append(f.globs, g)
-	}
-	return f, nil
-}
-
-// Match reports whether eventType matches one of the filter's globs (an
-// empty eventType matches only the zero filter).
-func (f EventFilter) Match(eventType string) bool {
-	return f.globs == nil || matchesAny(f.globs, eventType)
 }

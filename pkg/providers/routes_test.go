@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookline/hookline/pkg/providers/route"
 )
 
 // issueExample is the providers file of issue 22.
@@ -108,7 +110,7 @@ func TestParseRoutes(t *testing.T) {
 	if _, ok := p.Route("zzz"); ok {
 		t.Fatal("Route(zzz) found a route")
 	}
-	if got := RouteKey("stripe", "billing"); got != "stripe/billing" {
+	if got := route.Key("stripe", "billing"); got != "stripe/billing" {
 		t.Fatalf("RouteKey = %q", got)
 	}
 }
@@ -134,10 +136,10 @@ providers:
 		t.Fatalf("Routes = %v, want one", routeNames(rts))
 	}
 	rt := rts[0]
-	if rt.Name != DefaultRoute || rt.Destination != p.Destination || rt.Retry != p.Retry || rt.Priority != PriorityHigh || rt.Events != nil || rt.Signing != nil {
+	if rt.Name != route.Default || rt.Destination != p.Destination || rt.Retry != p.Retry || rt.Priority != PriorityHigh || rt.Events != nil || rt.Signing != nil {
 		t.Fatalf("default route %+v, want the provider's destination, retry and priority", rt)
 	}
-	if got, ok := p.Route(DefaultRoute); !ok || got != rt {
+	if got, ok := p.Route(route.Default); !ok || got != rt {
 		t.Fatalf("Route(default) = %v, %v", got, ok)
 	}
 	for _, typ := range []string{"invoice.paid", "", "anything at all"} {
@@ -157,7 +159,7 @@ providers:
 		t.Fatalf("Match on a provider that delivers nowhere = %v", got)
 	}
 	named := mustGet(t, r, "named")
-	if rt, ok := named.Route(DefaultRoute); !ok || rt.Destination.URL != "http://y/" {
+	if rt, ok := named.Route(route.Default); !ok || rt.Destination.URL != "http://y/" {
 		t.Fatalf("a route named default: %v %v", rt, ok)
 	}
 	if got := r.RouteTopics(); !slices.Equal(got, []string{"audit"}) {
@@ -330,48 +332,6 @@ providers:
 	}
 }
 
-func TestGlobMatch(t *testing.T) {
-	cases := []struct {
-		glob, typ string
-		want      bool
-	}{
-		{"invoice.paid", "invoice.paid", true},
-		{"invoice.paid", "invoice.paid2", false},
-		{"invoice.paid", "Invoice.paid", false},
-		{"invoice.*", "invoice.paid", true},
-		{"invoice.*", "invoice.", true},
-		{"invoice.*", "invoice.payment.failed", true}, // dots included
-		{"invoice.*", "invoice", false},
-		{"invoice.*", "xinvoice.paid", false},
-		{"*", "anything", true},
-		{"*.succeeded", "payment_intent.succeeded", true},
-		{"*.succeeded", "payment_intent.succeeded.x", false},
-		{"*order*", "order.created", true},
-		{"*order*", "app.order", true},
-		{"*order*", "orde", false},
-		{"a*b*c", "abc", true},
-		{"a*b*c", "aXbYc", true},
-		{"a*b*c", "abcbc", true},
-		{"a*b*c", "acb", false},
-		{"a*a", "a", false}, // the two a's cannot be the same character
-		{"a*a", "aa", true},
-		{"ab*ba", "aba", false},
-		{"BOOKING_*", "BOOKING_CREATED", true},
-		{"a?c", "abc", false}, // only '*' is special
-		{"a?c", "a?c", true},
-		{"a.c", "abc", false},
-	}
-	for _, tc := range cases {
-		g, err := compileGlob(tc.glob)
-		if err != nil {
-			t.Fatalf("compileGlob(%q): %v", tc.glob, err)
-		}
-		if got := g.match(tc.typ); got != tc.want {
-			t.Errorf("%q matches %q = %v, want %v", tc.glob, tc.typ, got, tc.want)
-		}
-	}
-}
-
 // matchYAML has routes of every kind of condition.
 const matchYAML = `
 providers:
@@ -447,37 +407,6 @@ func TestMatch(t *testing.T) {
 	dst := make([]*Route, 1, 8)
 	if got := p.Match("invoice.paid", nil, dst); len(got) != 3 || got[0] != nil || got[1].Name != "all" {
 		t.Fatalf("Match does not append to dst: %v", got)
-	}
-}
-
-func TestNumberEqual(t *testing.T) {
-	cases := []struct {
-		a, b string
-		want bool
-	}{
-		{"1", "1", true},
-		{"1", "1.0", true},
-		{"1", "1e0", true},
-		{"1", "10e-1", true},
-		{"100", "1E2", true},
-		{"100", "1e+2", true},
-		{"0", "-0", true},
-		{"0", "0.000e5", true},
-		{"-1.5", "-15e-1", true},
-		{"1", "-1", false},
-		{"1", "1.0000000000000000000001", false},
-		{"9007199254740993", "9007199254740992", false}, // beyond float64
-		{"1e400", "10e399", true},
-		{"1e99999999999999999999", "1e99999999999999999999", true}, // exponent out of range: by text
-		{"1e99999999999999999999", "10e99999999999999999998", false},
-	}
-	for _, tc := range cases {
-		if got := numberEqual(json.Number(tc.a), json.Number(tc.b)); got != tc.want {
-			t.Errorf("numberEqual(%s, %s) = %v, want %v", tc.a, tc.b, got, tc.want)
-		}
-		if got := numberEqual(json.Number(tc.b), json.Number(tc.a)); got != tc.want {
-			t.Errorf("numberEqual(%s, %s) = %v, want %v", tc.b, tc.a, got, tc.want)
-		}
 	}
 }
 
@@ -673,23 +602,5 @@ func TestSigningIsRedacted(t *testing.T) {
 		if strings.Contains(out, fmt.Sprint([]byte(testSigningKey1))[1:10]) {
 			t.Fatalf("%q shows secret bytes", out)
 		}
-	}
-}
-
-func TestEventFilter(t *testing.T) {
-	f, err := ParseEventFilter([]string{"invoice.*", "charge.refunded"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for ev, want := range map[string]bool{"invoice.paid": true, "charge.refunded": true, "charge.failed": false, "": false} {
-		if got := f.Match(ev); got != want {
-			t.Errorf("Match(%q) = %v, want %v", ev, got, want)
-		}
-	}
-	if all := (EventFilter{}); !all.Match("") || !all.Match("x") {
-		t.Error("the zero filter refused an event type")
-	}
-	if _, err := ParseEventFilter([]string{"a**"}); err == nil {
-		t.Error("a** was accepted")
 	}
 }

@@ -1,16 +1,11 @@
 package providers
 
 import (
-	"bytes"
-	"cmp"
-	"errors"
 	"fmt"
-	"path/filepath"
-	"slices"
-	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
 	"gopkg.in/yaml.v3"
+
+	"github.com/hookline/hookline/pkg/providers/glob"
 )
 
 // Payload schemas. A provider's schema: in the providers file is a JSON
@@ -34,33 +29,6 @@ const (
 	OnInvalidDLQ    = "dlq"
 	OnInvalidReject = "reject"
 )
-
-// Bounds of a PayloadError: the violations it lists, and each one's
-// length.
-const (
-	maxPayloadProblems    = 5
-	maxPayloadProblemSize = 200
-)
-
-// PayloadError says an event's body does not satisfy its schema: not JSON,
-// or the first few violations (at most 5, each at most 200 bytes).
-type PayloadError struct {
-	Schema   string   // the schema file as the providers file names it
-	Problems []string // "at '/amount': got string, want number"
-}
-
-// Error is "schema <file>: <problem>; <problem>...".
-func (e *PayloadError) Error() string {
-	return "schema " + e.Schema + ": " + strings.Join(e.Problems, "; ")
-}
-
-// schemaEntry is one entry of schema: the glob ("*" for a schema of every
-// event) and its compiled file.
-type schemaEntry struct {
-	glob   glob
-	file   string // as written in the providers file
-	schema *jsonschema.Schema
-}
 
 // schemaConfig is schema: a path, or a mapping of globs to paths (in file
 // order).
@@ -111,15 +79,13 @@ func (c *providerConfig) buildSchemas(p *Provider, dir string) []error {
 		return errs
 	}
 	if c.Schema.path != "" {
-		s, err := compileSchema(dir, c.Schema.path)
-		if err != nil {
+		if err := p.schemas.Add(glob.MustCompile("*"), dir, c.Schema.path); err != nil {
 			return append(errs, fmt.Errorf("schema: %w", err))
 		}
-		p.schemas = []schemaEntry{{glob: glob{pattern: "*", parts: []string{"", ""}}, file: c.Schema.path, schema: s}}
 		return errs
 	}
 	for _, e := range c.Schema.entries {
-		g, err := compileGlob(e[0])
+		g, err := glob.Compile(e[0])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("schema: %w", err))
 			continue
@@ -128,63 +94,16 @@ func (c *providerConfig) buildSchemas(p *Provider, dir string) []error {
 			errs = append(errs, fmt.Errorf("schema[%q]: empty: want a JSON Schema file", e[0]))
 			continue
 		}
-		s, err := compileSchema(dir, e[1])
-		if err != nil {
+		if err := p.schemas.Add(g, dir, e[1]); err != nil {
 			errs = append(errs, fmt.Errorf("schema[%q]: %w", e[0], err))
-			continue
 		}
-		p.schemas = append(p.schemas, schemaEntry{glob: g, file: e[1], schema: s})
 	}
 	return errs
 }
 
-// compileSchema reads and compiles one JSON Schema file (draft 2020-12
-// unless its $schema says otherwise; $refs to other local files are
-// followed, nothing is fetched over the network).
-func compileSchema(dir, file string) (*jsonschema.Schema, error) {
-	path := file
-	if !filepath.IsAbs(path) {
-		path = filepath.Join(dir, path)
-	}
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	s, err := c.Compile(abs)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
-	}
-	return s, nil
-}
-
-// schemaFor is the entry that applies to an event type: the literal one,
-// else the glob with the most characters besides '*', the first on a tie;
-// an empty type matches "*" alone. nil: none applies.
-func (p *Provider) schemaFor(eventType string) *schemaEntry {
-	var best *schemaEntry
-	bestLen := -1
-	for i := range p.schemas {
-		e := &p.schemas[i]
-		switch {
-		case eventType == "" && e.glob.pattern != "*":
-			continue
-		case e.glob.literal() && e.glob.pattern == eventType:
-			return e
-		case !e.glob.match(eventType):
-			continue
-		}
-		if n := len(e.glob.pattern) - strings.Count(e.glob.pattern, "*"); n > bestLen {
-			best, bestLen = e, n
-		}
-	}
-	return best
-}
-
 // HasSchema reports whether the provider checks bodies against a schema
 // (schema: in the providers file). Cost: none.
-func (p *Provider) HasSchema() bool { return len(p.schemas) > 0 }
+func (p *Provider) HasSchema() bool { return p.schemas.Len() > 0 }
 
 // RejectsInvalid reports whether an invalid body is refused (on_invalid:
 // reject, 422) rather than accepted for the DLQ. Cost: none.
@@ -192,65 +111,9 @@ func (p *Provider) RejectsInvalid() bool { return p.rejectInvalid }
 
 // CheckPayload checks an event's body against the schema its type gets
 // (see the file's schema:): nil when it is valid or no schema applies,
-// else a *PayloadError (a body that is not JSON is invalid). Cost: one
+// else a *schema.Error (a body that is not JSON is invalid). Cost: one
 // JSON parse of the body and one validation when a schema applies;
 // nothing otherwise.
 func (p *Provider) CheckPayload(eventType string, body []byte) error {
-	e := p.schemaFor(eventType)
-	if e == nil {
-		return nil
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(body))
-	if err != nil {
-		return &PayloadError{Schema: e.file, Problems: []string{cut("the body is not JSON: "+err.Error(), maxPayloadProblemSize)}}
-	}
-	err = e.schema.Validate(doc)
-	if err == nil {
-		return nil
-	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return &PayloadError{Schema: e.file, Problems: []string{cut(err.Error(), maxPayloadProblemSize)}}
-	}
-	// The validator's causes come in no fixed order (an object's
-	// properties are checked from a map): sort the violations by where they
-	// are, so the same body always gets the same message and keeps the same
-	// first maxPayloadProblems.
-	type problem struct{ at, msg string }
-	var all []problem
-	leaves(ve, func(l *jsonschema.ValidationError) {
-		all = append(all, problem{at: strings.Join(l.InstanceLocation, "/"), msg: l.Error()})
-	})
-	slices.SortFunc(all, func(a, b problem) int { return cmp.Or(strings.Compare(a.at, b.at), strings.Compare(a.msg, b.msg)) })
-	pe := &PayloadError{Schema: e.file}
-	for _, pr := range all[:min(len(all), maxPayloadProblems)] {
-		pe.Problems = append(pe.Problems, cut(pr.msg, maxPayloadProblemSize))
-	}
-	if len(pe.Problems) == 0 {
-		pe.Problems = []string{cut(ve.Error(), maxPayloadProblemSize)}
-	}
-	return pe
-}
-
-// leaves calls f on each violation without causes, depth first.
-func leaves(e *jsonschema.ValidationError, f func(*jsonschema.ValidationError)) {
-	if len(e.Causes) == 0 {
-		f(e)
-		return
-	}
-	for _, c := range e.Causes {
-		leaves(c, f)
-	}
-}
-
-// cut shortens s to at most n bytes, on a rune boundary, one line.
-func cut(s string, n int) string {
-	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\n", " ")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && (s[n]&0xC0) == 0x80 {
-		n--
-	}
-	return s[:n]
+	return p.schemas.Check(eventType, body)
 }

@@ -6,9 +6,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hookline/hookline/pkg/providers/schema"
 )
 
-// exampleSchema is the README's order schema, relative to this package.
+// exampleSchema is docs/providers.md's order schema, relative to this package.
 const exampleSchema = "../../compose/schemas/order.schema.json"
 
 // mustSchemaDir writes files into a temporary directory and copies the
@@ -134,45 +136,13 @@ func TestCheckPayload(t *testing.T) {
 				}
 				return
 			}
-			var pe *PayloadError
+			var pe *schema.Error
 			if !errors.As(err, &pe) {
-				t.Fatalf("CheckPayload: got %v, want a *PayloadError", err)
+				t.Fatalf("CheckPayload: got %v, want a *schema.Error", err)
 			}
 			if pe.Schema != tc.schema || !strings.Contains(err.Error(), tc.problem) {
 				t.Fatalf("got %q (schema %s), want schema %s and %q", err, pe.Schema, tc.schema, tc.problem)
 			}
 		})
-	}
-}
-
-func TestCheckPayloadBounded(t *testing.T) {
-	long := strings.Repeat("a", 2*maxPayloadProblemSize)
-	names := []string{long, "b", "c", "d", "e", "f", "g"}
-	var props, body []string
-	for _, n := range names {
-		props = append(props, `"`+n+`": {"type": "integer"}`)
-		body = append(body, `"`+n+`": "s"`)
-	}
-	dir := mustSchemaDir(t, map[string]string{"many.json": `{"type": "object", "properties": {` + strings.Join(props, ",") + `}}`})
-	path := filepath.Join(dir, "providers.yaml")
-	if err := os.WriteFile(path, []byte(shopYAML+"    schema: many.json\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	r, err := Load(path, env{}.lookup)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = mustGet(t, r, "shop").CheckPayload("x", []byte("{"+strings.Join(body, ",")+"}"))
-	var pe *PayloadError
-	if !errors.As(err, &pe) {
-		t.Fatalf("got %v", err)
-	}
-	if len(pe.Problems) != maxPayloadProblems {
-		t.Errorf("%d problems, want %d: %q", len(pe.Problems), maxPayloadProblems, pe.Problems)
-	}
-	for _, p := range pe.Problems {
-		if len(p) > maxPayloadProblemSize {
-			t.Errorf("problem of %d bytes: %q", len(p), p)
-		}
 	}
 }

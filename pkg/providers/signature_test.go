@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // signedPresets describes, per provider of testYAML, the header carrying the
@@ -62,7 +64,7 @@ func TestRoundTrip(t *testing.T) {
 			}, ""},
 			{"tampered body", func(t *testing.T) (http.Header, []byte, time.Time) {
 				return sign(t, testNow), append([]byte(`{"x":1,`), body[1:]...), testNow
-			}, ReasonMismatch},
+			}, signature.ReasonMismatch},
 			{"wrong secret", func(t *testing.T) (http.Header, []byte, time.Time) {
 				h := http.Header{}
 				other := mustProviderWithSecret(t, sp.provider, "a different secret")
@@ -70,13 +72,13 @@ func TestRoundTrip(t *testing.T) {
 					t.Fatal(err)
 				}
 				return h, body, testNow
-			}, ReasonMismatch},
+			}, signature.ReasonMismatch},
 			{"second secret (rotation)", func(t *testing.T) (http.Header, []byte, time.Time) {
 				h := http.Header{}
 				if sp.provider == "acme" || strings.HasPrefix(sp.provider, "acme-") {
 					// Generic: sign with the provider's own config.
 					cfg := genericSignatureConfigs[sp.provider]
-					if err := SignGeneric(cfg, []byte(sp.secret2), body, h); err != nil {
+					if err := signature.SignGeneric(cfg, []byte(sp.secret2), body, h); err != nil {
 						t.Fatal(err)
 					}
 					return h, body, testNow
@@ -90,23 +92,23 @@ func TestRoundTrip(t *testing.T) {
 				h := sign(t, testNow)
 				h.Del(sp.sigHeader)
 				return h, body, testNow
-			}, ReasonMissing},
+			}, signature.ReasonMissing},
 			{"malformed header", func(t *testing.T) (http.Header, []byte, time.Time) {
 				h := sign(t, testNow)
 				h.Set(sp.sigHeader, sp.malformed)
 				return h, body, testNow
-			}, ReasonMalformed},
+			}, signature.ReasonMalformed},
 		}
 		if sp.timestamped {
 			cases = append(cases,
 				roundTripCase{"stale (old)", func(t *testing.T) (http.Header, []byte, time.Time) {
 					return sign(t, testNow.Add(-6*time.Minute)), body, testNow
-				}, ReasonStale},
+				}, signature.ReasonStale},
 				roundTripCase{"stale (future)", func(t *testing.T) (http.Header, []byte, time.Time) {
 					return sign(t, testNow.Add(6*time.Minute)), body, testNow
-				}, ReasonStale},
+				}, signature.ReasonStale},
 				roundTripCase{"at the tolerance edge", func(t *testing.T) (http.Header, []byte, time.Time) {
-					return sign(t, testNow.Add(-DefaultTolerance)), body, testNow
+					return sign(t, testNow.Add(-signature.DefaultTolerance)), body, testNow
 				}, ""},
 			)
 		}
@@ -122,7 +124,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 // genericSignatureConfigs mirrors the signature blocks of testYAML.
-var genericSignatureConfigs = map[string]SignatureConfig{
+var genericSignatureConfigs = map[string]signature.Config{
 	"acme":      {Header: "X-Acme-Signature", Algorithm: "hmac-sha256", Encoding: "hex", Prefix: "sha256="},
 	"acme-json": {Header: "X-Acme-Signature", Algorithm: "hmac-sha512", Encoding: "base64"},
 	"acme-sha1": {Header: "X-Acme-Signature", Algorithm: "hmac-sha1", Encoding: "hex"},
@@ -153,15 +155,15 @@ func TestStripeHeaderVariants(t *testing.T) {
 		{"several v1, one good", "t=" + ts + ",v1=" + bad + ",v1=" + v1, ""},
 		{"v0 and unknown schemes ignored", "t=" + ts + ",v0=" + bad + ",v9=zz,v1=" + v1, ""},
 		{"spaces after commas", "t=" + ts + ", v1=" + v1, ""},
-		{"only v0", "t=" + ts + ",v0=" + v1, ReasonMalformed},
-		{"no timestamp", "v1=" + v1, ReasonMalformed},
-		{"timestamp not a number", "t=abc,v1=" + v1, ReasonMalformed},
-		{"v1 not hex", "t=" + ts + ",v1=xyz", ReasonMalformed},
-		{"good v1 with another timestamp", "t=" + strconv.FormatInt(testNow.Unix()+1, 10) + ",v1=" + v1, ReasonMismatch},
+		{"only v0", "t=" + ts + ",v0=" + v1, signature.ReasonMalformed},
+		{"no timestamp", "v1=" + v1, signature.ReasonMalformed},
+		{"timestamp not a number", "t=abc,v1=" + v1, signature.ReasonMalformed},
+		{"v1 not hex", "t=" + ts + ",v1=xyz", signature.ReasonMalformed},
+		{"good v1 with another timestamp", "t=" + strconv.FormatInt(testNow.Unix()+1, 10) + ",v1=" + v1, signature.ReasonMismatch},
 		// The timestamp is checked before the MAC (precheck, without the
 		// body): a far one is stale, whatever the signature.
-		{"timestamp far in the future", "t=" + strconv.FormatInt(math.MaxInt64, 10) + ",v1=" + v1, ReasonStale},
-		{"stale and a wrong signature", "t=" + strconv.FormatInt(testNow.Unix()-3600, 10) + ",v1=" + bad, ReasonStale},
+		{"timestamp far in the future", "t=" + strconv.FormatInt(math.MaxInt64, 10) + ",v1=" + v1, signature.ReasonStale},
+		{"stale and a wrong signature", "t=" + strconv.FormatInt(testNow.Unix()-3600, 10) + ",v1=" + bad, signature.ReasonStale},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -173,7 +175,7 @@ func TestStripeHeaderVariants(t *testing.T) {
 			// Without the body: what is wrong with the headers is found
 			// (a mismatch needs the body).
 			want := tc.want
-			if want == ReasonMismatch {
+			if want == signature.ReasonMismatch {
 				want = ""
 			}
 			if got := reason(p.CheckSignatureHeaders(h, testNow)); got != want {
@@ -194,7 +196,7 @@ func TestFarFutureTimestampIsStale(t *testing.T) {
 			tsStr := strconv.FormatInt(ts, 10)
 			h.Set("X-Slack-Request-Timestamp", tsStr)
 			h.Set("X-Slack-Signature", "v0="+hexMAC(testSecret1, "v0:"+tsStr+":"+string(body)))
-			if got := reason(p.Verify(h, body, testNow)); got != ReasonStale {
+			if got := reason(p.Verify(h, body, testNow)); got != signature.ReasonStale {
 				t.Fatalf("reason = %q, want stale", got)
 			}
 		})
@@ -219,12 +221,12 @@ func TestStandardHeaderVariants(t *testing.T) {
 		{"several signatures, space separated", map[string]string{"Webhook-Signature": "v1,Ceo5qEr07ixe2NLpvHk3FH9bwy/WavXrAFQ/9tdO6mc= v2,abc " + sig + " v1a,xyz"}, nil, ""},
 		{"svix- headers", map[string]string{"Svix-Id": "msg_1", "Svix-Timestamp": good.Get("Webhook-Timestamp"), "Svix-Signature": sig},
 			[]string{"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"}, ""},
-		{"missing id", nil, []string{"Webhook-Id"}, ReasonMissing},
-		{"missing timestamp", nil, []string{"Webhook-Timestamp"}, ReasonMissing},
-		{"other id", map[string]string{"Webhook-Id": "msg_2"}, nil, ReasonMismatch},
-		{"only other versions", map[string]string{"Webhook-Signature": "v1a,abc v2,def"}, nil, ReasonMalformed},
-		{"v1 not base64", map[string]string{"Webhook-Signature": "v1,@@@"}, nil, ReasonMalformed},
-		{"timestamp not a number", map[string]string{"Webhook-Timestamp": "soon"}, nil, ReasonMalformed},
+		{"missing id", nil, []string{"Webhook-Id"}, signature.ReasonMissing},
+		{"missing timestamp", nil, []string{"Webhook-Timestamp"}, signature.ReasonMissing},
+		{"other id", map[string]string{"Webhook-Id": "msg_2"}, nil, signature.ReasonMismatch},
+		{"only other versions", map[string]string{"Webhook-Signature": "v1a,abc v2,def"}, nil, signature.ReasonMalformed},
+		{"v1 not base64", map[string]string{"Webhook-Signature": "v1,@@@"}, nil, signature.ReasonMalformed},
+		{"timestamp not a number", map[string]string{"Webhook-Timestamp": "soon"}, nil, signature.ReasonMalformed},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -261,7 +263,7 @@ func TestSlackMissingTimestamp(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Del("X-Slack-Request-Timestamp")
-	if got := reason(p.Verify(h, []byte("{}"), testNow)); got != ReasonMissing {
+	if got := reason(p.Verify(h, []byte("{}"), testNow)); got != signature.ReasonMissing {
 		t.Fatalf("reason = %q, want missing", got)
 	}
 }
@@ -272,7 +274,7 @@ func TestConfiguredTolerance(t *testing.T) {
 	for _, tc := range []struct {
 		age  time.Duration
 		want string
-	}{{time.Minute, ""}, {61 * time.Second, ReasonStale}, {-61 * time.Second, ReasonStale}} {
+	}{{time.Minute, ""}, {61 * time.Second, signature.ReasonStale}, {-61 * time.Second, signature.ReasonStale}} {
 		t.Run(tc.age.String(), func(t *testing.T) {
 			h := http.Header{}
 			if err := p.Sign([]byte("{}"), testNow.Add(-tc.age), h); err != nil {
@@ -316,7 +318,7 @@ func TestSignErrors(t *testing.T) {
 			}
 		})
 	}
-	if err := SignGeneric(SignatureConfig{Header: "X-Sig", Algorithm: "md5"}, []byte("k"), nil, http.Header{}); err == nil {
+	if err := signature.SignGeneric(signature.Config{Header: "X-Sig", Algorithm: "md5"}, []byte("k"), nil, http.Header{}); err == nil {
 		t.Fatal("SignGeneric with md5 succeeded")
 	}
 }

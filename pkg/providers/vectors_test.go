@@ -8,6 +8,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hookline/hookline/pkg/providers/keys"
+	"github.com/hookline/hookline/pkg/providers/signature"
 )
 
 // stripeDotnetFixture is src/StripeTests/Resources/event_test_signature.json
@@ -179,7 +182,7 @@ func TestPublishedVectors(t *testing.T) {
 				}
 			}
 			// The published vector must fail once the body changes.
-			if err := p.Verify(h, []byte(tc.body+" "), tc.now); reason(err) != ReasonMismatch {
+			if err := p.Verify(h, []byte(tc.body+" "), tc.now); reason(err) != signature.ReasonMismatch {
 				t.Fatalf("Verify(tampered) = %v, want mismatch", err)
 			}
 			if tc.signHeader == "" {
@@ -278,7 +281,7 @@ func TestVectorEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(d.Events) != 1 || d.Events[0].Key != "slack:"+bodyHash([]byte(slackDocBody)) {
+		if len(d.Events) != 1 || d.Events[0].Key != "slack:"+keys.BodyHash([]byte(slackDocBody)) {
 			t.Fatalf("events = %+v", d.Events)
 		}
 	})
@@ -320,21 +323,21 @@ func TestRetellSignature(t *testing.T) {
 		want         string
 	}{
 		{"valid", valid, at(0), ""},
-		{"5 minutes later", valid, at(DefaultTolerance), ""},
-		{"5 minutes and 1 ms later", valid, at(DefaultTolerance + time.Millisecond), ReasonStale},
-		{"5 minutes earlier", valid, at(-DefaultTolerance), ""},
-		{"5 minutes and 1 ms earlier", valid, at(-DefaultTolerance - time.Millisecond), ReasonStale},
-		{"missing", "", at(0), ReasonMissing},
-		{"v only", "v=1700000000000", at(0), ReasonMalformed},
-		{"d first", "d=" + digest + ",v=1700000000000", at(0), ReasonMalformed},
-		{"prefix", "prefix-" + valid, at(0), ReasonMalformed},
-		{"suffix", valid + "-suffix", at(0), ReasonMalformed},
-		{"not hex", "v=1700000000000,d=not-hex", at(0), ReasonMalformed},
-		{"short digest", "v=1700000000000,d=" + digest[2:], at(0), ReasonMalformed},
-		{"negative timestamp", "v=-1700000000000,d=" + digest, at(0), ReasonMalformed},
-		{"extra entry", valid + ",extra=value", at(0), ReasonMalformed},
-		{"seconds, not milliseconds", "v=1700000000,d=" + digest, time.Unix(1700000000, 0), ReasonStale},
-		{"other digest", "v=1700000000000,d=" + strings.Repeat("0", 64), at(0), ReasonMismatch},
+		{"5 minutes later", valid, at(signature.DefaultTolerance), ""},
+		{"5 minutes and 1 ms later", valid, at(signature.DefaultTolerance + time.Millisecond), signature.ReasonStale},
+		{"5 minutes earlier", valid, at(-signature.DefaultTolerance), ""},
+		{"5 minutes and 1 ms earlier", valid, at(-signature.DefaultTolerance - time.Millisecond), signature.ReasonStale},
+		{"missing", "", at(0), signature.ReasonMissing},
+		{"v only", "v=1700000000000", at(0), signature.ReasonMalformed},
+		{"d first", "d=" + digest + ",v=1700000000000", at(0), signature.ReasonMalformed},
+		{"prefix", "prefix-" + valid, at(0), signature.ReasonMalformed},
+		{"suffix", valid + "-suffix", at(0), signature.ReasonMalformed},
+		{"not hex", "v=1700000000000,d=not-hex", at(0), signature.ReasonMalformed},
+		{"short digest", "v=1700000000000,d=" + digest[2:], at(0), signature.ReasonMalformed},
+		{"negative timestamp", "v=-1700000000000,d=" + digest, at(0), signature.ReasonMalformed},
+		{"extra entry", valid + ",extra=value", at(0), signature.ReasonMalformed},
+		{"seconds, not milliseconds", "v=1700000000,d=" + digest, time.Unix(1700000000, 0), signature.ReasonStale},
+		{"other digest", "v=1700000000000,d=" + strings.Repeat("0", 64), at(0), signature.ReasonMismatch},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -97,7 +97,7 @@ const (
 // LoadProviders reads the providers file at path with the secrets which
 // says, from lookupEnv (providers.Load, LoadForProcessor or
 // LoadWithoutSecrets). It also returns each route's retry policy keyed by
-// providers.RouteKey (providers.Registry.RetrySchedules): a policy that
+// route.Key (providers.Registry.RetrySchedules): a policy that
 // does not fit HOOKLINE_RETRY_TIERS is refused by every service that reads
 // the file.
 func (s *Service) LoadProviders(path string, which Secrets, lookupEnv func(string) (string, bool)) (*providers.Registry, map[string]retry.Schedule, error) {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/backfill"
 	"github.com/hookline/hookline/dlq/internal/store"
-	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/route"
 )
 
 // backfillRequest is POST /backfills' body.
@@ -46,7 +46,7 @@ func (s *Server) spec(req backfillRequest, now time.Time) (backfill.Spec, error)
 	if !spec.Since.Before(spec.Until) {
 		return spec, errors.New("since is not before until")
 	}
-	if spec.Events, err = providers.ParseEventFilter(req.Events); err != nil {
+	if spec.Events, err = route.ParseEventFilter(req.Events); err != nil {
 		return spec, errors.New("events: " + err.Error())
 	}
 	if req.Rate < 0 {

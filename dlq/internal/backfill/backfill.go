@@ -33,6 +33,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/parked"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/route"
 )
 
 // Spec is one backfill.
@@ -43,7 +44,7 @@ type Spec struct {
 	// record timestamp): [Since, Until). A zero Until is the run's start.
 	Since, Until time.Time
 	// Events narrows the route's events further (--events).
-	Events providers.EventFilter
+	Events route.EventFilter
 	// Again also re-delivers keys the route is done with, once per ID.
 	Again bool
 	// ID is the backfill's id (NewID): its records carry backfill:<ID>.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/route"
 )
 
 const file = `
@@ -54,24 +55,24 @@ func TestMatches(t *testing.T) {
 	live := `{"id":"k1","type":"invoice.paid","live":true}`
 	retried := accepted("bf", "invoice.paid", live, in)
 	headers.Set(retried, headers.Origin, headers.OriginRetry)
-	onlyRefunds, err := providers.ParseEventFilter([]string{"invoice.refunded"})
+	onlyRefunds, err := route.ParseEventFilter([]string{"invoice.refunded"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name   string
 		r      *kgo.Record
-		events providers.EventFilter
+		events route.EventFilter
 		want   bool
 	}{
-		{"accepted, in range, taken by the route", accepted("bf", "invoice.paid", live, in), providers.EventFilter{}, true},
-		{"at since: in", accepted("bf", "invoice.paid", live, s.Since), providers.EventFilter{}, true},
-		{"at until: out", accepted("bf", "invoice.paid", live, s.Until), providers.EventFilter{}, false},
-		{"before since", accepted("bf", "invoice.paid", live, s.Since.Add(-time.Millisecond)), providers.EventFilter{}, false},
-		{"another provider", accepted("other", "invoice.paid", live, in), providers.EventFilter{}, false},
-		{"an event type the route does not take", accepted("bf", "order.created", `{"live":true}`, in), providers.EventFilter{}, false},
-		{"where does not hold", accepted("bf", "invoice.paid", `{"live":false}`, in), providers.EventFilter{}, false},
-		{"a retry is not an accepted delivery", retried, providers.EventFilter{}, false},
+		{"accepted, in range, taken by the route", accepted("bf", "invoice.paid", live, in), route.EventFilter{}, true},
+		{"at since: in", accepted("bf", "invoice.paid", live, s.Since), route.EventFilter{}, true},
+		{"at until: out", accepted("bf", "invoice.paid", live, s.Until), route.EventFilter{}, false},
+		{"before since", accepted("bf", "invoice.paid", live, s.Since.Add(-time.Millisecond)), route.EventFilter{}, false},
+		{"another provider", accepted("other", "invoice.paid", live, in), route.EventFilter{}, false},
+		{"an event type the route does not take", accepted("bf", "order.created", `{"live":true}`, in), route.EventFilter{}, false},
+		{"where does not hold", accepted("bf", "invoice.paid", `{"live":false}`, in), route.EventFilter{}, false},
+		{"a retry is not an accepted delivery", retried, route.EventFilter{}, false},
 		{"--events narrows", accepted("bf", "invoice.paid", live, in), onlyRefunds, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/backfill"
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/route"
 )
 
 const backfillHelp = `usage: dlq backfill PROVIDER/ROUTE --since DUR|TIME [--until DUR|TIME] [--events GLOB,...]
@@ -68,11 +69,11 @@ func runBackfill(ctx context.Context, env Env, args []string) error {
 	if len(pos) != 1 {
 		return usagef("backfill takes one PROVIDER/ROUTE, got %d arguments", len(pos))
 	}
-	name, route, ok := strings.Cut(pos[0], "/")
+	name, routeName, ok := strings.Cut(pos[0], "/")
 	if !ok {
-		return usagef("%q: want PROVIDER/ROUTE (a provider with a provider-level destination has the route %s)", pos[0], providers.DefaultRoute)
+		return usagef("%q: want PROVIDER/ROUTE (a provider with a provider-level destination has the route %s)", pos[0], route.Default)
 	}
-	if err := control.CheckRoute(route); err != nil {
+	if err := control.CheckRoute(routeName); err != nil {
 		return usagef("%v", err)
 	}
 	if since.raw == "" {
@@ -86,7 +87,7 @@ func runBackfill(ctx context.Context, env Env, args []string) error {
 		return usagef("--since %s is not before --until %s", since.raw, orNow(until.raw))
 	}
 	if *events != "" {
-		if spec.Events, err = providers.ParseEventFilter(strings.Split(*events, ",")); err != nil {
+		if spec.Events, err = route.ParseEventFilter(strings.Split(*events, ",")); err != nil {
 			return usagef("--events: %v", err)
 		}
 	}
@@ -101,7 +102,7 @@ func runBackfill(ctx context.Context, env Env, args []string) error {
 		return err
 	}
 	defer a.close()
-	if spec.Provider, spec.Route, err = a.route(name, route); err != nil {
+	if spec.Provider, spec.Route, err = a.route(name, routeName); err != nil {
 		return err
 	}
 	if err := a.checkTopic(ctx, a.names.Raw); err != nil {
@@ -118,7 +119,7 @@ func runBackfill(ctx context.Context, env Env, args []string) error {
 		verb = "dry run of backfill"
 	}
 	fmt.Fprintf(env.Stderr, "dlq: %s %s of %s/%s, %s mode, accepted %s to %s (resume with --id %s)\n",
-		verb, spec.ID, name, route, modeOf(spec.Again), spec.Since.UTC().Format(time.RFC3339), spec.Until.UTC().Format(time.RFC3339), spec.ID)
+		verb, spec.ID, name, routeName, modeOf(spec.Again), spec.Since.UTC().Format(time.RFC3339), spec.Until.UTC().Format(time.RFC3339), spec.ID)
 	var mu sync.Mutex
 	drawn := false
 	var show func(backfill.Progress)

@@ -29,8 +29,8 @@ func TestConfigBadValues(t *testing.T) {
 	}
 }
 
-// TestConfigReadme: README's configuration table and the variables dlq
+// TestConfigReadme: the configuration table (docs/operating.md) and the variables dlq
 // reads agree.
 func TestConfigReadme(t *testing.T) {
-	envconftest.Readme(t, "../../../README.md", "dlq", loadConfig, nil)
+	envconftest.Readme(t, "../../../docs/operating.md", "dlq", loadConfig, nil)
 }

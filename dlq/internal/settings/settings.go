@@ -21,6 +21,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/route"
 )
 
 // MaxRate is the highest rate ParseRate takes, per second.
@@ -88,7 +89,7 @@ func LoadKnown(path string) (Known, error) {
 		p, _ := reg.Get(n)
 		k.routes[n] = routesOf(p)
 		for _, rt := range p.Routes() {
-			k.priority[providers.RouteKey(n, rt.Name)] = rt.Priority.String()
+			k.priority[route.Key(n, rt.Name)] = rt.Priority.String()
 		}
 	}
 	return k, nil
@@ -97,8 +98,8 @@ func LoadKnown(path string) (Known, error) {
 // Priority is the priority class of a route of the providers file
 // (critical, high, normal or low: docs/processor.md, "Priority classes");
 // "" for a route the file does not have, or without a file.
-func (k Known) Priority(provider, route string) string {
-	return k.priority[providers.RouteKey(provider, route)]
+func (k Known) Priority(provider, name string) string {
+	return k.priority[route.Key(provider, name)]
 }
 
 // routesOf lists the names of p's routes, in name order: those of its

@@ -28,6 +28,7 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/signature"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -379,7 +380,7 @@ func (s *Server) claimReplay(c *gin.Context, p *providers.Provider, body []byte,
 
 // badSignature counts a signature refusal by its reason and answers 401.
 func (s *Server) badSignature(c *gin.Context, p *providers.Provider, err error) error {
-	var se *providers.SignatureError
+	var se *signature.Error
 	reason := "invalid"
 	if errors.As(err, &se) {
 		reason = se.Reason

@@ -174,7 +174,7 @@ func TestReplayCacheConcurrentClaim(t *testing.T) {
 }
 
 // TestReplayCacheMemory measures the heap the default cap takes when full,
-// for README's and DefaultReplayCacheEntries' figure.
+// for docs/security.md's and DefaultReplayCacheEntries' figure.
 func TestReplayCacheMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("fills 100,000 entries")

@@ -1,8 +1,8 @@
 // Package envconftest checks a service's configuration in its tests: that
 // every variable it reads, given a bad value, is named by its own message,
-// and that all of them are reported at once (Check); and that the README's
-// configuration table lists the variables the service reads, for the
-// services that read them (Readme).
+// and that all of them are reported at once (Check); and that the
+// configuration table (docs/operating.md) lists the variables the service
+// reads, for the services that read them (Readme).
 package envconftest
 
 import (
@@ -128,7 +128,7 @@ func Reads[C any](load Load[C], base map[string]string) []string {
 	return slices.Sorted(maps.Keys(seen))
 }
 
-// Row is one row of the README's configuration table.
+// Row is one row of the configuration table (docs/operating.md).
 type Row struct {
 	Vars     []string // the variables named in its first column
 	Services []string // "all", or the services of its second column ("dlq serve" is "dlq")
@@ -159,7 +159,7 @@ var (
 	serviceRE = regexp.MustCompile(`^(all|ingest|processor|retrier|dlq)\b`)
 )
 
-// Table reads the configuration table of the README at path: the first
+// Table reads the configuration table of the page at path: the first
 // table after the "## Configuration" heading.
 func Table(tb testing.TB, path string) []Row {
 	tb.Helper()
@@ -205,7 +205,7 @@ func Table(tb testing.TB, path string) []Row {
 	return rows
 }
 
-// Readme checks the README's table at path against service's load: each
+// Readme checks the configuration table at path against service's load: each
 // variable of a row naming the service (or "all") is read by load, and
 // setting it to the default the row gives loads the same configuration as
 // leaving it unset; and each variable load reads is in a row naming the
@@ -224,7 +224,7 @@ func Readme[C any](t *testing.T, path, service string, load Load[C], base map[st
 			mine = append(mine, r)
 			for _, v := range r.Vars {
 				if !slices.Contains(reads, v) {
-					t.Errorf("README's configuration table says %s reads %s; it does not", service, v)
+					t.Errorf("the configuration table says %s reads %s; it does not", service, v)
 					continue
 				}
 				def, ok := r.Default(v, service)
@@ -236,9 +236,9 @@ func Readme[C any](t *testing.T, path, service string, load Load[C], base map[st
 				m[v] = def
 				switch got, err := load(Env(m)); {
 				case err != nil:
-					t.Errorf("README's default of %s for %s, %q, is refused: %v", v, service, def, err)
+					t.Errorf("the configuration table's default of %s for %s, %q, is refused: %v", v, service, def, err)
 				case !reflect.DeepEqual(got, unset):
-					t.Errorf("README's default of %s for %s, %q, is not what %s uses when it is unset:\n set:   %+v\n unset: %+v", v, service, def, service, got, unset)
+					t.Errorf("the configuration table's default of %s for %s, %q, is not what %s uses when it is unset:\n set:   %+v\n unset: %+v", v, service, def, service, got, unset)
 				}
 			}
 		}
@@ -252,7 +252,7 @@ func Readme[C any](t *testing.T, path, service string, load Load[C], base map[st
 			}
 		}
 		if !found {
-			t.Errorf("%s reads %s, which README's configuration table does not list for it", service, v)
+			t.Errorf("%s reads %s, which the configuration table does not list for it", service, v)
 		}
 	}
 }

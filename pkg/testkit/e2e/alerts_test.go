@@ -29,7 +29,7 @@ import (
 // of 2m, and a webhook receiver (HOOKLINE_ALERT_WEBHOOK_URL) that is this
 // test's HTTP server. It kills the processor under flow: the receiver is
 // told that HooklineTargetDown fires for the processor's instance, with the
-// rule's labels and its runbook link (the README's line for it), and for no
+// rule's labels and its runbook link (its line in docs/operating.md), and for no
 // other instance; after the processor's restart, that the alert resolved.
 // Every delivery accepted meanwhile ends done. When the test ends, the
 // script has stopped Prometheus and Alertmanager and removed its temporary

@@ -21,11 +21,12 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/keys"
 	"github.com/hookline/hookline/pkg/testkit/e2e"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
-// dlq's bounds, as README's "Limits on what a provider controls" states
+// dlq's bounds, as docs/security.md's "Limits on what a provider controls" states
 // them (the constants themselves are internal to dlq).
 const (
 	prettyDepth = 64      // a body nested deeper is shown only as it is
@@ -47,7 +48,7 @@ const hostileToken = "hostile-e2e-admin-token-4d1f08b2"
 // TestHostileInput sends what an attacker holding a provider's secret (or
 // none) would, with the neighbours of every limit just under and over it,
 // to ingest, processor, retrier and dlq serve on a real broker: every
-// answer is the 2xx or 4xx README's limits table says, never a 5xx; every
+// answer is the 2xx or 4xx docs/security.md's limits table says, never a 5xx; every
 // accepted key ends done or dead in the DLQ (the ledger line, lost 0); the
 // DLQ entries of bodies nested 9,990 deep come back from dlq serve, exact;
 // no service exits; dlq serve's RSS stays under dlqServeRSSBound.
@@ -121,8 +122,8 @@ func TestHostileInput(t *testing.T) {
 		{name: "type header 257 bytes", provider: "github", header: githubHeader("gh_type_257", strings.Repeat("t", maxType+1)), body: githubBody("gh_type_257"), status: 400, code: "malformed_body"},
 		// Idempotency keys ("stripe:" and the id): 512 bytes, no control
 		// characters.
-		{name: "key 512 bytes", provider: "stripe", body: stripeBody(keyID(providers.MaxKeyLen), "invoice.paid", ""), status: 202, keys: []string{"stripe:" + keyID(providers.MaxKeyLen)}},
-		{name: "key 513 bytes", provider: "stripe", body: stripeBody(keyID(providers.MaxKeyLen+1), "invoice.paid", ""), status: 400, code: "malformed_body"},
+		{name: "key 512 bytes", provider: "stripe", body: stripeBody(keyID(keys.MaxLen), "invoice.paid", ""), status: 202, keys: []string{"stripe:" + keyID(keys.MaxLen)}},
+		{name: "key 513 bytes", provider: "stripe", body: stripeBody(keyID(keys.MaxLen+1), "invoice.paid", ""), status: 400, code: "malformed_body"},
 		{name: "key with CR LF", provider: "stripe", body: stripeBody("key\r\nX-Injected: 1", "invoice.paid", ""), status: 400, code: "malformed_body"},
 		// Bodies: HOOKLINE_MAX_BODY_BYTES, declared or chunked.
 		{name: "body at the limit", provider: "stripe", body: stripeSized("body_at", maxBody), status: 202, keys: []string{"stripe:body_at"}},
@@ -286,7 +287,7 @@ func TestHostileInput(t *testing.T) {
 
 // probe is one request to ingest, signed with the harness's secret unless
 // unsigned (its header then carries what the test chose), and the answer
-// README's limits say it gets.
+// docs/security.md's limits say it gets.
 type probe struct {
 	name     string
 	provider string

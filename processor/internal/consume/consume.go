@@ -73,7 +73,7 @@ type Config struct {
 	Store     *state.Store
 	// RetryPolicies are the routes' own retry policies (retry.tiers
 	// in the providers file: Schedule restricted with Only), by
-	// providers.RouteKey(provider, route); a route not in it uses
+	// route.Key(provider, route); a route not in it uses
 	// Schedule. Optional.
 	RetryPolicies map[string]retry.Schedule
 	// StandbyReplicas is how many standbys the group's balancer names per

@@ -62,7 +62,7 @@ func (p *Processor) checkHanging(ctx context.Context, adm *kadm.Client) (clean b
 		case !r.Decided:
 			p.m.hanging.WithLabelValues("undecided").Inc()
 			left = append(left, r.String())
-			log.Error("hanging transaction: the coordinator finished it but its marker never reached this partition, and its decision is no longer in __transaction_state; processing waits until an operator ends it (README: Hanging transactions)",
+			log.Error("hanging transaction: the coordinator finished it but its marker never reached this partition, and its decision is no longer in __transaction_state; processing waits until an operator ends it (docs/operating.md: Hanging transactions)",
 				"topic", r.Topic, "partition", r.Partition, "producer_id", r.ProducerID, "epoch", r.Epoch, "start_offset", r.StartOffset)
 		case r.Err != nil:
 			p.m.hanging.WithLabelValues("failed").Inc()

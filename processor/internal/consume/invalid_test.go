@@ -17,7 +17,7 @@ import (
 // is called on no route: it is dead for each route it matches (a DLQ entry
 // each, reason invalid_payload, naming the route; nothing written to the
 // topic route), and dead once for the key when it matches none. A replay
-// is checked against this processor's schema (README's order schema for
+// is checked against this processor's schema (docs/providers.md's order schema for
 // invoice.*), whatever it carries: a valid body is delivered to its
 // route, an invalid one is dead-lettered again without a call.
 func TestInvalidPayloadToDLQ(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/decide"
 )
@@ -29,7 +30,7 @@ type target struct {
 
 // routing is the processor's table of targets, built once by New.
 type routing struct {
-	// byKey holds every target by providers.RouteKey.
+	// byKey holds every target by route.Key.
 	byKey map[string]*target
 	// filed says the provider has routes: in its providers entry
 	// (routes:, or a provider-level destination) or from the Router
@@ -52,7 +53,7 @@ func newRouting(cfg Config, m *metrics) routing {
 		routes := p.Routes()
 		if len(routes) == 0 {
 			if _, ok := cfg.Router.For(name); ok {
-				routes = []*providers.Route{{Name: providers.DefaultRoute, Priority: p.Priority}}
+				routes = []*providers.Route{{Name: route.Default, Priority: p.Priority}}
 			}
 		}
 		for _, r := range routes {
@@ -63,7 +64,7 @@ func newRouting(cfg Config, m *metrics) routing {
 				t.lane = newLane(cfg, m, name, r, h)
 				rt.byLane[t.lane.topic] = t
 			}
-			rt.byKey[providers.RouteKey(name, r.Name)] = t
+			rt.byKey[route.Key(name, r.Name)] = t
 			rt.filed[name] = true
 		}
 	}
@@ -77,7 +78,7 @@ func newRouting(cfg Config, m *metrics) routing {
 // Schedule.DueAt stay right.
 func policyFor(cfg Config, p *providers.Provider, r *providers.Route) decide.Policy {
 	pol := decide.Policy{Schedule: cfg.Schedule, TTL: p.DedupTTL}
-	if s, ok := cfg.RetryPolicies[providers.RouteKey(p.Name, r.Name)]; ok {
+	if s, ok := cfg.RetryPolicies[route.Key(p.Name, r.Name)]; ok {
 		pol.Schedule = s
 	}
 	pol.Topic = r.Destination != nil && r.Destination.Topic != ""
@@ -95,8 +96,8 @@ func (p *setup) keyPolicy(provider string) decide.Policy {
 }
 
 // target returns the target of a provider's route, nil when none.
-func (p *setup) target(provider, route string) *target {
-	return p.routes.byKey[providers.RouteKey(provider, route)]
+func (p *setup) target(provider, name string) *target {
+	return p.routes.byKey[route.Key(provider, name)]
 }
 
 // routeOf is the route a record is for (decide.Arrival.Route): its lane's
@@ -131,7 +132,7 @@ func (p *setup) matching(r *kgo.Record, provider string, dst []*target) (ts []*t
 	}
 	routes := pr.Routes()
 	if len(routes) == 0 { // the Router's route default alone
-		return append(dst, p.target(provider, providers.DefaultRoute)), true
+		return append(dst, p.target(provider, route.Default)), true
 	}
 	var buf [4]*providers.Route
 	for _, rt := range pr.Match(headers.Value(r, headers.EventType), r.Value, buf[:0]) {

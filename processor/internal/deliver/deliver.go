@@ -80,7 +80,7 @@ type Router struct {
 }
 
 // NewRouter returns a Router over a copy of handlers, keyed
-// "provider/route" (providers.RouteKey), or by the provider's name alone
+// "provider/route" (route.Key), or by the provider's name alone
 // for its route default. A nil Handler in the map means no destination,
 // the same as leaving it out.
 func NewRouter(handlers map[string]Handler) *Router {

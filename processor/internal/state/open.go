@@ -45,7 +45,7 @@ import (
 //
 // Table files are memory-mapped by Badger: pages it reads count in the
 // process's RSS until the kernel or the store's trim drops them (trim_linux.go).
-// Measured figures: README, make bench-state.
+// Measured figures: docs/performance.md, make bench-state.
 func badgerOptions(o Options) badger.Options {
 	m := Split(o.Memory)
 	opts := badger.DefaultOptions(o.Dir)

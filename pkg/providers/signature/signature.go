@@ -1,4 +1,11 @@
-package providers
+// Package signature verifies and makes the signatures of webhook
+// deliveries: one Scheme per way of signing (Stripe, Slack, Retell,
+// Standard Webhooks, and Single, the one-header HMAC of github, shopify,
+// gocardless, calcom and generic providers, built from a Config), the
+// rotation over several secrets, the tolerance of signed timestamps, and
+// the digest of what a signature authenticates. Which preset uses which
+// scheme is the providers package's.
+package signature
 
 import (
 	"crypto/hmac"
@@ -22,23 +29,23 @@ import (
 // retell) may be from the receiver's clock, in either direction.
 const DefaultTolerance = 5 * time.Minute
 
-// encoding is how a MAC is written in a header.
-type encoding int
+// Encoding is how a MAC is written in a header.
+type Encoding int
 
 const (
-	encHex encoding = iota
-	encBase64
+	Hex Encoding = iota
+	Base64
 )
 
-func (e encoding) encode(b []byte) string {
-	if e == encBase64 {
+func (e Encoding) encode(b []byte) string {
+	if e == Base64 {
 		return base64.StdEncoding.EncodeToString(b)
 	}
 	return hex.EncodeToString(b)
 }
 
-func (e encoding) decode(s string) ([]byte, error) {
-	if e == encBase64 {
+func (e Encoding) decode(s string) ([]byte, error) {
+	if e == Base64 {
 		return base64.StdEncoding.DecodeString(s)
 	}
 	return hex.DecodeString(s)
@@ -52,20 +59,20 @@ type signed struct {
 	sigs   [][]byte
 }
 
-// scheme is one way of signing a webhook: an HMAC over some content built
+// Scheme is one way of signing a webhook: an HMAC over some content built
 // from the raw body (and, for some, a timestamp and an id), carried in
 // headers. Every preset is a scheme value; the HMAC, the comparison, the
 // rotation over several secrets and the tolerance check live in verify and
 // sign only.
-type scheme struct {
+type Scheme struct {
 	newHash     func() hash.Hash
 	timestamped bool
 	// millis: the signed timestamp counts milliseconds (retell), not
 	// seconds.
 	millis bool
 	// headers are the request headers the signature is read from, as the
-	// HTTP document lists them (RequestHeaders).
-	headers []RequestHeader
+	// HTTP document lists them (providers.Provider.RequestHeaders).
+	headers []Header
 	// covered are the request headers, besides the one carrying the
 	// signature, whose values the HMAC covers (canonical names): a header
 	// not listed can be changed without the signature noticing.
@@ -78,6 +85,31 @@ type scheme struct {
 	write   func(h http.Header, in signed, mac []byte)
 }
 
+// Header is a request header a scheme reads, as ingest's HTTP document
+// lists it.
+type Header struct {
+	Name string // as the provider spells it
+	// Required: a delivery without it (or with it empty) is refused 401.
+	Required    bool
+	Description string
+}
+
+// Timestamped reports whether the scheme signs a timestamp, so that a
+// tolerance applies.
+func (s *Scheme) Timestamped() bool { return s.timestamped }
+
+// Headers returns the request headers the signature is read from, as the
+// HTTP document lists them. Cost: none; the slice is the scheme's own:
+// never modify it.
+func (s *Scheme) Headers() []Header { return s.headers }
+
+// Precheck is what Verify checks without the body (see precheck); same
+// errors as Verify.
+func (s *Scheme) Precheck(h http.Header, now time.Time, tol time.Duration) error {
+	_, err := s.precheck(h, now, tol)
+	return err
+}
+
 // mac is the one HMAC of the package: the keyed hash of parts, in order, as
 // if they were one byte string.
 func mac(newHash func() hash.Hash, key []byte, parts ...[]byte) []byte {
@@ -88,11 +120,11 @@ func mac(newHash func() hash.Hash, key []byte, parts ...[]byte) []byte {
 	return m.Sum(nil)
 }
 
-// verify checks the request against every secret (rotation: any one
+// Verify checks the request against every secret (rotation: any one
 // verifying is enough) and every signature the header carries, comparing in
 // constant time. A timestamped scheme then refuses a timestamp further than
 // tol from now, in either direction. Cost: one HMAC over the body per secret.
-func (s *scheme) verify(secrets []secret, h http.Header, body []byte, now time.Time, tol time.Duration) error {
+func (s *Scheme) Verify(secrets []Secret, h http.Header, body []byte, now time.Time, tol time.Duration) error {
 	in, err := s.precheck(h, now, tol)
 	if err != nil {
 		return err
@@ -107,7 +139,7 @@ func (s *scheme) verify(secrets []secret, h http.Header, body []byte, now time.T
 // headers are there and well formed, and a timestamped scheme's timestamp
 // is within tol of now in either direction. A request that fails it costs
 // no body read and no HMAC.
-func (s *scheme) precheck(h http.Header, now time.Time, tol time.Duration) (signed, error) {
+func (s *Scheme) precheck(h http.Header, now time.Time, tol time.Duration) (signed, error) {
 	in, err := s.parse(h)
 	if err != nil || !s.timestamped {
 		return in, err
@@ -131,7 +163,7 @@ func (s *scheme) precheck(h http.Header, now time.Time, tol time.Duration) (sign
 	return in, nil
 }
 
-func (s *scheme) matches(secrets []secret, parts [][]byte, sigs [][]byte) bool {
+func (s *Scheme) matches(secrets []Secret, parts [][]byte, sigs [][]byte) bool {
 	for _, key := range secrets {
 		want := mac(s.newHash, key, parts...)
 		for _, got := range sigs {
@@ -143,27 +175,30 @@ func (s *scheme) matches(secrets []secret, parts [][]byte, sigs [][]byte) bool {
 	return false
 }
 
-// covers reports whether the signature authenticates the value of the
+// Covers reports whether the signature authenticates the value of the
 // request header name.
-func (s *scheme) covers(name string) bool {
+func (s *Scheme) Covers(name string) bool {
 	return slices.Contains(s.covered, http.CanonicalHeaderKey(name))
 }
 
-// digest is the SHA-256 of the provider's name (length-prefixed) followed
+// Digest is the SHA-256 of the provider's name (length-prefixed) followed
 // by exactly the bytes the HMAC covers: two requests to one provider have
 // the same digest if and only if their signatures authenticate the same
 // content, whatever their unsigned headers and however the signature is
 // spelt (hex case, several v1 entries, base64 padding bits). Cost: one
 // SHA-256 over the body.
-func (s *scheme) digest(name string, h http.Header, body []byte) ([sha256.Size]byte, error) {
+func (s *Scheme) Digest(name string, h http.Header, body []byte) ([sha256.Size]byte, error) {
 	in, err := s.parse(h)
 	if err != nil {
 		return [sha256.Size]byte{}, err
 	}
-	return digestOf(name, s.content(in, body)...), nil
+	return DigestOf(name, s.content(in, body)...), nil
 }
 
-func digestOf(name string, parts ...[]byte) [sha256.Size]byte {
+// DigestOf is the SHA-256 of name (length-prefixed) followed by parts:
+// Digest's value, and for an unsigned provider the digest of its name and
+// the body.
+func DigestOf(name string, parts ...[]byte) [sha256.Size]byte {
 	d := sha256.New()
 	d.Write(binary.BigEndian.AppendUint32(nil, uint32(len(name))))
 	d.Write([]byte(name))
@@ -175,9 +210,9 @@ func digestOf(name string, parts ...[]byte) [sha256.Size]byte {
 	return out
 }
 
-// sign sets on h the headers a sender of this scheme would set for body at
+// Sign sets on h the headers a sender of this scheme would set for body at
 // now, signed with key.
-func (s *scheme) sign(key []byte, body []byte, now time.Time, h http.Header) {
+func (s *Scheme) Sign(key []byte, body []byte, now time.Time, h http.Header) {
 	in := signed{ts: strconv.FormatInt(now.Unix(), 10)}
 	if s.millis {
 		in.ts = strconv.FormatInt(now.UnixMilli(), 10)
@@ -190,12 +225,12 @@ func (s *scheme) sign(key []byte, body []byte, now time.Time, h http.Header) {
 
 func bodyOnly(_ signed, body []byte) [][]byte { return [][]byte{body} }
 
-// singleScheme is a header holding prefix + one encoded HMAC of the body
+// Single is a header holding prefix + one encoded HMAC of the body
 // (github, shopify, gocardless, calcom, generic).
-func singleScheme(header, prefix string, newHash func() hash.Hash, enc encoding) *scheme {
-	return &scheme{
+func Single(header, prefix string, newHash func() hash.Hash, enc Encoding) *Scheme {
+	return &Scheme{
 		newHash: newHash,
-		headers: []RequestHeader{{Name: header, Required: true,
+		headers: []Header{{Name: header, Required: true,
 			Description: fmt.Sprintf("`%s<%s HMAC-%s of the body>`", prefix, encodingName(enc), hashName(newHash))}},
 		parse: func(h http.Header) (signed, error) {
 			v := h.Get(header)
@@ -231,8 +266,8 @@ func hashName(newHash func() hash.Hash) string {
 	return "SHA256"
 }
 
-func encodingName(e encoding) string {
-	if e == encBase64 {
+func encodingName(e Encoding) string {
+	if e == Base64 {
 		return "base64"
 	}
 	return "hex"
@@ -244,13 +279,13 @@ const (
 	headerSlackTimestamp  = "X-Slack-Request-Timestamp"
 )
 
-// stripeScheme: Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...], the HMAC
+// Stripe: Stripe-Signature: t=<unix>,v1=<hex>[,v1=<hex>...], the HMAC
 // of "<t>.<body>". v0 and unknown schemes are ignored.
-func stripeScheme() *scheme {
-	return &scheme{
+func Stripe() *Scheme {
+	return &Scheme{
 		newHash:     sha256.New,
 		timestamped: true,
-		headers: []RequestHeader{{Name: headerStripeSignature, Required: true,
+		headers: []Header{{Name: headerStripeSignature, Required: true,
 			Description: "`t=<unix time>,v1=<hex HMAC-SHA256 of \"<t>.<body>\">`; the time within the tolerance of now."}},
 		parse: func(h http.Header) (signed, error) {
 			v := h.Get(headerStripeSignature)
@@ -295,14 +330,14 @@ func stripeScheme() *scheme {
 	}
 }
 
-// slackScheme: X-Slack-Signature: v0=<hex>, the HMAC of
+// Slack: X-Slack-Signature: v0=<hex>, the HMAC of
 // "v0:<X-Slack-Request-Timestamp>:<body>".
-func slackScheme() *scheme {
-	s := singleScheme(headerSlackSignature, "v0=", sha256.New, encHex)
+func Slack() *Scheme {
+	s := Single(headerSlackSignature, "v0=", sha256.New, Hex)
 	sigOnly := s.parse
 	s.timestamped = true
 	s.covered = []string{headerSlackTimestamp}
-	s.headers = []RequestHeader{
+	s.headers = []Header{
 		{Name: headerSlackSignature, Required: true, Description: "`v0=<hex HMAC-SHA256 of \"v0:<X-Slack-Request-Timestamp>:<body>\">`."},
 		{Name: headerSlackTimestamp, Required: true, Description: "Unix time in seconds, within the tolerance of now; signed."},
 	}
@@ -328,16 +363,16 @@ func slackScheme() *scheme {
 
 const headerRetellSignature = "X-Retell-Signature"
 
-// retellScheme: X-Retell-Signature: v=<unix milliseconds>,d=<hex>, the
+// Retell: X-Retell-Signature: v=<unix milliseconds>,d=<hex>, the
 // HMAC-SHA256 of the body followed by the timestamp's digits, keyed with
 // the Retell API key as it is (Retell's SDKs sign and verify so, with a
 // 5-minute tolerance either way).
-func retellScheme() *scheme {
-	return &scheme{
+func Retell() *Scheme {
+	return &Scheme{
 		newHash:     sha256.New,
 		timestamped: true,
 		millis:      true,
-		headers: []RequestHeader{{Name: headerRetellSignature, Required: true,
+		headers: []Header{{Name: headerRetellSignature, Required: true,
 			Description: "`v=<unix milliseconds>,d=<hex HMAC-SHA256 of <body><milliseconds>>`, keyed with the Retell API key; the time within the tolerance of now."}},
 		parse: func(h http.Header) (signed, error) {
 			v := h.Get(headerRetellSignature)
@@ -372,47 +407,47 @@ func retellScheme() *scheme {
 // Standard Webhooks headers. Svix, the reference sender, also sends the same
 // three under the svix- prefix; a request carrying only those verifies too.
 const (
-	headerWebhookID        = "Webhook-Id"
+	HeaderWebhookID        = "Webhook-Id"
 	headerWebhookTimestamp = "Webhook-Timestamp"
 	headerWebhookSignature = "Webhook-Signature"
-	headerSvixID           = "Svix-Id"
+	HeaderSvixID           = "Svix-Id"
 	headerSvixTimestamp    = "Svix-Timestamp"
 	headerSvixSignature    = "Svix-Signature"
 )
 
-// standardHeaders returns the names of the id, timestamp and signature
+// StandardHeaders returns the names of the id, timestamp and signature
 // headers the request uses: webhook-* unless only svix-* are present.
-func standardHeaders(h http.Header) (id, ts, sig string) {
+func StandardHeaders(h http.Header) (id, ts, sig string) {
 	if h.Get(headerWebhookSignature) == "" && h.Get(headerSvixSignature) != "" {
-		return headerSvixID, headerSvixTimestamp, headerSvixSignature
+		return HeaderSvixID, headerSvixTimestamp, headerSvixSignature
 	}
-	return headerWebhookID, headerWebhookTimestamp, headerWebhookSignature
+	return HeaderWebhookID, headerWebhookTimestamp, headerWebhookSignature
 }
 
-// standardScheme: Standard Webhooks (Svix). webhook-signature holds
+// Standard: Standard Webhooks (Svix). webhook-signature holds
 // space-separated "v1,<base64>" entries, each the HMAC of
 // "<webhook-id>.<webhook-timestamp>.<body>".
-func standardScheme() *scheme {
-	return &scheme{
+func Standard() *Scheme {
+	return &Scheme{
 		newHash:     sha256.New,
 		timestamped: true,
-		covered:     []string{headerWebhookID, headerWebhookTimestamp, headerSvixID, headerSvixTimestamp},
-		headers: []RequestHeader{
-			{Name: headerWebhookID, Required: true, Description: "The message id: signed, and the idempotency key's suffix."},
+		covered:     []string{HeaderWebhookID, headerWebhookTimestamp, HeaderSvixID, headerSvixTimestamp},
+		headers: []Header{
+			{Name: HeaderWebhookID, Required: true, Description: "The message id: signed, and the idempotency key's suffix."},
 			{Name: headerWebhookTimestamp, Required: true, Description: "Unix time in seconds, within the tolerance of now; signed."},
 			{Name: headerWebhookSignature, Required: true, Description: "Space-separated `v1,<base64 HMAC-SHA256 of \"<webhook-id>.<webhook-timestamp>.<body>\">` entries."},
-			{Name: headerSvixID, Description: "Svix's spelling of webhook-id: a request carrying the three svix-* headers and no webhook-signature verifies with them."},
+			{Name: HeaderSvixID, Description: "Svix's spelling of webhook-id: a request carrying the three svix-* headers and no webhook-signature verifies with them."},
 			{Name: headerSvixTimestamp, Description: "Svix's spelling of webhook-timestamp."},
 			{Name: headerSvixSignature, Description: "Svix's spelling of webhook-signature."},
 		},
 		newID: func(h http.Header) string {
-			if id := h.Get(headerWebhookID); id != "" {
+			if id := h.Get(HeaderWebhookID); id != "" {
 				return id
 			}
 			return "msg_" + rand.Text()
 		},
 		parse: func(h http.Header) (signed, error) {
-			idName, tsName, sigName := standardHeaders(h)
+			idName, tsName, sigName := StandardHeaders(h)
 			in := signed{id: h.Get(idName), ts: h.Get(tsName)}
 			v := h.Get(sigName)
 			for _, c := range [...]struct{ name, val string }{{idName, in.id}, {tsName, in.ts}, {sigName, v}} {
@@ -443,16 +478,16 @@ func standardScheme() *scheme {
 			return [][]byte{[]byte(in.id + "." + in.ts + "."), body}
 		},
 		write: func(h http.Header, in signed, mac []byte) {
-			h.Set(headerWebhookID, in.id)
+			h.Set(HeaderWebhookID, in.id)
 			h.Set(headerWebhookTimestamp, in.ts)
 			h.Set(headerWebhookSignature, "v1,"+base64.StdEncoding.EncodeToString(mac))
 		},
 	}
 }
 
-// decodeStandardSecret turns a Standard Webhooks secret, "whsec_<base64>" or
+// DecodeStandardSecret turns a Standard Webhooks secret, "whsec_<base64>" or
 // bare base64, into key bytes. The error never quotes the secret.
-func decodeStandardSecret(raw []byte) (secret, error) {
+func DecodeStandardSecret(raw []byte) (Secret, error) {
 	s := strings.TrimPrefix(string(raw), "whsec_")
 	key, err := base64.StdEncoding.DecodeString(s)
 	if err != nil {
@@ -461,15 +496,15 @@ func decodeStandardSecret(raw []byte) (secret, error) {
 	if len(key) == 0 {
 		return nil, fmt.Errorf("not a Standard Webhooks secret (want whsec_<base64>): the key is empty")
 	}
-	return secret(key), nil
+	return Secret(key), nil
 }
 
-// SignatureConfig is the signature block of a generic provider (DESIGN §5):
+// Config is the signature block of a generic provider (DESIGN §5):
 // the header carrying the signature, the HMAC algorithm (hmac-sha256,
 // hmac-sha1 or hmac-sha512; default hmac-sha256), how the MAC is written
 // (hex or base64; default hex) and a prefix written before it (e.g.
 // "sha256="). None: true, alone, states that the provider does not sign.
-type SignatureConfig struct {
+type Config struct {
 	Header    string `yaml:"header"`
 	Algorithm string `yaml:"algorithm"`
 	Encoding  string `yaml:"encoding"`
@@ -477,9 +512,9 @@ type SignatureConfig struct {
 	None      bool   `yaml:"none"`
 }
 
-// scheme checks the block and builds its scheme; nil, nil for None. Errors
+// Scheme checks the block and builds its scheme; nil, nil for None. Errors
 // name the offending field.
-func (c SignatureConfig) scheme() (*scheme, error) {
+func (c Config) Scheme() (*Scheme, error) {
 	if c.None {
 		if c.Header != "" || c.Algorithm != "" || c.Encoding != "" || c.Prefix != "" {
 			return nil, fmt.Errorf("signature: none: true cannot be combined with header, algorithm, encoding or prefix")
@@ -489,7 +524,7 @@ func (c SignatureConfig) scheme() (*scheme, error) {
 	if c.Header == "" {
 		return nil, fmt.Errorf("signature.header: required (or state signature: {none: true} for an unsigned provider)")
 	}
-	if !validHeaderName(c.Header) {
+	if !ValidHeaderName(c.Header) {
 		return nil, fmt.Errorf("signature.header: %q is not a valid HTTP header name", c.Header)
 	}
 	var newHash func() hash.Hash
@@ -503,20 +538,20 @@ func (c SignatureConfig) scheme() (*scheme, error) {
 	default:
 		return nil, fmt.Errorf("signature.algorithm: unknown algorithm %q (want hmac-sha256, hmac-sha1 or hmac-sha512)", c.Algorithm)
 	}
-	var enc encoding
+	var enc Encoding
 	switch c.Encoding {
 	case "", "hex":
-		enc = encHex
+		enc = Hex
 	case "base64":
-		enc = encBase64
+		enc = Base64
 	default:
 		return nil, fmt.Errorf("signature.encoding: unknown encoding %q (want hex or base64)", c.Encoding)
 	}
-	return singleScheme(http.CanonicalHeaderKey(c.Header), c.Prefix, newHash, enc), nil
+	return Single(http.CanonicalHeaderKey(c.Header), c.Prefix, newHash, enc), nil
 }
 
-// validHeaderName reports whether name is an RFC 9110 token.
-func validHeaderName(name string) bool {
+// ValidHeaderName reports whether name is an RFC 9110 token.
+func ValidHeaderName(name string) bool {
 	if name == "" {
 		return false
 	}
@@ -532,39 +567,16 @@ func validHeaderName(name string) bool {
 	return true
 }
 
-// Sign sets on h the signature headers a provider of this preset would send
-// for body at now, signed with secret given as it would sit in the
-// environment variable (for standard, "whsec_<base64>" or bare base64). The
-// standard preset keeps a webhook-id already in h and makes one otherwise.
-// Delivery-id and event headers (X-GitHub-Delivery, ...) are the caller's to
-// set. For generic use SignGeneric or (*Provider).Sign. Cost: one HMAC over
-// the body.
-func Sign(preset string, secret []byte, body []byte, now time.Time, h http.Header) error {
-	if preset == PresetGeneric {
-		return fmt.Errorf("sign: preset generic needs its signature config: use SignGeneric or (*Provider).Sign")
-	}
-	p, ok := presetFor(preset)
-	if !ok {
-		return fmt.Errorf("sign: unknown preset %q", preset)
-	}
-	key, err := p.decodeSecret(secret)
-	if err != nil {
-		return fmt.Errorf("sign: %w", err)
-	}
-	p.scheme.sign(key, body, now, h)
-	return nil
-}
-
 // SignGeneric sets on h the signature header described by sig for body,
 // signed with secret. An unsigned config (None) sets nothing. Cost: one HMAC
 // over the body.
-func SignGeneric(sig SignatureConfig, secret []byte, body []byte, h http.Header) error {
-	s, err := sig.scheme()
+func SignGeneric(sig Config, secret []byte, body []byte, h http.Header) error {
+	s, err := sig.Scheme()
 	if err != nil {
 		return fmt.Errorf("sign: %w", err)
 	}
 	if s != nil {
-		s.sign(secret, body, time.Time{}, h)
+		s.Sign(secret, body, time.Time{}, h)
 	}
 	return nil
 }

@@ -1,4 +1,8 @@
-package providers
+// Package jsonptr reads JSON documents the way a providers file points into
+// them: RFC 6901 JSON pointers (Parse, Pointer.Lookup over raw bytes,
+// Pointer.Find over a Decode tree), a body's top-level members (Object) and
+// the scalar text of a value (Scalar).
+package jsonptr
 
 import (
 	"bytes"
@@ -10,16 +14,16 @@ import (
 	"unicode/utf8"
 )
 
-// pointer is an RFC 6901 JSON pointer as its unescaped reference tokens; the
+// Pointer is an RFC 6901 JSON pointer as its unescaped reference tokens; the
 // empty pointer refers to the whole document.
-type pointer []string
+type Pointer []string
 
-// parsePointer parses "" or "/a/b~1c/~0d": each token after a "/", with "~1"
+// Parse parses "" or "/a/b~1c/~0d": each token after a "/", with "~1"
 // read as "/" and "~0" as "~" (in that order, so "~01" is "~1"). A "~" not
 // followed by 0 or 1 is an error.
-func parsePointer(s string) (pointer, error) {
+func Parse(s string) (Pointer, error) {
 	if s == "" {
-		return pointer{}, nil
+		return Pointer{}, nil
 	}
 	if s[0] != '/' {
 		return nil, fmt.Errorf("JSON pointer %q must be empty or start with /", s)
@@ -33,13 +37,13 @@ func parsePointer(s string) (pointer, error) {
 		}
 		tokens[i] = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
 	}
-	return pointer(tokens), nil
+	return Pointer(tokens), nil
 }
 
-// lookup returns the raw JSON value p refers to in doc, and whether it
+// Lookup returns the raw JSON value p refers to in doc, and whether it
 // exists. The error is for a doc that is not valid JSON. Cost: one parse of
 // the document, then one of each nested value on the way down.
-func (p pointer) lookup(doc []byte) (json.RawMessage, bool, error) {
+func (p Pointer) Lookup(doc []byte) (json.RawMessage, bool, error) {
 	if !utf8.Valid(doc) {
 		return nil, false, fmt.Errorf("body is not valid UTF-8 (JSON must be)")
 	}
@@ -95,9 +99,9 @@ func arrayIndex(tok string) (int, bool) {
 	return n, err == nil
 }
 
-// scalar returns a JSON string's value or a number's literal text. ok is
+// Scalar returns a JSON string's value or a number's literal text. ok is
 // false for null, booleans, objects and arrays; isNull tells null apart.
-func scalar(raw json.RawMessage) (s string, ok, isNull bool) {
+func Scalar(raw json.RawMessage) (s string, ok, isNull bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return "", false, false
@@ -116,26 +120,26 @@ func scalar(raw json.RawMessage) (s string, ok, isNull bool) {
 	return "", false, false
 }
 
-// object is a JSON object's members, parsed once so that the presets can
+// Object is a JSON object's members, parsed once so that the presets can
 // read several fields of a body for the price of one parse.
-type object map[string]json.RawMessage
+type Object map[string]json.RawMessage
 
-// parseObject parses body as a JSON object. Cost: one pass over the body and
+// ParseObject parses body as a JSON object. Cost: one pass over the body and
 // a copy of each top-level member.
-func parseObject(body []byte) (object, error) {
+func ParseObject(body []byte) (Object, error) {
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("body is not valid UTF-8 (JSON must be)")
 	}
-	var o object
+	var o Object
 	if err := json.Unmarshal(body, &o); err != nil || o == nil {
 		return nil, fmt.Errorf("body is not a JSON object")
 	}
 	return o, nil
 }
 
-// str follows member names down nested objects and returns the string or
+// Str follows member names down nested objects and returns the string or
 // number found there, "" when absent or of another type.
-func (o object) str(path ...string) string {
+func (o Object) Str(path ...string) string {
 	cur := o
 	for i, name := range path {
 		raw, ok := cur[name]
@@ -143,7 +147,7 @@ func (o object) str(path ...string) string {
 			return ""
 		}
 		if i == len(path)-1 {
-			s, _, _ := scalar(raw)
+			s, _, _ := Scalar(raw)
 			return s
 		}
 		cur = nil
@@ -154,11 +158,11 @@ func (o object) str(path ...string) string {
 	return ""
 }
 
-// decodeJSON parses doc as one JSON value into a tree of map[string]any,
+// Decode parses doc as one JSON value into a tree of map[string]any,
 // []any, json.Number, string, bool and nil (numbers kept as written, so no
 // precision is lost). ok is false for a doc that is not valid UTF-8 or not
 // exactly one JSON value. Cost: one parse of the document.
-func decodeJSON(doc []byte) (v any, ok bool) {
+func Decode(doc []byte) (v any, ok bool) {
 	if !utf8.Valid(doc) {
 		return nil, false
 	}
@@ -173,9 +177,9 @@ func decodeJSON(doc []byte) (v any, ok bool) {
 	return v, true
 }
 
-// find returns the value p refers to in a tree decodeJSON made, and whether
+// Find returns the value p refers to in a tree Decode made, and whether
 // it exists. Cost: one map lookup or slice index per token.
-func (p pointer) find(v any) (any, bool) {
+func (p Pointer) Find(v any) (any, bool) {
 	for _, tok := range p {
 		switch c := v.(type) {
 		case map[string]any:

@@ -1,4 +1,4 @@
-package providers
+package route
 
 import (
 	"encoding/json"
@@ -9,38 +9,40 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/hookline/hookline/pkg/providers/jsonptr"
 )
 
-// condition is one entry of a route's where: the value the JSON pointer
+// Condition is one entry of a route's where: the value the JSON pointer
 // refers to in the body must equal want (JSON equality).
-type condition struct {
+type Condition struct {
 	path    string // as written, for messages
-	pointer pointer
-	want    any // a tree of decodeJSON's shape
+	pointer jsonptr.Pointer
+	want    any // a tree of jsonptr.Decode's shape
 }
 
-// holds reports whether doc (decodeJSON's tree of the body) has want at the
+// Holds reports whether doc (jsonptr.Decode's tree of the body) has want at the
 // pointer. A pointer that resolves to nothing does not hold. Cost: the
 // pointer's walk and one comparison.
-func (c condition) holds(doc any) bool {
-	got, ok := c.pointer.find(doc)
+func (c Condition) Holds(doc any) bool {
+	got, ok := c.pointer.Find(doc)
 	return ok && jsonEqual(got, c.want)
 }
 
-// buildWhere checks a route's where (JSON pointer -> YAML value) and turns
+// ParseWhere checks a route's where (JSON pointer -> YAML value) and turns
 // it into conditions, in pointer order. Errors name the pointer.
-func buildWhere(where map[string]yaml.Node) ([]condition, []error) {
+func ParseWhere(where map[string]yaml.Node) ([]Condition, []error) {
 	paths := make([]string, 0, len(where))
 	for path := range where {
 		paths = append(paths, path)
 	}
 	slices.Sort(paths)
 	var (
-		conds []condition
+		conds []Condition
 		errs  []error
 	)
 	for _, path := range paths {
-		ptr, err := parsePointer(path)
+		ptr, err := jsonptr.Parse(path)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("where: %w", err))
 			continue
@@ -51,13 +53,13 @@ func buildWhere(where map[string]yaml.Node) ([]condition, []error) {
 			errs = append(errs, fmt.Errorf("where: %q: %w", path, err))
 			continue
 		}
-		conds = append(conds, condition{path: path, pointer: ptr, want: want})
+		conds = append(conds, Condition{path: path, pointer: ptr, want: want})
 	}
 	return conds, errs
 }
 
 // jsonValue turns a YAML value into the JSON value it writes, as a tree of
-// decodeJSON's shape: a number keeps its text when it is a JSON number
+// jsonptr.Decode's shape: a number keeps its text when it is a JSON number
 // (1.0 stays 1.0; jsonEqual compares by value), a timestamp or any other
 // tagged scalar is its text as a string. What JSON cannot hold (.inf,
 // .nan, a non-scalar mapping key, a key given twice) is an error.
@@ -132,7 +134,7 @@ func isJSONNumber(s string) bool {
 	return s != "" && (s[0] == '-' || ('0' <= s[0] && s[0] <= '9')) && json.Valid([]byte(s))
 }
 
-// jsonEqual is JSON equality of two trees of decodeJSON's shape: numbers
+// jsonEqual is JSON equality of two trees of jsonptr.Decode's shape: numbers
 // by value (1, 1.0 and 1e0 are equal), objects by their members whatever
 // their order, arrays element by element. Cost: a walk of the smaller tree.
 func jsonEqual(a, b any) bool {

@@ -175,9 +175,11 @@ type providerConfig struct {
 	Retry          *retryConfig       `yaml:"retry"`
 	// Routes, by name, replace destination, priority and retry (routes.go).
 	Routes map[string]*routeConfig `yaml:"routes"`
-	// Schema and OnInvalid check bodies against JSON Schemas (schema.go).
-	Schema    *schemaConfig `yaml:"schema"`
-	OnInvalid string        `yaml:"on_invalid"`
+	// Schema, OnInvalid and SchemaFormats check bodies against JSON
+	// Schemas (schema.go).
+	Schema        *schemaConfig `yaml:"schema"`
+	OnInvalid     string        `yaml:"on_invalid"`
+	SchemaFormats string        `yaml:"schema_formats"`
 	// Ordering names each event's entity (ordering.go).
 	Ordering *ruleConfig `yaml:"ordering"`
 }

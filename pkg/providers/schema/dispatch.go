@@ -38,17 +38,22 @@ import (
 // const, default and examples are data, not schemas, and are left alone.
 // Cost: one walk of doc.
 func dispatch(doc any) int {
-	n := 0
+	// Every chain is planned on the document as published (a branch may
+	// itself be a oneOf over variants: its values are theirs), then put
+	// in place.
+	type plan struct {
+		node  map[string]any
+		kw    string
+		chain map[string]any
+	}
+	var plans []plan
 	var walk func(v any)
 	walk = func(v any) {
 		switch t := v.(type) {
 		case map[string]any:
 			for _, kw := range []string{"oneOf", "anyOf"} {
 				if chain := dispatchChain(doc, t[kw]); chain != nil {
-					delete(t, kw)
-					all, _ := t["allOf"].([]any)
-					t["allOf"] = append(all, chain)
-					n++
+					plans = append(plans, plan{t, kw, chain})
 				}
 			}
 			for k, c := range t {
@@ -65,7 +70,12 @@ func dispatch(doc any) int {
 		}
 	}
 	walk(doc)
-	return n
+	for _, p := range plans {
+		delete(p.node, p.kw)
+		all, _ := p.node["allOf"].([]any)
+		p.node["allOf"] = append(all, p.chain)
+	}
+	return len(plans)
 }
 
 // dispatchChain is the if/then/else chain equivalent to a oneOf or anyOf
@@ -138,9 +148,22 @@ func has(p string, vals []string) map[string]any {
 }
 
 // discriminators are a branch's properties that it requires and restricts
-// to strings (const, or an enum of strings only), with those strings.
-// A branch that is a $ref alone is looked up in doc ("#/..." only).
+// to strings (const, or an enum of strings only), with those strings; and,
+// when the branch is itself a oneOf or anyOf whose every branch has such a
+// property, that property with all their strings. A branch that is a $ref
+// alone is looked up in doc ("#/..." only).
 func discriminators(doc, branch any) map[string][]string {
+	return discriminatorsDepth(doc, branch, 0)
+}
+
+// maxNesting bounds how deep discriminators looks into nested oneOfs (and
+// $ref cycles).
+const maxNesting = 4
+
+func discriminatorsDepth(doc, branch any, depth int) map[string][]string {
+	if depth > maxNesting {
+		return nil
+	}
 	b, ok := branch.(map[string]any)
 	if !ok {
 		return nil
@@ -185,6 +208,32 @@ func discriminators(doc, branch any) map[string][]string {
 		}
 		if vals != nil {
 			out[name] = vals
+		}
+	}
+	for _, kw := range []string{"oneOf", "anyOf"} {
+		nested, ok := b[kw].([]any)
+		if !ok || len(nested) == 0 {
+			continue
+		}
+		union := map[string][]string{}
+		for i, n := range nested {
+			c := discriminatorsDepth(doc, n, depth+1)
+			for p := range union {
+				if _, ok := c[p]; !ok {
+					delete(union, p)
+				}
+			}
+			for p, vals := range c {
+				if i == 0 || union[p] != nil {
+					union[p] = append(union[p], vals...)
+				}
+			}
+		}
+		for p, vals := range union {
+			if _, own := out[p]; !own {
+				slices.Sort(vals)
+				out[p] = slices.Compact(vals) // variants of one value (GitHub's review_requested: by user, by team)
+			}
 		}
 	}
 	return out

@@ -46,6 +46,7 @@ func TestDispatchSameVerdicts(t *testing.T) {
 		`{"action":"opened","n":1}`, `{"action":"opened","n":"x"}`, `{"action":"opened"}`,
 		`{"action":"closed"}`, `{"action":"closed","merged":true}`, `{"action":"closed","other":1}`,
 		`{"action":"edited","changes":{}}`, `{"action":"renamed"}`, `{"action":"deleted"}`, `{"n":1}`, `{"action":1}`, `[]`, `"opened"`,
+		`{"action":"requested","user":1}`, `{"action":"requested","team":1}`, `{"action":"requested","user":1,"team":1}`, `{"action":"requested"}`,
 	}
 	cases := []struct {
 		name   string
@@ -58,6 +59,11 @@ func TestDispatchSameVerdicts(t *testing.T) {
 			{"required": ["action"], "properties": {"action": {"const": "closed"}}, "maxProperties": 1}]}`, 1},
 		{"nested under properties", `{"properties": {"x": {"oneOf": [
 			{"required": ["k"], "properties": {"k": {"const": "a"}}}, {"required": ["k"], "properties": {"k": {"const": "b"}}}]}}}`, 1},
+		{"a branch of variants of one value", `{"oneOf": [
+			{"required": ["action", "n"], "properties": {"action": {"const": "opened"}}},
+			{"oneOf": [
+				{"required": ["action", "user"], "properties": {"action": {"const": "requested"}}},
+				{"required": ["action", "team"], "properties": {"action": {"const": "requested"}}}]}]}`, 1},
 		{"values shared: left", `{"oneOf": [
 			{"required": ["action"], "properties": {"action": {"enum": ["opened", "closed"]}}},
 			{"required": ["action"], "properties": {"action": {"const": "closed"}}}]}`, 0},

@@ -35,10 +35,10 @@ func (nopPublisher) Publish(context.Context, []*kgo.Record) error { return nil }
 // same machine at the same time; the ratios of throughput to none's are
 // taken per round and reported as their median, lowest and highest
 // (-benchtime Nx: N rounds), by wall time and by the process's CPU time
-// (the metrics ending in -cpu, medians; other work on the machine
-// stretches wall time, not
-// CPU time). Kafka is left out, so the ratios are the HTTP surface's
-// alone: with the produce's round trip they are closer to 1.
+// (the metrics ending in -cpu, medians: other work on the machine
+// stretches wall time, not CPU time). Kafka is left out, so the ratios are
+// the HTTP surface's alone: with the produce's round trip they are closer
+// to 1.
 func BenchmarkCorpusSchemas(b *testing.B) {
 	exs := corpus.GitHub(b)
 	defs, err := corpus.GitHubMapping()

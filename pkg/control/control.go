@@ -8,7 +8,10 @@
 // and every processor follows the same ones. Written by the dlq tool
 // (`dlq provider|route pause|resume|rate`, and `dlq serve`'s API); read by
 // every processor (Follow). A processor of the version before routes reads
-// only "provider:" keys, so it skips route settings.
+// only "provider:" keys, so it skips route settings. The topic also holds
+// the processors' breaker and held reports (breaker.go, held.go) and the
+// providers' placements ingest records (placement.go); each reader skips
+// the kinds it does not read.
 package control
 
 import (

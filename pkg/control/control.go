@@ -103,11 +103,16 @@ func Record(topic string, s Setting) (*kgo.Record, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := json.Marshal(s)
+	return jsonRecord(topic, s.Key(), s)
+}
+
+// jsonRecord is the control topic record keyed key, v its JSON value.
+func jsonRecord(topic, key string, v any) (*kgo.Record, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(s.Key()), Value: v}, nil
+	return &kgo.Record{Topic: topic, Key: []byte(key), Value: b}, nil
 }
 
 // Decode reads a control record, provider-wide ("provider:<name>") or a
@@ -152,8 +157,14 @@ func Write(ctx context.Context, cl *kgo.Client, topic string, s Setting) error {
 	if err != nil {
 		return err
 	}
+	return produceSync(ctx, cl, r, fmt.Sprintf("%s setting of %s", s, s.Name()))
+}
+
+// produceSync writes r with cl and waits for the acknowledgement; what
+// names the record in the error.
+func produceSync(ctx context.Context, cl *kgo.Client, r *kgo.Record, what string) error {
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return fmt.Errorf("write %s setting of %s: %w", s, s.Name(), err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }

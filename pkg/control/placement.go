@@ -65,11 +65,7 @@ func PlacementRecord(topic string, p Placement) (*kgo.Record, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := json.Marshal(p)
-	if err != nil {
-		return nil, err
-	}
-	return &kgo.Record{Topic: topic, Key: []byte(p.Key()), Value: v}, nil
+	return jsonRecord(topic, p.Key(), p)
 }
 
 // DecodePlacement reads a placement record; ok is false for a record of
@@ -102,10 +98,7 @@ func WritePlacement(ctx context.Context, cl *kgo.Client, topic string, p Placeme
 	if err != nil {
 		return err
 	}
-	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return fmt.Errorf("write the placement of %s: %w", p.Provider, err)
-	}
-	return nil
+	return produceSync(ctx, cl, r, "the placement of "+p.Provider)
 }
 
 // ReadPlacements reads the control topic from its start to the end it

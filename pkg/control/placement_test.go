@@ -1,15 +1,11 @@
 package control
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 )
 
 // TestPlacementRecord: a placement round-trips through its record keyed
@@ -58,20 +54,7 @@ func TestPlacementRecord(t *testing.T) {
 // TestReadPlacements: the last placement per provider up to the end, a
 // tombstone forgetting one; an unreadable placement record is an error.
 func TestReadPlacements(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "webhooks.control", "other.control"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	newClient := kafkatest.NewClient(c.ListenAddrs())
-	cl, err := newClient()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-
+	newClient, cl, ctx := fakeControl(t, "webhooks.control", "other.control")
 	got, err := ReadPlacements(ctx, newClient, "webhooks.control")
 	if err != nil || len(got) != 0 {
 		t.Fatalf("an empty topic: %v %v, want no placement", got, err)

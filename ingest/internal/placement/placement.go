@@ -18,6 +18,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/control"
@@ -165,10 +166,20 @@ var _ Store = ControlStore{}
 
 // Placements reads the topic (control.ReadPlacements).
 func (s ControlStore) Placements(ctx context.Context) (map[string]control.Placement, error) {
-	return control.ReadPlacements(ctx, s.NewClient, s.Topic)
+	ps, err := control.ReadPlacements(ctx, s.NewClient, s.Topic)
+	return ps, s.explain(err)
 }
 
 // Record writes p (control.WritePlacement).
 func (s ControlStore) Record(ctx context.Context, p control.Placement) error {
-	return control.WritePlacement(ctx, s.Client, s.Topic, p)
+	return s.explain(control.WritePlacement(ctx, s.Client, s.Topic, p))
+}
+
+// explain names the ACLs an authorization error lacks: ingest had none
+// on the control topic but to create it before it recorded placements.
+func (s ControlStore) explain(err error) error {
+	if errors.Is(err, kerr.TopicAuthorizationFailed) {
+		return fmt.Errorf("%w: ingest's Kafka user needs Read and Write on %s (it records the providers' placements there)", err, s.Topic)
+	}
+	return err
 }

@@ -3,11 +3,14 @@ package placement
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
 
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/providers"
@@ -177,5 +180,22 @@ func TestSettle(t *testing.T) {
 	st.failRead = errors.New("broker gone")
 	if err := Settle(ctx, st, ordered, now, log); err == nil || !strings.Contains(err.Error(), "broker gone") {
 		t.Fatalf("an unreadable store: %v", err)
+	}
+}
+
+// TestControlStoreExplains: an authorization error names the ACLs ingest
+// needs on the control topic; other errors pass as they are.
+func TestControlStoreExplains(t *testing.T) {
+	st := ControlStore{Topic: "webhooks.control"}
+	err := st.explain(fmt.Errorf("control: end offsets of webhooks.control: %w", kerr.TopicAuthorizationFailed))
+	if !errors.Is(err, kerr.TopicAuthorizationFailed) || !strings.Contains(err.Error(), "needs Read and Write on webhooks.control") {
+		t.Errorf("authorization: %v", err)
+	}
+	other := errors.New("broker gone")
+	if got := st.explain(other); got != other {
+		t.Errorf("another error: %v", got)
+	}
+	if st.explain(nil) != nil {
+		t.Error("nil became an error")
 	}
 }

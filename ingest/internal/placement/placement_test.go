@@ -138,46 +138,53 @@ func TestWants(t *testing.T) {
 	}
 }
 
-// fakeStore records in memory; failRead fails Placements.
+// fakeStore is a Store of function fields.
 type fakeStore struct {
-	recorded map[string]control.Placement
-	failRead error
+	placements func(context.Context) (map[string]control.Placement, error)
+	record     func(context.Context, control.Placement) error
 }
 
-func (s *fakeStore) Placements(context.Context) (map[string]control.Placement, error) {
-	return s.recorded, s.failRead
+func (s fakeStore) Placements(ctx context.Context) (map[string]control.Placement, error) {
+	return s.placements(ctx)
 }
 
-func (s *fakeStore) Record(_ context.Context, p control.Placement) error {
-	s.recorded[p.Provider] = p
-	return nil
-}
+func (s fakeStore) Record(ctx context.Context, p control.Placement) error { return s.record(ctx, p) }
 
-var _ Store = (*fakeStore)(nil)
+var _ Store = fakeStore{}
 
 // TestSettle: what Check gives is recorded, so the next start with the
-// same file passes without placement_from; a refusal records nothing; a
-// store that cannot be read stops the start.
+// same file passes without placement_from, and a placement_from left in
+// the file does not acknowledge the next change; a refusal records
+// nothing; a store that cannot be read stops the start.
 func TestSettle(t *testing.T) {
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
-	st := &fakeStore{recorded: map[string]control.Placement{}}
+	recorded := map[string]control.Placement{}
+	var failRead error
+	st := fakeStore{
+		placements: func(context.Context) (map[string]control.Placement, error) { return recorded, failRead },
+		record:     func(_ context.Context, p control.Placement) error { recorded[p.Provider] = p; return nil },
+	}
 	ctx := context.Background()
 	if err := Settle(ctx, st, []Want{{Provider: "stripe", By: control.PlacedByKey, TTL: week}}, now.Add(-time.Hour), log); err != nil {
 		t.Fatal(err)
 	}
 	ordered := []Want{{Provider: "stripe", By: byCust, TTL: week}}
-	if err := Settle(ctx, st, ordered, now, log); err == nil || st.recorded["stripe"].By != control.PlacedByKey {
-		t.Fatalf("ordering added without placement_from: %v, recorded %+v; want a refusal and by key kept", err, st.recorded)
+	if err := Settle(ctx, st, ordered, now, log); err == nil || recorded["stripe"].By != control.PlacedByKey {
+		t.Fatalf("ordering added without placement_from: %v, recorded %+v; want a refusal and by key kept", err, recorded)
 	}
 	ordered[0].From = now
-	if err := Settle(ctx, st, ordered, now, log); err != nil || st.recorded["stripe"].By != byCust {
-		t.Fatalf("acknowledged: %v, recorded %+v", err, st.recorded)
+	if err := Settle(ctx, st, ordered, now, log); err != nil || recorded["stripe"].By != byCust {
+		t.Fatalf("acknowledged: %v, recorded %+v", err, recorded)
 	}
 	ordered[0].From = time.Time{}
 	if err := Settle(ctx, st, ordered, now.Add(time.Hour), log); err != nil {
 		t.Fatalf("the next start with the same file: %v", err)
 	}
-	st.failRead = errors.New("broker gone")
+	removed := []Want{{Provider: "stripe", By: control.PlacedByKey, TTL: week, From: now}}
+	if err := Settle(ctx, st, removed, now.Add(2*time.Hour), log); err == nil || !strings.Contains(err.Error(), "acknowledges an earlier change") {
+		t.Fatalf("ordering removed later, the first placement_from left in the file: %v; want a refusal", err)
+	}
+	failRead = errors.New("broker gone")
 	if err := Settle(ctx, st, ordered, now, log); err == nil || !strings.Contains(err.Error(), "broker gone") {
 		t.Fatalf("an unreadable store: %v", err)
 	}

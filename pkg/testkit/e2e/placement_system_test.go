@@ -70,6 +70,9 @@ func TestOrderingAddedUnderFlow(t *testing.T) {
 	if strings.Contains(out, "accepting webhooks") {
 		t.Errorf("the refused ingest accepted webhooks:\n%s", out)
 	}
+	if p := lastPlacement(placements.Until(time.Minute, "the control topic read", func([]*kgo.Record) bool { return true }), "stripe"); p.By != control.PlacedByKey {
+		t.Errorf("after the refusal stripe's placement is %+v, want by key still", p)
+	}
 	t.Logf("ingest refused the change after %d deliveries accepted", flow.Accepted())
 
 	// The operator undoes it: ingest starts, the flow goes on to its end.

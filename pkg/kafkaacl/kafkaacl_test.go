@@ -116,6 +116,12 @@ func TestEachServiceOnlyItsOwn(t *testing.T) {
 			}
 			return read("processor", names.Control, "")
 		}},
+		{"ingest records the providers' placements in the control topic and reads them back", func() error {
+			if err := produce("ingest", names.Control); err != nil {
+				return err
+			}
+			return read("ingest", names.Control, "")
+		}},
 		{"ingest's self-test produces to its topic and reads the record back", func() error {
 			if err := produce("ingest", names.Selftest); err != nil {
 				return err

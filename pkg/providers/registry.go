@@ -182,6 +182,9 @@ type providerConfig struct {
 	SchemaFormats string        `yaml:"schema_formats"`
 	// Ordering names each event's entity (ordering.go).
 	Ordering *ruleConfig `yaml:"ordering"`
+	// PlacementFrom acknowledges a change of placement (ordering added,
+	// removed or given another rule) made after it (ordering.go).
+	PlacementFrom string `yaml:"placement_from"`
 }
 
 // retryConfig is a route's or a provider's retry: {tiers: [5m, 1h]};
@@ -321,6 +324,13 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 		fail(err)
 	} else {
 		p.orderRule = r
+	}
+	if c.PlacementFrom != "" {
+		at, err := time.Parse(time.RFC3339, c.PlacementFrom)
+		if err != nil {
+			fail(fmt.Errorf("placement_from: %q is not a time: write it like 2026-11-28T17:30:00Z (RFC 3339)", c.PlacementFrom))
+		}
+		p.PlacementFrom = at.UTC()
 	}
 	if c.DedupTTL != "" {
 		d, err := parseDuration(c.DedupTTL)

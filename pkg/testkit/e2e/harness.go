@@ -252,6 +252,19 @@ func (s *System) Restart(svc *Service) *Service {
 	return n
 }
 
+// RestartRefused starts the same service again, as Restart does, for a
+// start its checks must refuse: it waits up to timeout for the process to
+// exit, fails the test unless it exited with an error, and returns what
+// it printed.
+func (s *System) RestartRefused(svc *Service, timeout time.Duration) string {
+	s.tb.Helper()
+	p := proctest.Start(s.tb, svc.path, svc.env)
+	if err := p.Wait(timeout); err == nil || !p.Exited() {
+		s.tb.Fatalf("%s started again: %v, want it to exit with an error; its output:\n%s", svc.Name, err, p.Output())
+	}
+	return p.Output()
+}
+
 // Kill sends SIGKILL and waits for the process to die.
 func (svc *Service) Kill(tb testing.TB) {
 	tb.Helper()

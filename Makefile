@@ -126,7 +126,8 @@ kafka-cluster-down:
 kafka-cluster-status:
 	$(KAFKA) cluster-status
 
-## kafka-secure-up: a second local broker, 127.0.0.1:9095 (KAFKA_SECURE_PORT), SASL_SSL with
+## kafka-secure-up: a second local broker, 127.0.0.1:9095 (KAFKA_SECURE_PORT, default KAFKA_PORT+3;
+## its controller KAFKA_SECURE_CONTROLLER_PORT, KAFKA_PORT+4), SASL_SSL with
 ## SCRAM-SHA-512, a local CA, one user per service and only their ACLs; .kafka-secure/<service>.env.
 ## Tests that need it start it themselves (kafkatest.Secure).
 kafka-secure-up:

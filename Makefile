@@ -41,12 +41,13 @@ observe:
 ## whole-system scenarios alone (they kill services and load both cores).
 ## Test topics and groups that killed runs left are swept before and after
 ## (pkg/testkit/kafkatest/sweep); the end lists the slowest packages and tests
-## (pkg/testkit/testreport) and writes the closing line to bin/test-summary.
+## (pkg/testkit/testreport), writes every one's time to bin/test-times and the closing line
+## to bin/test-summary.
 GO_TEST   := HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -json -count=1 -timeout $(TEST_TIMEOUT)
 test: build $(KAFKA_DEP)
 	$(GO) run ./pkg/testkit/kafkatest/sweep
 	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport
-	$(BIN)/testreport -summary $(BIN)/test-summary \
+	$(BIN)/testreport -summary $(BIN)/test-summary -times $(BIN)/test-times \
 		"$(GO_TEST) $$($(GO) list ./... | grep -v '/pkg/testkit/e2e$$' | tr '\n' ' ')" \
 		"$(GO_TEST) -v ./pkg/testkit/e2e/"
 	-$(GO) run ./pkg/testkit/kafkatest/sweep # housekeeping: an error is printed, the tests' verdict stands
@@ -54,7 +55,7 @@ test: build $(KAFKA_DEP)
 ## test-e2e: the whole-system scenarios (pkg/testkit/e2e), each ending with the ledger's line.
 test-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport
-	$(BIN)/testreport "$(GO_TEST) -v ./pkg/testkit/e2e/"
+	$(BIN)/testreport -times $(BIN)/test-times "$(GO_TEST) -v ./pkg/testkit/e2e/"
 
 ## test-unit: the tests that need no broker (integration tests skip).
 test-unit:

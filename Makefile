@@ -49,18 +49,22 @@ GO_TEST   := HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -json -count=1 -timeou
 # left running alone at the end. A folder no longer there is left out.
 TEST_FIRST := processor pkg/testkit/kafkatest retrier dlq processor/internal/consume \
 	schemas/schemathesis ingest pkg/bench/e2e
+# The scenarios run one at a time but for two pairs at the end: the two on private brokers
+# beside each other, then the two quiet ones; the pairing takes four slots
+# (pkg/testkit/e2e/broker_chaos_test.go, privateBrokersParallel).
+E2E_FLAGS := -parallel 4
 test: build $(KAFKA_DEP)
 	$(GO) run ./pkg/testkit/kafkatest/sweep
 	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport
 	$(BIN)/testreport -summary $(BIN)/test-summary -times $(BIN)/test-times \
 		"$(GO_TEST) $$($(GO) list $(addprefix ./,$(wildcard $(TEST_FIRST))) ./... | grep -v '/pkg/testkit/e2e$$' | tr '\n' ' ')" \
-		"$(GO_TEST) -v ./pkg/testkit/e2e/"
+		"$(GO_TEST) -v $(E2E_FLAGS) ./pkg/testkit/e2e/"
 	-$(GO) run ./pkg/testkit/kafkatest/sweep # housekeeping: an error is printed, the tests' verdict stands
 
 ## test-e2e: the whole-system scenarios (pkg/testkit/e2e), each ending with the ledger's line.
 test-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport
-	$(BIN)/testreport -times $(BIN)/test-times "$(GO_TEST) -v ./pkg/testkit/e2e/"
+	$(BIN)/testreport -times $(BIN)/test-times "$(GO_TEST) -v $(E2E_FLAGS) ./pkg/testkit/e2e/"
 
 ## test-unit: the tests that need no broker (integration tests skip).
 test-unit:

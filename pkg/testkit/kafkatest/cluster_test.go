@@ -31,6 +31,9 @@ func TestClusterKillAndRejoin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a private three-broker Kafka")
 	}
+	// Beside TestSingleBrokerStopStart: each has its own nodes, ports and
+	// directory, and mostly waits for JVMs to start and stop.
+	t.Parallel()
 	c := StartCluster(t, 3)
 	if c.Size() != 3 || len(c.Brokers()) != 3 {
 		t.Fatalf("size %d, brokers %v", c.Size(), c.Brokers())
@@ -132,6 +135,7 @@ func TestSingleBrokerStopStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a private Kafka broker")
 	}
+	t.Parallel() // beside TestClusterKillAndRejoin
 	c := StartCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

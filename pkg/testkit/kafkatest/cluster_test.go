@@ -115,10 +115,8 @@ func TestClusterKillAndRejoin(t *testing.T) {
 	}
 
 	lap("a produce that must fail")
-	c.Start(2)
-	lap("start node 2")
-	c.Start(3)
-	lap("start node 3")
+	c.Start(2, 3)
+	lap("start nodes 2 and 3 together")
 	c.WaitInSync(90*time.Second, topic)
 	lap("every replica in sync")
 	if err := produce(ctx, cl, topic, 300, 100); err != nil {

@@ -55,7 +55,12 @@ func privateBrokersParallel(t *testing.T) {
 func quietParallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
+	start := time.Now()
 	privateBrokers.Wait()
+	if waited := time.Since(start); waited > time.Second {
+		// Part of this test's time in the report, not of its scenario.
+		t.Logf("waited %s for the scenarios on private brokers", waited.Round(100*time.Millisecond))
+	}
 }
 
 // parallelSlots is go test's -parallel (GOMAXPROCS by default).

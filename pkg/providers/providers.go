@@ -75,6 +75,10 @@ type Provider struct {
 	// the highest of its routes' (a record's class before its routes are
 	// known).
 	Priority Priority
+	// PlacementFrom is placement_from: it acknowledges a change of the
+	// provider's placement (by key, or by entity with OrderingRule) made
+	// after it; zero: none.
+	PlacementFrom time.Time
 	// Retry is the provider-level retry policy (retry in the file), which
 	// the route "default" has; nil: every tier of HOOKLINE_RETRY_TIERS, and
 	// always nil for a provider with routes.

@@ -176,11 +176,16 @@ type providerConfig struct {
 	Retry          *retryConfig       `yaml:"retry"`
 	// Routes, by name, replace destination, priority and retry (routes.go).
 	Routes map[string]*routeConfig `yaml:"routes"`
-	// Schema and OnInvalid check bodies against JSON Schemas (schema.go).
-	Schema    *schemaConfig `yaml:"schema"`
-	OnInvalid string        `yaml:"on_invalid"`
+	// Schema, OnInvalid and SchemaFormats check bodies against JSON
+	// Schemas (schema.go).
+	Schema        *schemaConfig `yaml:"schema"`
+	OnInvalid     string        `yaml:"on_invalid"`
+	SchemaFormats string        `yaml:"schema_formats"`
 	// Ordering names each event's entity (ordering.go).
 	Ordering *ruleConfig `yaml:"ordering"`
+	// PlacementFrom acknowledges a change of placement (ordering added,
+	// removed or given another rule) made after it (ordering.go).
+	PlacementFrom string `yaml:"placement_from"`
 }
 
 // retryConfig is a route's or a provider's retry: {tiers: [5m, 1h]};
@@ -320,6 +325,13 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 		fail(err)
 	} else {
 		p.orderRule = r
+	}
+	if c.PlacementFrom != "" {
+		at, err := time.Parse(time.RFC3339, c.PlacementFrom)
+		if err != nil {
+			fail(fmt.Errorf("placement_from: %q is not a time: write it like 2026-11-28T17:30:00Z (RFC 3339)", c.PlacementFrom))
+		}
+		p.PlacementFrom = at.UTC()
 	}
 	if c.Tolerance != "" {
 		if !pre.timestamped() {

@@ -6,6 +6,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/schema"
 )
 
 // Payload schemas. A provider's schema: in the providers file is a JSON
@@ -15,14 +16,19 @@ import (
 //
 //	schema: schemas/acme.json
 //	schema: {"invoice.*": invoice.json, invoice.paid: paid.json, "*": any.json}
+//	schema: {push: github.json#/definitions/push$event, issues: github.json#/definitions/issues_event}
 //
-// The most specific entry wins: the event type written literally, else the
-// glob with the most characters besides '*' (the first listed on a tie);
-// "*" is the fallback, and the only entry an event without a type matches.
-// An event no entry matches is not checked. on_invalid says what an
-// invalid body becomes: dlq (default) is accepted and marked
-// (headers.InvalidPayload) for the processor to dead-letter without a call,
-// reject is refused 422 by ingest.
+// A file may be followed by a JSON pointer (a URI fragment) to a place in
+// it, so that one published file gives each event type its own definition
+// (package schema). The most specific entry wins: the event type written
+// literally, else the glob with the most characters besides '*' (the first
+// listed on a tie); "*" is the fallback, and the only entry an event
+// without a type matches. An event no entry matches is not checked.
+// on_invalid says what an invalid body becomes: dlq (default) is accepted
+// and marked (headers.InvalidPayload) for the processor to dead-letter
+// without a call, reject is refused 422 by ingest. schema_formats says
+// whether format is checked: annotate (default, as draft 2019-09 and the
+// common validators do) or assert.
 
 // On_invalid values.
 const (
@@ -72,9 +78,19 @@ func (c *providerConfig) buildSchemas(p *Provider, dir string) []error {
 	default:
 		errs = append(errs, fmt.Errorf("on_invalid: %q: want dlq (accept, then the DLQ as invalid_payload) or reject (422)", c.OnInvalid))
 	}
+	switch c.SchemaFormats {
+	case "", schema.FormatsAnnotate:
+	case schema.FormatsAssert:
+		p.schemas.AssertFormats()
+	default:
+		errs = append(errs, fmt.Errorf("schema_formats: %q: want annotate (format is not checked, the default) or assert", c.SchemaFormats))
+	}
 	if c.Schema == nil {
 		if c.OnInvalid != "" {
 			errs = append(errs, fmt.Errorf("on_invalid: set without schema: nothing is checked"))
+		}
+		if c.SchemaFormats != "" {
+			errs = append(errs, fmt.Errorf("schema_formats: set without schema: nothing is checked"))
 		}
 		return errs
 	}

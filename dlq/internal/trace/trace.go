@@ -89,21 +89,22 @@ type Now struct {
 	ReplayOf string `json:"replay_of,omitempty"`
 }
 
-// Now states.
+// Now states: pending and waiting are the trace's own; the others are the
+// outcome statuses of pkg/outcome, the same words.
 const (
 	StatePending  = "pending"
 	StateWaiting  = "waiting"
-	StateParked   = "parked"
-	StateDone     = "done"
-	StateDead     = "dead"
-	StateUnrouted = "unrouted"
+	StateParked   = outcome.StatusParked
+	StateDone     = outcome.StatusDone
+	StateDead     = outcome.StatusDead
+	StateUnrouted = outcome.StatusUnrouted
 	// StateSuppressed: ingest took the key's delivery for a replay of
 	// Now.ReplayOf's (the same signed bytes within its provider's
 	// replay_window) and produced nothing.
-	StateSuppressed = "suppressed"
+	StateSuppressed = outcome.StatusSuppressed
 	// StateHeld: an ordered entity's record waits behind the entity's head
 	// on the route (its last outcome's error names the head).
-	StateHeld = "held"
+	StateHeld = outcome.StatusHeld
 )
 
 // MaxSteps bounds the steps of one trace: a provider re-sending one key

@@ -32,6 +32,9 @@ type Event struct {
 	// Type is the event type ingest reads for every key ("" for a batch
 	// whose keys differ in type: gocardless).
 	Type string
+	// Signed says Header already carries the signature (made by the
+	// provider's own library): Send leaves it as it is.
+	Signed bool
 }
 
 // NewEvent builds a delivery of provider whose identity derives from id: the
@@ -122,7 +125,7 @@ func (s *System) Sign(provider string, body []byte, h http.Header) error {
 	return p.Sign(body, time.Now(), h)
 }
 
-// Send signs ev now and posts it to the running ingest once.
+// Send signs ev now (unless ev.Signed) and posts it to the running ingest once.
 func (s *System) Send(ev Event) (Answer, error) {
 	s.mu.Lock()
 	base := s.ingest
@@ -132,8 +135,10 @@ func (s *System) Send(ev Event) (Answer, error) {
 		return Answer{}, err
 	}
 	req.Header = ev.Header.Clone()
-	if err := s.Sign(ev.Provider, ev.Body, req.Header); err != nil {
-		return Answer{}, err
+	if !ev.Signed {
+		if err := s.Sign(ev.Provider, ev.Body, req.Header); err != nil {
+			return Answer{}, err
+		}
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {

@@ -60,6 +60,10 @@ type Options struct {
 	// The Ledger then settles every (key, route), and reads each topic
 	// route's topic.
 	Routes map[string][]Route
+	// ProviderLines, by provider name, are more lines of the entry of a
+	// provider with Routes (such as schema: and on_invalid:), each written
+	// as a key of the entry ("schema: x.json").
+	ProviderLines map[string][]string
 }
 
 // System is one hookline under test.
@@ -72,7 +76,8 @@ type System struct {
 	Dest    *Destination
 	reg     *providers.Registry
 	env     map[string]string
-	routes  map[string][]Route // Options.Routes
+	routes  map[string][]Route  // Options.Routes
+	lines   map[string][]string // Options.ProviderLines
 	secure  *kafkatest.SecureBroker
 
 	mu     sync.Mutex
@@ -99,7 +104,13 @@ func New(tb testing.TB, o Options) *System {
 		o.Brokers = kafkatest.Brokers(tb)
 	}
 	checkRoutes(tb, o.Routes)
-	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb), secure: o.Secure, routes: o.Routes}
+	for p := range o.ProviderLines {
+		if _, ok := o.Routes[p]; !ok {
+			tb.Fatalf("e2e: ProviderLines for %s: the harness adds lines to providers with Routes only", p)
+		}
+	}
+	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb), secure: o.Secure,
+		routes: o.Routes, lines: o.ProviderLines}
 	if s.secure != nil {
 		s.secure.Grant(tb, s.Prefix)
 	}
@@ -239,6 +250,19 @@ func (s *System) Restart(svc *Service) *Service {
 	n := &Service{Proc: proctest.Start(s.tb, svc.path, svc.env), Name: svc.Name, Addr: svc.Addr, env: svc.env, path: svc.path}
 	WaitHTTP(s.tb, "http://"+svc.Addr+"/healthz", 60*time.Second)
 	return n
+}
+
+// RestartRefused starts the same service again, as Restart does, for a
+// start its checks must refuse: it waits up to timeout for the process to
+// exit, fails the test unless it exited with an error, and returns what
+// it printed.
+func (s *System) RestartRefused(svc *Service, timeout time.Duration) string {
+	s.tb.Helper()
+	p := proctest.Start(s.tb, svc.path, svc.env)
+	if err := p.Wait(timeout); err == nil || !p.Exited() {
+		s.tb.Fatalf("%s started again: %v, want it to exit with an error; its output:\n%s", svc.Name, err, p.Output())
+	}
+	return p.Output()
 }
 
 // Kill sends SIGKILL and waits for the process to die.

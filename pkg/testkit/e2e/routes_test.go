@@ -68,7 +68,7 @@ func TestProvidersFileRoutes(t *testing.T) {
 	if d, ok := file.Providers["github"]["destination"].(map[string]any); !ok || d["url"] != s.Dest.URL() {
 		t.Errorf("github keeps its provider-level destination: %#v", file.Providers["github"])
 	}
-	if got := s.routesOf("stripe:1", "customer.created"); !reflect.DeepEqual(got, []string{"default"}) {
+	if got := s.routesOf("stripe:1", "customer.created", nil); !reflect.DeepEqual(got, []string{"default"}) {
 		t.Errorf("routesOf without routes given to the system: %v, want [default]", got)
 	}
 	// providers.Load reads the same routes, and matches the kit's event
@@ -94,7 +94,7 @@ func TestProvidersFileRoutes(t *testing.T) {
 		for _, r := range p.Match(typ, NewTypedEvent("stripe", "1", typ).Body, nil) {
 			loaded = append(loaded, r.Name)
 		}
-		kit := s.routesOf("stripe:1", typ)
+		kit := s.routesOf("stripe:1", typ, nil)
 		slices.Sort(kit)
 		if !reflect.DeepEqual(loaded, kit) {
 			t.Errorf("event type %q: providers matches %v, the kit expects %v", typ, loaded, kit)
@@ -109,7 +109,7 @@ func TestProvidersFileRoutes(t *testing.T) {
 		{"stripe:3", "customer.created", []string{"audit", "book"}},
 		{"github:4", "issues", []string{"default"}},
 	} {
-		if got := s.routesOf(c.key, c.typ); !reflect.DeepEqual(got, c.want) {
+		if got := s.routesOf(c.key, c.typ, nil); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("routesOf(%s, %s) = %v, want %v", c.key, c.typ, got, c.want)
 		}
 	}

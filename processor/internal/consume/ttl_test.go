@@ -55,7 +55,7 @@ providers:
 				t.Fatalf("%s (route %t): TTL %v, want %v", tc.eventType, tgt != nil, pol.TTL, tc.ttl)
 			}
 			a := decide.Arrival{Origin: headers.OriginIngest, Attempt: 1, Provider: "retell", Now: t0}
-			st, _ := decide.Step(nil, a, nil, pol) // delivered
+			st, _ := decide.Step(nil, a, decide.Result{Kind: decide.ResultCalled}, pol) // delivered
 			if got := st.ExpiresAt.Sub(t0); got != tc.ttl {
 				t.Errorf("%s: the state expires after %v, want %v", tc.eventType, got, tc.ttl)
 			}

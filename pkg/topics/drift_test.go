@@ -17,16 +17,7 @@ import (
 // mismatch: Ensure passes), named with both values and the fix, and
 // SetTuned (what make topics runs) sets it, after which nothing drifts.
 func TestDLQRetentionDrift(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	cl := fakeCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -82,16 +73,7 @@ func TestDLQRetentionDrift(t *testing.T) {
 // it, and SetTuned raises it; one kept longer is not a drift, nor is any
 // changelog to a service without the providers file.
 func TestChangelogRetentionFloor(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	cl := fakeCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -137,4 +119,20 @@ func TestChangelogRetentionFloor(t *testing.T) {
 			t.Fatalf("after SetTuned: drifts %v, %v; want none", d, err)
 		}
 	}
+}
+
+// fakeCluster is a client of a one-broker fake cluster of the test's own.
+func fakeCluster(t *testing.T) *kgo.Client {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -19,6 +17,7 @@ import (
 	"github.com/hookline/hookline/ingest/internal/publish"
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/testkit/corpus"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/schemas"
 )
@@ -235,18 +234,19 @@ func TestReplayFailedProduceRealBroker(t *testing.T) {
 }
 
 // TestIdenticalGitHubPairs (issue 32): GitHub's own example payloads that
-// its examples package lists twice, byte for byte (testdata/github-identical:
-// org_block blocked, membership removed, organization member_added,
-// sponsorship created, github_app_authorization revoked), posted under two
-// delivery ids as two real events would be. Within the provider's
-// replay_window the second is suppressed: answered 202 replay naming the
-// first, counted, and given a suppressed outcome under its own key;
-// further apart than the window, or with replay_window 0, both are
-// produced. The clock is the server's (Config.Now), so the gaps are exact.
+// its examples package lists twice, byte for byte (the vendored corpus,
+// corpus.GitHubPairs: org_block blocked, membership removed, organization
+// member_added, sponsorship created, github_app_authorization revoked),
+// posted under their two delivery ids as two real events would be. Within
+// the provider's replay_window the second is suppressed: answered 202
+// replay naming the first, counted, and given a suppressed outcome under
+// its own key; further apart than the window, or with replay_window 0,
+// both are produced. The clock is the server's (Config.Now), so the gaps
+// are exact.
 func TestIdenticalGitHubPairs(t *testing.T) {
-	files, err := filepath.Glob("testdata/github-identical/*.json")
-	if err != nil || len(files) != 5 {
-		t.Fatalf("testdata/github-identical holds %d payloads (%v), want the 5 pairs", len(files), err)
+	pairs := corpus.GitHubPairs(corpus.GitHub(t))
+	if len(pairs) != 5 {
+		t.Fatalf("the corpus holds %d identical pairs, want 5", len(pairs))
 	}
 	reg, err := providers.Parse([]byte(`
 providers:
@@ -276,28 +276,26 @@ providers:
 			s, _ := testServer(t, pub, func(c *Config) { c.Providers, c.Now = reg, func() time.Time { return now } })
 			h := s.Handler()
 			var wantRaw, wantSuppressed []string
-			for _, f := range files {
-				body, err := os.ReadFile(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				event := strings.TrimSuffix(filepath.Base(f), ".json")
-				first, second := tc.provider+":"+event+"-1", tc.provider+":"+event+"-2"
-				req := signed(t, reg, tc.provider, "application/json", body, now, map[string]string{"X-GitHub-Event": event})
+			replayOf := map[string]string{}
+			for _, pair := range pairs {
+				f, g := pair[0], pair[1]
+				first, second := tc.provider+":"+f.Delivery, tc.provider+":"+g.Delivery
+				req := signed(t, reg, tc.provider, "application/json", f.Body, now, map[string]string{"X-GitHub-Event": f.Event})
 				now = t0
-				if code, a := resend(t, h, req, body, map[string]string{"X-GitHub-Delivery": event + "-1"}); code != 202 || a.Status != statusAccepted || a.IdempotencyKey != first {
-					t.Fatalf("%s first: %d %+v, want accepted", event, code, a)
+				if code, a := resend(t, h, req, f.Body, map[string]string{"X-GitHub-Delivery": f.Delivery}); code != 202 || a.Status != statusAccepted || a.IdempotencyKey != first {
+					t.Fatalf("%s: %d %+v, want accepted", f.ID(), code, a)
 				}
 				now = t0.Add(tc.gap)
-				code, a := resend(t, h, req, body, map[string]string{"X-GitHub-Delivery": event + "-2"})
+				code, a := resend(t, h, req, g.Body, map[string]string{"X-GitHub-Delivery": g.Delivery})
 				wantRaw = append(wantRaw, first)
 				switch {
 				case tc.replay && (code != 202 || a.Status != statusReplay || a.IdempotencyKey != second || a.ReplayOf != first):
-					t.Fatalf("%s second within the window: %d %+v, want 202 replay of %s", event, code, a, first)
+					t.Fatalf("%s within the window: %d %+v, want 202 replay of %s", g.ID(), code, a, first)
 				case !tc.replay && (code != 202 || a.Status != statusAccepted || a.IdempotencyKey != second):
-					t.Fatalf("%s second: %d %+v, want accepted", event, code, a)
+					t.Fatalf("%s: %d %+v, want accepted", g.ID(), code, a)
 				case tc.replay:
 					wantSuppressed = append(wantSuppressed, second)
+					replayOf[second] = first
 				default:
 					wantRaw = append(wantRaw, second)
 				}
@@ -318,8 +316,8 @@ providers:
 			}
 			for _, r := range sup {
 				o, err := outcome.Decode(r.Value)
-				if err != nil || o.Status != outcome.StatusSuppressed || o.ReplayOf != strings.TrimSuffix(o.Key, "-2")+"-1" || o.EventType != strings.TrimSuffix(strings.TrimPrefix(o.Key, tc.provider+":"), "-2") {
-					t.Errorf("suppressed outcome %s: %+v %v", r.Key, o, err)
+				if err != nil || o.Status != outcome.StatusSuppressed || o.ReplayOf != replayOf[o.Key] || o.Provider != tc.provider {
+					t.Errorf("suppressed outcome %s: %+v %v; want a replay of %s", r.Key, o, err, replayOf[o.Key])
 				}
 			}
 			w := httptest.NewRecorder()

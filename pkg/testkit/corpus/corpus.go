@@ -177,3 +177,23 @@ func GitHubInvalid(tb testing.TB, mode string) map[string]bool {
 	}
 	return out
 }
+
+// GitHubPairs returns the examples whose body an earlier example of the
+// same event type has byte for byte, each with that earlier one:
+// {first, second}, in published order. GitHub's bodies for some events
+// carry no timestamp or id, so two real events can be the same bytes
+// (issue 32: org_block blocked, membership removed, organization
+// member_added, sponsorship created, github_app_authorization revoked).
+func GitHubPairs(exs []GitHubExample) [][2]GitHubExample {
+	first := map[string]GitHubExample{}
+	var pairs [][2]GitHubExample
+	for _, e := range exs {
+		k := e.Event + "\n" + string(e.Body)
+		if f, ok := first[k]; ok {
+			pairs = append(pairs, [2]GitHubExample{f, e})
+			continue
+		}
+		first[k] = e
+	}
+	return pairs
+}

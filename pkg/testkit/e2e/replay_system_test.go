@@ -4,18 +4,17 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hookline/hookline/pkg/testkit/corpus"
 	"github.com/hookline/hookline/pkg/testkit/e2e"
 )
 
 // TestIdenticalRealEventsSystem (issue 32 item 6): GitHub's five
-// byte-identical example pairs (ingest's testdata/github-identical), each
-// posted as two real events under two delivery ids, through ingest and
+// byte-identical example pairs (corpus.GitHubPairs), each posted as two
+// real events under their two delivery ids, through ingest and
 // the processor. With a small replay_window (1ms, the second sent later
 // than that) both of each pair are delivered. With the default window
 // (1h) the second is suppressed: answered 202 replay naming the first,
@@ -23,9 +22,9 @@ import (
 // key says it was suppressed as a replay of the first.
 func TestIdenticalRealEventsSystem(t *testing.T) {
 	skipShort(t)
-	files, err := filepath.Glob("../../../ingest/internal/api/testdata/github-identical/*.json")
-	if err != nil || len(files) != 5 {
-		t.Fatalf("%d identical payloads (%v), want the 5 pairs", len(files), err)
+	pairs := corpus.GitHubPairs(corpus.GitHub(t))
+	if len(pairs) != 5 {
+		t.Fatalf("the corpus holds %d identical pairs, want 5", len(pairs))
 	}
 	sys := e2e.New(t, e2e.Options{Providers: func(dest, env string) string {
 		return fmt.Sprintf("  gh-hour: {preset: github, secret_env: [%s], destination: {url: %q}}\n", env, dest) +
@@ -47,14 +46,10 @@ func TestIdenticalRealEventsSystem(t *testing.T) {
 	}
 	var delivered, suppressed []string // keys
 	replayOf := map[string]string{}
-	for _, f := range files {
-		body, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		event := strings.TrimSuffix(filepath.Base(f), ".json")
+	for _, pair := range pairs {
+		event, body := pair[0].Event, pair[0].Body
 		for _, provider := range []string{"gh-ms", "gh-hour"} {
-			first, second := event+"-1", event+"-2"
+			first, second := pair[0].Delivery, pair[1].Delivery
 			if a := send(provider, event, first, body); a.Duplicate || a.ReplayOf != "" {
 				t.Fatalf("%s %s first: %+v, want accepted", provider, event, a)
 			}

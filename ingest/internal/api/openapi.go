@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/schemas"
 )
 
@@ -194,7 +194,7 @@ func providerDescription(p *providers.Provider) string {
 	switch {
 	case p.RecognisesReplays():
 		if w := p.ReplayWindow(); w > 0 {
-			fmt.Fprintf(&b, "Signed content accepted within its replay_window (%s) is answered 202 without producing: `duplicate` under the same key, `replay` (suppressed, `replay_of` names the first key) under another.", shortDuration(w))
+			fmt.Fprintf(&b, "Signed content accepted within its replay_window (%s) is answered 202 without producing: `duplicate` under the same key, `replay` (suppressed, `replay_of` names the first key) under another.", retry.TierName(w))
 		} else {
 			b.WriteString("replay_window: 0: signed content accepted before is produced again; the processor's dedup by key drops re-sends under one key.")
 		}
@@ -261,16 +261,4 @@ func clone(n *yaml.Node) *yaml.Node {
 		c.Content[i] = clone(k)
 	}
 	return &c
-}
-
-// shortDuration writes d without trailing zero units: 1h, not 1h0m0s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }

@@ -44,27 +44,36 @@ type schemaConfig struct {
 }
 
 func (c *schemaConfig) UnmarshalYAML(n *yaml.Node) error {
+	var err error
+	c.path, c.entries, err = globMapping(n, "schema", "a JSON Schema file", "files")
+	if err == nil && n.Kind == yaml.ScalarNode && c.path == "" {
+		err = fmt.Errorf("line %d: schema: empty: want a JSON Schema file, or a mapping of event types to files", n.Line)
+	}
+	return err
+}
+
+// globMapping reads a providers-file field that is one value for every
+// event, or a mapping of event types (or globs) to values, in file order:
+// schema: and dedup_ttl:. want names one value ("a JSON Schema file"),
+// plural the values of a mapping ("files"), for the errors.
+func globMapping(n *yaml.Node, field, want, plural string) (one string, entries [][2]string, err error) {
 	switch n.Kind {
 	case yaml.ScalarNode:
-		c.path = n.Value
-		if c.path == "" {
-			return fmt.Errorf("line %d: schema: empty: want a JSON Schema file, or a mapping of event types to files", n.Line)
-		}
-		return nil
+		return n.Value, nil, nil
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if v.Kind != yaml.ScalarNode {
-				return fmt.Errorf("line %d: schema[%q]: want a JSON Schema file", v.Line, k.Value)
+				return "", nil, fmt.Errorf("line %d: %s[%q]: want %s", v.Line, field, k.Value, want)
 			}
-			c.entries = append(c.entries, [2]string{k.Value, v.Value})
+			entries = append(entries, [2]string{k.Value, v.Value})
 		}
-		if len(c.entries) == 0 {
-			return fmt.Errorf("line %d: schema: empty mapping: list event types (or globs) and their JSON Schema files", n.Line)
+		if len(entries) == 0 {
+			return "", nil, fmt.Errorf("line %d: %s: empty mapping: list event types (or globs) and their %s", n.Line, field, plural)
 		}
-		return nil
+		return "", entries, nil
 	}
-	return fmt.Errorf("line %d: schema: want a JSON Schema file, or a mapping of event types to files", n.Line)
+	return "", nil, fmt.Errorf("line %d: %s: want %s, or a mapping of event types to %s", n.Line, field, want, plural)
 }
 
 // buildSchemas compiles schema: and checks on_invalid, reading files

@@ -44,24 +44,9 @@ type dedupTTLConfig struct {
 }
 
 func (c *dedupTTLConfig) UnmarshalYAML(n *yaml.Node) error {
-	switch n.Kind {
-	case yaml.ScalarNode:
-		c.one = n.Value
-		return nil
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if v.Kind != yaml.ScalarNode {
-				return fmt.Errorf("line %d: dedup_ttl[%q]: want a duration such as 72h", v.Line, k.Value)
-			}
-			c.entries = append(c.entries, [2]string{k.Value, v.Value})
-		}
-		if len(c.entries) == 0 {
-			return fmt.Errorf("line %d: dedup_ttl: empty mapping: list event types (or globs) and their TTLs", n.Line)
-		}
-		return nil
-	}
-	return fmt.Errorf("line %d: dedup_ttl: want a duration, or a mapping of event types to durations", n.Line)
+	var err error
+	c.one, c.entries, err = globMapping(n, "dedup_ttl", "a duration", "TTLs")
+	return err
 }
 
 // buildTTLs reads dedup_ttl and replay_window into p. Call it after the

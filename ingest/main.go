@@ -144,6 +144,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Selftest:           tester,
 		IPLimit:            cfg.IPLimit,
 		ReplayCacheEntries: cfg.ReplayCacheEntries,
+		EventTypeLabels:    cfg.EventTypeLabels,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),

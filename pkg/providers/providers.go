@@ -81,11 +81,8 @@ type Provider struct {
 	// routes are the routes in name order: those of the file, or the
 	// route "default" made from Destination; nil when there is neither.
 	routes []*Route
-	// literals are the event types some route's events names without a
-	// '*'; globs the other patterns, in route then list order
-	// (EventTypeLabel).
-	literals map[string]struct{}
-	globs    []glob.Glob
+	// named are the event type patterns the entry names (NamedEventTypes).
+	named []glob.Glob
 
 	secrets   []signature.Secret // first is used by Sign; any one verifying is enough
 	scheme    *signature.Scheme  // nil: unsigned (generic with signature: {none: true})

@@ -97,30 +97,6 @@ func (p *Provider) Match(eventType string, body []byte, dst []*Route) []*Route {
 	return dst
 }
 
-// OtherEventType is EventTypeLabel's value for an event type no route
-// names.
-const OtherEventType = "other"
-
-// EventTypeLabel bounds a metric label: eventType itself when some route's
-// events list names it literally (no '*'), else the first glob (in route
-// name order, then list order) it matches, else "other". So the label's
-// values are the events lists' entries and "other", whatever the provider
-// sends. Cost: one map lookup and at most one match per glob; no
-// allocation.
-func (p *Provider) EventTypeLabel(eventType string) string {
-	if _, ok := p.literals[eventType]; ok {
-		return eventType
-	}
-	if eventType != "" {
-		for _, g := range p.globs {
-			if g.Match(eventType) {
-				return g.Pattern()
-			}
-		}
-	}
-	return OtherEventType
-}
-
 // RouteTopics returns the topics of every topic destination, sorted, each
 // once. Cost: a copy of the list.
 func (r *Registry) RouteTopics() []string { return slices.Clone(r.topics) }
@@ -185,9 +161,8 @@ func validRouteName(name string) bool {
 	return true
 }
 
-// buildRoutes checks a provider's routes and sets p.routes, p.Priority (the
-// highest of the routes') and the event type label tables. Errors name the
-// route and the field.
+// buildRoutes checks a provider's routes and sets p.routes and p.Priority
+// (the highest of the routes'). Errors name the route and the field.
 func (c *providerConfig) buildRoutes(p *Provider, lookupEnv func(string) (string, bool), mode secretsMode) []error {
 	var errs []error
 	for _, f := range [...]struct {
@@ -221,11 +196,7 @@ func (c *providerConfig) buildRoutes(p *Provider, lookupEnv func(string) (string
 	if err := p.yieldOtherwise(); err != nil {
 		errs = append(errs, err)
 	}
-	if len(errs) > 0 {
-		return errs
-	}
-	p.indexEventTypes()
-	return nil
+	return errs
 }
 
 // yieldOtherwise makes the otherwise route, if any, yield to every other
@@ -265,22 +236,6 @@ func (p *Provider) defaultRoute() {
 		return
 	}
 	p.routes = []*Route{{Name: route.Default, Destination: p.Destination, Priority: p.Priority, Retry: p.Retry}}
-}
-
-// indexEventTypes fills the tables of EventTypeLabel.
-func (p *Provider) indexEventTypes() {
-	for _, rt := range p.routes {
-		for _, g := range rt.match.Globs {
-			if !g.Literal() {
-				p.globs = append(p.globs, g)
-				continue
-			}
-			if p.literals == nil {
-				p.literals = map[string]struct{}{}
-			}
-			p.literals[g.Pattern()] = struct{}{}
-		}
-	}
 }
 
 func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), mode secretsMode) (*Route, []error) {

@@ -516,45 +516,7 @@ func TestOtherwiseErrors(t *testing.T) {
 	}
 }
 
-// TestEventTypeLabel: the label is an events entry or "other", never what
-// the provider sent unless a route names it.
-func TestEventTypeLabel(t *testing.T) {
-	r := mustParse(t, `
-providers:
-  s:
-    preset: stripe
-    secret_env: [S1]
-    routes:
-      b: {events: ["invoice.*", "payment_intent.succeeded", "*.deleted"], destination: {url: "http://x/"}}
-      a: {events: ["invoice.paid*", "customer.created"], destination: {url: "http://x/"}}
-      c: {destination: {url: "http://x/"}}
-  plain: {preset: stripe, secret_env: [S1], destination: {url: "http://x/"}}
-`, testEnv())
-	p := mustGet(t, r, "s")
-	cases := []struct{ typ, want string }{
-		{"customer.created", "customer.created"},
-		{"payment_intent.succeeded", "payment_intent.succeeded"},
-		{"invoice.paid", "invoice.paid*"}, // route a comes before route b
-		{"invoice.paid.late", "invoice.paid*"},
-		{"invoice.created", "invoice.*"},
-		{"invoice.deleted", "invoice.*"}, // list order within b
-		{"customer.deleted", "*.deleted"},
-		{"customer.updated", OtherEventType},
-		{"", OtherEventType},
-		{strings.Repeat("x", 300), OtherEventType},
-	}
-	for _, tc := range cases {
-		if got := p.EventTypeLabel(tc.typ); got != tc.want {
-			t.Errorf("EventTypeLabel(%q) = %q, want %q", tc.typ, got, tc.want)
-		}
-	}
-	if got := mustGet(t, r, "plain").EventTypeLabel("invoice.paid"); got != OtherEventType {
-		t.Errorf("EventTypeLabel without events = %q, want other", got)
-	}
-}
-
-// TestMatchAllocs: routes without where cost no allocation to match, and
-// the label none to compute.
+// TestMatchAllocs: routes without where cost no allocation to match.
 func TestMatchAllocs(t *testing.T) {
 	r := mustParse(t, issueExample+`
   plain: {preset: github, secret_env: [S1], destination: {url: "http://x/"}}
@@ -583,9 +545,6 @@ func TestMatchAllocs(t *testing.T) {
 		_ = crm.Matches("customer.created", body)
 		dst = other.Match("customer.created", body, dst[:0])
 		_ = rest.Matches("customer.created", body)
-		_ = typed.EventTypeLabel("invoice.paid")
-		_ = typed.EventTypeLabel("invoice.created")
-		_ = typed.EventTypeLabel("nothing")
 	}); n != 0 {
 		t.Fatalf("%v allocations per run, want 0", n)
 	}

@@ -65,6 +65,16 @@ func (s *Set) Add(events glob.Glob, dir, file string) error {
 // Len is the number of entries. Cost: none.
 func (s *Set) Len() int { return len(s.entries) }
 
+// Globs are the entries' event type globs, in the order they were added
+// ("*" for a schema of every event). Cost: one slice.
+func (s *Set) Globs() []glob.Glob {
+	out := make([]glob.Glob, 0, len(s.entries))
+	for _, e := range s.entries {
+		out = append(out, e.events)
+	}
+	return out
+}
+
 // compile reads and compiles one JSON Schema file (draft 2020-12
 // unless its $schema says otherwise; $refs to other local files are
 // followed, nothing is fetched over the network).

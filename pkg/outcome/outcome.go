@@ -33,7 +33,8 @@ type Outcome struct {
 	Offset    int64 `json:"offset"`
 }
 
-// Statuses (the schema's enum).
+// Statuses (the schema's enum), spelled here once: decide's key statuses
+// and dlq's trace states are these constants.
 const (
 	// StatusDone: handled.
 	StatusDone = "done"

@@ -145,7 +145,8 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 		t.Fatal(err)
 	}
 	prod := kafkatest.Client(t, addrs, kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	jobs := backfill.NewJobs(t.Context(), &backfill.Runner{Reader: pr, Producer: prod})
+	jobs := backfill.NewJobs(&backfill.Runner{Reader: pr, Producer: prod})
+	t.Cleanup(jobs.Stop)
 	h = New(Config{
 		Store: st, Replayer: replay.New(cl), Token: token, Metrics: obs.Metrics(reg), Settings: live, Hosts: []string{"example.com"},
 		BeforeWrite: func(context.Context) error {

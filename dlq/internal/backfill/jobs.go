@@ -42,17 +42,43 @@ var ErrBusy = errors.New("backfill: already running")
 // process lives (the records they sent, and their ids, are in Kafka; a job
 // list is not).
 type Jobs struct {
-	run  *Runner
-	ctx  context.Context // ends with the process: running jobs are interrupted
-	mu   sync.Mutex
-	jobs map[string]*Job
+	run *Runner
+	// stop is closed by Stop: running jobs are interrupted; running
+	// counts them, so Stop returns once they ended.
+	stop     chan struct{}
+	stopOnce sync.Once
+	running  sync.WaitGroup
+	mu       sync.Mutex
+	jobs     map[string]*Job
 	// keep bounds the finished jobs remembered (oldest forgotten first).
 	keep int
 }
 
-// NewJobs returns Jobs running with rn until ctx ends.
-func NewJobs(ctx context.Context, rn *Runner) *Jobs {
-	return &Jobs{run: rn, ctx: ctx, jobs: map[string]*Job{}, keep: 100}
+// NewJobs returns Jobs running with rn until Stop.
+func NewJobs(rn *Runner) *Jobs {
+	return &Jobs{run: rn, stop: make(chan struct{}), jobs: map[string]*Job{}, keep: 100}
+}
+
+// Stop interrupts the running jobs and returns once they ended (their
+// state is then interrupted: start them again with the same id). A job
+// started after Stop is interrupted at once.
+func (j *Jobs) Stop() {
+	j.stopOnce.Do(func() { close(j.stop) })
+	j.running.Wait()
+}
+
+// context is a job's: it ends when Stop is called or the job returns
+// (release).
+func (j *Jobs) context() (ctx context.Context, release func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		select {
+		case <-j.stop:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
 }
 
 // DryRun runs spec as a dry run and returns its report.
@@ -74,8 +100,12 @@ func (j *Jobs) Start(spec Spec, by string) (Job, error) {
 	job := &Job{ID: spec.ID, Provider: spec.Provider.Name, Route: spec.Route.Name, By: by, StartedAt: time.Now().UTC(), State: StateRunning}
 	j.jobs[spec.ID] = job
 	j.forget()
+	j.running.Add(1)
 	go func() {
-		rep, err := j.run.Run(j.ctx, spec, func(p Progress) {
+		defer j.running.Done()
+		ctx, release := j.context()
+		defer release()
+		rep, err := j.run.Run(ctx, spec, func(p Progress) {
 			j.mu.Lock()
 			job.Progress = p
 			j.mu.Unlock()

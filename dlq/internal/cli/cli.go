@@ -1,5 +1,5 @@
 // Package cli is the dlq command (DESIGN §8): list, show, replay, stats,
-// resolve, trace, parked, status, provider, route and serve, each a function over
+// resolve, trace, parked, status, health-report, backfill, provider, route and serve, each a function over
 // parsed flags, printing tables for people or, with --json, one JSON object
 // per line for programs.
 //
@@ -55,6 +55,7 @@ Usage:
   dlq trace   KEY [--json]
   dlq parked  [--tier T] [--provider P] [--route R] [--limit N] [--offset N] [--json]
   dlq status  [--window DUR] [--json]
+  dlq health-report [--email ADDR,...] [--window DUR] [--print]
   dlq backfill PROVIDER/ROUTE --since DUR|TIME [--until DUR|TIME] [--events GLOB,...]
               [--again] [--id ID] [--rate N/s] [--dry-run] [--progress] [--json]
   dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]
@@ -97,6 +98,10 @@ parked   what waits in the retry tiers and the destinations' lanes (dlq help par
 status   is it healthy? per provider and route: accepted, done, retrying,
          parked, dead letters, breaker, setting; webhooks.raw's lag and
          oldest unprocessed record; a verdict with reasons (dlq help status).
+health-report
+         sends what status prints by e-mail, through the SMTP settings make
+         observe uses; serve sends it periodically when
+         HOOKLINE_HEALTH_REPORT_TO is set (dlq help health-report).
 backfill delivers again, to one route only, the events webhooks.raw holds
          from a time range: by default where the route has no state for
          the key (a route added since), with --again also where it is done,
@@ -209,8 +214,10 @@ func runCommand(ctx context.Context, env Env) error {
 		return runStatus(ctx, env, args)
 	case "backfill":
 		return runBackfill(ctx, env, args)
+	case "health-report":
+		return runHealthReport(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, status, backfill, provider, route, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, status, health-report, backfill, provider, route, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
@@ -227,6 +234,8 @@ var commandHelp = map[string]string{
 	"parked":   parkedHelp,
 	"status":   statusHelp,
 	"backfill": backfillHelp,
+
+	"health-report": reportHelp,
 }
 
 // app is a connected command: one client for admin requests and writes,

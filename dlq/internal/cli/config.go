@@ -4,10 +4,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
+	netmail "net/mail"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
+	"github.com/hookline/hookline/dlq/internal/mail"
 	"github.com/hookline/hookline/dlq/internal/status"
 	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/kafkaconf"
@@ -50,6 +54,31 @@ type config struct {
 	// AdminHosts is HOOKLINE_ADMIN_HOSTS (serve): the host names, besides
 	// IP addresses and localhost, that serve answers to (admin.Config.Hosts).
 	AdminHosts []string
+	// ProcessorMetrics is HOOKLINE_PROCESSOR_METRICS (status, serve,
+	// health-report): the processors' /metrics URLs, separated by commas or
+	// spaces, read for the records in flight and the deliveries completed
+	// (status.ProcessorMetrics); empty leaves both out.
+	ProcessorMetrics []string
+	// Report is the e-mail health report's settings (health-report, serve).
+	Report reportConfig
+}
+
+// DefaultReportInterval is how often `dlq serve` sends the health report
+// unless HOOKLINE_HEALTH_REPORT_INTERVAL says otherwise (and only when
+// HOOKLINE_HEALTH_REPORT_TO names someone).
+const DefaultReportInterval = 24 * time.Hour
+
+// reportConfig is where the health report goes and through which server:
+// the SMTP settings are the ones `make observe` gives Alertmanager.
+type reportConfig struct {
+	// To is HOOKLINE_HEALTH_REPORT_TO: the recipients, separated by commas;
+	// empty turns serve's periodic report off.
+	To []string
+	// Interval is HOOKLINE_HEALTH_REPORT_INTERVAL: how often serve sends it.
+	Interval time.Duration
+	// SMTP is HOOKLINE_ALERT_SMTP_HOST, _USERNAME, _PASSWORD, _REQUIRE_TLS and
+	// HOOKLINE_ALERT_EMAIL_FROM.
+	SMTP mail.Config
 }
 
 // loadConfig reads the configuration; the error names every wrong variable.
@@ -66,9 +95,32 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		TraceDir:        r.String("HOOKLINE_TRACE_DIR", DefaultTraceDir),
 		AdminHosts:      hostList(r.String("HOOKLINE_ADMIN_HOSTS", "")),
 		HeldAfter:       r.Duration("HOOKLINE_HELD_ALERT_AFTER", status.DefaultHeldAfter, time.Minute, 0),
+		Report: reportConfig{
+			To:       addressList(r.String("HOOKLINE_HEALTH_REPORT_TO", "")),
+			Interval: r.Duration("HOOKLINE_HEALTH_REPORT_INTERVAL", DefaultReportInterval, time.Minute, 0),
+			SMTP: mail.Config{
+				Host:       r.String("HOOKLINE_ALERT_SMTP_HOST", ""),
+				From:       r.String("HOOKLINE_ALERT_EMAIL_FROM", ""),
+				Username:   r.String("HOOKLINE_ALERT_SMTP_USERNAME", ""),
+				Password:   r.Secret("HOOKLINE_ALERT_SMTP_PASSWORD"),
+				RequireTLS: r.Bool("HOOKLINE_ALERT_SMTP_REQUIRE_TLS", true),
+			},
+		},
+		ProcessorMetrics: strings.FieldsFunc(r.String("HOOKLINE_PROCESSOR_METRICS", ""), func(r rune) bool { return r == ',' || r == ' ' }),
 	}
 	r.Add(c.validate())
 	return c, r.Err()
+}
+
+// addressList splits e-mail addresses separated by commas, trimmed.
+func addressList(v string) []string {
+	var out []string
+	for _, a := range strings.Split(v, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // hostList splits HOOKLINE_ADMIN_HOSTS: names separated by commas or
@@ -91,7 +143,52 @@ func (c config) validate() error {
 			break
 		}
 	}
+	errs = append(errs, c.Report.validate()...)
+	for _, u := range c.ProcessorMetrics {
+		if pu, err := url.Parse(u); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" {
+			errs = append(errs, &envconf.Error{Name: "HOOKLINE_PROCESSOR_METRICS", Value: strings.Join(c.ProcessorMetrics, ","), Why: fmt.Sprintf("%q is not an http(s) URL", u),
+				Want: "the processors' /metrics URLs separated by commas, such as http://processor:9101/metrics"})
+			break
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// validate checks the addresses and the server; recipients need a sender
+// and a server.
+func (c reportConfig) validate() []error {
+	var errs []error
+	if h := c.SMTP.Host; h != "" {
+		if _, port, err := net.SplitHostPort(h); err != nil || port == "" {
+			errs = append(errs, &envconf.Error{Name: "HOOKLINE_ALERT_SMTP_HOST", Value: h, Want: "host:port, such as smtp.example.com:587"})
+		}
+	}
+	if f := c.SMTP.From; f != "" {
+		if _, err := netmail.ParseAddress(f); err != nil {
+			errs = append(errs, &envconf.Error{Name: "HOOKLINE_ALERT_EMAIL_FROM", Value: f, Want: "an e-mail address, such as hookline@example.com"})
+		}
+	}
+	if bad := badAddress(c.To); bad != "" {
+		return append(errs, &envconf.Error{Name: "HOOKLINE_HEALTH_REPORT_TO", Value: strings.Join(c.To, ","), Why: fmt.Sprintf("%q is not an e-mail address", bad),
+			Want: "e-mail addresses separated by commas, such as ops@example.com"})
+	}
+	if len(c.To) > 0 && (c.SMTP.From == "" || c.SMTP.Host == "") {
+		errs = append(errs, &envconf.Error{Name: "HOOKLINE_HEALTH_REPORT_TO", Value: strings.Join(c.To, ","),
+			Why:  "the report is sent through HOOKLINE_ALERT_SMTP_HOST as HOOKLINE_ALERT_EMAIL_FROM",
+			Want: "both set"})
+	}
+	return errs
+}
+
+// badAddress is the first of list that is not an e-mail address ("" when
+// every one is).
+func badAddress(list []string) string {
+	for _, a := range list {
+		if _, err := netmail.ParseAddress(a); err != nil {
+			return a
+		}
+	}
+	return ""
 }
 
 // hostName is a DNS name, lower case, without a port.

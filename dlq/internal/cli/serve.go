@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/admin"
 	"github.com/hookline/hookline/dlq/internal/backfill"
+	"github.com/hookline/hookline/dlq/internal/mail"
 	"github.com/hookline/hookline/dlq/internal/replay"
 	"github.com/hookline/hookline/dlq/internal/settings"
 	"github.com/hookline/hookline/dlq/internal/status"
@@ -55,7 +56,8 @@ Serves the DLQ admin API and the console page on HOOKLINE_ADMIN_ADDR (default
                           hookline_dlq_route_paused{provider,route}, hookline_dlq_route_rate{provider,route},
                           hookline_dlq_parked_oldest_age_seconds{tier},
                           hookline_dlq_raw_oldest_unprocessed_age_seconds{topic}, hookline_dlq_redrives_total{provider},
-                          hookline_dlq_redrive_held_total{provider}, hookline_dlq_redrive_errors_total{provider}
+                          hookline_dlq_redrive_held_total{provider}, hookline_dlq_redrive_errors_total{provider},
+                          hookline_dlq_health_reports_total{result} (with HOOKLINE_HEALTH_REPORT_TO)
 
 Every API request needs "Authorization: Bearer $HOOKLINE_ADMIN_TOKEN" (at
 least 16 characters); anything else is answered 401. Without a token the
@@ -92,6 +94,12 @@ reports the breaker of the entry's route open (breaker records on
 webhooks.control; one without a route is the route default's); each is
 marked replayed by auto-redrive, and replayed to its route only. Permanent
 entries are never re-driven.
+
+Health report: with HOOKLINE_HEALTH_REPORT_TO set, serve e-mails what GET
+/status says (as dlq health-report does) every HOOKLINE_HEALTH_REPORT_INTERVAL
+(default 24h; the first one interval after it starts) through
+HOOKLINE_ALERT_SMTP_HOST as HOOKLINE_ALERT_EMAIL_FROM (dlq help
+health-report). Off without it.
 `
 
 // controlRetry is how long serve waits before following webhooks.control
@@ -168,7 +176,26 @@ func runServe(ctx context.Context, env Env, args []string) error {
 			return err
 		}
 		defer closeRunner()
-		jobs = backfill.NewJobs(ctx, rn)
+		jobs = backfill.NewJobs(rn)
+		defer jobs.Stop() // before closeRunner: the jobs end first
+	}
+	collect := func(ctx context.Context) (status.Report, error) {
+		return status.Collect(ctx, a.statusSources(known, func(context.Context) (map[string]control.Setting, control.Reports, error) {
+			got, _ := live.Settings()
+			return got, reports(), nil
+		}), DefaultStatusWindow)
+	}
+	if rc := cfg.Report; len(rc.To) > 0 {
+		sent := newReportCounter(reg)
+		by := fmt.Sprintf("dlq serve, every %s (HOOKLINE_HEALTH_REPORT_INTERVAL)", rc.Interval)
+		go reportEvery(ctx, log, rc.Interval, sent, func(ctx context.Context) error {
+			rep, err := collect(ctx)
+			if err != nil {
+				return err
+			}
+			return mail.Send(ctx, rc.SMTP, reportMessage(rep, rc.To, by))
+		})
+		log.Info("health report on", "to", strings.Join(rc.To, ","), "every", rc.Interval.String(), "smtp", rc.SMTP.Host)
 	}
 	gin.SetMode(gin.ReleaseMode)
 	srv := admin.New(admin.Config{
@@ -181,16 +208,11 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		SetProvider: a.writeSetting,
 		Trace:       ix.Trace,
 		Parked:      a.parkedReader().Read,
-		Status: func(ctx context.Context) (status.Report, error) {
-			return status.Collect(ctx, a.statusSources(known, func(context.Context) (map[string]control.Setting, control.Reports, error) {
-				got, _ := live.Settings()
-				return got, reports(), nil
-			}), DefaultStatusWindow)
-		},
-		Backfills: jobs,
-		Providers: file,
-		Hosts:     a.cfg.AdminHosts,
-		Logger:    log,
+		Status:      collect,
+		Backfills:   jobs,
+		Providers:   file,
+		Hosts:       a.cfg.AdminHosts,
+		Logger:      log,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),

@@ -46,6 +46,21 @@ group's committed offset, per partition; the oldest unprocessed record is
 the one at that committed offset (the group's low-water mark: records
 above it may be finished already).
 
+In flight and completed come from the processors themselves: with
+HOOKLINE_PROCESSOR_METRICS listing their /metrics URLs (such as
+http://processor:9101/metrics; a host name is read at every address it
+resolves to), IN FLIGHT is the records they have read from webhooks.raw
+and the lanes and not yet committed (hookline_processor_pending_records:
+waiting in a chain, for a slot or in a call, or finished and waiting for
+the transaction), and COMPLETED the route deliveries done since each of
+them started (hookline_processor_records_total{status="done"}: a record
+delivered to three routes counts three; it restarts from 0 when a
+processor restarts). Cost: one HTTP GET per processor. Without the
+variable both show "-" (null in JSON). So the four states of one record
+are: pending (the lag of webhooks.raw less what is in flight), processing
+(in flight; retrying and parked wait outside the processor), completed,
+failed (the DLQ).
+
 The verdict:
 ` + status.Rules + `
 
@@ -64,22 +79,12 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 	if len(pos) > 0 {
 		return usagef("status takes no arguments, got %q", pos[0])
 	}
-	if *window < time.Second || *window > 24*time.Hour {
-		return usagef("status: --window %s: want 1s to 24h", *window)
-	}
-	a, known, err := connectKnown(ctx, env, func(n topics.Names) string { return n.DLQ })
-	if err != nil {
+	if err := checkWindow("status", *window); err != nil {
 		return err
 	}
-	defer a.close()
-	rep, err := status.Collect(ctx, a.statusSources(known, func(ctx context.Context) (map[string]control.Setting, control.Reports, error) {
-		return settings.ReadAll(ctx, a.newClient, a.names.Control, func(err error) { fmt.Fprintln(env.Stderr, "dlq: warning:", err) })
-	}), *window)
+	rep, err := readStatus(ctx, env, *window)
 	if err != nil {
-		return a.kafkaErr(err)
-	}
-	for _, p := range rep.Incomplete {
-		fmt.Fprintf(env.Stderr, "dlq: warning: %s not read to its end (nothing arrived for 5s)\n", p)
+		return err
 	}
 	if *asJSON {
 		return jsonLine(env.Stdout, rep)
@@ -88,11 +93,41 @@ func runStatus(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
+// checkWindow refuses a --window outside 1s to 24h.
+func checkWindow(cmd string, window time.Duration) error {
+	if window < time.Second || window > 24*time.Hour {
+		return usagef("%s: --window %s: want 1s to 24h", cmd, window)
+	}
+	return nil
+}
+
+// readStatus connects, reads the control topic once and collects the
+// report over window; partitions not read to their end are warned about
+// on stderr.
+func readStatus(ctx context.Context, env Env, window time.Duration) (status.Report, error) {
+	a, known, err := connectKnown(ctx, env, func(n topics.Names) string { return n.DLQ })
+	if err != nil {
+		return status.Report{}, err
+	}
+	defer a.close()
+	rep, err := status.Collect(ctx, a.statusSources(known, func(ctx context.Context) (map[string]control.Setting, control.Reports, error) {
+		return settings.ReadAll(ctx, a.newClient, a.names.Control, func(err error) { fmt.Fprintln(env.Stderr, "dlq: warning:", err) })
+	}), window)
+	if err != nil {
+		return status.Report{}, a.kafkaErr(err)
+	}
+	for _, p := range rep.Incomplete {
+		fmt.Fprintf(env.Stderr, "dlq: warning: %s not read to its end (nothing arrived for 5s)\n", p)
+	}
+	return rep, nil
+}
+
 // statusSources are the readings of a status report: control gives the
 // settings and the processors' reports (read once, or as serve follows
 // them).
 func (a *app) statusSources(known settings.Known, read func(context.Context) (map[string]control.Setting, control.Reports, error)) status.Sources {
-	return status.Sources{Reader: a.parkedReader(), Store: a.store, Known: known, Control: read, HeldAfter: a.cfg.HeldAfter}
+	return status.Sources{Reader: a.parkedReader(), Store: a.store, Known: known, Control: read, HeldAfter: a.cfg.HeldAfter,
+		ProcessorMetrics: a.cfg.ProcessorMetrics}
 }
 
 func printStatus(w io.Writer, rep status.Report) {
@@ -110,12 +145,19 @@ func printStatus(w io.Writer, rep status.Report) {
 	t := rep.Totals
 	fmt.Fprintf(w, "last %s: %d accepted (%.2f/s), %d done; now %d retrying, %d parked, %d dead letters unresolved\n",
 		win, t.Accepted, t.AcceptedPerSecond, t.Done, t.Retrying, t.Parked, t.DLQUnresolved)
+	if t.InFlight != nil {
+		since := "no processor read"
+		if t.CompletedSince != nil {
+			since = "since " + when(*t.CompletedSince)
+		}
+		fmt.Fprintf(w, "processors (%d read): %d in flight; %d completed %s\n", len(rep.Processors), *t.InFlight, *t.Completed, since)
+	}
 
 	fmt.Fprintln(w)
 	tw := newTable(w)
-	row(tw, "PROVIDER", "ROUTE", "PRIORITY", "ACCEPTED/S", "DONE", "RETRYING", "PARKED", "DUE NOW", "SCHEDULED", "OLDEST WAITING", "DLQ", "OLDEST DLQ", "STATE", "BREAKER")
+	row(tw, "PROVIDER", "ROUTE", "PRIORITY", "ACCEPTED/S", "DONE", "COMPLETED", "RETRYING", "PARKED", "DUE NOW", "SCHEDULED", "OLDEST WAITING", "DLQ", "OLDEST DLQ", "STATE", "BREAKER")
 	for _, p := range rep.Providers {
-		row(tw, p.Provider, "*", "", fmt.Sprintf("%.2f", p.AcceptedPerSecond), fmt.Sprint(p.Done), fmt.Sprint(p.Retrying), fmt.Sprint(p.Parked),
+		row(tw, p.Provider, "*", "", fmt.Sprintf("%.2f", p.AcceptedPerSecond), fmt.Sprint(p.Done), count(p.Completed), fmt.Sprint(p.Retrying), fmt.Sprint(p.Parked),
 			dueCells(p.ByTier, rep.At)[0], dueCells(p.ByTier, rep.At)[1], dueCells(p.ByTier, rep.At)[2],
 			fmt.Sprint(p.DLQUnresolved), oldestDLQ(p.Counts), p.State, p.Breaker)
 		for _, r := range p.Routes {
@@ -124,12 +166,13 @@ func printStatus(w io.Writer, rep status.Report) {
 			if r.PausedBy != "" {
 				state += " (" + r.PausedBy + ")"
 			}
-			row(tw, "", r.Route, r.Priority, "", fmt.Sprint(r.Done), fmt.Sprint(r.Retrying), fmt.Sprint(r.Parked), c[0], c[1], c[2],
+			row(tw, "", r.Route, r.Priority, "", fmt.Sprint(r.Done), count(r.Completed), fmt.Sprint(r.Retrying), fmt.Sprint(r.Parked), c[0], c[1], c[2],
 				fmt.Sprint(r.DLQUnresolved), oldestDLQ(r.Counts), state, r.Breaker)
 		}
 	}
 	_ = tw.Flush()
 	printHeld(w, rep)
+	printProcessors(w, rep)
 	for _, by := range []struct {
 		title string
 		rows  []status.Waiting
@@ -145,6 +188,32 @@ func printStatus(w io.Writer, rep status.Report) {
 		}
 		_ = tw.Flush()
 	}
+}
+
+// count is n, or "-" when nothing was read.
+func count(n *int) string {
+	if n == nil {
+		return "-"
+	}
+	return fmt.Sprint(*n)
+}
+
+// printProcessors lists what each processor's /metrics said.
+func printProcessors(w io.Writer, rep status.Report) {
+	if len(rep.Processors) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := newTable(w)
+	row(tw, "PROCESSOR METRICS", "IN FLIGHT", "COMPLETED", "STARTED", "ERROR")
+	for _, p := range rep.Processors {
+		started := "-"
+		if p.StartedAt != nil {
+			started = when(*p.StartedAt)
+		}
+		row(tw, cell(p.URL), fmt.Sprint(p.InFlight), fmt.Sprint(p.Completed), started, cell(p.Error))
+	}
+	_ = tw.Flush()
 }
 
 // dueCells sums rows: due now, scheduled, the oldest.

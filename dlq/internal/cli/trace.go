@@ -17,6 +17,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/badgerdb"
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/outcome"
 )
 
 const traceHelp = `usage: dlq trace KEY [--json]
@@ -185,13 +186,13 @@ func printSteps(w io.Writer, steps []trace.Event) {
 		case trace.KindOutcome:
 			step = s.Status
 			switch s.Status {
-			case "retrying":
+			case outcome.StatusRetrying:
 				detail = "to tier " + s.Tier
-			case "parked":
+			case outcome.StatusParked:
 				detail = "in " + s.Lane
-			case "dead":
+			case outcome.StatusDead:
 				detail = "to the DLQ (" + s.Reason + ")"
-			case "unrouted":
+			case outcome.StatusUnrouted:
 				detail = "no route of the provider matched: nothing delivered"
 			}
 			if s.Error != "" {

@@ -1,10 +1,12 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math"
+	"net/http"
 	"slices"
 	"sync"
 	"time"
@@ -119,13 +121,18 @@ type Sources struct {
 	// HeldAfter is how long an entity may be held before the verdict says
 	// degraded (HOOKLINE_HELD_ALERT_AFTER); 0 is DefaultHeldAfter.
 	HeldAfter time.Duration
+	// ProcessorMetrics are the processors' /metrics URLs
+	// (HOOKLINE_PROCESSOR_METRICS): the source of in flight and completed;
+	// none leaves them null. HTTP reads them (http.DefaultClient when nil).
+	ProcessorMetrics []string
+	HTTP             *http.Client
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 }
 
 // Collect makes every reading at once and builds the report over the
 // window ending now. Cost: parked.Reader.Read, store.Store.List, Control,
-// RawBacklog and Window, concurrently.
+// RawBacklog, Window and ProcessorMetrics, concurrently.
 func Collect(ctx context.Context, src Sources, window time.Duration) (Report, error) {
 	now := time.Now()
 	if src.Now != nil {
@@ -166,6 +173,13 @@ func Collect(ctx context.Context, src Sources, window time.Duration) (Report, er
 		in.Accepted, in.Done, winInc, err = Window(ctx, src.Reader, now.Add(-window))
 		return err
 	})
+	if len(src.ProcessorMetrics) > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			in.Processors, in.Completed = ProcessorMetrics(ctx, cmp.Or(src.HTTP, http.DefaultClient), src.ProcessorMetrics)
+		}()
+	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return Report{}, err

@@ -4,7 +4,10 @@
 // (by tier and by priority class, due now or scheduled, and the oldest),
 // the unresolved dead letters and the oldest of them, the breaker and the
 // operator's setting; for webhooks.raw the processor group's lag and the
-// age of the oldest record it has not processed; and a verdict, healthy,
+// age of the oldest record it has not processed; where the processors'
+// /metrics are listed (HOOKLINE_PROCESSOR_METRICS), the records in flight
+// and the deliveries completed since each processor started
+// (ProcessorMetrics); and a verdict, healthy,
 // degraded or failing, with its reasons (Rules).
 //
 // Build is pure: it counts what the readings dlq already makes give it
@@ -71,6 +74,8 @@ degraded when none of those and any of:
     HOOKLINE_HELD_ALERT_AFTER (default 1h) or longer (its head has not
     ended: retrying, parked, or dead with on_dead: hold);
   - a topic could not be read to its end;
+  - a processor's /metrics listed in HOOKLINE_PROCESSOR_METRICS could not
+    be read (in flight and completed leave it out);
 healthy otherwise. Retries waiting for their due time are not a reason:
 they are the pipeline working.`
 
@@ -93,6 +98,10 @@ type Waiting struct {
 type Counts struct {
 	// Done is the outcomes with status done in the window.
 	Done int `json:"done"`
+	// Completed is the route deliveries the processors read completed
+	// (outcome done) since each of them started, from their counters
+	// (ProcessorMetrics); nil when HOOKLINE_PROCESSOR_METRICS lists none.
+	Completed *int `json:"completed"`
 	// Retrying is the records waiting in the retry tiers; Parked those
 	// waiting in the lanes.
 	Retrying int       `json:"retrying"`
@@ -189,6 +198,14 @@ type Totals struct {
 	AcceptedPerSecond float64 `json:"accepted_per_second"`
 	Counts
 	ByPriority []Waiting `json:"by_priority"`
+	// InFlight is the records the processors read have taken from
+	// webhooks.raw and the lanes and not yet committed (their
+	// hookline_processor_pending_records); nil when HOOKLINE_PROCESSOR_METRICS
+	// lists none.
+	InFlight *int `json:"in_flight"`
+	// CompletedSince is when the earliest processor read started: Completed
+	// counts from there (nil when none was read).
+	CompletedSince *time.Time `json:"completed_since"`
 }
 
 // Report is `dlq status --json` and GET /status.
@@ -204,6 +221,9 @@ type Report struct {
 	Providers     []Provider `json:"providers"`
 	// Incomplete names partitions that could not be read to their end.
 	Incomplete []string `json:"incomplete,omitempty"`
+	// Processors is what each processor's /metrics said
+	// (HOOKLINE_PROCESSOR_METRICS); empty when it lists none.
+	Processors []Processor `json:"processors"`
 }
 
 // RouteKey names a route of a provider in Inputs.Done.
@@ -235,6 +255,11 @@ type Inputs struct {
 	// a hold that makes the system degraded (0: DefaultHeldAfter).
 	Held      control.HeldReports
 	HeldAfter time.Duration
+	// Processors are the processors' own readings (ProcessorMetrics) and
+	// Completed their completed counts by route; nil Processors: none
+	// listed, the report says null for in flight and completed.
+	Processors []Processor
+	Completed  map[RouteKey]int
 }
 
 // waitAcc accumulates Waiting rows.
@@ -277,17 +302,23 @@ func priorityRank(p string) int {
 
 // group is what Build gathers for one place (a route, a provider, all).
 type group struct {
-	done, retrying, parked int
-	tiers, prios           waitAcc
-	dlq                    []*store.Entry
+	done, completed, retrying, parked int
+	tiers, prios                      waitAcc
+	dlq                               []*store.Entry
 }
 
 func newGroup() *group { return &group{tiers: waitAcc{}, prios: waitAcc{}} }
 
-func (g *group) counts(now time.Time) Counts {
+// counts are g's; completed says whether processors were read.
+func (g *group) counts(now time.Time, completed bool) Counts {
 	st := store.Summarise(g.dlq, now)
-	return Counts{Done: g.done, Retrying: g.retrying, Parked: g.parked, ByTier: g.tiers.list(),
+	c := Counts{Done: g.done, Retrying: g.retrying, Parked: g.parked, ByTier: g.tiers.list(),
 		DLQUnresolved: st.Unresolved, DLQOldestUnresolved: st.OldestUnresolved}
+	if completed {
+		n := g.completed
+		c.Completed = &n
+	}
+	return c
 }
 
 // Build counts in and gives the verdict.
@@ -329,6 +360,11 @@ func Build(in Inputs) Report {
 			g.done += n
 		}
 	}
+	for k, n := range in.Completed {
+		for _, g := range place(k.Provider, k.Route) {
+			g.completed += n
+		}
+	}
 	held := map[RouteKey]Held{}
 	for _, h := range in.Held.Routes(now) {
 		k := RouteKey{h.Provider, h.Route}
@@ -366,28 +402,45 @@ func Build(in Inputs) Report {
 	}
 
 	rep := Report{At: now.UTC(), WindowSeconds: in.Window.Seconds(), Raw: in.Raw, Providers: []Provider{}, Reasons: []string{},
-		Incomplete: in.Incomplete}
+		Incomplete: in.Incomplete, Processors: slices.Clone(in.Processors)}
+	if rep.Processors == nil {
+		rep.Processors = []Processor{}
+	}
+	withProc := in.Processors != nil
 	perSecond := func(n int) float64 {
 		if in.Window <= 0 {
 			return 0
 		}
 		return float64(n) / in.Window.Seconds()
 	}
-	rep.Totals = Totals{Counts: all.counts(now), ByPriority: all.prios.list()}
+	rep.Totals = Totals{Counts: all.counts(now, withProc), ByPriority: all.prios.list()}
+	var failing, degraded []string
+	if withProc {
+		n := 0
+		for _, p := range in.Processors {
+			n += p.InFlight
+			if p.Error != "" {
+				degraded = append(degraded, fmt.Sprintf("processor metrics %s: %s (in flight and completed leave it out)", p.URL, p.Error))
+			}
+			if p.StartedAt != nil && (rep.Totals.CompletedSince == nil || p.StartedAt.Before(*rep.Totals.CompletedSince)) {
+				rep.Totals.CompletedSince = p.StartedAt
+			}
+		}
+		rep.Totals.InFlight = &n
+	}
 	for _, n := range in.Accepted {
 		rep.Totals.Accepted += n
 	}
 	rep.Totals.AcceptedPerSecond = perSecond(rep.Totals.Accepted)
-	var failing, degraded []string
 	for name, g := range provs {
 		pset := in.Settings[name]
 		p := Provider{Provider: name, Accepted: in.Accepted[name], AcceptedPerSecond: perSecond(in.Accepted[name]),
-			Counts: g.counts(now), ByPriority: g.prios.list(), State: settings.ViewOf(pset).State, Breaker: control.BreakerUnreported, Routes: []Route{}}
+			Counts: g.counts(now, withProc), ByPriority: g.prios.list(), State: settings.ViewOf(pset).State, Breaker: control.BreakerUnreported, Routes: []Route{}}
 		for k, rg := range routes {
 			if k.Provider != name {
 				continue
 			}
-			rt := Route{Route: k.Route, Priority: cmp.Or(in.Known.Priority(name, k.Route), UnknownPriority), Counts: rg.counts(now)}
+			rt := Route{Route: k.Route, Priority: cmp.Or(in.Known.Priority(name, k.Route), UnknownPriority), Counts: rg.counts(now, withProc)}
 			rt.State, rt.PausedBy, rt.Rate = combine(pset, in.Settings[control.Setting{Provider: name, Route: k.Route}.Name()])
 			rt.Breaker, rt.BreakerInstance = in.Breakers.RouteState(name, k.Route, now)
 			if rt.Held = held[k]; rt.Held.Oldest == nil {

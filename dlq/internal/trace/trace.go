@@ -82,17 +82,18 @@ type Now struct {
 	Resolution *store.Resolution `json:"resolution,omitempty"`
 }
 
-// Now states.
+// Now states: pending and waiting are the trace's own; the others are the
+// outcome statuses of pkg/outcome, the same words.
 const (
 	StatePending  = "pending"
 	StateWaiting  = "waiting"
-	StateParked   = "parked"
-	StateDone     = "done"
-	StateDead     = "dead"
-	StateUnrouted = "unrouted"
+	StateParked   = outcome.StatusParked
+	StateDone     = outcome.StatusDone
+	StateDead     = outcome.StatusDead
+	StateUnrouted = outcome.StatusUnrouted
 	// StateHeld: an ordered entity's record waits behind the entity's head
 	// on the route (its last outcome's error names the head).
-	StateHeld = "held"
+	StateHeld = outcome.StatusHeld
 )
 
 // MaxSteps bounds the steps of one trace: a provider re-sending one key

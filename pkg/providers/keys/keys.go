@@ -85,7 +85,7 @@ func (k Part) carriesType(typeRule *rule.Rule) bool {
 }
 
 // CheckParts refuses, at start, a key rule that lets two different events
-// share a key only because a part was left out of it (the README,
+// share a key only because a part was left out of it (docs/providers.md,
 // "Key rules that leave a part out"):
 //
 //   - a part with events (left out for the other event types) needs

@@ -473,7 +473,7 @@ func (l *Ledger) pending(allDone bool) int {
 			if ka != nil {
 				a = ka.routes[r]
 			}
-			if a == nil || a.last == "" || (allDone && a.last != "done") {
+			if a == nil || a.last == "" || (allDone && a.last != outcome.StatusDone) {
 				n++
 				break
 			}
@@ -635,9 +635,9 @@ func (l *Ledger) tallyRoute(route string, keys []string, example func(kind, key 
 		case a.last == "" && expected:
 			t.Lost++
 			example("lost on "+route, k)
-		case a.last == "done" && expected:
+		case a.last == outcome.StatusDone && expected:
 			t.Done++
-		case a.last == "dead" && expected:
+		case a.last == outcome.StatusDead && expected:
 			t.Dead++
 		}
 		doubled := a.done > 1 || a.ends > 1

@@ -12,18 +12,15 @@ import (
 )
 
 // Admitter is the lanes' admission, as the processor asks it for a record
-// and one destination's lane: why the record is parked before any call
-// (Park: the destination closed, its queue long, the record's class over
-// its share), a slot of the destination for a record that waits (Wait,
-// Free), and whether the records parked in the lane may be read back
-// (ReadBack). *Budget is the one the processor uses.
+// and one destination's lane: whether the record's class may have one
+// more record admitted (Admit; the lane's own reasons to park a record
+// at once are Lane.WhyPark), a slot of the destination for a record that
+// waits (Wait, Free), and whether the records parked in the lane may be
+// read back (ReadBack). *Budget is the one the processor uses.
 type Admitter interface {
-	// Park says why a record of class c read now is parked in ln's lane
-	// at once (ErrPaused, ln's breaker refusing, ErrQueueFull,
-	// ErrClassShare), nil when it may wait for a slot. A record not
-	// admitted yet is admitted (once) in c's share when it may wait;
-	// Park reports whether it is admitted now.
-	Park(ln *Lane, c providers.Priority, admitted bool) (bool, error)
+	// Admit admits a held record of class c if c has room for it in its
+	// share (always with one class); false: ErrClassShare parks it.
+	Admit(c providers.Priority) bool
 	// Wait waits for a slot of ln: nil holds one (give it back with
 	// Free); ErrNoRoom when the record is not patient (it was not parked
 	// before) and waited ParkAfter; ctx's error when ctx ended first.
@@ -173,19 +170,6 @@ func (ln *Lane) wait(ctx context.Context, patient bool) error {
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// Park implements Admitter: the lane's reasons first, then c's share.
-func (b *Budget) Park(ln *Lane, c providers.Priority, admitted bool) (bool, error) {
-	if why := ln.WhyPark(); why != nil {
-		return admitted, why
-	}
-	if !admitted {
-		if !b.Admit(c) {
-			return false, ErrClassShare
-		}
-	}
-	return true, nil
 }
 
 // Wait implements Admitter.

@@ -20,8 +20,9 @@ func testLane(slots int, refusing func() bool) *Lane {
 }
 
 // TestParkReasons: the reasons a record is parked before any call, in
-// their order (paused, the breaker, the queue, the class's share), and
-// that a record is admitted once, only when it may wait.
+// their order (paused, the breaker, the queue: Lane.WhyPark, the plan's
+// view of the destination), then the class's share (Admitter.Admit, the
+// admission chain's first stage).
 func TestParkReasons(t *testing.T) {
 	refusing := false
 	ln := testLane(1, func() bool { return refusing })
@@ -30,24 +31,24 @@ func TestParkReasons(t *testing.T) {
 
 	ln.SetPaused(true)
 	refusing = true
-	if _, why := adm.Park(ln, providers.PriorityNormal, false); !errors.Is(why, ErrPaused) {
-		t.Fatalf("paused and refusing: Park = %v, want ErrPaused first", why)
+	if why := ln.WhyPark(); !errors.Is(why, ErrPaused) {
+		t.Fatalf("paused and refusing: WhyPark = %v, want ErrPaused first", why)
 	}
 	ln.SetPaused(false)
-	if admitted, why := adm.Park(ln, providers.PriorityNormal, false); !errors.Is(why, errRefused) || admitted {
-		t.Fatalf("refusing: Park = %v %v, want the breaker's error, not admitted", admitted, why)
+	if why := ln.WhyPark(); !errors.Is(why, errRefused) {
+		t.Fatalf("refusing: WhyPark = %v, want the breaker's error", why)
 	}
 	if !ln.Closed() || ln.Room() || adm.ReadBack(ln) {
 		t.Fatal("a refusing destination is open or has room")
 	}
 	refusing = false
 	ln.waitN.Store(ln.queueLimit) // as many wait as the queue takes
-	if _, why := adm.Park(ln, providers.PriorityNormal, false); !errors.Is(why, ErrQueueFull) {
-		t.Fatalf("queue at its limit (%d): Park = %v, want ErrQueueFull", ln.queueLimit, why)
+	if why := ln.WhyPark(); !errors.Is(why, ErrQueueFull) {
+		t.Fatalf("queue at its limit (%d): WhyPark = %v, want ErrQueueFull", ln.queueLimit, why)
 	}
 	ln.waitN.Store(0)
-	if admitted, why := adm.Park(ln, providers.PriorityNormal, false); why != nil || !admitted {
-		t.Fatalf("open lane: Park = %v %v, want admitted", admitted, why)
+	if why := ln.WhyPark(); why != nil || !adm.Admit(providers.PriorityNormal) {
+		t.Fatalf("open lane: WhyPark = %v, want nil and the record admitted", why)
 	}
 
 	// Several classes: low over its share while critical holds the rest.
@@ -55,14 +56,11 @@ func TestParkReasons(t *testing.T) {
 	admitN(t, bc, providers.PriorityCritical, 80)
 	for range 30 {
 		bc.Hold(providers.PriorityLow, 10)
-		if ok, why := bc.Park(ln, providers.PriorityLow, false); why != nil {
-			if !errors.Is(why, ErrClassShare) || ok {
-				t.Fatalf("Park = %v %v, want ErrClassShare, not admitted", ok, why)
-			}
+		if !bc.Admit(providers.PriorityLow) {
 			return
 		}
 	}
-	t.Fatal("low was never parked for its class's share beside 80 critical records")
+	t.Fatal("low was never refused its class's share beside 80 critical records")
 }
 
 // TestQueueLimit: max(4 × slots, 256, MaxPending/4).

@@ -4,52 +4,43 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/offsets"
-	"github.com/hookline/hookline/processor/internal/restore"
+	"github.com/hookline/hookline/processor/internal/standby"
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
 
-// The ownership of partitions is the transaction loop's txnloop.Offsets.
-var _ txnloop.Offsets[*result] = (*ownership)(nil)
+// The ownership of partitions is the transaction loop's txnloop.Offsets
+// and its partitions' partitionHost.
+var (
+	_ txnloop.Offsets[*result] = (*ownership)(nil)
+	_ partitionHost            = (*ownership)(nil)
+)
 
-// ownership tracks the raw partitions this instance owns and whether each
-// has been restored. A newly assigned partition is paused in the
-// transactional session (which never fetches: the reader does), restored
-// from the changelog in its own goroutine, and only then handed to the
-// reader, with its lanes, at the committed offsets; a revoked or lost
-// partition's restore is cancelled and the reader stops reading it. A
-// partition that comes back is restored again from its checkpoint.
+// ownership is the raw partitions this session owns (partition, one each)
+// and the group's callbacks. A newly assigned partition is paused in the
+// transactional session (which never fetches: the reader does) and
+// started: it restores itself and asks to resume (resume), and is then
+// handed to the reader, with its lanes, at the committed offsets; a
+// revoked or lost partition is ended (its restore, its calls) and the
+// reader stops reading it. A partition that comes back is a new one,
+// restored again from its checkpoint.
 type ownership struct {
 	p *setup
 	// standby keeps standby partitions warm; nil without standbys.
-	standby *standbys
-	// hanging completes hanging transactions after an assignment, then
-	// closes its channel (Processor.completeHanging).
-	hanging func(context.Context, *kgo.Client, chan struct{})
-	// ready starts reading a restored partition at its windows
-	// (reader.add); gone forgets partitions that went away (the reader
-	// stops reading them, the session drops their work). Called without
-	// mu held but for ready.
-	ready func(part int32, wins map[string]*offsets.Window)
-	gone  func(parts map[int32]bool)
+	standby *standby.Set
+	// hanging completes hanging transactions after an assignment.
+	hanging hangingGate
+	// user is told of partitions ready and gone.
+	user partitionUser
 
 	mu    sync.Mutex
-	parts map[int32]*owned
-	// fresh holds partitions restored but not yet seen in a committed batch,
-	// with the time each was assigned, for the "first record processed since
-	// restore" log line: how long a takeover kept the partition waiting.
-	fresh map[int32]time.Time
+	parts map[int32]*partition
 	// doom is closed when partitions are revoked or lost, then replaced: a
 	// transaction holding the channel it took at its start knows its batch
 	// can no longer commit.
@@ -59,30 +50,28 @@ type ownership struct {
 	clean chan struct{}
 }
 
-// owned is one partition while this session owns it.
-type owned struct {
-	ready bool
-	// at is when the partition was assigned.
-	at time.Time
-	// ctx ends when the partition goes away or the session stops: it
-	// cancels the restore and every call of the partition's records.
-	ctx    context.Context
-	cancel context.CancelFunc
-	done   chan struct{} // the restore goroutine ended
-	// wins are the partition's windows, of webhooks.raw and of each lane
-	// topic (its partition of the same number), set when ready.
-	wins map[string]*offsets.Window
-	// holds are the entities with holds in the store, set once restored
-	// (ordering.go, heldKeys); nil: not known, every record reads them.
-	holds *heldKeys
+// hangingGate is what ownership asks before partitions resume after an
+// assignment: complete the hanging transactions of this processor, then
+// close clean (hangingCheck.completeHanging).
+type hangingGate interface {
+	completeHanging(ctx context.Context, cl *kgo.Client, clean chan struct{})
 }
 
-func newOwnership(p *setup, standby *standbys, hanging func(context.Context, *kgo.Client, chan struct{}),
-	ready func(int32, map[string]*offsets.Window), gone func(map[int32]bool)) *ownership {
+// partitionUser is what ownership tells its session of its partitions.
+type partitionUser interface {
+	// partitionReady: a restored partition is to be read from its
+	// windows' committed offsets. Called with ownership.mu held.
+	partitionReady(part int32, wins map[string]*offsets.Window)
+	// partitionsGone: partitions went away; stop reading them and drop
+	// their work. Called without ownership.mu held.
+	partitionsGone(parts map[int32]bool)
+}
+
+func newOwnership(p *setup, sb *standby.Set, hanging hangingGate, user partitionUser) *ownership {
 	clean := make(chan struct{})
 	close(clean)
-	return &ownership{p: p, standby: standby, hanging: hanging, ready: ready, gone: gone,
-		parts: map[int32]*owned{}, fresh: map[int32]time.Time{}, doom: make(chan struct{}), clean: clean}
+	return &ownership{p: p, standby: sb, hanging: hanging, user: user,
+		parts: map[int32]*partition{}, doom: make(chan struct{}), clean: clean}
 }
 
 // assigned runs in the group goroutine before fetching starts for the new
@@ -93,7 +82,7 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 		return
 	}
 	cl.PauseFetchPartitions(map[string][]int32{o.p.cfg.Names.Raw: parts})
-	o.p.m.rebalances.WithLabelValues("assigned").Add(float64(len(parts)))
+	o.p.mParts.rebalances.WithLabelValues("assigned").Add(float64(len(parts)))
 	at := time.Now()
 	o.p.cfg.Logger.Info("partitions assigned: restoring before processing", "topic", o.p.cfg.Names.Raw, "partitions", parts)
 	o.mu.Lock()
@@ -103,86 +92,36 @@ func (o *ownership) assigned(ctx context.Context, cl *kgo.Client, assigned map[s
 	// completed would be merged with it by the broker. Check first.
 	clean := make(chan struct{})
 	o.clean = clean
-	go o.hanging(ctx, cl, clean)
+	go o.hanging.completeHanging(ctx, cl, clean)
 	for _, part := range parts {
 		if old, ok := o.parts[part]; ok {
 			old.cancel()
 		}
-		rctx, cancel := context.WithCancel(ctx)
-		ow := &owned{at: at, ctx: rctx, cancel: cancel, done: make(chan struct{})}
-		o.parts[part] = ow
-		go o.restore(rctx, cl, part, ow)
+		o.parts[part] = startPartition(ctx, o.p, o.standby, part, at, cl, o)
 	}
 	o.updateHealth()
 }
 
-// restore rebuilds one partition's state and resumes it, retrying with
-// backoff until it succeeds or the partition is taken away.
-func (o *ownership) restore(ctx context.Context, cl *kgo.Client, part int32, ow *owned) {
-	defer close(ow.done)
-	log := o.p.cfg.Logger.With("partition", part)
-	if o.standby != nil {
-		// A standby catch-up of this partition in progress ends first: one
-		// writer per partition of the store.
-		o.standby.claim(part)
-	}
-	restored := retrying(ctx, log, "restore failed", slowBackoff, func() error {
-		stats, err := restore.Partition(ctx, o.p.restoreConfig(), o.p.cfg.Store, part)
-		if err == nil {
-			o.p.m.restoreSeconds.Observe(stats.Duration.Seconds())
-			o.p.m.restoreRecords.Add(float64(stats.Records))
-			log.Info("partition restored", "from", stats.From, "to", stats.To, "records", stats.Records,
-				"applied", stats.Applied, "expired", stats.Expired, "skipped", stats.Skipped, "rebuilt", stats.Rebuilt,
-				"bulk", stats.Bulk, "took", stats.Duration.String(),
-				"records_per_second", int64(stats.RecordsPerSecond()), "mb_per_second", fmt.Sprintf("%.1f", stats.MBPerSecond()))
-		}
-		return err
-	})
-	if !restored {
-		log.Info("restore cancelled: partition no longer ours")
-		return
-	}
-	// The set is the partition's before the scan fills it: an Apply
-	// meanwhile (a transaction of an earlier owner in this session) adds
-	// to it (heldKeys).
-	holds := o.p.newHeldKeys()
-	o.mu.Lock()
-	if o.parts[part] == ow {
-		ow.holds = holds
-	}
-	o.mu.Unlock()
-	o.p.scanHeldKeys(part, holds, log)
-	o.mu.Lock()
-	clean := o.clean
-	o.mu.Unlock()
-	select {
-	case <-ctx.Done():
-		return
-	case <-clean:
-	}
-	var wins map[string]*offsets.Window
-	if !retrying(ctx, log, "reading the committed offsets failed", offsetsBackoff, func() (err error) {
-		wins, err = o.committedWindows(ctx, cl, part)
-		return err
-	}) {
-		return
-	}
+// hangingChecked is closed once the check of the latest assignment left
+// nothing open (partitionHost).
+func (o *ownership) hangingChecked() <-chan struct{} {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.parts[part] != ow || ctx.Err() != nil {
-		return // revoked meanwhile
+	return o.clean
+}
+
+// resume hands a restored partition to the session, unless it is no
+// longer the one owned (partitionHost).
+func (o *ownership) resume(pt *partition, wins map[string]*offsets.Window) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.parts[pt.num] != pt || pt.gone() {
+		return false
 	}
-	ow.wins = wins
-	ow.ready = true
-	for topic, win := range wins {
-		if _, meta := win.Sent(); meta != "" {
-			log.Info("offsets finished above the committed offset are skipped", "topic", topic, "committed", win.Base(), "metadata", meta)
-		}
-	}
-	o.ready(part, wins)
-	o.fresh[part] = ow.at
-	o.p.m.resumeSeconds.Observe(time.Since(ow.at).Seconds())
+	pt.resumed(wins)
+	o.user.partitionReady(pt.num, wins)
 	o.updateHealth()
+	return true
 }
 
 func (o *ownership) revoked(_ context.Context, _ *kgo.Client, revoked map[string][]int32) {
@@ -203,30 +142,29 @@ func (o *ownership) release(kind string, m map[string][]int32) {
 	if len(parts) == 0 {
 		return
 	}
-	o.p.m.rebalances.WithLabelValues(kind).Add(float64(len(parts)))
+	o.p.mParts.rebalances.WithLabelValues(kind).Add(float64(len(parts)))
 	o.p.cfg.Logger.Info("partitions "+kind, "topic", o.p.cfg.Names.Raw, "partitions", parts)
-	var wait []chan struct{}
+	var ended []*partition
 	gone := map[int32]bool{}
 	o.mu.Lock()
 	close(o.doom)
 	o.doom = make(chan struct{})
 	for _, part := range parts {
-		if ow, ok := o.parts[part]; ok {
-			ow.cancel()
-			wait = append(wait, ow.done)
+		if pt, ok := o.parts[part]; ok {
+			pt.cancel()
+			ended = append(ended, pt)
 			delete(o.parts, part)
-			delete(o.fresh, part)
 			gone[part] = true
 		}
 	}
 	o.updateHealth()
 	o.mu.Unlock()
-	o.gone(gone)
-	for _, d := range wait {
-		<-d
+	o.user.partitionsGone(gone)
+	for _, pt := range ended {
+		pt.end()
 	}
 	if o.standby != nil {
-		o.standby.release(gone)
+		o.standby.Release(gone)
 	}
 }
 
@@ -237,34 +175,31 @@ func (o *ownership) Doomed() <-chan struct{} {
 	return o.doom
 }
 
-// heldKeysOf is the set of entities with holds of the partition's current
-// owner (ordering.go); nil when not owned or not known.
-func (o *ownership) heldKeysOf(part int32) *heldKeys {
+// owner is partition part as now owned; nil when not owned (its methods
+// take a nil partition as one not ready, with no hold set).
+func (o *ownership) owner(part int32) *partition {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if ow, ok := o.parts[part]; ok {
-		return ow.holds
-	}
-	return nil
+	return o.parts[part]
 }
 
-// stopAll cancels every restore and call (shutdown, or the session
-// replaced) and forgets every partition.
+// stopAll ends every partition (shutdown, or the session replaced) and
+// forgets it.
 func (o *ownership) stopAll() {
 	o.mu.Lock()
-	var wait []chan struct{}
-	for part, ow := range o.parts {
-		ow.cancel()
-		wait = append(wait, ow.done)
+	var ended []*partition
+	for part, pt := range o.parts {
+		pt.cancel()
+		ended = append(ended, pt)
 		delete(o.parts, part)
 	}
 	o.updateHealth()
 	o.mu.Unlock()
-	for _, d := range wait {
-		<-d
+	for _, pt := range ended {
+		pt.end()
 	}
 	if o.standby != nil {
-		o.standby.releaseAll()
+		o.standby.ReleaseAll()
 	}
 }
 
@@ -273,90 +208,9 @@ func (o *ownership) stopAll() {
 func (o *ownership) cancelWork() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, ow := range o.parts {
-		ow.cancel()
+	for _, pt := range o.parts {
+		pt.cancel()
 	}
-}
-
-// backoff is how long retrying waits after each failure: from first,
-// doubling, up to most.
-type backoff struct{ first, most time.Duration }
-
-var (
-	// slowBackoff is for work whose failure says something is wrong
-	// (a restore, the control topic).
-	slowBackoff = backoff{time.Second, 30 * time.Second}
-	// offsetsBackoff is for the committed-offset read after an
-	// assignment, which fails for as long as a transaction of the
-	// previous owner still holds an offset commit for the partition
-	// (UNSTABLE_OFFSET_COMMIT): usually milliseconds (its markers being
-	// written), and every moment waited past its end is a moment the
-	// partition stands still.
-	offsetsBackoff = backoff{50 * time.Millisecond, time.Second}
-)
-
-// retrying runs fn until it succeeds (true) or ctx ends (false), logging
-// each failure and backing off as b says.
-func retrying(ctx context.Context, log *slog.Logger, what string, b backoff, fn func() error) bool {
-	for backoff := b.first; ; backoff = min(2*backoff, b.most) {
-		err := fn()
-		if err == nil {
-			return true
-		}
-		if ctx.Err() != nil {
-			return false
-		}
-		log.Error(what+"; retrying", "err", err, "backoff", backoff.String())
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(backoff):
-		}
-	}
-}
-
-// committedWindows reads the committed offsets and metadata of the
-// partition in webhooks.raw and in every lane topic (require_stable: after
-// any transaction still writing them) and starts a window at each; a
-// partition never committed starts at its log start, as the session does.
-//
-// Only this partition is asked for. The broker answers
-// UNSTABLE_OFFSET_COMMIT per partition asked, and this processor's own
-// transactions keep offset commits pending on the partitions it already
-// owns, many times a second under load; kadm's FetchOffsetsForTopics asks
-// for every partition of the group and fails on any one's error, so a
-// takeover kept failing on the new owner's own commits (issue 20:
-// 1+2+4+8+16 s without resuming).
-func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part int32) (map[string]*offsets.Window, error) {
-	adm := kadm.NewClient(cl)
-	all := append([]string{o.p.cfg.Names.Raw}, o.p.laneTopics()...)
-	committed, err := fetchCommitted(ctx, cl, o.p.cfg.Names.Group(topics.GroupProcessor), all, part)
-	if err != nil {
-		return nil, fmt.Errorf("fetch committed offsets: %w", err)
-	}
-	wins := map[string]*offsets.Window{}
-	var starts kadm.ListedOffsets
-	for _, t := range all {
-		c, ok := committed[t]
-		switch {
-		case ok && c.ErrorCode != 0:
-			return nil, fmt.Errorf("committed offset of %s[%d]: %w", t, part, kerr.ErrorForCode(c.ErrorCode))
-		case ok && c.Offset >= 0:
-			wins[t] = offsets.New(c.Offset, deref(c.Metadata))
-			continue
-		}
-		if starts == nil {
-			if starts, err = adm.ListStartOffsets(ctx, all...); err != nil {
-				return nil, fmt.Errorf("list start offsets: %w", err)
-			}
-		}
-		so, ok := starts.Lookup(t, part)
-		if !ok || so.Err != nil {
-			return nil, fmt.Errorf("start offset of %s[%d]: %v", t, part, so.Err)
-		}
-		wins[t] = offsets.New(so.Offset, "")
-	}
-	return wins, nil
 }
 
 // accept takes a polled record into its window and returns the partition,
@@ -364,14 +218,14 @@ func (o *ownership) committedWindows(ctx context.Context, cl *kgo.Client, part i
 // this owner took the partition (committed metadata), or of a partition no
 // longer owned (fetched before the reader stopped reading it: its next
 // owner reads it from the committed offset).
-func (o *ownership) accept(r *kgo.Record) *owned {
+func (o *ownership) accept(r *kgo.Record) *partition {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	ow, ok := o.parts[r.Partition]
-	if !ok || !ow.ready || ow.wins[r.Topic] == nil || !ow.wins[r.Topic].Accept(r.Offset) {
+	pt, ok := o.parts[r.Partition]
+	if !ok || !pt.accept(r.Topic, r.Offset) {
 		return nil
 	}
-	return ow
+	return pt
 }
 
 // restored lists the partitions owned and restored (read by the reader),
@@ -380,20 +234,12 @@ func (o *ownership) restored() []int32 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var out []int32
-	for part, ow := range o.parts {
-		if ow.ready {
+	for part, pt := range o.parts {
+		if pt.isReady() {
 			out = append(out, part)
 		}
 	}
 	return out
-}
-
-// has reports whether the partition is owned and restored.
-func (o *ownership) has(part int32) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	ow, ok := o.parts[part]
-	return ok && ow.ready
 }
 
 // span is the offsets held above the committed offsets, all partitions.
@@ -401,10 +247,8 @@ func (o *ownership) span() int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	var n int64
-	for _, ow := range o.parts {
-		for _, w := range ow.wins {
-			n += w.Span()
-		}
+	for _, pt := range o.parts {
+		n += pt.span()
 	}
 	return n
 }
@@ -417,12 +261,10 @@ func (o *ownership) Begin(batch []*result, drop func(*result)) []*result {
 	defer o.mu.Unlock()
 	kept := batch[:0]
 	for _, res := range batch {
-		w := res.ow.wins[res.r.Topic]
-		if o.parts[res.r.Partition] != res.ow || w == nil {
+		if o.parts[res.r.Partition] != res.ow || !res.ow.mark(res.r.Topic, res.r.Offset, offsets.InTxn) {
 			drop(res)
 			continue
 		}
-		w.Mark([]int64{res.r.Offset}, offsets.InTxn)
 		kept = append(kept, res)
 	}
 	return kept
@@ -434,13 +276,8 @@ func (o *ownership) Points() map[txnloop.TopicPart]txnloop.Point {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	pts := map[txnloop.TopicPart]txnloop.Point{}
-	for part, ow := range o.parts {
-		for topic, w := range ow.wins {
-			off, meta := w.CommitPoint()
-			if sent, sentMeta := w.Sent(); off != sent || meta != sentMeta {
-				pts[txnloop.TopicPart{Topic: topic, Part: part}] = txnloop.Point{Offset: off, Meta: meta}
-			}
-		}
+	for _, pt := range o.parts {
+		pt.points(pts)
 	}
 	return pts
 }
@@ -451,46 +288,37 @@ func (o *ownership) Aborted(batch []*result) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for _, res := range batch {
-		if w := res.ow.wins[res.r.Topic]; o.parts[res.r.Partition] == res.ow && w != nil {
-			w.Mark([]int64{res.r.Offset}, offsets.Running)
+		if o.parts[res.r.Partition] == res.ow {
+			res.ow.mark(res.r.Topic, res.r.Offset, offsets.Running)
 		}
 	}
 }
 
-// Committed moves the windows past a committed transaction and logs, once
-// per assignment, the first record committed since a partition's restore:
-// with "partition restored", this is how an operator (and a test) sees that
-// restore came first.
+// Committed moves every partition's windows past a committed transaction
+// (partition.committed).
 func (o *ownership) Committed(batch []*result, points map[txnloop.TopicPart]txnloop.Point) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	byPart := map[txnloop.TopicPart][]int64{}
+	byPart := map[int32]map[string][]int64{}
+	first := map[int32]int64{}
 	for _, res := range batch {
-		tp := txnloop.TopicPart{Topic: res.r.Topic, Part: res.r.Partition}
-		byPart[tp] = append(byPart[tp], res.r.Offset)
-		if at, ok := o.fresh[res.r.Partition]; ok {
-			delete(o.fresh, res.r.Partition)
-			o.p.cfg.Logger.Info("first record processed since restore", "partition", res.r.Partition, "offset", res.r.Offset,
-				"since_assigned", time.Since(at).Round(time.Millisecond).String())
+		part := res.r.Partition
+		if byPart[part] == nil {
+			byPart[part] = map[string][]int64{}
+			first[part] = res.r.Offset
 		}
+		byPart[part][res.r.Topic] = append(byPart[part][res.r.Topic], res.r.Offset)
 	}
-	for part, ow := range o.parts {
-		for topic, w := range ow.wins {
-			tp := txnloop.TopicPart{Topic: topic, Part: part}
-			pt, ok := points[tp]
-			if !ok {
-				pt.Offset, pt.Meta = w.Sent()
-			}
-			w.Committed(byPart[tp], pt.Offset, pt.Meta)
-		}
+	for part, pt := range o.parts {
+		pt.committed(byPart[part], first[part], points)
 	}
 }
 
 // updateHealth sets the "restore" readiness check; o.mu is held.
 func (o *ownership) updateHealth() {
 	var pending []int
-	for part, ow := range o.parts {
-		if !ow.ready {
+	for part, pt := range o.parts {
+		if !pt.isReady() {
 			pending = append(pending, int(part))
 		}
 	}
@@ -500,50 +328,4 @@ func (o *ownership) updateHealth() {
 	}
 	sort.Ints(pending)
 	o.p.cfg.Health.Set("restore", errors.New(fmt.Sprint("restoring partitions ", pending)))
-}
-
-// fetchCommitted asks group's coordinator, require_stable, for the
-// committed offset of partition part of each topic, and only those:
-// the answers by topic. A partition never committed answers offset -1.
-func fetchCommitted(ctx context.Context, cl *kgo.Client, group string, topicNames []string, part int32) (map[string]kmsg.OffsetFetchResponseTopicPartition, error) {
-	req := kmsg.NewPtrOffsetFetchRequest()
-	req.Group, req.RequireStable = group, true
-	for _, t := range topicNames {
-		rt := kmsg.NewOffsetFetchRequestTopic()
-		rt.Topic, rt.Partitions = t, []int32{part}
-		req.Topics = append(req.Topics, rt)
-	}
-	resp, err := req.RequestWith(ctx, cl)
-	if err != nil {
-		return nil, err
-	}
-	if err := kerr.ErrorForCode(resp.ErrorCode); err != nil {
-		return nil, err
-	}
-	out := map[string]kmsg.OffsetFetchResponseTopicPartition{}
-	for _, g := range resp.Groups { // v8+: franz-go answers in both forms; Groups keeps the group's error
-		if err := kerr.ErrorForCode(g.ErrorCode); err != nil {
-			return nil, err
-		}
-		for _, t := range g.Topics {
-			for _, p := range t.Partitions {
-				out[t.Topic] = kmsg.OffsetFetchResponseTopicPartition{Partition: p.Partition, Offset: p.Offset, Metadata: p.Metadata, ErrorCode: p.ErrorCode}
-			}
-		}
-	}
-	for _, t := range resp.Topics {
-		for _, p := range t.Partitions {
-			if _, ok := out[t.Topic]; !ok {
-				out[t.Topic] = p
-			}
-		}
-	}
-	return out, nil
-}
-
-func deref(s *string) string {
-	if s == nil {
-		return ""
-	}
-	return *s
 }

@@ -5,12 +5,31 @@ import (
 	"sort"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
+
+// breakerWatch is a route whose destination has a circuit breaker.
+type breakerWatch struct {
+	provider, route string
+	open            func() bool
+}
+
+// breakerWatches lists the routes whose destination has a circuit
+// breaker, by provider and route.
+func (p *setup) breakerWatches() []breakerWatch {
+	var ws []breakerWatch
+	for _, t := range p.routes.byLane {
+		if b, ok := t.lane.h.(deliver.Breaker); ok {
+			ws = append(ws, breakerWatch{t.provider, t.route, b.BreakerOpen})
+		}
+	}
+	sort.Slice(ws, func(i, j int) bool {
+		return ws[i].provider < ws[j].provider || ws[i].provider == ws[j].provider && ws[i].route < ws[j].route
+	})
+	return ws
+}
 
 // breakerPoll is how often the breakers are looked at for a change.
 const breakerPoll = time.Second
@@ -18,35 +37,17 @@ const breakerPoll = time.Second
 // publishBreakers reports each route's destination's circuit breaker on
 // the control topic (control.Breaker, key breaker:<provider>:<instance>
 // for the route default, breaker:<provider>/<route>:<instance> for
-// another) until ctx ends: every destination closed at the start (which
-// also clears what an earlier run of this instance left), then each
+// another) with cl until ctx ends: every destination closed at the start
+// (which also clears what an earlier run of this instance left), then each
 // change seen within breakerPoll, and an open breaker again every
 // control.BreakerRefresh. `dlq serve` re-drives a route's DLQ entries only
 // while none is open. A report that cannot be written is logged and tried
 // again at the next poll; nothing else waits for it.
-func (p *Processor) publishBreakers(ctx context.Context) {
-	type watched struct {
-		provider, route string
-		open            func() bool
-	}
-	var ws []watched
-	for _, t := range p.routes.byLane {
-		if b, ok := t.lane.h.(deliver.Breaker); ok {
-			ws = append(ws, watched{t.provider, t.route, b.BreakerOpen})
-		}
-	}
-	if len(ws) == 0 || p.cfg.InstanceID == "" || p.cfg.NewClient == nil {
+func (p *setup) publishBreakers(ctx context.Context, cl reportWriter) {
+	ws := p.breakerWatches()
+	if len(ws) == 0 || cl == nil {
 		return
 	}
-	sort.Slice(ws, func(i, j int) bool {
-		return ws[i].provider < ws[j].provider || ws[i].provider == ws[j].provider && ws[i].route < ws[j].route
-	})
-	cl, err := p.cfg.NewClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
-	if err != nil {
-		p.cfg.Logger.Warn("breaker reports: no client; dlq serve will not see breaker changes", "err", err)
-		return
-	}
-	defer cl.Close()
 	sent := make([]*control.Breaker, len(ws)) // the last report written per route
 	t := time.NewTicker(breakerPoll)
 	defer t.Stop()

@@ -72,7 +72,7 @@ func (s *session) Apply(batch []*result, checkpoint map[int32]int64) error {
 	}
 	for _, res := range batch {
 		if res.holdChange != nil {
-			s.own.heldKeysOf(res.holdChange.Partition).set(res.holdChange.Key, res.holdChange.Value)
+			s.own.owner(res.holdChange.Partition).heldKeys().set(res.holdChange.Key, res.holdChange.Value)
 		}
 	}
 	return nil
@@ -101,12 +101,12 @@ func (s *session) Committed(batch []*result) {
 	s.mu.Unlock()
 	for _, res := range batch {
 		for _, st := range res.stats {
-			p.m.records.WithLabelValues(st.provider, st.route, st.status).Inc()
+			p.mOutcomes.records.WithLabelValues(st.provider, st.route, st.status).Inc()
 			switch st.status {
 			case outcome.StatusDuplicate:
-				p.m.duplicates.WithLabelValues(st.origin).Inc()
+				p.mOutcomes.duplicates.WithLabelValues(st.origin).Inc()
 			case outcome.StatusDone:
-				p.m.succeeded.WithLabelValues(st.provider, st.route, succeededAttempt(res.r, st.origin, p.cfg.Schedule.Len()+1)).Inc()
+				p.mOutcomes.succeeded.WithLabelValues(st.provider, st.route, succeededAttempt(res.r, st.origin, p.cfg.Schedule.Len()+1)).Inc()
 			}
 		}
 	}

@@ -11,7 +11,10 @@
 //     it whenever finished work is waiting.
 //   - A chain runs the records of one ordering key (by default the
 //     idempotency key) one at a time in offset order, each decision seeing
-//     the state the previous one left, committed or not.
+//     the state the previous one left, committed or not. A record's path
+//     (session.run) is admit, plan (decide.MakePlan), execute (each call
+//     through the admission chain, calls.go), settle (decide.Settle), and
+//     the records its effects write.
 //   - A record to deliver waits for a slot in its destination's lane: each
 //     destination has its own in-flight bound, so a slow one fills only its
 //     own slots (package admission: slots, queue limits, park reasons).
@@ -24,146 +27,54 @@
 // Badger learns the new states only after their transaction committed, with
 // the changelog offsets they reached.
 //
-// No type here holds a pointer to one that points back: the session holds
-// its ownership and its reader, which hold the processor's setup and funcs
-// for what they ask of the session; the transaction loop is the session
-// goroutine's, over the session (txnloop.Results) and the ownership
-// (txnloop.Offsets).
+// The session holds its ownership and its reader, which hold the
+// processor's setup and, for what they ask of the session, the session as
+// the small interface each defines (recordSink, partitionUser); the
+// ownership holds a partition per raw partition owned (partition.go),
+// which asks its ownership through partitionHost. The transaction loop is
+// the session goroutine's, over the session (txnloop.Results) and the
+// ownership (txnloop.Offsets).
 //
 // Lock order, where two are held: reader.mu, then ownership.mu, then
 // session.mu, then a record's token (recordToken.mu) or admission's
-// Budget.mu, which take no other. A partition's heldKeys.mu (ordering.go)
-// takes no other and is taken alone. The standbys' lock, Processor.hangMu
-// and the transaction loop's (txnloop) are taken alone; a lane's counters
-// are atomics.
+// Budget.mu, which take no other. A partition's mu (partition.mu) is taken
+// alone or under ownership.mu and takes no other; its heldKeys.mu
+// (partition.go) takes no other and is taken alone. The standbys' lock,
+// hangingCheck.mu and the transaction loop's (txnloop) are taken alone; a
+// lane's counters are atomics.
 package consume
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sort"
-	"sync"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/hookline/hookline/pkg/headers"
-	"github.com/hookline/hookline/pkg/obs"
-	"github.com/hookline/hookline/pkg/providers"
-	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
-	"github.com/hookline/hookline/processor/internal/decide"
-	"github.com/hookline/hookline/processor/internal/deliver"
-	"github.com/hookline/hookline/processor/internal/restore"
-	"github.com/hookline/hookline/processor/internal/state"
+	"github.com/hookline/hookline/processor/internal/standby"
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
 
-// Config is what the processor needs; every field is required unless noted.
-type Config struct {
-	Names     topics.Names
-	Schedule  retry.Schedule
-	Jitter    float64
-	Providers *providers.Registry
-	Router    *deliver.Router
-	Store     *state.Store
-	// RetryPolicies are the routes' own retry policies (retry.tiers
-	// in the providers file: Schedule restricted with Only), by
-	// route.Key(provider, route); a route not in it uses
-	// Schedule. Optional.
-	RetryPolicies map[string]retry.Schedule
-	// StandbyReplicas is how many standbys the group's balancer names per
-	// partition (HOOKLINE_STANDBY_REPLICAS): members that keep its state
-	// warm, so a new owner restores seconds of changelog, not all of it.
-	// 0: none, and franz-go's cooperative-sticky balancer.
-	StandbyReplicas int
-	// StandbyEvery is how often a standby partition is caught up with its
-	// changelog: at most this much of it is read again when the partition
-	// becomes this processor's. Optional: DefaultStandbyEvery.
-	StandbyEvery time.Duration
-	// MaxInflight is a destination's in-flight bound when its providers
-	// entry sets no destination.max_inflight (HOOKLINE_MAX_INFLIGHT).
-	MaxInflight int
-	// MaxPending bounds, process-wide, the records read and not yet
-	// committed or dropped (HOOKLINE_MAX_PENDING): reading stops while it is
-	// reached (twice it with several priority classes, which then compete
-	// for admission: package admission), and while the partitions' windows span
-	// admission.SpanPerRecord times as many offsets.
-	MaxPending int
-	// MaxPendingBytes bounds the body bytes of records read and not yet
-	// committed (HOOKLINE_MAX_PENDING_BYTES).
-	MaxPendingBytes int64
-	// MaxBatch bounds the finished destination calls not yet committed,
-	// process-wide: a crash repeats at most these and the calls in flight
-	// (HOOKLINE_BATCH_MAX_RECORDS).
-	MaxBatch int
-	// ShutdownGrace is how long a stop lets calls in flight finish before
-	// it cancels them (cancelled ones are read again by the next owner).
-	ShutdownGrace time.Duration
-	// MaxRecordBytes is the largest record the topics take (their
-	// max.message.bytes: topics.Env.MaxRecordBytes). Every record is made
-	// to fit it before it is produced (headers.Fit). Optional: the
-	// default body limit plus topics.HeaderRoom.
-	MaxRecordBytes int
-	// ChainKey names the chain a record runs in: records with one chain key
-	// run one at a time, in offset order. Optional: EntityChain.
-	ChainKey func(*kgo.Record) string
-	// HoldsEvery is how often the entities held in the partitions owned
-	// are counted, for the gauges and the control topic's held reports
-	// (held.go); only when some provider is ordered. Optional:
-	// DefaultHoldsEvery.
-	HoldsEvery time.Duration
-	// TransactionTimeout is how long the broker lets a transaction of
-	// this processor stay open before it aborts it
-	// (HOOKLINE_TRANSACTION_TIMEOUT): after a kill, the partitions it wrote
-	// are read by nobody (read_committed) until then. Optional: 1 minute.
-	TransactionTimeout time.Duration
-	// SessionOpts build the transactional session: connection options plus
-	// anything a test adds. The loop adds group, topic, transactional id and
-	// callbacks.
-	SessionOpts []kgo.Opt
-	// NewClient builds plain clients (restore readers) with the same
-	// connection options.
-	NewClient func(opts ...kgo.Opt) (*kgo.Client, error)
-	// TransactionalID must be unique per running instance and stable
-	// across its restarts, so a restarted instance fences its zombie.
-	TransactionalID string
-	// InstanceID names the instance in errors (HOOKLINE_INSTANCE_ID).
-	InstanceID string
-	Logger     *slog.Logger
-	Registry   prometheus.Registerer
-	Health     *obs.Health
-	Now        func() time.Time
-}
-
-// setup is the processor as New built it: its configuration, metrics and
-// routes. Nothing changes it after New; every session, and the ownership
-// and reader of each, reads it and holds nothing else of the Processor.
-type setup struct {
-	cfg    Config
-	m      *metrics
-	routes routing
-	// laneNames are the lanes' topics, sorted.
-	laneNames []string
-}
+// DefaultStandbyEvery is Config.StandbyEvery's default.
+const DefaultStandbyEvery = standby.DefaultEvery
 
 // Processor runs sessions until stopped.
 type Processor struct {
 	*setup
-	// hangMu serializes hanging transaction checks (after an assignment
-	// and periodic), so no marker is written twice.
-	hangMu sync.Mutex
+	// hanging checks for hanging transactions (after an assignment and
+	// periodic).
+	hanging *hangingCheck
 	// committed is set when the current session commits a transaction.
 	committed bool
 	// fenced holds when the recent sessions were fenced by another
 	// producer with our transactional id.
 	fenced []time.Time
 	// standby keeps standby partitions warm; nil without standbys.
-	standby *standbys
+	standby *standby.Set
 }
 
 // New validates cfg, builds a lane per destination and registers the
@@ -187,14 +98,22 @@ func New(cfg Config) (*Processor, error) {
 	if cfg.MaxInflight < 1 || cfg.MaxBatch < 1 || cfg.MaxPending < 1 || cfg.MaxPendingBytes < 1 || cfg.ShutdownGrace < 0 {
 		return nil, fmt.Errorf("consume: MaxInflight, MaxBatch, MaxPending and MaxPendingBytes must be positive")
 	}
-	p := &Processor{setup: &setup{cfg: cfg, m: newMetrics(cfg.Registry, cfg.Store)}}
-	p.routes = newRouting(cfg, p.m)
+	reg := cfg.Registry
+	p := &Processor{setup: &setup{cfg: cfg, mOutcomes: newOutcomeMetrics(reg), mTxn: newTxnMetrics(reg), mParts: newPartitionMetrics(reg),
+		mHolds: newHoldMetrics(reg), mHanging: newHangingMetrics(reg), mLanes: newLaneMetrics(reg), mLag: newLagMetrics(reg), mBudget: newBudgetMetrics(reg)}}
+	registerStoreKeys(reg, cfg.Store)
+	// Registered with or without standbys: the standby gauges read 0
+	// then, as they always did.
+	standbyM := standby.NewMetrics(reg)
+	p.hanging = &hangingCheck{p: p.setup}
+	p.routes = newRouting(cfg, p.mLanes)
 	for topic := range p.routes.byLane {
 		p.laneNames = append(p.laneNames, topic)
 	}
 	sort.Strings(p.laneNames)
 	if cfg.StandbyReplicas > 0 {
-		p.standby = newStandbys(p)
+		p.standby = standby.New(standby.Config{Topic: cfg.Names.Raw, Store: cfg.Store, Restore: p.restoreConfig(), Every: cfg.StandbyEvery,
+			Logger: cfg.Logger, Metrics: standbyM})
 	}
 	return p, nil
 }
@@ -219,9 +138,14 @@ func (p *Processor) Run(ctx context.Context) error {
 	cctx, stopControl := context.WithCancel(ctx)
 	defer stopControl()
 	go p.followControl(cctx, caughtUp)
-	go p.publishBreakers(cctx) // breakers.go: breaker reports for dlq serve's re-drive
+	// reports.go: one producer of the control topic's reports, when some
+	// destination has a breaker (breakers.go) or some route is ordered
+	// (held.go).
+	reports, closeReports := p.newReportWriter(len(p.breakerWatches()) > 0 || len(p.orderedRoutes()) > 0)
+	defer closeReports()
+	go p.publishBreakers(cctx, reports) // breakers.go: breaker reports for dlq serve's re-drive
 	if p.standby != nil {
-		go p.standby.run(cctx)
+		go p.standby.Run(cctx)
 	}
 	select {
 	case <-ctx.Done():
@@ -232,7 +156,7 @@ func (p *Processor) Run(ctx context.Context) error {
 	backoff := first
 	for {
 		p.committed = false
-		err := p.runSession(ctx)
+		err := p.runSession(ctx, reports)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -247,7 +171,7 @@ func (p *Processor) Run(ctx context.Context) error {
 		if p.committed { // it worked for a while: this is a new outage
 			backoff = first
 		}
-		p.m.sessions.Inc()
+		p.mTxn.sessions.Inc()
 		p.cfg.Logger.Warn("transactional session broken; starting a new one (work not committed is read again)", "err", err, "backoff", backoff.String())
 		select {
 		case <-ctx.Done():
@@ -279,8 +203,8 @@ func (p *Processor) fencedAgain(err error) error {
 }
 
 // runSession runs one transactional session until ctx is done or an error.
-func (p *Processor) runSession(ctx context.Context) error {
-	s, err := newSession(p)
+func (p *Processor) runSession(ctx context.Context, reports reportWriter) error {
+	s, err := newSession(p.setup, p.standby, p.hanging)
 	if err != nil {
 		return err
 	}
@@ -306,7 +230,7 @@ func (p *Processor) runSession(ctx context.Context) error {
 	if p.standby != nil {
 		// Ours first; cooperative-sticky while a member without standbys
 		// is in the group (a rolling change of the setting).
-		opts = append(opts, kgo.Balancers(p.standby.balancer(p.cfg.StandbyReplicas), kgo.CooperativeStickyBalancer()))
+		opts = append(opts, kgo.Balancers(p.standby.Balancer(p.cfg.StandbyReplicas), kgo.CooperativeStickyBalancer()))
 	}
 	tx, err := kgo.NewGroupTransactSession(opts...)
 	if err != nil {
@@ -320,9 +244,9 @@ func (p *Processor) runSession(ctx context.Context) error {
 		Wake:           s.ready,
 		Freed:          s.freed,
 		Logger:         p.cfg.Logger,
-		Transactions:   p.m.txns,
-		Seconds:        p.m.batchSeconds,
-		Records:        p.m.batchRecords,
+		Transactions:   p.mTxn.txns,
+		Seconds:        p.mTxn.batchSeconds,
+		Records:        p.mTxn.batchRecords,
 	}, tx, s, s.own)
 	lctx, stopLanes := context.WithCancel(ctx)
 	go s.reader.run(lctx)
@@ -336,11 +260,11 @@ func (p *Processor) runSession(ctx context.Context) error {
 	// The watchers end with the session, not only with ctx.
 	wctx, stopWatchers := context.WithCancel(ctx)
 	defer stopWatchers()
-	laneOf := map[string]*lane{}
+	laneOf := map[string][2]string{}
 	for topic, t := range p.routes.byLane {
-		laneOf[topic] = t.lane
+		laneOf[topic] = [2]string{t.lane.provider, t.lane.route}
 	}
-	go p.m.watchLag(wctx, tx.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Names.Raw, laneOf, p.cfg.Logger)
+	go p.mLag.watchLag(wctx, tx.Client(), p.cfg.Names.Group(topics.GroupProcessor), p.cfg.Names.Raw, laneOf, p.cfg.Logger)
 
 	// Take the transactional id now, not at the first produce: that fences
 	// a previous incarnation killed mid-transaction and aborts its open
@@ -350,42 +274,9 @@ func (p *Processor) runSession(ctx context.Context) error {
 	if _, _, err := tx.Client().ProducerID(ctx); err != nil {
 		return fmt.Errorf("%w: transactional id %s: %w", errSessionBroken, p.cfg.TransactionalID, err)
 	}
-	go p.watchHanging(wctx, tx.Client())
-	go p.watchHolds(wctx, s.own) // held.go: held entities' gauges and reports
+	go p.hanging.watch(wctx, tx.Client())
+	go p.watchHolds(wctx, s.own, reports) // held.go: held entities' gauges and reports
 	err = s.loop(ctx, l)
 	p.committed = l.Committed()
 	return err
-}
-
-// providerLabel bounds metric label values to configured providers.
-func (p *setup) providerLabel(name string) string {
-	if _, ok := p.cfg.Providers.Get(name); ok {
-		return name
-	}
-	return "unknown"
-}
-
-// restoreConfig is the restore configuration for this processor.
-func (p *setup) restoreConfig() restore.Config {
-	return restore.Config{
-		Topic:     p.cfg.Names.Changelog,
-		NewClient: p.cfg.NewClient,
-		Decode:    decide.StoredFromChangelog,
-		Now:       p.cfg.Now,
-		Logger:    p.cfg.Logger,
-	}
-}
-
-// EntityChain is the default chain key: the provider and the entity of an
-// ordered provider's record (hookline.entity), so that one entity's
-// records are decided and called one at a time in the order ingest
-// accepted them; else the record key (the idempotency key). A key keeps
-// its entity through retries, lanes and replays (the header travels with
-// the record), so its records stay in one chain. The "\x00" cannot occur
-// in a key (ingest refuses control characters) nor in a provider's name.
-func EntityChain(r *kgo.Record) string {
-	if e, ok := headers.Get(r, headers.Entity); ok && e != "" {
-		return headers.Value(r, headers.Provider) + "\x00" + e
-	}
-	return string(r.Key)
 }

@@ -16,7 +16,7 @@ import (
 // settings at start are applied: no session starts before, so a provider
 // paused before a restart is never called after it. The "control"
 // readiness check is false until then.
-func (p *Processor) followControl(ctx context.Context, caughtUp chan<- struct{}) {
+func (p *setup) followControl(ctx context.Context, caughtUp chan<- struct{}) {
 	p.cfg.Health.Set("control", errors.New("reading the operators' settings from "+p.cfg.Names.Control))
 	var done sync.Once
 	once := func() {
@@ -35,7 +35,7 @@ func (p *Processor) followControl(ctx context.Context, caughtUp chan<- struct{})
 // to every route of the provider, a route's to that route. A route is
 // paused while either its provider or itself is paused, and drained at its
 // own rate if it has one, else at its provider's.
-func (p *Processor) applyControl(s control.Setting) {
+func (p *setup) applyControl(s control.Setting) {
 	var lanes []*lane
 	for _, t := range p.routes.byLane {
 		if t.provider == s.Provider && (s.Route == "" || t.route == s.Route) {
@@ -64,8 +64,8 @@ func (p *Processor) applyControl(s control.Setting) {
 		} else {
 			ln.drain.Store(nil)
 		}
-		p.m.lanePaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[paused])
-		p.m.laneRate.WithLabelValues(ln.provider, ln.route).Set(rps)
+		p.mLanes.lanePaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[paused])
+		p.mLanes.laneRate.WithLabelValues(ln.provider, ln.route).Set(rps)
 		if now := ln.setting(); now != was {
 			p.cfg.Logger.Info("route "+now+" by an operator", "provider", ln.provider, "route", ln.route, "was", was, "by", s.By, "at", s.At)
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -21,7 +22,7 @@ const (
 )
 
 // hangingConfig is the check's configuration for this processor.
-func (p *Processor) hangingConfig() hanging.Config {
+func (p *setup) hangingConfig() hanging.Config {
 	return hanging.Config{
 		TransactionalID: p.cfg.TransactionalID,
 		Topics:          p.outputTopics(),
@@ -32,7 +33,7 @@ func (p *Processor) hangingConfig() hanging.Config {
 // outputTopics are the topics this processor's transactions write:
 // changelog, outcomes, DLQ, retry tiers, lanes and routes' topic
 // destinations.
-func (p *Processor) outputTopics() []string {
+func (p *setup) outputTopics() []string {
 	out := append([]string{p.cfg.Names.Changelog, p.cfg.Names.Outcomes, p.cfg.Names.DLQ}, p.cfg.Names.Retry...)
 	out = append(out, p.laneTopics()...)
 	seen := map[string]bool{}
@@ -45,12 +46,23 @@ func (p *Processor) outputTopics() []string {
 	return out
 }
 
-// checkHanging runs one check for hanging transactions of this processor
-// (see package hanging), completes what it can, and reports. clean is true
+// hangingCheck runs the checks for hanging transactions of this processor
+// (see package hanging): after each assignment (completeHanging, the
+// ownership's hangingGate) and periodically (watch).
+type hangingCheck struct {
+	p *setup
+	// mu serializes the checks, so no marker is written twice.
+	mu sync.Mutex
+}
+
+var _ hangingGate = (*hangingCheck)(nil)
+
+// check runs one check, completes what it can, and reports. clean is true
 // when nothing is left open: no error, nothing undecided or failed.
-func (p *Processor) checkHanging(ctx context.Context, adm *kadm.Client) (clean bool, err error) {
-	p.hangMu.Lock()
-	defer p.hangMu.Unlock()
+func (h *hangingCheck) check(ctx context.Context, adm *kadm.Client) (clean bool, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.p
 	repairs, err := hanging.Check(ctx, adm, p.hangingConfig())
 	if err != nil {
 		return false, err
@@ -60,17 +72,17 @@ func (p *Processor) checkHanging(ctx context.Context, adm *kadm.Client) (clean b
 	for _, r := range repairs {
 		switch {
 		case !r.Decided:
-			p.m.hanging.WithLabelValues("undecided").Inc()
+			p.mHanging.hanging.WithLabelValues("undecided").Inc()
 			left = append(left, r.String())
 			log.Error("hanging transaction: the coordinator finished it but its marker never reached this partition, and its decision is no longer in __transaction_state; processing waits until an operator ends it (docs/operating.md: Hanging transactions)",
 				"topic", r.Topic, "partition", r.Partition, "producer_id", r.ProducerID, "epoch", r.Epoch, "start_offset", r.StartOffset)
 		case r.Err != nil:
-			p.m.hanging.WithLabelValues("failed").Inc()
+			p.mHanging.hanging.WithLabelValues("failed").Inc()
 			left = append(left, r.String())
 			log.Warn("hanging transaction: writing its marker failed; trying again", "repair", r.String(), "err", r.Err)
 		default:
 			action := map[bool]string{true: "commit", false: "abort"}[r.Commit]
-			p.m.hanging.WithLabelValues(action).Inc()
+			p.mHanging.hanging.WithLabelValues(action).Inc()
 			log.Warn("hanging transaction completed: its coordinator had finished it but the marker never reached this partition (lost in a broker shutdown); wrote the coordinator's decision",
 				"topic", r.Topic, "partition", r.Partition, "producer_id", r.ProducerID, "epoch", r.Epoch, "start_offset", r.StartOffset, "marker", action)
 		}
@@ -99,20 +111,20 @@ func notAuthorized(err error) bool {
 // records). A check that cannot run (an error for hangingGateWait, or not
 // authorized) opens the gate with a warning; an undecided hang keeps it
 // shut until an operator ends it.
-func (p *Processor) completeHanging(ctx context.Context, cl *kgo.Client, clean chan struct{}) {
+func (h *hangingCheck) completeHanging(ctx context.Context, cl *kgo.Client, clean chan struct{}) {
 	defer close(clean)
 	adm := kadm.NewClient(cl)
 	start := time.Now()
 	for wait := 500 * time.Millisecond; ; wait = min(2*wait, hangingInterval) {
-		ok, err := p.checkHanging(ctx, adm)
+		ok, err := h.check(ctx, adm)
 		switch {
 		case ok:
 			return
 		case err != nil && notAuthorized(err):
-			p.cfg.Logger.Warn("cannot check for hanging transactions: not authorized; processing without the check", "err", err)
+			h.p.cfg.Logger.Warn("cannot check for hanging transactions: not authorized; processing without the check", "err", err)
 			return
 		case err != nil && time.Since(start) > hangingGateWait:
-			p.cfg.Logger.Warn("hanging transaction check still failing; processing without it", "err", err, "since", time.Since(start).Round(time.Second).String())
+			h.p.cfg.Logger.Warn("hanging transaction check still failing; processing without it", "err", err, "since", time.Since(start).Round(time.Second).String())
 			return
 		}
 		select {
@@ -123,9 +135,9 @@ func (p *Processor) completeHanging(ctx context.Context, cl *kgo.Client, clean c
 	}
 }
 
-// watchHanging checks every hangingInterval until ctx ends: a hang can also
+// watch checks every hangingInterval until ctx ends: a hang can also
 // appear without this processor losing its partitions.
-func (p *Processor) watchHanging(ctx context.Context, cl *kgo.Client) {
+func (h *hangingCheck) watch(ctx context.Context, cl *kgo.Client) {
 	adm := kadm.NewClient(cl)
 	t := time.NewTicker(hangingInterval)
 	defer t.Stop()
@@ -135,8 +147,8 @@ func (p *Processor) watchHanging(ctx context.Context, cl *kgo.Client) {
 			return
 		case <-t.C:
 		}
-		if _, err := p.checkHanging(ctx, adm); err != nil && ctx.Err() == nil {
-			p.cfg.Logger.Debug("hanging transaction check failed; trying again later", "err", err)
+		if _, err := h.check(ctx, adm); err != nil && ctx.Err() == nil {
+			h.p.cfg.Logger.Debug("hanging transaction check failed; trying again later", "err", err)
 		}
 	}
 }

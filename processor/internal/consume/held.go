@@ -1,13 +1,9 @@
 package consume
 
 import (
-	"cmp"
 	"context"
 	"reflect"
-	"slices"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/processor/internal/decide"
@@ -32,22 +28,12 @@ const holdsScanShare = 10
 // and route, and reports each partition whose holds changed, or still
 // holds some after control.HeldRefresh, on the control topic
 // (control.HeldReport, key held:<partition>) for `dlq status`. It does
-// nothing when no provider is ordered. A report that cannot be written is
+// nothing when no provider is ordered, and writes no report without cl. A report that cannot be written is
 // logged and written at the next scan.
-func (p *Processor) watchHolds(ctx context.Context, own *ownership) {
+func (p *setup) watchHolds(ctx context.Context, own *ownership, cl reportWriter) {
 	always := p.orderedRoutes()
 	if len(always) == 0 {
 		return
-	}
-	var cl *kgo.Client
-	if p.cfg.InstanceID != "" && p.cfg.NewClient != nil {
-		var err error
-		cl, err = p.cfg.NewClient(kgo.RequiredAcks(kgo.AllISRAcks()), kgo.ProducerLinger(0), kgo.RecordDeliveryTimeout(10*time.Second))
-		if err != nil {
-			p.cfg.Logger.Warn("held reports: no client; dlq status will not see held entities", "err", err)
-		} else {
-			defer cl.Close()
-		}
 	}
 	sent := map[int32]control.HeldReport{} // the last report written per partition
 	every := p.cfg.HoldsEvery
@@ -71,7 +57,7 @@ func (p *Processor) watchHolds(ctx context.Context, own *ownership) {
 				shown = append(shown, r)
 			}
 		}
-		p.m.setHeld(shown, always, now)
+		p.mHolds.setHeld(shown, always, now)
 		if cl != nil {
 			p.publishHeld(ctx, cl, own, reports, sent)
 		}
@@ -79,22 +65,10 @@ func (p *Processor) watchHolds(ctx context.Context, own *ownership) {
 	}
 }
 
-// orderedRoutes lists the routes of the ordered providers, sorted.
-func (p *setup) orderedRoutes() [][2]string {
-	var out [][2]string
-	for _, t := range p.routes.byKey {
-		if pr, ok := p.cfg.Providers.Get(t.provider); ok && pr.Ordered() {
-			out = append(out, [2]string{t.provider, t.route})
-		}
-	}
-	slices.SortFunc(out, func(a, b [2]string) int { return cmp.Or(cmp.Compare(a[0], b[0]), cmp.Compare(a[1], b[1])) })
-	return out
-}
-
 // scanHolds reads the holds of every partition own has restored: one
 // report per partition, stamped now. A partition whose scan fails is left
 // out (logged), so its last report stays until it is stale.
-func (p *Processor) scanHolds(own *ownership) map[int32]control.HeldReport {
+func (p *setup) scanHolds(own *ownership) map[int32]control.HeldReport {
 	now := p.cfg.Now().UTC()
 	out := map[int32]control.HeldReport{}
 	for _, part := range own.restored() {
@@ -169,7 +143,7 @@ func (p *setup) tierName(i int) string {
 // since sent's, or still names held entities control.HeldRefresh after
 // it, and that own still has; sent forgets the partitions not in reports
 // (a partition back later is reported afresh).
-func (p *Processor) publishHeld(ctx context.Context, cl *kgo.Client, own *ownership, reports, sent map[int32]control.HeldReport) {
+func (p *setup) publishHeld(ctx context.Context, cl reportWriter, own *ownership, reports, sent map[int32]control.HeldReport) {
 	for part := range sent {
 		if _, ok := reports[part]; !ok {
 			delete(sent, part)
@@ -180,7 +154,7 @@ func (p *Processor) publishHeld(ctx context.Context, cl *kgo.Client, own *owners
 		if ok && reflect.DeepEqual(last.Routes, h.Routes) && (len(h.Routes) == 0 || h.At.Sub(last.At) < control.HeldRefresh) {
 			continue
 		}
-		if !own.has(part) {
+		if !own.owner(part).isReady() {
 			continue // revoked since the scan: its new owner reports it
 		}
 		r, err := control.HeldRecord(p.cfg.Names.Control, h)

@@ -90,7 +90,7 @@ func TestTallyHolds(t *testing.T) {
 		{name: "drained", held: []string{"ord/audit=0", "ord/crm=0"}, seconds: []string{"ord/audit=0", "ord/crm=0"}},
 	}
 	reg := prometheus.NewRegistry()
-	m := newMetrics(reg, mustStore(t))
+	m := newHoldMetrics(reg)
 	for _, c := range cases { // in order, on one registry: each case's series replace the last's
 		t.Run(c.name, func(t *testing.T) {
 			by := map[[2]string]*control.HeldRoute{}

@@ -7,10 +7,9 @@ import (
 	"github.com/hookline/hookline/processor/internal/decide"
 )
 
-// invalidPayload is the result of a record whose body failed its
-// provider's schema (providers file schema:), nil for any other: it is
-// called on no route, and goes to the DLQ as invalid_payload
-// (decide.InvalidPayload).
+// invalidPayload says why a record's body failed its provider's schema
+// (providers file schema:), nil for any other: the plan calls it on no
+// route, and it goes to the DLQ as invalid_payload (decide.ResultInvalid).
 //
 // A fresh ingest record carries ingest's verdict (hookline.invalid-payload,
 // written with on_invalid: dlq): the processor trusts it and parses
@@ -20,14 +19,14 @@ import (
 // (kcat) is dead-lettered again. A retry or a lane copy was valid when it
 // was first decided. Cost: a header scan; for a replay of a provider with
 // a schema, one parse and validation of the body.
-func (p *setup) invalidPayload(r *kgo.Record, a decide.Arrival) error {
+func (p *setup) invalidPayload(r *kgo.Record, a decide.Arrival) *decide.InvalidPayloadError {
 	if a.FromLane {
 		return nil
 	}
 	switch a.Origin {
 	case headers.OriginIngest:
 		if why, ok := headers.Get(r, headers.InvalidPayload); ok {
-			return decide.InvalidPayload(why)
+			return &decide.InvalidPayloadError{Reason: why}
 		}
 	case headers.OriginReplay, headers.OriginBackfill:
 		pr, ok := p.cfg.Providers.Get(a.Provider)
@@ -35,7 +34,7 @@ func (p *setup) invalidPayload(r *kgo.Record, a decide.Arrival) error {
 			return nil
 		}
 		if err := pr.CheckPayload(headers.Value(r, headers.EventType), r.Value); err != nil {
-			return decide.InvalidPayload(err.Error())
+			return &decide.InvalidPayloadError{Reason: err.Error()}
 		}
 	}
 	return nil

@@ -2,10 +2,8 @@ package consume
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -15,7 +13,6 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/admission"
-	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
 
@@ -40,7 +37,7 @@ type lane struct {
 
 // newLane builds the lane of a provider's route whose destination is h:
 // destination.max_inflight slots, else MaxInflight.
-func newLane(cfg Config, m *metrics, provider string, r *providers.Route, h deliver.Handler) *lane {
+func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h deliver.Handler) *lane {
 	n := cfg.MaxInflight
 	if r.Destination != nil && r.Destination.MaxInflight > 0 {
 		n = r.Destination.MaxInflight
@@ -62,20 +59,6 @@ func newLane(cfg Config, m *metrics, provider string, r *providers.Route, h deli
 	}
 	ln.adm = admission.NewLane(ac)
 	return ln
-}
-
-// called is what became of a call: its error (nil: success; a
-// *decide.NotCalledError: the destination was not called, and why), how
-// long it took, and whether it was abandoned.
-type called struct {
-	err error
-	// took is the destination's time, 0 when not called.
-	took time.Duration
-	// abandoned says ctx ended (the partition went away or the processor
-	// stops) before the call was made or answered: that is no attempt and
-	// leaves no trace; the record is read again by the partition's next
-	// owner.
-	abandoned bool
 }
 
 // recordToken is a record's share of the session's pool of finished,
@@ -106,61 +89,6 @@ func (t *recordToken) take(ctx context.Context) bool {
 	}
 }
 
-// call hands the record to a route's HTTP destination, waiting for a slot
-// in its lane (and for the drain rate, if an operator set one). A record
-// that waits admission.ParkAfter for a slot, or meets its destination
-// paused or its breaker refusing, is not called (decide.NotCalled). When
-// the call has returned, the record takes its token of the session's pool
-// of finished, uncommitted calls (tok), holding the slot until it has one:
-// when transactions fall behind, each destination stops after the calls it
-// has in flight, so a crash repeats at most the calls in flight plus the
-// pool's records' calls. The token is given back when the result commits
-// or is dropped (release). A slow call holds no token, so it holds back no
-// other destination.
-func (s *session) call(ctx context.Context, tok *recordToken, ln *lane, r *kgo.Record, a decide.Arrival) called {
-	// A lane record waits as long as it takes: it was parked already.
-	if err := s.lanes.Wait(ctx, ln.adm, a.FromLane); err != nil {
-		if errors.Is(err, admission.ErrNoRoom) {
-			return called{err: decide.NotCalled(err)}
-		}
-		return called{abandoned: true}
-	}
-	defer s.lanes.Free(ln.adm)
-	if lim := ln.drain.Load(); lim != nil {
-		if err := lim.Wait(ctx); err != nil {
-			return called{abandoned: true}
-		}
-	}
-	if ln.adm.Paused() {
-		return called{err: decide.NotCalled(admission.ErrPaused)}
-	}
-	ln.inflight.Inc()
-	start := time.Now()
-	err := ln.h.Handle(ctx, deliver.Delivery{
-		Key:         string(r.Key),
-		Provider:    a.Provider,
-		Route:       ln.route,
-		EventType:   headers.Value(r, headers.EventType),
-		Attempt:     a.Attempt,
-		Body:        r.Value,
-		ContentType: headers.Value(r, headers.ContentType),
-		Headers:     headers.HTTP(r),
-	})
-	took := time.Since(start)
-	ln.inflight.Dec()
-	switch {
-	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
-		return called{abandoned: true}
-	case errors.Is(err, deliver.ErrCircuitOpen):
-		return called{err: decide.NotCalled(err)} // refused by the breaker before any call
-	}
-	ln.handler.Observe(took.Seconds())
-	if !tok.take(ctx) {
-		return called{abandoned: true} // called, but the partition went away: the next owner calls again
-	}
-	return called{err: err, took: took}
-}
-
 // newBudget is the session's admission budget: MaxPending records and
 // MaxPendingBytes, classes competing when the routes are of more than one
 // priority class.
@@ -174,7 +102,7 @@ func (p *setup) newBudget() *admission.Budget {
 	for _, t := range p.routes.byKey {
 		seen[t.class] = true
 	}
-	return admission.New(int64(p.cfg.MaxPending), p.cfg.MaxPendingBytes, len(seen) > 1, p.m.classPending)
+	return admission.New(int64(p.cfg.MaxPending), p.cfg.MaxPendingBytes, len(seen) > 1, p.mBudget.classPending)
 }
 
 // classOf is the priority class of a record: its route's, for a record of

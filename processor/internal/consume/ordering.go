@@ -2,10 +2,6 @@ package consume
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"reflect"
 	"strconv"
 	"sync"
 
@@ -13,7 +9,6 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/processor/internal/decide"
-	"github.com/hookline/hookline/processor/internal/state"
 )
 
 // ordered is what the processor knows of an ordered provider's record's
@@ -28,134 +23,6 @@ type ordered struct {
 	holds  decide.Holds
 	// seq is the number of a copy held before (hookline.held); 0: none.
 	seq int
-}
-
-// orderedOf returns the record's entity and holds; nil for a record
-// without hookline.entity (not ordered, or its own entity). ow is the
-// record's partition: an entity its heldKeys do not name has no holds in
-// the store, and costs no read.
-func (s *session) orderedOf(ow *owned, r *kgo.Record, provider string) (*ordered, error) {
-	e, ok := headers.Get(r, headers.Entity)
-	if !ok || e == "" {
-		return nil, nil
-	}
-	o := &ordered{key: decide.EntityKey(provider, e), entity: e}
-	// A number the processor did not write (a hand-made record) counts as
-	// none: the record is held afresh or delivered, never a reason to stop.
-	if n, err := strconv.Atoi(headers.Value(r, headers.Held)); err == nil && n > 0 {
-		o.seq = n
-	}
-	s.mu.Lock()
-	ov, ok := s.overlay[o.key]
-	s.mu.Unlock()
-	if ok {
-		o.holds = ov.holds
-		return o, nil
-	}
-	if !ow.holds.may(o.key) {
-		return o, nil
-	}
-	v, ok, err := s.p.cfg.Store.Get(r.Partition, o.key)
-	if err != nil {
-		return nil, fmt.Errorf("read holds of entity %q: %w", e, err)
-	}
-	if ok {
-		if o.holds, err = decide.DecodeHolds(v); err != nil {
-			return nil, fmt.Errorf("decode holds of entity %q: %w", e, err)
-		}
-	}
-	return o, nil
-}
-
-// check is the hold of route for key: nil to deliver, else why it waits.
-func (o *ordered) check(route, key string) *decide.HeldError {
-	if o == nil {
-		return nil
-	}
-	return o.holds.Check(route, key, o.seq)
-}
-
-// after returns the entity's holds once the routes' results are decided:
-// for each route of effects, held (its call's error is a HeldError) or
-// where its delivery now waits.
-func (o *ordered) after(s *setup, a decide.Arrival, key string, effects []decide.Effect, calls map[string]called) decide.Holds {
-	type seen struct {
-		w    decide.Where
-		done bool
-	}
-	byRoute := map[string]*seen{}
-	var order []string
-	for _, e := range effects {
-		if e.Kind == decide.ToChangelog {
-			continue
-		}
-		x := byRoute[e.Route]
-		if x == nil {
-			x = &seen{}
-			byRoute[e.Route] = x
-			order = append(order, e.Route)
-		}
-		switch e.Kind {
-		case decide.ToTier:
-			x.w.Tier = e.Tier
-		case decide.ToLane:
-			x.w.Tier = 0 // parked: held records wait in the first tier
-		case decide.ToDLQ:
-			t := s.target(a.Provider, e.Route)
-			if t != nil && t.holdOnDead {
-				x.w.Dead, x.w.Tier = true, len(s.cfg.Names.Retry)
-			} else {
-				x.done = true
-			}
-		case decide.ToOutcomes:
-			if e.Status == decide.StatusDone || e.Status == decide.StatusUnrouted {
-				x.done = true
-			}
-		}
-	}
-	hs := o.holds
-	for _, route := range order {
-		x := byRoute[route]
-		if route == "" {
-			continue // unrouted: no route to hold
-		}
-		held := isHeld(calls[route].err)
-		x.w.Ended = x.done
-		hs = hs.After(route, key, o.seq, held, x.w, a.Now)
-	}
-	return hs
-}
-
-// isHeld reports whether err is a record held behind its entity's head.
-func isHeld(err error) bool {
-	var he *decide.HeldError
-	return err != nil && errors.As(err, &he)
-}
-
-// holdsChange adds to res the entity's new holds when they changed: its
-// changelog record (placed with the raw record, by hookline.entity), its
-// store change and its overlay entry.
-func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, error) {
-	if o == nil || reflect.DeepEqual(o.holds, hs) {
-		return true, nil
-	}
-	val, err := decide.EncodeHolds(hs)
-	if err != nil {
-		return false, fmt.Errorf("encode holds of entity %q: %w", o.entity, err)
-	}
-	cr := &kgo.Record{Topic: s.p.cfg.Names.Changelog, Key: []byte(o.key), Value: val,
-		Headers: []kgo.RecordHeader{{Key: headers.Entity, Value: []byte(o.entity)}}}
-	res.out.Records = append(res.out.Records, cr)
-	res.holdChange = &state.Change{Partition: res.r.Partition, Key: o.key, Value: val}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if res.ow.ctx.Err() != nil {
-		return false, nil
-	}
-	s.seq++
-	s.overlay[o.key] = overlaid{part: res.r.Partition, holds: hs, seq: s.seq}
-	res.holdSeq = s.seq
-	return true, nil
 }
 
 // setHeld numbers a copy held behind its entity's head (hookline.held), or
@@ -212,78 +79,5 @@ func (b *settled) wait(ctx context.Context) {
 	select {
 	case <-b.ch:
 	case <-ctx.Done():
-	}
-}
-
-// heldKeys are the entities of one owned partition that have holds in the
-// state store, so that the records of every other entity (nearly all,
-// when nothing fails) skip the store read for their holds. Registered
-// with the partition once it is restored, then filled by a scan of the
-// partition's holds (scanHeldKeys), before any of its records is decided;
-// kept by Apply, which writes the holds of each committed transaction to
-// the store, then here (the partition's current owner's), before
-// Committed drops them from the overlay: a reader finds an entity's holds
-// in the overlay, or knows here whether the store may have them. The
-// store is written for an owned partition by its session's Apply only.
-// Registered before the scan, the set cannot miss a hold an Apply writes
-// meanwhile; a key it names that the store no longer has costs one read.
-type heldKeys struct {
-	mu      sync.Mutex
-	keys    map[string]struct{}
-	unknown bool // the scan failed: every key may have holds
-}
-
-// newHeldKeys is an empty set; nil (not known: every record reads the
-// store) when no provider is ordered.
-func (p *setup) newHeldKeys() *heldKeys {
-	if len(p.orderedRoutes()) == 0 {
-		return nil
-	}
-	return &heldKeys{keys: map[string]struct{}{}}
-}
-
-// may reports whether key may have holds in the store; true when not
-// known (h nil, or the scan failed).
-func (h *heldKeys) may(key string) bool {
-	if h == nil {
-		return true
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	_, ok := h.keys[key]
-	return ok || h.unknown
-}
-
-// set records whether key has holds in the store now (value not nil).
-func (h *heldKeys) set(key string, value []byte) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if value == nil {
-		delete(h.keys, key)
-		return
-	}
-	h.keys[key] = struct{}{}
-}
-
-// scanHeldKeys adds to h the entities with holds in a restored partition;
-// when the scan fails (logged) every key may have holds.
-func (p *setup) scanHeldKeys(part int32, h *heldKeys, log *slog.Logger) {
-	if h == nil {
-		return
-	}
-	err := p.cfg.Store.Scan(part, decide.EntityPrefix, func(key string, _ []byte) error {
-		h.mu.Lock()
-		h.keys[key] = struct{}{}
-		h.mu.Unlock()
-		return nil
-	})
-	if err != nil {
-		log.Warn("entities held: scan failed; each ordered record reads its holds from the store", "err", err)
-		h.mu.Lock()
-		h.unknown = true
-		h.mu.Unlock()
 	}
 }

@@ -38,16 +38,13 @@ type reader struct {
 	p      *setup
 	budget *admission.Budget
 	lanes  admission.Admitter
-	// room is signalled when a transaction committed; full says the
-	// budget is spent (session.overBudget); dispatch hands records to
-	// their chains (session.dispatch); fail stops the session.
-	room     <-chan struct{}
-	full     func() bool
-	dispatch func(recs []*kgo.Record, admitted bool)
-	fail     func(error)
-	cl       *kgo.Client
-	mu       sync.Mutex
-	paused   map[string]bool // lane topic -> reading paused
+	// room is signalled when a transaction committed; to is where the
+	// records go.
+	room   <-chan struct{}
+	to     recordSink
+	cl     *kgo.Client
+	mu     sync.Mutex
+	paused map[string]bool // lane topic -> reading paused
 	// gated are lane records read while their priority class had no room
 	// (admission.Budget.HoldAdmitted), per class in fetch order; they are dispatched as it
 	// gets room. Only with several classes.
@@ -55,10 +52,21 @@ type reader struct {
 	done  chan struct{}
 }
 
+// recordSink is what the reader asks of its session: whether the budget
+// is spent, to run records, to stop on an error it cannot read past.
+type recordSink interface {
+	// overBudget: the process-wide budget is spent; reading waits for room.
+	overBudget() bool
+	// dispatch hands records to their chains; admitted: they hold their
+	// class's admission already (lane records let through by ungate).
+	dispatch(recs []*kgo.Record, admitted bool)
+	// fail stops the session with err.
+	fail(err error)
+}
+
 // newReader builds the reader of a session: what it uses of the session
-// are the budget, the lanes' admission, and room, full, dispatch and fail.
-func newReader(p *setup, budget *admission.Budget, lanes admission.Admitter, room <-chan struct{}, full func() bool,
-	dispatch func([]*kgo.Record, bool), fail func(error)) (*reader, error) {
+// are the budget, the lanes' admission, room, and the session as to.
+func newReader(p *setup, budget *admission.Budget, lanes admission.Admitter, room <-chan struct{}, to recordSink) (*reader, error) {
 	// A direct consumer needs a topic at start; it reads no partition
 	// until one is added.
 	cl, err := p.cfg.NewClient(
@@ -70,7 +78,7 @@ func newReader(p *setup, budget *admission.Budget, lanes admission.Admitter, roo
 	if err != nil {
 		return nil, fmt.Errorf("reader: %w", err)
 	}
-	return &reader{p: p, budget: budget, lanes: lanes, room: room, full: full, dispatch: dispatch, fail: fail,
+	return &reader{p: p, budget: budget, lanes: lanes, room: room, to: to,
 		cl: cl, paused: map[string]bool{}, done: make(chan struct{})}, nil
 }
 
@@ -121,7 +129,7 @@ func (l *reader) run(ctx context.Context) {
 	defer close(l.done)
 	go l.pace(ctx)
 	for ctx.Err() == nil {
-		if l.full() {
+		if l.to.overBudget() {
 			select {
 			case <-ctx.Done():
 			case <-l.room:
@@ -134,7 +142,7 @@ func (l *reader) run(ctx context.Context) {
 			return
 		}
 		if err := fetcherr.Fatal(fs, l.p.cfg.Logger); err != nil {
-			l.fail(fmt.Errorf("%w: %w", errSessionBroken, err))
+			l.to.fail(fmt.Errorf("%w: %w", txnloop.ErrSessionBroken, err))
 			return
 		}
 		l.hand(fs.Records())
@@ -148,7 +156,7 @@ func (l *reader) run(ctx context.Context) {
 // over their class's share).
 func (l *reader) hand(recs []*kgo.Record) {
 	if !l.budget.Classes() {
-		l.dispatch(recs, false)
+		l.to.dispatch(recs, false)
 		return
 	}
 	raw := recs[:0:0]
@@ -162,7 +170,7 @@ func (l *reader) hand(recs []*kgo.Record) {
 		l.gated[c] = append(l.gated[c], r)
 	}
 	l.mu.Unlock()
-	l.dispatch(raw, false)
+	l.to.dispatch(raw, false)
 	l.ungate()
 }
 
@@ -179,7 +187,7 @@ func (l *reader) ungate() {
 		if n == 0 {
 			continue
 		}
-		l.dispatch(recs[:n], true)
+		l.to.dispatch(recs[:n], true)
 		l.gated[c] = append(recs[:0], recs[n:]...)
 	}
 }
@@ -246,7 +254,3 @@ func (l *reader) close() {
 	<-l.done
 	l.cl.Close()
 }
-
-// laneTopics lists the lane topics of the routes with an HTTP destination,
-// sorted.
-func (p *setup) laneTopics() []string { return p.laneNames }

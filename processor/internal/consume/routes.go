@@ -1,14 +1,11 @@
 package consume
 
 import (
-	"fmt"
-
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/providers/route"
-	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/decide"
 )
 
@@ -46,7 +43,7 @@ type routing struct {
 // providers file, and for a provider without routes there, the route
 // default when the Router has a handler for it (Go users plug handlers in
 // without a destination in the file).
-func newRouting(cfg Config, m *metrics) routing {
+func newRouting(cfg Config, m *laneMetrics) routing {
 	rt := routing{byKey: map[string]*target{}, filed: map[string]bool{}, byLane: map[string]*target{}}
 	for _, name := range cfg.Providers.Names() {
 		p, _ := cfg.Providers.Get(name)
@@ -141,12 +138,4 @@ func (p *setup) matching(r *kgo.Record, provider string, dst []*target) (ts []*t
 		}
 	}
 	return dst, true
-}
-
-// errRouteGone is the result of a retry, lane copy or replay whose route
-// is not in this processor's providers file (removed since): permanent,
-// so the record goes to the DLQ, where an operator sees it, rather than
-// vanish.
-func errRouteGone(provider, route string) error {
-	return retry.Permanent(fmt.Errorf("route %q of provider %q is not in this processor's providers file", route, provider))
 }

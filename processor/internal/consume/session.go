@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -16,6 +17,8 @@ import (
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
+	"github.com/hookline/hookline/processor/internal/offsets"
+	"github.com/hookline/hookline/processor/internal/standby"
 	"github.com/hookline/hookline/processor/internal/state"
 	"github.com/hookline/hookline/processor/internal/txnloop"
 )
@@ -39,6 +42,9 @@ type session struct {
 	// lanes is the lanes' admission (the budget's classes and each
 	// destination's slots, queue and park reasons).
 	lanes admission.Admitter
+	// calls is the admission chain every destination call goes through
+	// (calls.go).
+	calls caller
 
 	// tokens bound the finished calls not yet committed (MaxBatch): a
 	// crash repeats at most these and the calls in flight.
@@ -54,7 +60,7 @@ type chain struct{ queue []item }
 // item is a record read from a partition this session owns.
 type item struct {
 	r     *kgo.Record
-	ow    *owned
+	ow    *partition
 	class providers.Priority
 	// admitted says the record holds one of its class's admissions
 	// (admission.Budget.Admit): it waits for a slot or calls its destination.
@@ -93,21 +99,38 @@ type result struct {
 type stat struct{ provider, route, status, origin string }
 
 // newSession builds a session of p: its reader and its ownership of
-// partitions, each given what it uses of the session (funcs), so neither
-// holds the session.
-func newSession(p *Processor) (*session, error) {
-	s := &session{p: p.setup, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
+// partitions, each given the session as the small interface it defines of
+// what it uses (recordSink, partitionUser).
+func newSession(p *setup, sb *standby.Set, hanging hangingGate) (*session, error) {
+	s := &session{p: p, chains: map[string]*chain{}, overlay: map[string]overlaid{}, ready: make(chan struct{}, 1), room: make(chan struct{}, 1),
 		tokens: make(chan struct{}, p.cfg.MaxBatch), budget: p.newBudget()}
 	s.lanes = s.budget
+	s.calls = newChain(s.budget)
 	var err error
-	if s.reader, err = newReader(p.setup, s.budget, s.lanes, s.room, s.overBudget, s.dispatch, s.fail); err != nil {
+	if s.reader, err = newReader(p, s.budget, s.lanes, s.room, s); err != nil {
 		return nil, err
 	}
-	s.own = newOwnership(p.setup, p.standby, p.completeHanging, s.reader.add, func(gone map[int32]bool) {
-		s.reader.remove(gone)
-		s.forget(gone)
-	})
+	s.own = newOwnership(p, sb, hanging, s)
 	return s, nil
+}
+
+// The session is what its reader and its ownership ask it for.
+var (
+	_ recordSink    = (*session)(nil)
+	_ partitionUser = (*session)(nil)
+)
+
+// partitionReady starts reading a restored partition at its windows
+// (ownership's partitionUser).
+func (s *session) partitionReady(part int32, wins map[string]*offsets.Window) {
+	s.reader.add(part, wins)
+}
+
+// partitionsGone stops reading partitions that went away and drops their
+// work (ownership's partitionUser).
+func (s *session) partitionsGone(parts map[int32]bool) {
+	s.reader.remove(parts)
+	s.forget(parts)
 }
 
 func (s *session) signal() {
@@ -145,7 +168,7 @@ func (s *session) freed() {
 // overBudget reports whether the reader must wait (admission.Budget.Full).
 func (s *session) overBudget() bool {
 	span := s.own.span()
-	s.p.m.pending.Set(float64(span))
+	s.p.mBudget.pending.Set(float64(span))
 	return s.budget.Full(span)
 }
 
@@ -207,7 +230,7 @@ func (s *session) runChain(k string, c *chain) {
 			s.results = append(s.results, res)
 			s.mu.Unlock()
 			s.signal()
-			wait.wait(it.ow.ctx)
+			wait.wait(it.ow.context())
 		}
 	}
 }
@@ -242,23 +265,52 @@ func (s *session) dropResult(res *result) {
 	res.settled.close()
 }
 
-// run decides one record, calls its destination if the decision says so,
-// and returns its result; nil when the record was abandoned (its partition
-// went away, or the processor stops): it is then read again by the
-// partition's next owner.
+// run takes one record through its path, top to bottom: its arrival and
+// its key's state, Admit (a skip writes its outcome only), the plan
+// (decide.MakePlan: per route call, hold, park, dead-letter, retry or
+// write), the plan's calls through the admission chain (execute), and
+// the settle (decide.Settle: the key's next state, the entity's holds,
+// the effects), turned into records (settled). It returns nil when the
+// record was abandoned (its partition went away, or the processor
+// stops): it is then read again by the partition's next owner.
 func (s *session) run(it *item) (*result, error) {
-	p, r := s.p, it.r
-	if it.ow.ctx.Err() != nil {
+	r := it.r
+	if it.ow.gone() {
 		return nil, nil
 	}
-	res := &result{item: *it, tok: &recordToken{tokens: s.tokens}}
+	a, err := s.p.arrivalOf(r)
+	if err != nil {
+		return s.poisoned(it, a, err), nil
+	}
+	cur, err := s.stateOf(r.Partition, string(r.Key))
+	if err != nil {
+		return nil, err
+	}
+	if process, why := decide.Admit(cur, a); !process {
+		return s.skipped(it, a, why), nil
+	}
+	in, ord, err := s.planInput(it, a, cur)
+	if err != nil {
+		return nil, err
+	}
+	pl := decide.MakePlan(in)
+	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted}
+	results, ok := s.execute(it.ow.context(), rec, pl)
+	it.admitted = rec.admitted
+	if !ok {
+		releaseToken(rec.tok)
+		return nil, nil
+	}
+	return s.settled(&result{item: *it, tok: rec.tok}, pl, results, decide.Settle(pl, results), ord)
+}
+
+// arrivalOf is the record's arrival (its headers, now), with the route it
+// is for. A record hookline cannot deduplicate is an error (poisoned).
+func (p *setup) arrivalOf(r *kgo.Record) (decide.Arrival, error) {
 	a, err := arrival(r, p.cfg.Now())
 	a.FromLane = r.Topic != p.cfg.Names.Raw
 	if err != nil {
-		p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
-		res.out.Records = []*kgo.Record{p.poisonRecord(r, a.Now, err)}
-		res.stats = []stat{{provider: "unknown", status: outcome.StatusDead, origin: "unknown"}}
-		return res, nil
+		return a, err
 	}
 	a.Route = p.routeOf(r, a)
 	if _, known := p.cfg.Providers.Get(a.Provider); !known && a.Route == "" {
@@ -267,94 +319,24 @@ func (s *session) run(it *item) (*result, error) {
 		// nowhere, so it is delivered once the file is.
 		a.Route = headers.DefaultRoute
 	}
-	cur, err := s.stateOf(r.Partition, string(r.Key))
-	if err != nil {
-		return nil, err
-	}
-	if process, why := decide.Admit(cur, a); !process {
-		return s.skipped(res, a, why), nil
-	}
-	ord, err := s.orderedOf(it.ow, r, a.Provider)
-	if err != nil {
-		return nil, err
-	}
-	bad := p.invalidPayload(r, a) // invalid.go: nil, or called on no route
-	if a.Route == "" {            // a fresh ingest record: every route it matches
-		var buf [4]*target
-		ts, filed := p.matching(r, a.Provider, buf[:0])
-		if !filed || (bad != nil && len(ts) == 0) { // delivered nowhere: its outcome is the product; invalid: the key's one DLQ entry
-			next, effects := decide.Step(cur, a, bad, p.keyPolicy(a.Provider))
-			return s.decided(res, a, next, effects, map[string]called{a.Route: {err: bad}}, ord)
-		}
-		var calls map[string]called
-		if bad == nil {
-			// A route held for the record's entity is not called (ordering.go).
-			free, held := ts, map[string]called(nil)
-			if ord != nil {
-				free = make([]*target, 0, len(ts))
-				for _, t := range ts {
-					if e := ord.check(t.route, string(r.Key)); e != nil {
-						if held == nil {
-							held = map[string]called{}
-						}
-						held[t.route] = called{err: decide.Held(e)}
-						continue
-					}
-					free = append(free, t)
-				}
-			}
-			calls = s.deliverAll(it, res, a, free)
-			for route, c := range held {
-				calls[route] = c
-			}
-		} else { // dead for each route it matches, none called
-			calls = make(map[string]called, len(ts))
-			for _, t := range ts {
-				calls[t.route] = called{err: bad}
-			}
-		}
-		results := make([]decide.RouteResult, len(ts))
-		for i, t := range ts {
-			if calls[t.route].abandoned {
-				s.release(res)
-				return nil, nil
-			}
-			results[i] = decide.RouteResult{Route: t.route, Result: calls[t.route].err, Policy: t.policy}
-		}
-		next, effects := decide.StepRoutes(cur, a, results, p.keyPolicy(a.Provider))
-		return s.decided(res, a, next, effects, calls, ord)
-	}
-	t := p.target(a.Provider, a.Route)
-	var c called
-	switch _, known := p.cfg.Providers.Get(a.Provider); {
-	case bad != nil:
-		c.err = bad
-	case !known:
-		c.err = fmt.Errorf("provider %q is not in this processor's providers file", a.Provider)
-	case t != nil:
-		if e := ord.check(a.Route, string(r.Key)); e != nil {
-			c.err = decide.Held(e)
-			break
-		}
-		c = s.deliver(it, res, a, t, true)
-	case p.routes.filed[a.Provider] || a.Route != headers.DefaultRoute:
-		c.err = errRouteGone(a.Provider, a.Route)
-	} // else: a provider delivered nowhere: its outcome only
-	if c.abandoned {
-		s.release(res)
-		return nil, nil
-	}
-	pol := p.keyPolicy(a.Provider)
-	if t != nil {
-		pol = t.policy
-	}
-	next, effects := decide.Step(cur, a, c.err, pol)
-	return s.decided(res, a, next, effects, map[string]called{a.Route: c}, ord)
+	return a, nil
+}
+
+// poisoned is the result of a malformed record: to the DLQ as permanent,
+// no state touched.
+func (s *session) poisoned(it *item, a decide.Arrival, err error) *result {
+	r := it.r
+	s.p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
+	res := &result{item: *it, tok: &recordToken{tokens: s.tokens}}
+	res.out.Records = []*kgo.Record{s.p.poisonRecord(r, a.Now, err)}
+	res.stats = []stat{{provider: "unknown", status: outcome.StatusDead, origin: "unknown"}}
+	return res
 }
 
 // skipped is the result of a record Admit skipped: its outcome only.
-func (s *session) skipped(res *result, a decide.Arrival, why string) *result {
+func (s *session) skipped(it *item, a decide.Arrival, why string) *result {
 	p := s.p
+	res := &result{item: *it, tok: &recordToken{tokens: s.tokens}}
 	res.out.Records = []*kgo.Record{p.outcomeRecord(res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
 	res.stats = []stat{{provider: p.providerLabel(a.Provider), route: a.Route, status: outcome.StatusDuplicate, origin: a.Origin}}
 	if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
@@ -363,106 +345,181 @@ func (s *session) skipped(res *result, a decide.Arrival, why string) *result {
 	return res
 }
 
-// deliverAll delivers a fresh record to each of its routes (ts), the
-// calls at once, and returns what became of each, by route name: a slow
-// route holds back none of its siblings' calls.
-func (s *session) deliverAll(it *item, res *result, a decide.Arrival, ts []*target) map[string]called {
-	calls := make(map[string]called, len(ts))
-	if len(ts) == 1 {
-		calls[ts[0].route] = s.deliver(it, res, a, ts[0], true)
-		return calls
+// planInput gathers what the plan needs of a record Admit let through:
+// its entity's holds (ordered providers), whether its body is valid, its
+// provider's routes (those a fresh record's event matches, else its
+// route) and admission's view of their destinations now.
+func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (decide.Input, *ordered, error) {
+	p, r := s.p, it.r
+	in := decide.Input{Key: string(r.Key), State: cur, Arrival: a, KeyPolicy: p.keyPolicy(a.Provider), Tiers: len(p.cfg.Names.Retry)}
+	_, in.Known = p.cfg.Providers.Get(a.Provider)
+	in.Filed = p.routes.filed[a.Provider]
+	ord, err := s.orderedOf(it.ow, r, a.Provider)
+	if err != nil {
+		return in, nil, err
 	}
-	// Parking and admission first, in route order (they change the
-	// item), then the calls. Each call's goroutine writes only its own
-	// element of got; the map is filled after they end.
-	got := make([]called, len(ts))
-	var wg sync.WaitGroup
+	if ord != nil {
+		in.Entity = &decide.Entity{Holds: ord.holds, Seq: ord.seq}
+	}
+	in.Invalid = p.invalidPayload(r, a)
+	var buf [4]*target
+	ts := buf[:0]
+	if a.Route == "" {
+		ts, _ = p.matching(r, a.Provider, ts)
+	} else if t := p.target(a.Provider, a.Route); t != nil && in.Known {
+		ts = append(ts, t)
+	}
+	in.Routes = make([]decide.Route, len(ts))
 	for i, t := range ts {
-		if t.lane == nil { // a topic route: nothing to call, nothing to wait for
+		in.Routes[i] = decide.Route{Name: t.route, Policy: t.policy, Call: t.lane != nil, HoldOnDead: t.holdOnDead}
+		if t.lane != nil && !a.FromLane { // a lane copy was parked already: it waits
+			in.Routes[i].Closed = t.lane.adm.WhyPark()
+		}
+	}
+	return in, ord, nil
+}
+
+// orderedOf returns the record's entity and holds; nil for a record
+// without hookline.entity (not ordered, or its own entity). ow is the
+// record's partition: an entity its heldKeys do not name has no holds in
+// the store, and costs no read.
+func (s *session) orderedOf(ow *partition, r *kgo.Record, provider string) (*ordered, error) {
+	e, ok := headers.Get(r, headers.Entity)
+	if !ok || e == "" {
+		return nil, nil
+	}
+	o := &ordered{key: decide.EntityKey(provider, e), entity: e}
+	// A number the processor did not write (a hand-made record) counts as
+	// none: the record is held afresh or delivered, never a reason to stop.
+	if n, err := strconv.Atoi(headers.Value(r, headers.Held)); err == nil && n > 0 {
+		o.seq = n
+	}
+	s.mu.Lock()
+	ov, ok := s.overlay[o.key]
+	s.mu.Unlock()
+	if ok {
+		o.holds = ov.holds
+		return o, nil
+	}
+	if !ow.heldKeys().may(o.key) {
+		return o, nil
+	}
+	v, ok, err := s.p.cfg.Store.Get(r.Partition, o.key)
+	if err != nil {
+		return nil, fmt.Errorf("read holds of entity %q: %w", e, err)
+	}
+	if ok {
+		if o.holds, err = decide.DecodeHolds(v); err != nil {
+			return nil, fmt.Errorf("decode holds of entity %q: %w", e, err)
+		}
+	}
+	return o, nil
+}
+
+// holdsChange adds to res the entity's new holds (decide.Settled.Holds,
+// when they changed): its changelog record (placed with the raw record,
+// by hookline.entity), its store change and its overlay entry.
+func (s *session) holdsChange(res *result, o *ordered, hs decide.Holds) (bool, error) {
+	val, err := decide.EncodeHolds(hs)
+	if err != nil {
+		return false, fmt.Errorf("encode holds of entity %q: %w", o.entity, err)
+	}
+	cr := &kgo.Record{Topic: s.p.cfg.Names.Changelog, Key: []byte(o.key), Value: val,
+		Headers: []kgo.RecordHeader{{Key: headers.Entity, Value: []byte(o.entity)}}}
+	res.out.Records = append(res.out.Records, cr)
+	res.holdChange = &state.Change{Partition: res.r.Partition, Key: o.key, Value: val}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if res.ow.gone() {
+		return false, nil
+	}
+	s.seq++
+	s.overlay[o.key] = overlaid{part: res.r.Partition, holds: hs, seq: s.seq}
+	res.holdSeq = s.seq
+	return true, nil
+}
+
+// execute runs a plan's calls, each through the admission chain, at once:
+// a slow route holds back none of its siblings' calls. It returns one
+// result per step of the plan (the plan's own for a step it settles
+// itself), and false when a call was abandoned: the record is then read
+// again by the partition's next owner.
+func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) ([]decide.Result, bool) {
+	results := make([]decide.Result, len(pl.Steps))
+	n := pl.Calls()
+	var got []called // n > 1: each call's goroutine writes only its own element
+	if n > 1 {
+		got = make([]called, len(pl.Steps))
+	}
+	var wg sync.WaitGroup
+	for i, st := range pl.Steps {
+		if st.Action != decide.ActCall {
+			results[i] = st.Result
 			continue
 		}
-		if why := s.whyPark(it, res, a, t); why != nil {
-			got[i] = called{err: decide.NotCalled(why)}
+		d := &delivery{rec: rec, ln: s.p.target(rec.a.Provider, st.Route.Name).lane}
+		if n == 1 { // the common case: no goroutine
+			c := s.calls(ctx, d)
+			if c.abandoned {
+				return nil, false
+			}
+			results[i] = c.res
 			continue
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got[i] = s.deliver(it, res, a, t, false)
+			got[i] = s.calls(ctx, d)
 		}()
 	}
 	wg.Wait()
-	for i, t := range ts {
-		calls[t.route] = got[i]
-	}
-	return calls
-}
-
-// deliver delivers the record to one route: nothing to call for a topic
-// route or a route without destination (a nil error: the decision writes
-// what is due), else its HTTP destination, unless check and its lane park
-// it first (whyPark).
-func (s *session) deliver(it *item, res *result, a decide.Arrival, t *target, check bool) called {
-	if t.lane == nil {
-		return called{}
-	}
-	if check {
-		if why := s.whyPark(it, res, a, t); why != nil {
-			return called{err: decide.NotCalled(why)}
+	for i := range got {
+		if pl.Steps[i].Action != decide.ActCall {
+			continue
 		}
+		if got[i].abandoned {
+			return nil, false
+		}
+		results[i] = got[i].res
 	}
-	return s.call(it.ow.ctx, res.tok, t.lane, it.r, a)
+	return results, true
 }
 
-// whyPark says why a record is parked in a route's lane before any call:
-// the destination paused, its breaker refusing, its queue long, or the
-// record's priority class over its share (admission.Admitter.Park); nil lets it
-// wait for a slot, admitting the record (once) if it was not. A record
-// read from its lane was admitted when it was parked.
-func (s *session) whyPark(it *item, res *result, a decide.Arrival, t *target) error {
-	if t.lane == nil || a.FromLane {
-		return nil
-	}
-	admitted, why := s.lanes.Park(t.lane.adm, it.class, it.admitted)
-	if admitted && !it.admitted {
-		it.admitted, res.admitted = true, true
-	}
-	return why
-}
-
-// decided completes a result with the records the decision's effects
-// write and the key's next state (the store gets its binary form), and
-// puts the state in the overlay; nil when the partition went away
-// meanwhile.
-func (s *session) decided(res *result, a decide.Arrival, next decide.State, effects []decide.Effect, calls map[string]called, ord *ordered) (*result, error) {
-	r, key := res.r, string(res.r.Key)
+// settled completes a result with the records the settle's effects
+// write, the key's next state (the store gets its binary form) and the
+// entity's holds when they changed, and puts them in the overlay; nil
+// when the partition went away meanwhile.
+func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, st decide.Settled, ord *ordered) (*result, error) {
+	r, key, a := res.r, string(res.r.Key), pl.In.Arrival
 	var err error
-	if res.out.Records, err = s.records(r, a, next, effects, calls); err != nil {
+	if res.out.Records, err = s.records(r, a, st.State, st.Effects, routeResults{pl.Steps, results}); err != nil {
 		return nil, err
 	}
 	if ord != nil {
-		ok, err := s.holdsChange(res, ord, ord.after(s.p, a, key, effects, calls))
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			s.release(res)
-			return nil, nil
+		if st.HoldsChanged {
+			ok, err := s.holdsChange(res, ord, st.Holds)
+			if err != nil {
+				return nil, err
+			}
+			if !ok {
+				s.release(res)
+				return nil, nil
+			}
 		}
 		res.settled = barrier(res.tok)
 	}
 	provider := s.p.providerLabel(a.Provider)
-	for _, e := range effects {
+	for _, e := range st.Effects {
 		if e.Kind == decide.ToOutcomes {
 			res.stats = append(res.stats, stat{provider: provider, route: e.Route, status: string(e.Status), origin: a.Origin})
 		}
 	}
-	stored, err := decide.EncodeStored(next)
+	stored, err := decide.EncodeStored(st.State)
 	if err != nil {
 		return nil, fmt.Errorf("encode stored state of %q: %w", key, err)
 	}
-	res.change = &state.Change{Partition: r.Partition, Key: key, Value: stored, ExpiresAt: next.ExpiresAt}
-	seq, ok := s.remember(res.ow, r.Partition, key, next)
+	res.change = &state.Change{Partition: r.Partition, Key: key, Value: stored, ExpiresAt: st.State.ExpiresAt}
+	seq, ok := s.remember(res.ow, r.Partition, key, st.State)
 	if !ok {
 		s.release(res)
 		return nil, nil
@@ -471,8 +528,25 @@ func (s *session) decided(res *result, a decide.Arrival, next decide.State, effe
 	return res, nil
 }
 
-// records builds what a decision's effects write, in their order; calls
-// are what became of each route's delivery.
+// routeResults are a plan's steps and their results, in step order.
+type routeResults struct {
+	steps   []decide.RouteStep
+	results []decide.Result
+}
+
+// of is the result of route's step; zero (called, no error) for a route
+// the plan has no step for (unrouted).
+func (rr routeResults) of(route string) decide.Result {
+	for i, st := range rr.steps {
+		if st.Route.Name == route {
+			return rr.results[i]
+		}
+	}
+	return decide.Result{}
+}
+
+// records builds what a settle's effects write, in their order; results
+// are what became of each route's delivery, by route.
 //
 // A parked record (decide.ToLane) goes to its route's lane topic: the
 // exact record (key, body, headers, plus hookline.route) to lane partition
@@ -482,11 +556,11 @@ func (s *session) decided(res *result, a decide.Arrival, next decide.State, effe
 // breaker is parked again at the lane's end. Retry-tier and DLQ copies
 // carry hookline.route too; a topic route's delivery (decide.ToTopic) is
 // the exact record with hookline.route, to its topic.
-func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, calls map[string]called) ([]*kgo.Record, error) {
+func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, results routeResults) ([]*kgo.Record, error) {
 	p := s.p
 	out := make([]*kgo.Record, 0, len(effects))
 	for _, e := range effects {
-		c := calls[e.Route]
+		c := results.of(e.Route)
 		switch e.Kind {
 		case decide.ToChangelog:
 			val, err := decide.Encode(next)
@@ -499,7 +573,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			}
 			out = append(out, cr)
 		case decide.ToTier:
-			cause := c.err
+			cause := c.Err
 			if e.Held > 0 {
 				cause = nil // waiting behind its entity's head is no failed attempt
 			}
@@ -509,7 +583,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			setHeld(tr, e.Held)
 			out = append(out, tr)
 		case decide.ToDLQ:
-			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.err, e.DeadReason == headers.DeadExhausted)
+			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.Err, e.DeadReason == headers.DeadExhausted)
 			headers.Set(dr, headers.DeadReason, e.DeadReason)
 			setRoute(dr, e.Route)
 			setHeld(dr, 0)
@@ -528,7 +602,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			setHeld(tc, 0)
 			out = append(out, tc)
 		case decide.ToOutcomes:
-			out = append(out, p.outcomeRecord(r, a, string(e.Status), c.took, c.err, e))
+			out = append(out, p.outcomeRecord(r, a, string(e.Status), c.Took, c.Err, e))
 		}
 	}
 	return out, nil
@@ -563,10 +637,10 @@ func (s *session) stateOf(part int32, key string) (*decide.State, error) {
 // remember puts a decided state in the overlay, unless the partition went
 // away (checked under the same lock as the revoke's clean-up, so a revoked
 // partition leaves no entry behind).
-func (s *session) remember(ow *owned, part int32, key string, st decide.State) (uint64, bool) {
+func (s *session) remember(ow *partition, part int32, key string, st decide.State) (uint64, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if ow.ctx.Err() != nil {
+	if ow.gone() {
 		return 0, false
 	}
 	s.seq++

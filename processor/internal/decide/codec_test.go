@@ -21,12 +21,12 @@ func appliedStates(t *testing.T) map[string]State {
 	boom := errors.New("boom")
 	out := map[string]State{}
 	pol := Policy{Schedule: sched, TTL: time.Hour}
-	out["done"], _ = Step(nil, ingest, nil, pol)
-	out["retrying"], _ = Step(nil, ingest, boom, pol)
-	out["dead"], _ = Step(nil, retryAt(6), boom, pol)
+	out["done"], _ = Step(nil, ingest, Answered(nil, 0), pol)
+	out["retrying"], _ = Step(nil, ingest, Answered(boom, 0), pol)
+	out["dead"], _ = Step(nil, retryAt(6), Answered(boom, 0), pol)
 	dead := out["dead"]
-	out["replayed"], _ = Step(&dead, replayOf("dlq:11:40213"), boom, pol)
-	out["parked"], _ = Step(&dead, replayOf("dlq:11:40214"), NotCalled(boom), pol)
+	out["replayed"], _ = Step(&dead, replayOf("dlq:11:40213"), Answered(boom, 0), pol)
+	out["parked"], _ = Step(&dead, replayOf("dlq:11:40214"), ParkedFor(boom), pol)
 	full := State{Status: StatusDead, Provider: "stripe", FirstSeenAt: t0, UpdatedAt: t0, ExpiresAt: later}
 	for i := range MaxReplayIDs {
 		full.ReplayIDs = append(full.ReplayIDs, fmt.Sprintf("dlq:%d:%d", i%12, 1000+i))

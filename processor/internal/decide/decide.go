@@ -1,8 +1,12 @@
-// Package decide is the processor's dedup decision table (DESIGN §6) as pure
-// functions: Admit says whether an arriving record is processed or skipped
-// given its key's state; Step turns what became of a processed record (its
-// call's result, or the reason it was not called) into the key's next state
-// and the records to write (changelog, retry tier, DLQ, lane, outcome).
+// Package decide is the processor's decisions as pure functions: the
+// dedup decision table (DESIGN §6) and the plan and settle around a
+// record's calls. Admit says whether an arriving record is processed or
+// skipped given its key's state; MakePlan says, per route, what to do with
+// a processed record (call, write, hold, park, dead-letter, retry); Settle
+// turns the plan and what became of each route (a Result: called with its
+// answer, or not called and why) into the key's next state, the entity's
+// holds and the records to write (changelog, retry tier, DLQ, lane,
+// outcome, route topic), by Step's table per route.
 // Encode and Decode are the changelog value's JSON form
 // (schemas/state.schema.json).
 //
@@ -11,11 +15,11 @@
 package decide
 
 import (
-	"errors"
 	"slices"
 	"time"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/retry"
 )
 
@@ -23,22 +27,23 @@ import (
 type Status string
 
 // Statuses of a key. They are also the outcome record's status for a
-// processed record (a skipped one is "duplicate").
+// processed record (a skipped one is outcome.StatusDuplicate): the words
+// are pkg/outcome's, spelled there once.
 const (
-	StatusDone     Status = "done"
-	StatusRetrying Status = "retrying"
-	StatusDead     Status = "dead"
+	StatusDone     Status = outcome.StatusDone
+	StatusRetrying Status = outcome.StatusRetrying
+	StatusDead     Status = outcome.StatusDead
 	// StatusParked: the key's record waits in its destination's lane topic
 	// (the destination had no room, its breaker was open, or it is paused);
 	// NextAttempt is that record's attempt.
-	StatusParked Status = "parked"
+	StatusParked Status = outcome.StatusParked
 	// StatusUnrouted is an outcome's status only, never a key's: the
 	// event matched none of its provider's routes (StepRoutes).
-	StatusUnrouted Status = "unrouted"
+	StatusUnrouted Status = outcome.StatusUnrouted
 	// StatusHeld is an outcome's status only: the record of an ordered
 	// provider's entity waits behind the entity's head on the route
 	// (holds.go); the key is retrying or parked with its attempt unused.
-	StatusHeld Status = "held"
+	StatusHeld Status = outcome.StatusHeld
 )
 
 // MaxReplayIDs bounds State.ReplayIDs: the oldest ids are dropped beyond it.
@@ -232,23 +237,69 @@ func ttlOf(pol Policy) time.Duration {
 	return pol.TTL
 }
 
-// NotCalledError is the result of a record whose destination was not
-// called, and why: paused by an operator, its breaker refusing calls, no
-// slot within the wait, its queue full, or its priority class over its
-// share. The record then waits in its destination's lane; no attempt is
-// used and no error joins its history. One reason is not a wait: an
-// *InvalidPayloadError (the body failed its provider's schema) sends the
-// record to the DLQ as headers.DeadInvalidPayload, still without a call.
-type NotCalledError struct{ Reason error }
+// Result is what became of one route's delivery of a record: its
+// destination called, with its answer, or not called, with the reason.
+// Not being called is a value, not an error: a hold, a park and an
+// invalid body are outcomes of the plan or of admission, not failures.
+type Result struct {
+	Kind ResultKind
+	// Err is a call's answer (nil: success), else why the destination
+	// was not called (the outcome's error, the history entry's).
+	Err error
+	// Held is the hold the record waits behind (ResultHeld).
+	Held *HeldError
+	// Took is the destination's time; 0 when not called.
+	Took time.Duration
+}
 
-// NotCalled returns reason as a *NotCalledError.
-func NotCalled(reason error) error { return &NotCalledError{Reason: reason} }
+// ResultKind says whether a route's destination was called, and if not,
+// what not calling it means.
+type ResultKind uint8
 
-// Error is the reason's text: an outcome says why the record waits.
-func (e *NotCalledError) Error() string { return e.Reason.Error() }
+// Result kinds.
+const (
+	// ResultCalled: the destination took the record (an HTTP call, a
+	// topic route's record in the transaction, or nothing to call for a
+	// provider delivered nowhere); Err is its answer, nil for success.
+	ResultCalled ResultKind = iota
+	// ResultParked: not called; the record waits in the route's lane
+	// (paused by an operator, its breaker refusing, no slot within the
+	// wait, its queue full, or its priority class over its share). No
+	// attempt is used and no error joins its history.
+	ResultParked
+	// ResultHeld: not called; the record of an ordered provider's entity
+	// waits behind the entity's head on the route (holds.go).
+	ResultHeld
+	// ResultInvalid: not called; the body failed its provider's schema
+	// (Err is an *InvalidPayloadError): dead as invalid_payload.
+	ResultInvalid
+	// ResultRefused: not called, and failed as a call would have: Err is
+	// classified like a call's (a route gone from the providers file is
+	// permanent, a provider this processor does not know is retryable).
+	ResultRefused
+)
 
-// Unwrap returns the reason.
-func (e *NotCalledError) Unwrap() error { return e.Reason }
+// Answered is the result of a call (or of a route with nothing to call):
+// err is the destination's answer, took its time.
+func Answered(err error, took time.Duration) Result {
+	return Result{Kind: ResultCalled, Err: err, Took: took}
+}
+
+// ParkedFor is the result of a record parked before any call, for why.
+func ParkedFor(why error) Result { return Result{Kind: ResultParked, Err: why} }
+
+// HeldBehind is the result of a record held behind its entity's head.
+func HeldBehind(e *HeldError) Result { return Result{Kind: ResultHeld, Err: e, Held: e} }
+
+// InvalidPayload is the result of a record whose body failed its
+// provider's schema, for reason (the schema file and its first violation).
+func InvalidPayload(reason string) Result {
+	return Result{Kind: ResultInvalid, Err: &InvalidPayloadError{Reason: reason}}
+}
+
+// Refused is the result of a record not called that fails as a call
+// would have, with err.
+func Refused(err error) Result { return Result{Kind: ResultRefused, Err: err} }
 
 // InvalidPayloadError is the reason a record whose body failed its
 // provider's schema (providers file schema:) is not called: ingest marked
@@ -258,10 +309,6 @@ type InvalidPayloadError struct{ Reason string }
 
 // Error says the payload is invalid and why.
 func (e *InvalidPayloadError) Error() string { return "invalid payload: " + e.Reason }
-
-// InvalidPayload is the result of a record with an invalid body:
-// NotCalled(&InvalidPayloadError{reason}).
-func InvalidPayload(reason string) error { return NotCalled(&InvalidPayloadError{Reason: reason}) }
 
 // EffectKind is what record a decision writes.
 type EffectKind uint8
@@ -311,14 +358,15 @@ type Effect struct {
 // record Admit let through, given what became of it (result) and its
 // destination's policy:
 //
-//	result                      state                    effects
-//	nil (success)               done                     changelog, outcome done
-//	retryable, a tier left      retrying, attempt + 1    changelog, tier, outcome retrying
-//	retryable, no tier left     dead                     changelog, DLQ exhausted, outcome dead
-//	permanent                   dead                     changelog, DLQ permanent, outcome dead
-//	*NotCalledError             parked, same attempt     changelog, lane, outcome parked
-//	held (*HeldError)           retrying, same attempt   changelog, tier (numbered copy), outcome held
-//	  of *InvalidPayloadError   dead                     changelog, DLQ invalid_payload, outcome dead
+//	result                          state                    effects
+//	called, nil (success)           done                     changelog, outcome done
+//	called, retryable, a tier left  retrying, attempt + 1    changelog, tier, outcome retrying
+//	called, retryable, no tier left dead                     changelog, DLQ exhausted, outcome dead
+//	called, permanent               dead                     changelog, DLQ permanent, outcome dead
+//	refused                         as called with its error
+//	parked                          parked, same attempt     changelog, lane, outcome parked
+//	held                            retrying, same attempt   changelog, tier (numbered copy), outcome held
+//	invalid                         dead                     changelog, DLQ invalid_payload, outcome dead
 //
 // retry.Classify tells retryable from permanent, and a Retry-After picks
 // a longer tier. The state expires pol.TTL after a.Now; while retrying,
@@ -331,7 +379,7 @@ type Effect struct {
 // backfill is attempt 1 whatever its Attempt says. An expired st counts as none.
 // Step writes times in UTC truncated to the millisecond, so states
 // survive Encode and Decode unchanged.
-func Step(st *State, a Arrival, result error, pol Policy) (State, []Effect) {
+func Step(st *State, a Arrival, result Result, pol Policy) (State, []Effect) {
 	if st != nil && st.Expired(a.Now) {
 		st = nil
 	}
@@ -347,7 +395,7 @@ func Step(st *State, a Arrival, result error, pol Policy) (State, []Effect) {
 
 // stepRoute is Step for the state of one route, shaped as a key's (view):
 // the table above.
-func stepRoute(st *State, a Arrival, result error, pol Policy) (State, []Effect) {
+func stepRoute(st *State, a Arrival, result Result, pol Policy) (State, []Effect) {
 	if st != nil && st.Expired(a.Now) {
 		st = nil
 	}
@@ -359,14 +407,10 @@ func stepRoute(st *State, a Arrival, result error, pol Policy) (State, []Effect)
 		UpdatedAt: now,
 		ExpiresAt: now.Add(ttl),
 	}
-	var (
-		nc *NotCalledError
-		ip *InvalidPayloadError
-		he *HeldError
-	)
-	switch d := retry.Classify(result); {
-	case errors.As(result, &nc) && errors.As(nc.Reason, &he):
+	switch result.Kind {
+	case ResultHeld:
 		// Held behind the entity's head, in a retry tier, no attempt used.
+		he := result.Held
 		next.Status, next.NextAttempt = StatusRetrying, attempt
 		if st != nil {
 			next.ReplayIDs = slices.Clone(st.ReplayIDs)
@@ -374,18 +418,20 @@ func stepRoute(st *State, a Arrival, result error, pol Policy) (State, []Effect)
 		tier := max(he.Tier, 1)
 		next.ExpiresAt = now.Add(max(ttl, 2*pol.Schedule.Tier(tier)))
 		return next, []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt, Held: he.Seq}, {Kind: ToOutcomes, Status: StatusHeld, Tier: tier}}
-	case errors.As(result, &nc) && errors.As(nc.Reason, &ip):
+	case ResultInvalid:
 		next.Status, next.ReplayIDs = StatusDead, replayIDs(st, a)
 		reason := headers.DeadInvalidPayload
 		return next, []Effect{{Kind: ToChangelog}, {Kind: ToDLQ, DeadReason: reason, Attempt: attempt}, {Kind: ToOutcomes, Status: StatusDead, DeadReason: reason}}
-	case errors.As(result, &nc):
+	case ResultParked:
 		next.Status, next.NextAttempt = StatusParked, attempt
 		next.ExpiresAt = now.Add(max(ttl, 7*24*time.Hour))
 		if st != nil {
 			next.ReplayIDs = slices.Clone(st.ReplayIDs)
 		}
 		return next, []Effect{{Kind: ToChangelog}, {Kind: ToLane}, {Kind: ToOutcomes, Status: StatusParked}}
-	case result == nil:
+	}
+	switch d := retry.Classify(result.Err); {
+	case result.Err == nil:
 		next.Status, next.ReplayIDs = StatusDone, replayIDs(st, a)
 		if pol.Topic {
 			return next, []Effect{{Kind: ToChangelog}, {Kind: ToTopic}, {Kind: ToOutcomes, Status: StatusDone}}

@@ -157,11 +157,26 @@ func parked() []Effect {
 	return []Effect{{Kind: ToChangelog}, {Kind: ToLane}, {Kind: ToOutcomes, Status: StatusParked}}
 }
 
-// TestStep covers every row of Step's table: success, a retry tier, the
-// DLQ exhausted or permanent, and parking when the destination was not
-// called; with the TTL, first-seen and replay-id rules around them.
-func TestStep(t *testing.T) {
-	sched := retry.DefaultSchedule() // 1m 5m 15m 1h 6h
+// stepRow is a row of Step's table (TestStep); TestSettleStepRows takes
+// each through a plan and its settle.
+type stepRow struct {
+	name    string
+	st      *State
+	a       Arrival
+	result  Result
+	ttl     time.Duration
+	want    State
+	effects []Effect
+}
+
+// stepSchedule is the schedule of stepRows: 1m 5m 15m 1h 6h.
+var stepSchedule = retry.DefaultSchedule()
+
+// stepRows are the rows of Step's table: success, a retry tier, the DLQ
+// exhausted or permanent, parking when the destination was not called,
+// held, invalid and refused; with the TTL, first-seen and replay-id rules
+// around them.
+func stepRows() []stepRow {
 	const ttl = 24 * time.Hour
 	day := t0.Add(ttl)
 	firstSeen := t0.Add(-time.Minute)
@@ -171,15 +186,7 @@ func TestStep(t *testing.T) {
 	dead := &State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen.Add(-time.Hour), UpdatedAt: t0.Add(-time.Minute), ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}}
 	withSeen := func(a Arrival, t time.Time) Arrival { a.FirstSeenAt = t; return a }
 	withNow := func(a Arrival, t time.Time) Arrival { a.Now = t; return a }
-	tests := []struct {
-		name    string
-		st      *State
-		a       Arrival
-		result  error
-		ttl     time.Duration
-		want    State
-		effects []Effect
-	}{
+	return []stepRow{
 		{
 			name: "success", a: withSeen(ingest, firstSeen), ttl: ttl,
 			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
@@ -191,55 +198,55 @@ func TestStep(t *testing.T) {
 			effects: done(),
 		},
 		{
-			name: "retryable goes to tier n", a: withSeen(ingest, firstSeen), result: boom, ttl: ttl,
+			name: "retryable goes to tier n", a: withSeen(ingest, firstSeen), result: Answered(boom, 0), ttl: ttl,
 			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
 			effects: toTier(1, 2),
 		},
 		{
 			name: "retry-after picks a longer tier", st: &State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later},
-			a: retryAt(2), result: retry.RetryAfter(boom, 10*time.Minute), ttl: ttl,
+			a: retryAt(2), result: Answered(retry.RetryAfter(boom, 10*time.Minute), 0), ttl: ttl,
 			want:    State{Status: StatusRetrying, NextAttempt: 3, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
 			effects: toTier(3, 3),
 		},
 		{
-			name: "last tier", a: withSeen(retryAt(5), firstSeen), result: boom, ttl: ttl,
+			name: "last tier", a: withSeen(retryAt(5), firstSeen), result: Answered(boom, 0), ttl: ttl,
 			want:    State{Status: StatusRetrying, NextAttempt: 6, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
 			effects: toTier(5, 6),
 		},
 		{
 			name: "not called: parked expecting the same attempt", st: &State{Status: StatusRetrying, NextAttempt: 4, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later},
-			a: retryAt(4), result: NotCalled(paused), ttl: ttl,
+			a: retryAt(4), result: ParkedFor(paused), ttl: ttl,
 			want:    State{Status: StatusParked, NextAttempt: 4, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: week},
 			effects: parked(),
 		},
 		{
-			name: "breaker refusing the first attempt parks attempt 1", a: withSeen(ingest, firstSeen), result: fmt.Errorf("lane: %w", NotCalled(breakerOpen)), ttl: ttl,
+			name: "breaker refusing the first attempt parks attempt 1", a: withSeen(ingest, firstSeen), result: ParkedFor(breakerOpen), ttl: ttl,
 			want:    State{Status: StatusParked, NextAttempt: 1, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: week},
 			effects: parked(),
 		},
 		{
-			name: "parked replay expects attempt 1, its id added only when its lane copy is decided", st: dead, a: func() Arrival { a := replayOf("dlq:3:9"); a.Attempt = 5; return a }(), result: NotCalled(paused), ttl: ttl,
+			name: "parked replay expects attempt 1, its id added only when its lane copy is decided", st: dead, a: func() Arrival { a := replayOf("dlq:3:9"); a.Attempt = 5; return a }(), result: ParkedFor(paused), ttl: ttl,
 			want:    State{Status: StatusParked, NextAttempt: 1, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: week, ReplayIDs: []string{"dlq:0:1"}},
 			effects: parked(),
 		},
 		{
-			name: "a ttl longer than the lane's week keeps a parked key as long", a: withSeen(ingest, firstSeen), result: NotCalled(paused), ttl: 30 * 24 * time.Hour,
+			name: "a ttl longer than the lane's week keeps a parked key as long", a: withSeen(ingest, firstSeen), result: ParkedFor(paused), ttl: 30 * 24 * time.Hour,
 			want:    State{Status: StatusParked, NextAttempt: 1, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(30 * 24 * time.Hour)},
 			effects: parked(),
 		},
 		{
 			name: "parked from its lane again (breaker still refusing)", st: &State{Status: StatusParked, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later},
-			a: func() Arrival { a := retryAt(2); a.FromLane = true; return a }(), result: NotCalled(breakerOpen), ttl: ttl,
+			a: func() Arrival { a := retryAt(2); a.FromLane = true; return a }(), result: ParkedFor(breakerOpen), ttl: ttl,
 			want:    State{Status: StatusParked, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: week},
 			effects: parked(),
 		},
 		{
-			name: "exhausted", a: withSeen(retryAt(6), firstSeen), result: boom, ttl: ttl,
+			name: "exhausted", a: withSeen(retryAt(6), firstSeen), result: Answered(boom, 0), ttl: ttl,
 			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
 			effects: toDLQ(headers.DeadExhausted, 6),
 		},
 		{
-			name: "permanent", a: withSeen(ingest, firstSeen), result: fmt.Errorf("deliver: %w", retry.Permanent(boom)), ttl: ttl,
+			name: "permanent", a: withSeen(ingest, firstSeen), result: Answered(fmt.Errorf("deliver: %w", retry.Permanent(boom)), 0), ttl: ttl,
 			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
 			effects: toDLQ(headers.DeadPermanent, 1),
 		},
@@ -249,9 +256,14 @@ func TestStep(t *testing.T) {
 			effects: toDLQ(headers.DeadInvalidPayload, 1),
 		},
 		{
-			name: "invalid payload wrapped is still invalid", a: withSeen(ingest, firstSeen), result: fmt.Errorf("route billing: %w", InvalidPayload("not JSON")), ttl: ttl,
+			name: "refused as a route gone: permanent, dead without a call", a: withSeen(retryAt(3), firstSeen), result: Refused(retry.Permanent(errors.New("route gone"))), ttl: ttl,
 			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
-			effects: toDLQ(headers.DeadInvalidPayload, 1),
+			effects: toDLQ(headers.DeadPermanent, 3),
+		},
+		{
+			name: "refused as a provider not known: retried like a failed call", a: withSeen(ingest, firstSeen), result: Refused(errors.New("provider not in the file")), ttl: ttl,
+			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toTier(1, 2),
 		},
 		{
 			name: "replay found invalid again: dead, its id added", st: dead, a: replayOf("dlq:3:9"), result: InvalidPayload("still invalid"), ttl: ttl,
@@ -259,7 +271,7 @@ func TestStep(t *testing.T) {
 			effects: toDLQ(headers.DeadInvalidPayload, 1),
 		},
 		{
-			name: "short ttl outlives the parked retry", a: withSeen(retryAt(5), firstSeen), result: boom, ttl: time.Hour,
+			name: "short ttl outlives the parked retry", a: withSeen(retryAt(5), firstSeen), result: Answered(boom, 0), ttl: time.Hour,
 			want:    State{Status: StatusRetrying, NextAttempt: 6, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: t0.Add(12 * time.Hour)},
 			effects: toTier(5, 6),
 		},
@@ -274,12 +286,12 @@ func TestStep(t *testing.T) {
 			effects: done(),
 		},
 		{
-			name: "replay on dead fails: attempts start again at 1", st: dead, a: replayOf("dlq:3:9"), result: boom, ttl: ttl,
+			name: "replay on dead fails: attempts start again at 1", st: dead, a: replayOf("dlq:3:9"), result: Answered(boom, 0), ttl: ttl,
 			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
 			effects: toTier(1, 2),
 		},
 		{
-			name: "replay copying a late attempt header still starts at 1", st: dead, a: func() Arrival { a := replayOf("dlq:3:9"); a.Attempt = 6; return a }(), result: boom, ttl: ttl,
+			name: "replay copying a late attempt header still starts at 1", st: dead, a: func() Arrival { a := replayOf("dlq:3:9"); a.Attempt = 6; return a }(), result: Answered(boom, 0), ttl: ttl,
 			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: dead.FirstSeenAt, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:0:1", "dlq:3:9"}},
 			effects: toTier(1, 2),
 		},
@@ -290,13 +302,13 @@ func TestStep(t *testing.T) {
 			effects: done(),
 		},
 		{
-			name: "backfill to a route without state fails: attempt 1, then the first tier", a: withSeen(func() Arrival { a := backfillOf("backfill:b1", false); a.Attempt = 4; return a }(), firstSeen), result: boom, ttl: ttl,
+			name: "backfill to a route without state fails: attempt 1, then the first tier", a: withSeen(func() Arrival { a := backfillOf("backfill:b1", false); a.Attempt = 4; return a }(), firstSeen), result: Answered(boom, 0), ttl: ttl,
 			want:    State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"backfill:b1"}},
 			effects: toTier(1, 2),
 		},
 		{
 			name: "retry of a replay carries the ids", st: &State{Status: StatusRetrying, NextAttempt: 2, Provider: "stripe", FirstSeenAt: firstSeen, ExpiresAt: later, ReplayIDs: []string{"dlq:3:9"}},
-			a: retryAt(2), result: retry.Permanent(boom), ttl: ttl,
+			a: retryAt(2), result: Answered(retry.Permanent(boom), 0), ttl: ttl,
 			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day, ReplayIDs: []string{"dlq:3:9"}},
 			effects: toDLQ(headers.DeadPermanent, 2),
 		},
@@ -311,9 +323,13 @@ func TestStep(t *testing.T) {
 			effects: done(),
 		},
 	}
-	for _, tt := range tests {
+}
+
+// TestStep covers every row of Step's table (stepRows).
+func TestStep(t *testing.T) {
+	for _, tt := range stepRows() {
 		t.Run(tt.name, func(t *testing.T) {
-			got, effects := Step(tt.st, tt.a, tt.result, Policy{Schedule: sched, TTL: tt.ttl})
+			got, effects := Step(tt.st, tt.a, tt.result, Policy{Schedule: stepSchedule, TTL: tt.ttl})
 			if b, err := Encode(got); err != nil {
 				t.Errorf("Apply made a state the changelog refuses: %v", err)
 			} else if back, err := Decode(b); err != nil || !reflect.DeepEqual(back, got) {
@@ -332,8 +348,8 @@ func TestStep(t *testing.T) {
 func TestStepDoesNotAliasReplayIDs(t *testing.T) {
 	old := &State{Status: StatusDead, Provider: "stripe", ExpiresAt: later, ReplayIDs: make([]string, 1, 8)}
 	old.ReplayIDs[0] = "dlq:0:1"
-	a, _ := Step(old, replayOf("dlq:0:2"), nil, Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
-	b, _ := Step(old, replayOf("dlq:0:3"), nil, Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
+	a, _ := Step(old, replayOf("dlq:0:2"), Answered(nil, 0), Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
+	b, _ := Step(old, replayOf("dlq:0:3"), Answered(nil, 0), Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
 	if a.ReplayIDs[1] != "dlq:0:2" || b.ReplayIDs[1] != "dlq:0:3" || len(old.ReplayIDs) != 1 {
 		t.Errorf("states share replay ids: %v %v %v", a.ReplayIDs, b.ReplayIDs, old.ReplayIDs)
 	}
@@ -348,7 +364,7 @@ func TestReplayIDBound(t *testing.T) {
 	if process, _ := Admit(st, newest); !process {
 		t.Fatal("a new replay id on a dead key must be processed")
 	}
-	next, _ := Step(st, newest, retry.Permanent(errors.New("still broken")), Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
+	next, _ := Step(st, newest, Answered(retry.Permanent(errors.New("still broken")), 0), Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
 	if len(next.ReplayIDs) != MaxReplayIDs || next.ReplayIDs[0] != "dlq:0:1" || next.ReplayIDs[MaxReplayIDs-1] != "dlq:1:0" {
 		t.Fatalf("replay ids = %v, want the last %d with the newest at the end", next.ReplayIDs, MaxReplayIDs)
 	}
@@ -361,14 +377,14 @@ func TestReplayIDBound(t *testing.T) {
 		t.Errorf("kept id: Admit = %v, %q; want skipped as %q", process, why, WhyReplaySeen)
 	}
 	// An id already present is not added twice.
-	again, _ := Step(&next, replayOf("dlq:1:0"), nil, Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
+	again, _ := Step(&next, replayOf("dlq:1:0"), Answered(nil, 0), Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
 	if !slices.Equal(again.ReplayIDs, next.ReplayIDs) {
 		t.Errorf("replay ids changed on a seen id: %v", again.ReplayIDs)
 	}
 }
 
 func TestExpiry(t *testing.T) {
-	st, _ := Step(nil, ingest, nil, Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
+	st, _ := Step(nil, ingest, Answered(nil, 0), Policy{Schedule: retry.DefaultSchedule(), TTL: time.Hour})
 	for _, tt := range []struct {
 		at      time.Time
 		process bool
@@ -389,7 +405,7 @@ func TestPark(t *testing.T) {
 	dead := &State{Status: StatusDead, Provider: "stripe", FirstSeenAt: t0.Add(-time.Hour), ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}}
 	a := replayOf("dlq:4:7")
 	a.Attempt = 5
-	st, effects := Step(dead, a, NotCalled(errors.New("destination paused by an operator")), Policy{TTL: time.Hour})
+	st, effects := Step(dead, a, ParkedFor(errors.New("destination paused by an operator")), Policy{TTL: time.Hour})
 	if !reflect.DeepEqual(effects, parked()) {
 		t.Fatalf("parked effects %+v", effects)
 	}
@@ -405,7 +421,7 @@ func TestPark(t *testing.T) {
 	if process, why := Admit(&st, lane); !process || why != WhyUnparked {
 		t.Fatalf("its lane copy: Admit = %v %s, want processed", process, why)
 	}
-	next, effects := Step(&st, lane, nil, Policy{Schedule: mustSchedule(t, "1s"), TTL: time.Hour})
+	next, effects := Step(&st, lane, Answered(nil, 0), Policy{Schedule: mustSchedule(t, "1s"), TTL: time.Hour})
 	if next.Status != StatusDone || !reflect.DeepEqual(effects, done()) || !slices.Equal(next.ReplayIDs, []string{"dlq:0:1", "dlq:4:7"}) {
 		t.Fatalf("after the lane copy succeeded: %+v %+v", next, effects)
 	}
@@ -423,7 +439,7 @@ func TestChain(t *testing.T) {
 	steps := []struct {
 		key     string
 		a       Arrival
-		result  error // the handler's result when processed
+		result  error // the handler's answer when processed
 		process bool
 		why     string
 		effects []Effect
@@ -447,7 +463,7 @@ func TestChain(t *testing.T) {
 			t.Fatalf("step %d (%s %s): Admit = %v, %q; want %v, %q", i, s.key, s.a.Origin, process, why, s.process, s.why)
 		}
 		if process {
-			next, effects := Step(st, s.a, s.result, Policy{Schedule: sched, TTL: time.Hour})
+			next, effects := Step(st, s.a, Answered(s.result, 0), Policy{Schedule: sched, TTL: time.Hour})
 			if !reflect.DeepEqual(effects, s.effects) {
 				t.Fatalf("step %d: effects = %+v, want %+v", i, effects, s.effects)
 			}
@@ -486,7 +502,7 @@ func TestStepWithProviderTiers(t *testing.T) {
 		if tt.attempt == 1 {
 			a = ingest
 		}
-		st, effects := Step(nil, a, boom, Policy{Schedule: sched, TTL: time.Minute})
+		st, effects := Step(nil, a, Answered(boom, 0), Policy{Schedule: sched, TTL: time.Minute})
 		if !reflect.DeepEqual(effects, tt.wantEffects) || st.Status != tt.wantState {
 			t.Fatalf("attempt %d: effects %+v state %s, want %+v %s", tt.attempt, effects, st.Status, tt.wantEffects, tt.wantState)
 		}

@@ -89,9 +89,6 @@ func (e *HeldError) Error() string {
 	return fmt.Sprintf("held as number %d behind %s, the head of its entity on this route", e.Seq, e.Head)
 }
 
-// Held is the result of a record held on a route: NotCalled(e).
-func Held(e *HeldError) error { return NotCalled(e) }
-
 // route returns route's hold, if any.
 func (h Holds) route(route string) (Hold, int, bool) {
 	i := slices.IndexFunc(h, func(x Hold) bool { return x.Route == route })

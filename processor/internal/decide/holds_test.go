@@ -116,7 +116,7 @@ func TestHoldsCodec(t *testing.T) {
 // its outcome says held.
 func TestStepHeld(t *testing.T) {
 	pol := Policy{Schedule: mustSchedule(t, "1s,2s")}
-	next, effects := Step(nil, retryAt(3), Held(&HeldError{Head: "k2", Seq: 4, Tier: 2}), pol)
+	next, effects := Step(nil, retryAt(3), HeldBehind(&HeldError{Head: "k2", Seq: 4, Tier: 2}), pol)
 	if next.Status != StatusRetrying || next.NextAttempt != 3 {
 		t.Fatalf("held: state %s expecting %d, want retrying expecting 3 (no attempt used)", next.Status, next.NextAttempt)
 	}

@@ -152,8 +152,8 @@ func (s *State) withRoute(route string, next State) State {
 type RouteResult struct {
 	// Route is the route's name.
 	Route string
-	// Result is the call's error (nil: success), or a *NotCalledError.
-	Result error
+	// Result is what became of its delivery.
+	Result Result
 	// Policy is the route's decision policy.
 	Policy Policy
 }

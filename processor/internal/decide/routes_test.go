@@ -67,8 +67,8 @@ func roundTrip(t *testing.T, st State) {
 func TestRouteFailsWhileSiblingDone(t *testing.T) {
 	pol := Policy{Schedule: mustSchedule(t, "1m,5m")}
 	st, effects := StepRoutes(nil, ingest, []RouteResult{
-		{Route: "billing", Result: errors.New("HTTP 503"), Policy: pol},
-		{Route: "crm", Result: nil, Policy: pol},
+		{Route: "billing", Result: Answered(errors.New("HTTP 503"), 0), Policy: pol},
+		{Route: "crm", Result: Answered(nil, 0), Policy: pol},
 	}, pol)
 	if want := []string{"changelog", "tier/billing", "outcome/billing/retrying", "outcome/crm/done"}; !reflect.DeepEqual(kinds(effects), want) {
 		t.Fatalf("effects %v, want %v", kinds(effects), want)
@@ -103,7 +103,7 @@ func TestRouteFailsWhileSiblingDone(t *testing.T) {
 	}
 
 	// billing's retry succeeds: both done, crm untouched.
-	st2, effects := Step(&st, routed(retryAt(2), "billing"), nil, pol)
+	st2, effects := Step(&st, routed(retryAt(2), "billing"), Answered(nil, 0), pol)
 	if want := []string{"changelog", "outcome/billing/done"}; !reflect.DeepEqual(kinds(effects), want) {
 		t.Errorf("retry effects %v, want %v", kinds(effects), want)
 	}
@@ -122,8 +122,8 @@ func TestReplayOfOneRoute(t *testing.T) {
 	pol := Policy{Schedule: mustSchedule(t, "1m")}
 	perm := errors.New("HTTP 500")
 	st, _ := StepRoutes(nil, ingest, []RouteResult{
-		{Route: "billing", Result: perm, Policy: Policy{}}, // no tier: dead at once
-		{Route: "crm", Result: perm, Policy: Policy{}},
+		{Route: "billing", Result: Answered(perm, 0), Policy: Policy{}}, // no tier: dead at once
+		{Route: "crm", Result: Answered(perm, 0), Policy: Policy{}},
 	}, pol)
 	if st.Status != StatusDead {
 		t.Fatalf("state %+v: want dead", st)
@@ -132,7 +132,7 @@ func TestReplayOfOneRoute(t *testing.T) {
 	if p, why := Admit(&st, replay); !p || why != WhyReplay {
 		t.Fatalf("Admit(replay of billing) = %v %s, want process", p, why)
 	}
-	st2, effects := Step(&st, replay, nil, pol)
+	st2, effects := Step(&st, replay, Answered(nil, 0), pol)
 	if want := []string{"changelog", "outcome/billing/done"}; !reflect.DeepEqual(kinds(effects), want) {
 		t.Errorf("effects %v, want %v", kinds(effects), want)
 	}
@@ -188,7 +188,7 @@ func TestUpgradeReadsOldStateAsDefault(t *testing.T) {
 	}
 	// One route only: the state keeps the old form, byte for byte the
 	// changelog value it always was.
-	next, _ := Step(nil, routed(ingest, headers.DefaultRoute), nil, Policy{})
+	next, _ := Step(nil, routed(ingest, headers.DefaultRoute), Answered(nil, 0), Policy{})
 	if next.Routes != nil {
 		t.Errorf("route default alone: Routes = %+v, want nil (the old form)", next.Routes)
 	}
@@ -197,7 +197,7 @@ func TestUpgradeReadsOldStateAsDefault(t *testing.T) {
 	}
 	// A second route joins an old state: the default's state moves into
 	// Routes unchanged.
-	two, _ := Step(&st, routed(retryAt(1), "audit"), nil, Policy{})
+	two, _ := Step(&st, routed(retryAt(1), "audit"), Answered(nil, 0), Policy{})
 	d, _ := two.Route(headers.DefaultRoute)
 	if len(two.Routes) != 2 || d.Status != StatusDone || !d.ExpiresAt.Equal(st.ExpiresAt) {
 		t.Errorf("old state plus audit: %+v; want default done (expiry kept) and audit", two)
@@ -208,7 +208,7 @@ func TestUpgradeReadsOldStateAsDefault(t *testing.T) {
 // TestTopicRoute: a topic destination's success writes the record to the
 // topic in the state's transaction.
 func TestTopicRoute(t *testing.T) {
-	_, effects := StepRoutes(nil, ingest, []RouteResult{{Route: "ledger", Policy: Policy{Topic: true}}}, Policy{})
+	_, effects := StepRoutes(nil, ingest, []RouteResult{{Route: "ledger", Result: Answered(nil, 0), Policy: Policy{Topic: true}}}, Policy{})
 	if want := []string{"changelog", "topic/ledger", "outcome/ledger/done"}; !reflect.DeepEqual(kinds(effects), want) {
 		t.Errorf("effects %v, want %v", kinds(effects), want)
 	}
@@ -219,8 +219,8 @@ func TestTopicRoute(t *testing.T) {
 func TestRoutesExpiry(t *testing.T) {
 	short := Policy{TTL: time.Minute}
 	st, _ := StepRoutes(nil, ingest, []RouteResult{
-		{Route: "a", Result: NotCalled(errors.New("paused")), Policy: short},
-		{Route: "b", Policy: short},
+		{Route: "a", Result: ParkedFor(errors.New("paused")), Policy: short},
+		{Route: "b", Result: Answered(nil, 0), Policy: short},
 	}, short)
 	a, _ := st.Route("a")
 	b, _ := st.Route("b")

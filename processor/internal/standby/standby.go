@@ -1,4 +1,10 @@
-package consume
+// Package standby keeps the state of the partitions the group's balancer
+// named this processor a standby of warm in the local store
+// (HOOKLINE_STANDBY_REPLICAS, package balance), so that a new owner
+// restores seconds of changelog, not all of it. Its Set is claimed by the
+// owner's restore of a partition (Claim) and released when the partition
+// goes away (Release, ReleaseAll).
+package standby
 
 import (
 	"context"
@@ -15,21 +21,22 @@ import (
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
-// DefaultStandbyEvery is Config.StandbyEvery's default.
-const DefaultStandbyEvery = 5 * time.Second
+// DefaultEvery is how often a standby partition is caught up unless
+// Config.Every says otherwise.
+const DefaultEvery = 5 * time.Second
 
-// standbys keeps the state of the partitions the group's balancer named
+// Set keeps the state of the partitions the group's balancer named
 // this processor a standby of (HOOKLINE_STANDBY_REPLICAS, package balance)
-// warm in the local store: every Config.StandbyEvery it catches each up with the
+// warm in the local store: every Config.Every it catches each up with the
 // changelog by an incremental restore from the store's checkpoint. A
 // partition this processor owns is never caught up as a standby: the
 // owner's restore claims it (cancelling and waiting for a catch-up in
 // progress) and releases it when the partition goes away.
-type standbys struct {
+type Set struct {
 	raw     string       // webhooks.raw, whose partitions are named
 	store   *state.Store // the local store the catch-ups write
 	restore restore.Config
-	every   time.Duration // Config.StandbyEvery
+	every   time.Duration // Config.Every
 	log     *slog.Logger
 	lag     *prometheus.GaugeVec // by partition
 	count   prometheus.Gauge     // standby partitions named
@@ -47,16 +54,35 @@ type catchUp struct {
 	done   chan struct{}
 }
 
-func newStandbys(p *Processor) *standbys {
-	return &standbys{raw: p.cfg.Names.Raw, store: p.cfg.Store, restore: p.restoreConfig(), every: p.cfg.StandbyEvery, log: p.cfg.Logger,
-		lag: p.m.standbyLag, count: p.m.standbyPartitions,
+// Config is what a Set needs.
+type Config struct {
+	// Topic is webhooks.raw, whose partitions the balancer names.
+	Topic string
+	// Store is the local store the catch-ups write.
+	Store *state.Store
+	// Restore configures each catch-up (an incremental restore from the
+	// store's checkpoint).
+	Restore restore.Config
+	// Every is how often each standby is caught up; 0: DefaultEvery.
+	Every   time.Duration
+	Logger  *slog.Logger
+	Metrics *Metrics
+}
+
+// New returns a Set; Run keeps it warm.
+func New(cfg Config) *Set {
+	if cfg.Every <= 0 {
+		cfg.Every = DefaultEvery
+	}
+	return &Set{raw: cfg.Topic, store: cfg.Store, restore: cfg.Restore, every: cfg.Every, log: cfg.Logger,
+		lag: cfg.Metrics.standbyLag, count: cfg.Metrics.standbyPartitions,
 		want: map[int32]bool{}, claimed: map[int32]bool{}, runs: map[int32]*catchUp{}, lagged: map[int32]bool{}}
 }
 
-// balancer is the group balancer that names the standbys: it also tells
+// Balancer is the group balancer that names the standbys: it also tells
 // the leader how far the local store is on every partition, so a partition
 // that needs a new owner goes to the member that kept it warm.
-func (sb *standbys) balancer(n int) kgo.GroupBalancer {
+func (sb *Set) Balancer(n int) kgo.GroupBalancer {
 	return &balance.Balancer{
 		Standbys:    n,
 		Checkpoints: sb.checkpoints,
@@ -67,7 +93,7 @@ func (sb *standbys) balancer(n int) kgo.GroupBalancer {
 }
 
 // checkpoints are the store's checkpoints of every partition it holds.
-func (sb *standbys) checkpoints() map[int32]int64 {
+func (sb *Set) checkpoints() map[int32]int64 {
 	cps, err := sb.store.Checkpoints()
 	if err != nil {
 		sb.log.Warn("standbys: the store's checkpoints cannot be read; joining as if it held nothing", "err", err)
@@ -77,7 +103,7 @@ func (sb *standbys) checkpoints() map[int32]int64 {
 }
 
 // named takes the standbys of the latest assignment.
-func (sb *standbys) named(parts []int32) {
+func (sb *Set) named(parts []int32) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	want := map[int32]bool{}
@@ -99,9 +125,9 @@ func (sb *standbys) named(parts []int32) {
 	sb.count.Set(float64(len(want)))
 }
 
-// claim marks a partition as owned: a catch-up in progress is cancelled and
-// waited for, and none starts until release.
-func (sb *standbys) claim(part int32) {
+// Claim marks a partition as owned: a catch-up in progress is cancelled and
+// waited for, and none starts until Release.
+func (sb *Set) Claim(part int32) {
 	sb.mu.Lock()
 	sb.claimed[part] = true
 	run := sb.runs[part]
@@ -112,8 +138,8 @@ func (sb *standbys) claim(part int32) {
 	}
 }
 
-// release ends the claims of partitions that went away.
-func (sb *standbys) release(parts map[int32]bool) {
+// Release ends the claims of partitions that went away.
+func (sb *Set) Release(parts map[int32]bool) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	for p := range parts {
@@ -121,16 +147,16 @@ func (sb *standbys) release(parts map[int32]bool) {
 	}
 }
 
-// releaseAll ends every claim (the session ended).
-func (sb *standbys) releaseAll() {
+// ReleaseAll ends every claim (the session ended).
+func (sb *Set) ReleaseAll() {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	clear(sb.claimed)
 }
 
-// run catches the standbys up every Config.StandbyEvery until ctx ends, then
+// Run catches the standbys up every Config.Every until ctx ends, then
 // waits for the catch-ups in progress.
-func (sb *standbys) run(ctx context.Context) {
+func (sb *Set) Run(ctx context.Context) {
 	t := time.NewTicker(sb.every)
 	defer t.Stop()
 	for {
@@ -164,7 +190,7 @@ func (sb *standbys) run(ctx context.Context) {
 
 // catchUp restores one standby partition from its checkpoint to the
 // changelog's end.
-func (sb *standbys) catchUp(ctx context.Context, part int32, run *catchUp) {
+func (sb *Set) catchUp(ctx context.Context, part int32, run *catchUp) {
 	defer close(run.done)
 	defer run.cancel()
 	stats, err := restore.Partition(ctx, sb.restore, sb.store, part)
@@ -179,4 +205,27 @@ func (sb *standbys) catchUp(ctx context.Context, part int32, run *catchUp) {
 		sb.lagged[part] = true
 		sb.lag.WithLabelValues(strconv.Itoa(int(part))).Set(float64(stats.To - stats.From))
 	}
+}
+
+// Metrics are the standby partitions' gauges. They are registered
+// whether or not the processor keeps standbys (they read 0 then).
+type Metrics struct {
+	standbyLag        *prometheus.GaugeVec
+	standbyPartitions prometheus.Gauge
+}
+
+// NewMetrics registers the gauges with reg.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		standbyLag: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookline_processor_standby_lag",
+			Help: "Changelog offsets a standby partition was behind when it was last caught up (every 5 s; HOOKLINE_STANDBY_REPLICAS).",
+		}, []string{"partition"}),
+		standbyPartitions: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "hookline_processor_standby_partitions",
+			Help: "Partitions this processor keeps warm as a standby (named by the group's balancer).",
+		}),
+	}
+	reg.MustRegister(m.standbyLag, m.standbyPartitions)
+	return m
 }

@@ -351,6 +351,21 @@ providers:
         destination: {url: "http://x/"}
 `
 
+// checkMatch: p.Match gives the routes want, and each route's Matches
+// agrees with it (a backfill of one route takes what Match gives it).
+func checkMatch(t *testing.T, p *Provider, typ, body string, want []string) {
+	t.Helper()
+	got := routeNames(p.Match(typ, []byte(body), nil))
+	if !slices.Equal(got, want) {
+		t.Fatalf("Match = %v, want %v", got, want)
+	}
+	for _, rt := range p.Routes() {
+		if m := rt.Matches(typ, []byte(body)); m != slices.Contains(want, rt.Name) {
+			t.Errorf("route %s: Matches = %v, disagrees with Match", rt.Name, m)
+		}
+	}
+}
+
 func TestMatch(t *testing.T) {
 	p := mustGet(t, mustParse(t, matchYAML, testEnv()), "s")
 	cases := []struct {
@@ -384,17 +399,7 @@ func TestMatch(t *testing.T) {
 		{"object with an extra member", "x", `{"data":{"object":{"meta":{"y":[true,"2"],"x":1,"z":0}}}}`, []string{"all"}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := routeNames(p.Match(tc.typ, []byte(tc.body), nil))
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("Match = %v, want %v", got, tc.want)
-			}
-			for _, rt := range p.Routes() {
-				if m := rt.Matches(tc.typ, []byte(tc.body)); m != slices.Contains(tc.want, rt.Name) {
-					t.Errorf("route %s: Matches = %v, disagrees with Match", rt.Name, m)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkMatch(t, p, tc.typ, tc.body, tc.want) })
 	}
 	dst := make([]*Route, 1, 8)
 	if got := p.Match("invoice.paid", nil, dst); len(got) != 3 || got[0] != nil || got[1].Name != "all" {
@@ -454,18 +459,7 @@ func TestOtherwise(t *testing.T) {
 		{"off", "otherwise: false leaves the unmatched unrouted", "customer.created", `{}`, nil},
 	}
 	for _, tc := range cases {
-		t.Run(tc.provider+" "+tc.name, func(t *testing.T) {
-			p := mustGet(t, r, tc.provider)
-			got := routeNames(p.Match(tc.typ, []byte(tc.body), nil))
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("Match = %v, want %v", got, tc.want)
-			}
-			for _, rt := range p.Routes() {
-				if m := rt.Matches(tc.typ, []byte(tc.body)); m != slices.Contains(tc.want, rt.Name) {
-					t.Errorf("route %s: Matches = %v, disagrees with Match", rt.Name, m)
-				}
-			}
-		})
+		t.Run(tc.provider+" "+tc.name, func(t *testing.T) { checkMatch(t, mustGet(t, r, tc.provider), tc.typ, tc.body, tc.want) })
 	}
 	s := mustGet(t, r, "s")
 	rest, _ := s.Route("rest")

@@ -1,13 +1,9 @@
 package consume
 
 import (
-	"context"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kadm"
-
-	"github.com/hookline/hookline/processor/internal/deliver"
 )
 
 // TestMetricsByEventType: hookline_processor_records_total and
@@ -15,23 +11,8 @@ import (
 // is (package typelabel): a type the file names, the first
 // EventTypeLabels others (1 here), then other.
 func TestMetricsByEventType(t *testing.T) {
-	const yml = `providers:
-  shop:
-    preset: stripe
-    secret_env: [S]
-    routes:
-      billing: {events: [invoice.paid], destination: {url: "http://billing.invalid/"}}
-      rest: {otherwise: true, destination: {url: "http://rest.invalid/"}}
-`
-	f := newFakeKafka(t)
-	adm := kadm.NewClient(f.client(t))
-	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("shop", "billing"), f.names.RouteLane("shop", "rest")); err != nil {
-		t.Fatal(err)
-	}
 	reg := prometheus.NewRegistry()
-	dest := &routeCalls{}
-	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"shop/billing": dest, "shop/rest": dest},
-		procOptions{providersYAML: yml, metrics: reg, eventTypeLabels: 1})
+	f, _ := runOtherwise(t, procOptions{metrics: reg, eventTypeLabels: 1})
 
 	f.produceTyped(t, "shop", "k1", "invoice.paid")     // named by the file
 	f.produceTyped(t, "shop", "k2", "customer.created") // the first other type

@@ -212,25 +212,37 @@ func TestUnknownProviderRetries(t *testing.T) {
 	}
 }
 
-// TestOtherwiseRoute: an event that no other route of its provider
-// matches goes to its otherwise route, delivered with its own outcome,
-// never unrouted; an event another route matches does not.
-func TestOtherwiseRoute(t *testing.T) {
-	const yml = `providers:
+// otherwiseYAML is one provider, shop, with a route billing (invoice.paid,
+// HTTP) and an otherwise route rest (HTTP).
+const otherwiseYAML = `providers:
   shop:
     preset: stripe
     secret_env: [S]
     routes:
-      billing: {events: ["invoice.*"], destination: {url: "http://billing.invalid/"}}
+      billing: {events: [invoice.paid], destination: {url: "http://billing.invalid/"}}
       rest: {otherwise: true, destination: {url: "http://rest.invalid/"}, priority: low}
 `
+
+// runOtherwise runs a processor of otherwiseYAML with o (its lanes
+// created), both routes calling the routeCalls it returns.
+func runOtherwise(t *testing.T, o procOptions) (*fakeKafka, *routeCalls) {
+	t.Helper()
 	f := newFakeKafka(t)
 	adm := kadm.NewClient(f.client(t))
 	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("shop", "billing"), f.names.RouteLane("shop", "rest")); err != nil {
 		t.Fatal(err)
 	}
 	dest := &routeCalls{}
-	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"shop/billing": dest, "shop/rest": dest}, procOptions{providersYAML: yml})
+	o.providersYAML = otherwiseYAML
+	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"shop/billing": dest, "shop/rest": dest}, o)
+	return f, dest
+}
+
+// TestOtherwiseRoute: an event that no other route of its provider
+// matches goes to its otherwise route, delivered with its own outcome,
+// never unrouted; an event another route matches does not.
+func TestOtherwiseRoute(t *testing.T) {
+	f, dest := runOtherwise(t, procOptions{})
 
 	f.produceTyped(t, "shop", "inv1", "invoice.paid")
 	f.produceTyped(t, "shop", "odd1", "payout.paid")

@@ -22,6 +22,9 @@
 // (a header or JSON pointer read from a request), route (which events a
 // route takes, route names), schema (payload schemas), ordering (an
 // event's entity), glob (event type patterns) and jsonptr (JSON pointers).
+// typelabel (the metrics' bounded event_type label) is beside them but
+// imported by the services, not here: it takes NamedEventTypes as plain
+// globs.
 package providers
 
 import (

@@ -147,6 +147,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		IPLimit:            cfg.IPLimit,
 		ReplayCacheEntries: cfg.ReplayCacheEntries,
 		OutcomesTopic:      names.Outcomes,
+		EventTypeLabels:    cfg.EventTypeLabels,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),

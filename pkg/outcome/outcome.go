@@ -49,8 +49,9 @@ const (
 	StatusParked = "parked"
 	// StatusDead: sent to webhooks.dlq, for DeadReason.
 	StatusDead = "dead"
-	// StatusUnrouted: the event matched none of its provider's routes;
-	// nothing was delivered, and nothing is wrong.
+	// StatusUnrouted: the event matched none of its provider's routes
+	// (and the provider has no otherwise route); nothing was delivered,
+	// and nothing is wrong.
 	StatusUnrouted = "unrouted"
 	// StatusHeld: an ordered provider's record waits behind its entity's
 	// head on the route (Tier names the tier it waits in, Lane the lane;

@@ -22,6 +22,9 @@
 // (a header or JSON pointer read from a request), route (which events a
 // route takes, route names), schema (payload schemas), ordering (an
 // event's entity), glob (event type patterns) and jsonptr (JSON pointers).
+// typelabel (the metrics' bounded event_type label) is beside them but
+// imported by the services, not here: it takes NamedEventTypes as plain
+// globs.
 package providers
 
 import (
@@ -87,11 +90,8 @@ type Provider struct {
 	// routes are the routes in name order: those of the file, or the
 	// route "default" made from Destination; nil when there is neither.
 	routes []*Route
-	// literals are the event types some route's events names without a
-	// '*'; globs the other patterns, in route then list order
-	// (EventTypeLabel).
-	literals map[string]struct{}
-	globs    []glob.Glob
+	// named are the event type patterns the entry names (NamedEventTypes).
+	named []glob.Glob
 
 	secrets   []signature.Secret // first is used by Sign; any one verifying is enough
 	scheme    *signature.Scheme  // nil: unsigned (generic with signature: {none: true})

@@ -385,6 +385,7 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 	if c.Routes == nil {
 		p.defaultRoute()
 	}
+	p.indexEventTypes()
 	return p, nil
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/providers/signature"
+	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -71,6 +72,11 @@ type Config struct {
 	// OutcomesTopic (prefixed) is where a delivery suppressed as a replay
 	// gets its outcome (status suppressed), for dlq trace to find it.
 	OutcomesTopic string
+	// EventTypeLabels is how many event types per provider that the
+	// providers file does not name get an event_type label of their own
+	// (HOOKLINE_EVENT_TYPE_LABELS; package typelabel); 0: the file's
+	// names only.
+	EventTypeLabels int
 }
 
 // Server answers webhook requests.
@@ -80,7 +86,8 @@ type Server struct {
 	ips      *ipLimiter   // nil: no per-IP limit
 	replays  *replayCache // nil: replays are not recognised
 	m        *metrics
-	openapi  []byte // GET /openapi.yaml
+	types    *typelabel.Labeller // the event_type label of m.records
+	openapi  []byte              // GET /openapi.yaml
 }
 
 // New builds the server and registers its metrics on cfg.Registry.
@@ -88,7 +95,8 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, limiters: map[string]*rate.Limiter{}, m: newMetrics(cfg.Registry)}
+	s := &Server{cfg: cfg, limiters: map[string]*rate.Limiter{}, m: newMetrics(cfg.Registry),
+		types: typelabel.New(cfg.Providers.NamedEventTypes(), cfg.EventTypeLabels)}
 	for _, name := range cfg.Providers.Names() {
 		p, _ := cfg.Providers.Get(name)
 		if p.RateLimit != nil {
@@ -311,7 +319,7 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 	s.m.ackSeconds.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
 	s.m.bodyBytes.WithLabelValues(p.Name).Observe(float64(len(body)))
 	for i, ev := range d.Events { // one record each
-		s.m.records.WithLabelValues(p.Name, p.EventTypeLabel(ev.Type)).Inc()
+		s.m.records.WithLabelValues(p.Name, s.types.Label(p.Name, ev.Type)).Inc()
 		if invalid != nil && invalid[i] != nil {
 			s.m.invalid.WithLabelValues(p.Name, invalidAccepted).Inc()
 		}

@@ -6,9 +6,10 @@ import (
 
 // metrics are the ingest service's own series; the Kafka client's come from
 // kprom. Provider labels only ever hold configured provider names (or
-// "unknown"), and event_type labels the event types the provider's routes
-// name (providers.Provider.EventTypeLabel: an events entry, or "other"),
-// so their cardinality is bounded by the providers file.
+// "unknown"), and event_type labels are bounded by the providers file and
+// HOOKLINE_EVENT_TYPE_LABELS (package typelabel: a type the file names,
+// one of the first N others per provider, the file's glob it matches, or
+// "other").
 type metrics struct {
 	requests     *prometheus.CounterVec
 	ackSeconds   *prometheus.HistogramVec
@@ -55,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"provider"}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_ingest_records_total",
-			Help: "Records acknowledged by Kafka: events accepted (a batch request gives several), by provider and event type (an entry of a route's events that the type matches, else other).",
+			Help: "Records acknowledged by Kafka: events accepted (a batch request gives several), by provider and event type (a type the providers file names, or one of the first HOOKLINE_EVENT_TYPE_LABELS other types of the provider; else the file's first glob it matches, else other).",
 		}, []string{"provider", "event_type"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hookline_ingest_requests_in_flight",

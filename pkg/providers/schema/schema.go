@@ -68,6 +68,16 @@ type Set struct {
 // the first Add.
 func (s *Set) AssertFormats() { s.assert = true }
 
+// Globs are the entries' event type globs, in the order they were added
+// ("*" for a schema of every event). Cost: one slice.
+func (s *Set) Globs() []glob.Glob {
+	out := make([]glob.Glob, 0, len(s.entries))
+	for _, e := range s.entries {
+		out = append(out, e.events)
+	}
+	return out
+}
+
 // Add compiles ref for the event types events matches: a file (relative to
 // dir unless absolute), or a place in one, file#pointer with a JSON pointer
 // (RFC 6901, in a URI fragment: "schema.json#/definitions/push$event"), so

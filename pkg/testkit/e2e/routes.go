@@ -27,6 +27,9 @@ type Route struct {
 	// hold there (a string, bool or float64, as encoding/json decodes it);
 	// nil leaves it out.
 	Where map[string]any
+	// Otherwise writes otherwise: true: the route takes every event that
+	// no other route of its provider takes (Events must be nil).
+	Otherwise bool
 	// Topic, when set, makes a topic route: destination {topic: T} where T
 	// is the system's prefix followed by Topic (the processor uses it as
 	// written, so parallel systems never share it). System.RouteTopic
@@ -132,6 +135,9 @@ func (s *System) routesEntry(provider, secretEnv string, routes []Route) string 
 		if r.Events != nil {
 			fmt.Fprintf(&b, "        events: [%s]\n", quoted(r.Events))
 		}
+		if r.Otherwise {
+			b.WriteString("        otherwise: true\n")
+		}
 		if r.Where != nil {
 			w, err := json.Marshal(r.Where) // JSON is YAML; keys sorted
 			if err != nil {
@@ -179,7 +185,14 @@ func checkRoutes(tb testing.TB, routes map[string][]Route) {
 			tb.Fatalf("e2e: routes for %s: the harness gives routes to the providers of MixedProviders only", p)
 		}
 		seen := map[string]bool{}
+		otherwise := 0
 		for _, r := range rs {
+			if r.Otherwise {
+				otherwise++
+				if r.Events != nil || otherwise > 1 {
+					tb.Fatalf("e2e: provider %s: route %s: an otherwise route takes no events, and a provider has at most one", p, r.Name)
+				}
+			}
 			if seen[r.Name] || r.Name == "" {
 				tb.Fatalf("e2e: provider %s: route name %q empty or used twice", p, r.Name)
 			}
@@ -203,21 +216,30 @@ func (s *System) RouteTopic(provider, route string) string {
 }
 
 // routesOf are the routes an accepted key of event type typ and body is
-// delivered on: its provider's routes that match, or the provider's one
-// route default when the harness gave it none. The provider is the key's
-// part before the first ':' (every key of the harness's providers begins
-// so).
+// delivered on: its provider's routes that match, else its otherwise route,
+// or the provider's one route default when the harness gave it none. The
+// provider is the key's part before the first ':' (every key of the
+// harness's providers begins so).
 func (s *System) routesOf(key, typ string, body []byte) []string {
 	p, _, _ := strings.Cut(key, ":")
 	rs, ok := s.routes[p]
 	if !ok {
 		return []string{headers.DefaultRoute}
 	}
-	var out []string
+	var (
+		out       []string
+		otherwise string
+	)
 	for _, r := range rs {
-		if r.matches(typ, body) {
+		switch {
+		case r.Otherwise:
+			otherwise = r.Name
+		case r.matches(typ, body):
 			out = append(out, r.Name)
 		}
+	}
+	if len(out) == 0 && otherwise != "" {
+		out = append(out, otherwise)
 	}
 	return out
 }

@@ -114,3 +114,35 @@ func TestProvidersFileRoutes(t *testing.T) {
 		}
 	}
 }
+
+// TestProvidersFileOtherwise: an otherwise route is written as
+// otherwise: true, and the kit expects it exactly where providers.Match
+// delivers: for the events no other route takes.
+func TestProvidersFileOtherwise(t *testing.T) {
+	s := &System{tb: t, Prefix: "t-o.", Dest: NewDestination(t)}
+	o := Options{Routes: map[string][]Route{"stripe": {
+		{Name: "billing", Events: []string{"invoice.*"}},
+		{Name: "rest", Otherwise: true},
+	}}}
+	checkRoutes(t, o.Routes)
+	env := map[string]string{"E2E_SECRET": Secret, "E2E_STD_SECRET": "whsec_ZTJlLXNlY3JldA=="}
+	reg, err := providers.Parse([]byte(s.providersFile(o)), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := reg.Get("stripe")
+	if rest, ok := p.Route("rest"); !ok || !rest.Otherwise {
+		t.Fatalf("route rest as loaded: %+v", rest)
+	}
+	s.routes = o.Routes
+	for typ, want := range map[string][]string{"invoice.paid": {"billing"}, "customer.created": {"rest"}, "": {"rest"}} {
+		var loaded []string
+		body := NewTypedEvent("stripe", "1", typ).Body
+		for _, r := range p.Match(typ, body, nil) {
+			loaded = append(loaded, r.Name)
+		}
+		if kit := s.routesOf("stripe:1", typ, body); !reflect.DeepEqual(loaded, want) || !reflect.DeepEqual(kit, want) {
+			t.Errorf("event type %q: providers matches %v, the kit expects %v, want %v", typ, loaded, kit, want)
+		}
+	}
+}

@@ -96,7 +96,7 @@ type result struct {
 	settled *settled
 }
 
-type stat struct{ provider, route, status, origin string }
+type stat struct{ provider, route, status, origin, eventType string }
 
 // newSession builds a session of p: its reader and its ownership of
 // partitions, each given the session as the small interface it defines of
@@ -294,7 +294,7 @@ func (s *session) run(it *item) (*result, error) {
 		return nil, err
 	}
 	pl := decide.MakePlan(in)
-	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted}
+	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted, eventType: s.p.eventTypeLabel(a.Provider, r)}
 	results, ok := s.execute(it.ow.context(), rec, pl)
 	it.admitted = rec.admitted
 	if !ok {
@@ -508,10 +508,10 @@ func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, 
 		}
 		res.settled = barrier(res.tok)
 	}
-	provider := s.p.providerLabel(a.Provider)
+	provider, eventType := s.p.providerLabel(a.Provider), s.p.eventTypeLabel(a.Provider, r)
 	for _, e := range st.Effects {
 		if e.Kind == decide.ToOutcomes {
-			res.stats = append(res.stats, stat{provider: provider, route: e.Route, status: string(e.Status), origin: a.Origin})
+			res.stats = append(res.stats, stat{provider: provider, route: e.Route, status: string(e.Status), origin: a.Origin, eventType: eventType})
 		}
 	}
 	stored, err := decide.EncodeStored(st.State)

@@ -41,20 +41,30 @@ observe:
 ## whole-system scenarios alone (they kill services and load both cores).
 ## Test topics and groups that killed runs left are swept before and after
 ## (pkg/testkit/kafkatest/sweep); the end lists the slowest packages and tests
-## (pkg/testkit/testreport) and writes the closing line to bin/test-summary.
+## (pkg/testkit/testreport), writes every one's time to bin/test-times and the closing line
+## to bin/test-summary.
 GO_TEST   := HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -json -count=1 -timeout $(TEST_TIMEOUT)
+# go test starts the packages' tests in the order it is given them, two at a time on
+# two cores: the slowest (bin/test-times of a run) go first, so that none of them is
+# left running alone at the end. A folder no longer there is left out.
+TEST_FIRST := processor pkg/testkit/kafkatest retrier dlq processor/internal/consume \
+	schemas/schemathesis ingest pkg/bench/e2e
+# The scenarios run one at a time but for two pairs at the end: the two on private brokers
+# beside each other, then the two quiet ones; the pairing takes four slots
+# (pkg/testkit/e2e/broker_chaos_test.go, privateBrokersParallel).
+E2E_FLAGS := -parallel 4
 test: build $(KAFKA_DEP)
 	$(GO) run ./pkg/testkit/kafkatest/sweep
 	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport
-	$(BIN)/testreport -summary $(BIN)/test-summary \
-		"$(GO_TEST) $$($(GO) list ./... | grep -v '/pkg/testkit/e2e$$' | tr '\n' ' ')" \
-		"$(GO_TEST) -v ./pkg/testkit/e2e/"
+	$(BIN)/testreport -summary $(BIN)/test-summary -times $(BIN)/test-times \
+		"$(GO_TEST) $$($(GO) list $(addprefix ./,$(wildcard $(TEST_FIRST))) ./... | grep -v '/pkg/testkit/e2e$$' | tr '\n' ' ')" \
+		"$(GO_TEST) -v $(E2E_FLAGS) ./pkg/testkit/e2e/"
 	-$(GO) run ./pkg/testkit/kafkatest/sweep # housekeeping: an error is printed, the tests' verdict stands
 
 ## test-e2e: the whole-system scenarios (pkg/testkit/e2e), each ending with the ledger's line.
 test-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport
-	$(BIN)/testreport "$(GO_TEST) -v ./pkg/testkit/e2e/"
+	$(BIN)/testreport -times $(BIN)/test-times "$(GO_TEST) -v $(E2E_FLAGS) ./pkg/testkit/e2e/"
 
 ## test-unit: the tests that need no broker (integration tests skip).
 test-unit:
@@ -126,7 +136,8 @@ kafka-cluster-down:
 kafka-cluster-status:
 	$(KAFKA) cluster-status
 
-## kafka-secure-up: a second local broker, 127.0.0.1:9095 (KAFKA_SECURE_PORT), SASL_SSL with
+## kafka-secure-up: a second local broker, 127.0.0.1:9095 (KAFKA_SECURE_PORT, default KAFKA_PORT+3;
+## its controller KAFKA_SECURE_CONTROLLER_PORT, KAFKA_PORT+4), SASL_SSL with
 ## SCRAM-SHA-512, a local CA, one user per service and only their ACLs; .kafka-secure/<service>.env.
 ## Tests that need it start it themselves (kafkatest.Secure).
 kafka-secure-up:

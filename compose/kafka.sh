@@ -58,7 +58,9 @@
 #   compose/kafka.sh secure-down | secure-status | secure-wipe (new CA, users and data)
 #   compose/kafka.sh secure-acls PREFIX   the services' ACLs for another HOOKLINE_TOPIC_PREFIX
 #   compose/kafka.sh secure-bootstrap     prints 127.0.0.1:<KAFKA_SECURE_PORT>
-# Secure settings: KAFKA_SECURE_PORT=9095  KAFKA_SECURE_CONTROLLER_PORT=9096
+# Secure settings: KAFKA_SECURE_PORT=KAFKA_PORT+3  KAFKA_SECURE_CONTROLLER_PORT=KAFKA_PORT+4
+#   (9095 and 9096 beside the default 9092: a checkout that moves its plaintext
+#   broker moves its secure one too)
 #   KAFKA_SECURE_DIR=<repo>/.kafka-secure  KAFKA_SECURE_HEAP_OPTS="-Xms384m -Xmx384m"
 #   KAFKA_JARS_DIR as above (default <repo>/.kafka/jars, shared with the single broker)
 # (for any instance: KAFKA_SCRAM_FILE=<file> lines of StorageTool --add-scram, used when
@@ -232,6 +234,24 @@ running_pid() {
 
 port_in_use() { (exec 3<>"/dev/tcp/$KAFKA_HOST/$1") 2>/dev/null; }
 
+# port_owner PORT: who listens on PORT, as far as ss can tell: a Kafka
+# broker with its config file (which names its checkout), or a pid and its
+# command; "another process" without ss or when it cannot see the pid.
+port_owner() {
+	local line pid cmd
+	command -v ss >/dev/null 2>&1 || { echo "another process"; return 0; }
+	line="$(ss -Hltnp "sport = :$1" 2>/dev/null | head -n 1)"
+	pid="$(sed -n 's/.*pid=\([0-9]*\).*/\1/p' <<<"$line")"
+	[[ -n "$pid" ]] || { echo "another process"; return 0; }
+	cmd="$(cmdline_of "$pid")"
+	if [[ "$cmd" == *kafka.Kafka\ * ]]; then
+		cmd="${cmd##*kafka.Kafka }"
+		echo "a Kafka broker (pid $pid, config ${cmd%% *})"
+	else
+		echo "pid $pid (${cmd:0:80})"
+	fi
+}
+
 render_config() {
 	local tmpl
 	tmpl="$(<"$SRC_DIR/server.properties.tmpl")"
@@ -396,7 +416,7 @@ cmd_up() {
 	fi
 	for port in "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"; do
 		! port_in_use "$port" ||
-			die "port $KAFKA_HOST:$port is already in use by another process (another broker? set KAFKA_PORT / KAFKA_CONTROLLER_PORT)"
+			die "port $KAFKA_HOST:$port is already in use by $(port_owner "$port"): set ${KAFKA_PORT_NAMES:-KAFKA_PORT / KAFKA_CONTROLLER_PORT} to free ports"
 	done
 	ensure_jars
 	mkdir -p "$LOG_DIR"
@@ -604,6 +624,7 @@ node_run() {
 		KAFKA_CONTROLLER_PORT="${CLUSTER_CONTROLLER_PORTS[n - 1]}" HOOKLINE_KAFKA_DIR="$(node_dir "$n")" \
 		KAFKA_JARS_DIR="$JARS_DIR" KAFKA_QUORUM_VOTERS="$CLUSTER_VOTERS" KAFKA_REPLICATION_FACTOR="$CLUSTER_RF" \
 		KAFKA_MIN_ISR="$CLUSTER_MIN_ISR" KAFKA_HEAP_OPTS="$KAFKA_CLUSTER_HEAP_OPTS" \
+		KAFKA_PORT_NAMES="KAFKA_CLUSTER_PORTS / KAFKA_CLUSTER_CONTROLLER_PORTS" \
 		"$SELF" "$@" 8>&- 9>&-
 }
 
@@ -724,6 +745,12 @@ cmd_node() {
 
 SECURE_DIR="${KAFKA_SECURE_DIR:-$REPO_ROOT/.kafka-secure}"
 [[ "$SECURE_DIR" == /* ]] || SECURE_DIR="$PWD/$SECURE_DIR"
+# Three and four above the plaintext broker's port unless set (check_settings
+# checks KAFKA_PORT; a bad one gives the fixed 9095 and 9096 meanwhile).
+if [[ "$KAFKA_PORT" =~ ^[1-9][0-9]{0,4}$ ]]; then
+	KAFKA_SECURE_PORT="${KAFKA_SECURE_PORT:-$((KAFKA_PORT + 3))}"
+	KAFKA_SECURE_CONTROLLER_PORT="${KAFKA_SECURE_CONTROLLER_PORT:-$((KAFKA_PORT + 4))}"
+fi
 KAFKA_SECURE_PORT="${KAFKA_SECURE_PORT:-9095}"
 KAFKA_SECURE_CONTROLLER_PORT="${KAFKA_SECURE_CONTROLLER_PORT:-9096}"
 KAFKA_SECURE_HEAP_OPTS="${KAFKA_SECURE_HEAP_OPTS:--Xms384m -Xmx384m}"
@@ -822,6 +849,7 @@ secure_run() {
 		KAFKA_REPLICATION_FACTOR=1 KAFKA_MIN_ISR=1 KAFKA_HEAP_OPTS="$KAFKA_SECURE_HEAP_OPTS" \
 		KAFKA_EXTRA_CONFIG="$SECURE_DIR/secure.properties" KAFKA_SCRAM_FILE="$SECURE_DIR/scram" \
 		KAFKA_CLIENT_CONFIG="$SECURE_DIR/admin.properties" KAFKA_READY_CHECK=java \
+		KAFKA_PORT_NAMES="KAFKA_SECURE_PORT / KAFKA_SECURE_CONTROLLER_PORT" \
 		"$SELF" "$@" 8>&- 9>&-
 }
 
@@ -838,6 +866,11 @@ cmd_secure_up() {
 	mkdir -p "$SECURE_DIR"
 	lock 8 "$SECURE_DIR/.setup.lock"
 	if [[ -f "$SECURE_DIR/ready" ]] && secure_run status >/dev/null 2>&1; then
+		# Started with other ports: its env files name those, not the ones asked for.
+		local want="SASL_SSL://$KAFKA_HOST:$KAFKA_SECURE_PORT,CONTROLLER://$KAFKA_HOST:$KAFKA_SECURE_CONTROLLER_PORT" has
+		has="$(prop_of listeners "$SECURE_DIR/secure.properties" 2>/dev/null)" || has="(none recorded)"
+		[[ "$has" == "$want" ]] ||
+			die "this checkout's secure broker already runs with listeners $has, not KAFKA_SECURE_PORT=$KAFKA_SECURE_PORT / KAFKA_SECURE_CONTROLLER_PORT=$KAFKA_SECURE_CONTROLLER_PORT: compose/kafka.sh secure-down first, or use its ports"
 		say "secure broker already running on $KAFKA_HOST:$KAFKA_SECURE_PORT; env files in $SECURE_DIR"
 		return 0
 	fi

@@ -16,7 +16,10 @@ import (
 // Queue Priority Matrix and seed 004's order rule literally: for each row,
 // an event of that type goes to one route, of that priority and timeout,
 // with that many attempts under the default HOOKLINE_RETRY_TIERS (1 + the
-// route's tiers; "Retries" in the matrix counts attempts).
+// route's tiers; "Retries" in the matrix counts attempts). The Default row
+// takes every event no other row names: a provider's otherwise route
+// ("rest"), or the provider-level destination of a provider without rows
+// (github's route "default"); no event of any provider is unrouted.
 func TestPriorityMatrix(t *testing.T) {
 	dummy := func(name string) (string, bool) {
 		switch {
@@ -53,9 +56,14 @@ func TestPriorityMatrix(t *testing.T) {
 		{"calcom", "BOOKING_CANCELLED", "bookings", providers.PriorityHigh, 120 * time.Second, 3},
 		{"stripe", "payment_intent.succeeded", "payments", providers.PriorityCritical, 60 * time.Second, 3},
 		{"stripe", "payment_intent.payment_failed", "payments", providers.PriorityCritical, 60 * time.Second, 3},
-		{"github", "push", route.Default, providers.PriorityNormal, 180 * time.Second, 3},  // Default
 		{"salla", "order.created", "orders", providers.PriorityHigh, 180 * time.Second, 3}, // seed 004
 		{"salla", "order.status.updated", "orders", providers.PriorityHigh, 180 * time.Second, 3},
+		// Default: what no row above names.
+		{"github", "push", route.Default, providers.PriorityNormal, 180 * time.Second, 3},
+		{"retell", "call_started", "rest", providers.PriorityNormal, 180 * time.Second, 3},
+		{"calcom", "BOOKING_RESCHEDULED", "rest", providers.PriorityNormal, 180 * time.Second, 3},
+		{"stripe", "invoice.paid", "rest", providers.PriorityNormal, 180 * time.Second, 3},
+		{"salla", "product.created", "rest", providers.PriorityNormal, 180 * time.Second, 3},
 	}
 	for _, row := range rows {
 		t.Run(row.provider+" "+row.eventType, func(t *testing.T) {
@@ -95,11 +103,14 @@ func TestPriorityMatrix(t *testing.T) {
 			}
 		})
 	}
-	// What no row names is unrouted: routes fan out and have no "otherwise".
-	for provider, typ := range map[string]string{"retell": "call_started", "calcom": "BOOKING_RESCHEDULED", "stripe": "invoice.paid", "salla": "product.created"} {
-		p, _ := reg.Get(provider)
-		if got := p.Match(typ, []byte(`{}`), nil); len(got) != 0 {
-			t.Errorf("%s %s goes to %d routes, want none (no row names it)", provider, typ, len(got))
+	// Every provider of the file has a Default row: an event of a type no
+	// row names, or of no type at all, goes to exactly one route.
+	for _, name := range reg.Names() {
+		p, _ := reg.Get(name)
+		for _, typ := range []string{"no.row.names.this", ""} {
+			if got := p.Match(typ, []byte(`{}`), nil); len(got) != 1 || got[0].Priority != providers.PriorityNormal {
+				t.Errorf("%s: an event of type %q goes to %d routes (%v), want the Default row's route alone", name, typ, len(got), got)
+			}
 		}
 	}
 	stripe, _ := reg.Get("stripe")

@@ -121,11 +121,24 @@ func registered(t *testing.T) map[string]metric {
 			name := ""
 			for _, el := range opts.Elts {
 				kv, ok := el.(*ast.KeyValueExpr)
-				if k, _ := kv.Key.(*ast.Ident); !ok || k == nil || k.Name != "Name" {
-					continue
-				}
-				if lit, ok := kv.Value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
-					name, _ = strconv.Unquote(lit.Value)
+				k, _ := kv.Key.(*ast.Ident)
+				switch {
+				case !ok || k == nil:
+				case k.Name == "Name":
+					if lit, ok := kv.Value.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+						name, _ = strconv.Unquote(lit.Value)
+					}
+				case k.Name == "ConstLabels": // prometheus.Labels{"provider": ..., ...}
+					if ls, ok := kv.Value.(*ast.CompositeLit); ok {
+						for _, l := range ls.Elts {
+							if lkv, ok := l.(*ast.KeyValueExpr); ok {
+								if lit, ok := lkv.Key.(*ast.BasicLit); ok && lit.Kind == token.STRING {
+									v, _ := strconv.Unquote(lit.Value)
+									m.labels = append(m.labels, v)
+								}
+							}
+						}
+					}
 				}
 			}
 			if len(call.Args) > 1 {
@@ -156,6 +169,7 @@ var (
 	selector   = regexp.MustCompile(`\b(hookline_[a-z0-9_]+)\{([^}]*)\}`)
 	matcher    = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)`)
 	recorded   = regexp.MustCompile(`\bhookline:[a-z0-9_:]+`)
+	grouping   = regexp.MustCompile(`\b(?:by|without)\s*\(([^)]*)\)`)
 )
 
 // checkExpr reports names and selector labels in expr that the code does not
@@ -190,6 +204,26 @@ func checkExpr(t *testing.T, where, expr string, reg map[string]metric, records 
 				continue
 			}
 			t.Errorf("%s selects %s by label %q; its labels are %v", where, m[1], l[1], met.labels)
+		}
+	}
+	// A by or without clause names labels of the series it aggregates
+	// (any of the expression's, when it has several; le of a histogram's
+	// buckets): grouping by a label no series has gives one empty group.
+	var series []metric
+	for _, name := range metricName.FindAllString(expr, -1) {
+		if _, met, ok := resolve(name); ok {
+			series = append(series, met)
+		}
+	}
+	for _, m := range grouping.FindAllStringSubmatch(expr, -1) {
+		for l := range strings.SplitSeq(m[1], ",") {
+			l = strings.TrimSpace(l)
+			if l == "" || l == "job" || l == "instance" || l == "le" || len(series) == 0 {
+				continue
+			}
+			if !slices.ContainsFunc(series, func(met metric) bool { return slices.Contains(met.labels, l) }) {
+				t.Errorf("%s groups by label %q, which none of its series has", where, l)
+			}
 		}
 	}
 	for _, r := range recorded.FindAllString(expr, -1) {
@@ -415,7 +449,8 @@ func TestDashboard(t *testing.T) {
 	}
 	all := strings.Join(titles, "|")
 	for _, want := range []string{"Requests/s by code", "Kafka ack time", "Records/s by status", "Consumer lag", "Transactions/s by result",
-		"Duplicates/s", "Restore time", "Moved/s by tier", "Parked by tier", "Overdue", "Dead-lettered/s", "DLQ entries", "Oldest unresolved"} {
+		"Duplicates/s", "Restore time", "Moved/s by tier", "Parked by tier", "Overdue", "Dead-lettered/s", "DLQ entries", "Oldest unresolved",
+		"Records accepted/s by event type", "Delivered and dead-lettered/s by event type", "Destination call time by event type"} {
 		if !strings.Contains(all, want) {
 			t.Errorf("no panel %q", want)
 		}

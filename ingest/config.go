@@ -7,6 +7,7 @@ import (
 
 	"github.com/hookline/hookline/ingest/internal/api"
 	"github.com/hookline/hookline/pkg/envconf"
+	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/startup"
 )
 
@@ -25,6 +26,8 @@ type config struct {
 	// ReplayCacheEntries is HOOKLINE_REPLAY_CACHE_ENTRIES: how many accepted
 	// signatures are remembered to recognise replays; 0 turns it off.
 	ReplayCacheEntries int
+	// EventTypeLabels is HOOKLINE_EVENT_TYPE_LABELS (package typelabel).
+	EventTypeLabels int
 }
 
 // serverTimeouts are http.Server's timeouts: each bounds how long a slow
@@ -51,6 +54,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		IPLimit:            envconf.Parse(r, "HOOKLINE_IP_RATE_LIMIT", nil, "", api.ParseIPRateLimit),
 		Trusted:            envconf.Parse(r, "HOOKLINE_TRUSTED_PROXIES", nil, "", api.ParseTrustedProxies),
 		ReplayCacheEntries: r.Int("HOOKLINE_REPLAY_CACHE_ENTRIES", api.DefaultReplayCacheEntries, 0, maxReplayCacheEntries),
+		EventTypeLabels:    typelabel.ReadEnv(r),
 	}
 	c.Server = serverTimeouts{
 		ReadHeader: r.Duration("HOOKLINE_INGEST_READ_HEADER_TIMEOUT", 5*time.Second, time.Nanosecond, 0),

@@ -23,6 +23,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_INGEST_WRITE_TIMEOUT", Value: "-5s", Says: `HOOKLINE_INGEST_WRITE_TIMEOUT="-5s": want a positive duration such as 35s`},
 		envconftest.Bad{Name: "HOOKLINE_INGEST_IDLE_TIMEOUT", Value: "2", Says: `HOOKLINE_INGEST_IDLE_TIMEOUT="2": want a positive duration such as 2m`},
 		envconftest.Bad{Name: "HOOKLINE_REPLAY_CACHE_ENTRIES", Value: "-1", Says: `HOOKLINE_REPLAY_CACHE_ENTRIES="-1": want a whole number from 0 to 10000000`},
+		envconftest.EventTypeLabels,
 	)
 	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad, envconftest.SharedCombined...)
 

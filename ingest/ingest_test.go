@@ -132,6 +132,7 @@ type answer struct {
 	Status          string   `json:"status"`
 	IdempotencyKey  string   `json:"idempotency_key"`
 	IdempotencyKeys []string `json:"idempotency_keys"`
+	ReplayOf        string   `json:"replay_of"`
 	RequestID       string   `json:"request_id"`
 	Error           string   `json:"error"`
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/ingest/internal/api"
+	"github.com/hookline/hookline/ingest/internal/placement"
 	"github.com/hookline/hookline/ingest/internal/publish"
 	"github.com/hookline/hookline/ingest/internal/selftest"
 	"github.com/hookline/hookline/pkg/envconf"
@@ -120,16 +121,17 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return err
 	}
+	newClient := func(opts ...kgo.Opt) (*kgo.Client, error) {
+		return kgo.NewClient(append(append([]kgo.Opt(nil), testOpts...), opts...)...)
+	}
 	tester := selftest.New(selftest.Config{
 		Providers:     reg,
 		Topics:        specs,
 		SelftestTopic: names.Selftest,
 		Producer:      cl,
-		NewClient: func(opts ...kgo.Opt) (*kgo.Client, error) {
-			return kgo.NewClient(append(append([]kgo.Opt(nil), testOpts...), opts...)...)
-		},
-		Timeout: cfg.ProduceDeadline,
-		Version: selftest.Version(),
+		NewClient:     newClient,
+		Timeout:       cfg.ProduceDeadline,
+		Version:       selftest.Version(),
 	})
 
 	srv := api.New(api.Config{
@@ -144,6 +146,8 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Selftest:           tester,
 		IPLimit:            cfg.IPLimit,
 		ReplayCacheEntries: cfg.ReplayCacheEntries,
+		OutcomesTopic:      names.Outcomes,
+		EventTypeLabels:    cfg.EventTypeLabels,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),
@@ -163,8 +167,11 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()
 	ensured := make(chan error, 1)
+	places := placement.ControlStore{NewClient: newClient, Client: cl, Topic: names.Control}
 	go func() {
-		ensured <- ensureTopics(ctx, svc, cl, specs, gate, health)
+		ensured <- ensureTopics(ctx, svc, cl, specs, gate, health, func(ctx context.Context) error {
+			return placement.Settle(ctx, places, placement.Wants(reg), time.Now(), log)
+		})
 	}()
 wait:
 	for {
@@ -232,10 +239,18 @@ func (g *startGate) Publish(ctx context.Context, recs []*kgo.Record) error {
 // ensureTopics creates the missing topics and checks the others, trying
 // again while Kafka cannot be reached or refuses ingest, with the reason in
 // the log, on /readyz and in every 503 (startup.Service.EnsureTopics); then
-// it opens the gate. Topics of the wrong shape end it with an error: an
+// it checks and records the providers' placements (placement.Settle, given
+// as settle) and opens the gate. Topics of the wrong shape, or a
+// placement changed without acknowledgement, end it with an error: an
 // operator must decide. It returns nil when ctx ends first.
-func ensureTopics(ctx context.Context, svc *startup.Service, cl *kgo.Client, specs []topics.Spec, gate *startGate, health *obs.Health) error {
+func ensureTopics(ctx context.Context, svc *startup.Service, cl *kgo.Client, specs []topics.Spec, gate *startGate, health *obs.Health,
+	settle func(context.Context) error) error {
 	err := svc.EnsureTopics(ctx, cl, specs, health, "answering 503 kafka_unavailable until Kafka lets ingest in", gate.close)
+	if err == nil {
+		sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+		err = settle(sctx)
+		cancel()
+	}
 	switch {
 	case ctx.Err() != nil:
 		return nil

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/envconf"
+	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/startup"
 	"github.com/hookline/hookline/processor/internal/state"
 )
@@ -30,6 +31,7 @@ type config struct {
 	BreakerCooldown    time.Duration // HOOKLINE_BREAKER_COOLDOWN
 	SessionTimeout     time.Duration // HOOKLINE_SESSION_TIMEOUT
 	TransactionTimeout time.Duration // HOOKLINE_TRANSACTION_TIMEOUT
+	EventTypeLabels    int           // HOOKLINE_EVENT_TYPE_LABELS (package typelabel)
 	// BatchTimeout is HOOKLINE_BATCH_TIMEOUT, which is no longer used: read
 	// only so that a start with it set says what replaced it.
 	BatchTimeout string
@@ -56,6 +58,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		MaxBatch:        r.Int("HOOKLINE_BATCH_MAX_RECORDS", 500, 1, 100000),
 		ShutdownGrace:   r.Duration("HOOKLINE_SHUTDOWN_GRACE", 5*time.Second, time.Nanosecond, 0),
 		StandbyReplicas: r.Int("HOOKLINE_STANDBY_REPLICAS", 0, 0, 16),
+		EventTypeLabels: typelabel.ReadEnv(r),
 		BreakerFailures: r.Int("HOOKLINE_BREAKER_FAILURES", 5, -1, 1000000),
 		BreakerCooldown: r.Duration("HOOKLINE_BREAKER_COOLDOWN", 30*time.Second, time.Nanosecond, 0),
 		// How long the group waits for a processor that died (kill -9, lost

@@ -23,6 +23,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_BATCH_MAX_RECORDS", Value: "many", Says: `HOOKLINE_BATCH_MAX_RECORDS="many": want a whole number from 1 to 100000`},
 		envconftest.Bad{Name: "HOOKLINE_SHUTDOWN_GRACE", Value: "soon", Says: `HOOKLINE_SHUTDOWN_GRACE="soon": want a positive duration such as 5s`},
 		envconftest.Bad{Name: "HOOKLINE_STANDBY_REPLICAS", Value: "-1", Says: `HOOKLINE_STANDBY_REPLICAS="-1": want a whole number from 0 to 16`},
+		envconftest.EventTypeLabels,
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_FAILURES", Value: "-2", Says: `HOOKLINE_BREAKER_FAILURES="-2": want a whole number from -1 to 1000000`},
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_COOLDOWN", Value: "0s", Says: `HOOKLINE_BREAKER_COOLDOWN="0s": want a positive duration such as 30s`},
 		envconftest.Bad{Name: "HOOKLINE_SESSION_TIMEOUT", Value: "5s", Says: `HOOKLINE_SESSION_TIMEOUT="5s": want a duration from 6s to 5m (the broker's default group.min/max.session.timeout.ms)`},

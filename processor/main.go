@@ -154,6 +154,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		MaxInflight:        cfg.MaxInflight,
 		MaxPending:         cfg.MaxPending,
 		StandbyReplicas:    cfg.StandbyReplicas,
+		EventTypeLabels:    cfg.EventTypeLabels,
 		MaxPendingBytes:    cfg.MaxPendingBytes,
 		MaxBatch:           cfg.MaxBatch,
 		ShutdownGrace:      cfg.ShutdownGrace,

@@ -472,8 +472,10 @@ func TestTwinInstanceIDStops(t *testing.T) {
 	sys.StartIngest()
 	same := map[string]string{"HOOKLINE_INSTANCE_ID": "twin"}
 	procs := []*e2e.Service{sys.StartProcessor("p1", same), sys.StartProcessor("p2", same)}
+	// The flow drives the transactions that fence; once one processor has
+	// stopped, the rest of it (3000 is a cap: 30 s) tells nothing more.
 	flow := sys.StartFlow(e2e.FlowOptions{Deliveries: 3000, Rate: 100, Providers: []string{"stripe"}, ID: "twin"})
-	defer flow.Wait()
+	defer func() { flow.Stop(); flow.Wait() }()
 	deadline := time.Now().Add(3 * time.Minute)
 	for time.Now().Before(deadline) {
 		for _, p := range procs {

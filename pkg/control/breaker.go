@@ -57,11 +57,7 @@ func BreakerRecord(topic string, b Breaker) (*kgo.Record, error) {
 	if checkProvider(b.Provider) != nil || b.Route != "" && CheckRoute(b.Route) != nil || b.Instance == "" {
 		return nil, fmt.Errorf("breaker report %+v: want a provider name, a route name or none, and an instance id", b)
 	}
-	v, err := json.Marshal(b)
-	if err != nil {
-		return nil, err
-	}
-	return &kgo.Record{Topic: topic, Key: []byte(b.key()), Value: v}, nil
+	return jsonRecord(topic, b.key(), b)
 }
 
 // DecodeBreaker reads a breaker report, of either key form; ok is false

@@ -8,7 +8,10 @@
 // and every processor follows the same ones. Written by the dlq tool
 // (`dlq provider|route pause|resume|rate`, and `dlq serve`'s API); read by
 // every processor (Follow). A processor of the version before routes reads
-// only "provider:" keys, so it skips route settings.
+// only "provider:" keys, so it skips route settings. The topic also holds
+// the processors' breaker and held reports (breaker.go, held.go) and the
+// providers' placements ingest records (placement.go); each reader skips
+// the kinds it does not read.
 package control
 
 import (
@@ -100,11 +103,16 @@ func Record(topic string, s Setting) (*kgo.Record, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	v, err := json.Marshal(s)
+	return jsonRecord(topic, s.Key(), s)
+}
+
+// jsonRecord is the control topic record keyed key, v its JSON value.
+func jsonRecord(topic, key string, v any) (*kgo.Record, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	return &kgo.Record{Topic: topic, Key: []byte(s.Key()), Value: v}, nil
+	return &kgo.Record{Topic: topic, Key: []byte(key), Value: b}, nil
 }
 
 // Decode reads a control record, provider-wide ("provider:<name>") or a
@@ -149,8 +157,14 @@ func Write(ctx context.Context, cl *kgo.Client, topic string, s Setting) error {
 	if err != nil {
 		return err
 	}
+	return produceSync(ctx, cl, r, fmt.Sprintf("%s setting of %s", s, s.Name()))
+}
+
+// produceSync writes r with cl and waits for the acknowledgement; what
+// names the record in the error.
+func produceSync(ctx context.Context, cl *kgo.Client, r *kgo.Record, what string) error {
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return fmt.Errorf("write %s setting of %s: %w", s, s.Name(), err)
+		return fmt.Errorf("write %s: %w", what, err)
 	}
 	return nil
 }

@@ -34,20 +34,29 @@ func TestSettingValidate(t *testing.T) {
 	}
 }
 
-func TestFollow(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, "webhooks.control"))
+// fakeControl starts a fake cluster holding topics (one partition each)
+// for the test: it returns the maker of clients of it, one client, and a
+// context ending after 10 s.
+func fakeControl(t *testing.T, topics ...string) (func(...kgo.Opt) (*kgo.Client, error), *kgo.Client, context.Context) {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, topics...))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close)
 	newClient := kafkatest.NewClient(c.ListenAddrs())
 	cl, err := newClient()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer cl.Close()
+	t.Cleanup(cl.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
+	t.Cleanup(cancel)
+	return newClient, cl, ctx
+}
+
+func TestFollow(t *testing.T) {
+	newClient, cl, ctx := fakeControl(t, "webhooks.control")
 	if err := Write(ctx, cl, "webhooks.control", Setting{Provider: "slowcrm", Paused: true, At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}

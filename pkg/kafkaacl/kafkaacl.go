@@ -79,16 +79,19 @@ func Rules() []Rule {
 		return Rule{User: user, Kind: Topic, Name: name, Prefixed: true, Ops: ops}
 	}
 	return []Rule{
-		// ingest produces to raw; at start it creates and checks every
-		// topic (topics.Names.Specs); GET /selftest produces to the
-		// self-test topic and reads its record back (no group).
+		// ingest produces to raw, and to outcomes the outcome of a
+		// delivery it suppressed as a replay; at start it creates and
+		// checks every topic (topics.Names.Specs) and reads and writes the
+		// providers' placements in the control topic (no group); GET
+		// /selftest produces to the self-test topic and reads its record
+		// back (no group).
 		t("ingest", topics.BaseRaw, with(write)...),
 		t("ingest", topics.BaseSelftest, with(read, write)...),
 		t("ingest", topics.BaseChangelog, ensure...),
-		t("ingest", topics.BaseOutcomes, ensure...),
+		t("ingest", topics.BaseOutcomes, with(write)...),
 		t("ingest", topics.BaseDLQ, ensure...),
 		t("ingest", topics.BaseDLQStatus, ensure...),
-		t("ingest", topics.BaseControl, ensure...),
+		t("ingest", topics.BaseControl, with(read, write)...),
 		tp("ingest", topics.BaseRetryPrefix, ensure...),
 
 		// processor: reads raw, its lanes and the control topic in its

@@ -94,6 +94,7 @@ func TestEachServiceOnlyItsOwn(t *testing.T) {
 		do   func() error
 	}{
 		{"ingest produces to raw", func() error { return produce("ingest", names.Raw) }},
+		{"ingest writes a suppressed replay's outcome", func() error { return produce("ingest", names.Outcomes) }},
 		{"retrier produces to raw", func() error { return produce("retrier", names.Raw) }},
 		{"dlq replays to raw", func() error { return produce("dlq", names.Raw) }},
 		{"processor reads raw in its group", func() error { return read("processor", names.Raw, names.Group(topics.GroupProcessor)) }},
@@ -115,6 +116,12 @@ func TestEachServiceOnlyItsOwn(t *testing.T) {
 				return err
 			}
 			return read("processor", names.Control, "")
+		}},
+		{"ingest records the providers' placements in the control topic and reads them back", func() error {
+			if err := produce("ingest", names.Control); err != nil {
+				return err
+			}
+			return read("ingest", names.Control, "")
 		}},
 		{"ingest's self-test produces to its topic and reads the record back", func() error {
 			if err := produce("ingest", names.Selftest); err != nil {
@@ -187,7 +194,7 @@ func TestEachServiceOnlyItsOwn(t *testing.T) {
 		do   func() error
 	}{
 		{"ingest reads raw", kerr.TopicAuthorizationFailed, func() error { return read("ingest", names.Raw, "") }},
-		{"ingest writes outcomes", kerr.TopicAuthorizationFailed, func() error { return produce("ingest", names.Outcomes) }},
+		{"ingest writes dlq", kerr.TopicAuthorizationFailed, func() error { return produce("ingest", names.DLQ) }},
 		{"retrier writes dlq", kerr.TopicAuthorizationFailed, func() error { return produce("retrier", names.DLQ) }},
 		{"retrier writes outcomes", kerr.TopicAuthorizationFailed, func() error { return produce("retrier", names.Outcomes) }},
 		{"processor writes raw", kerr.TopicAuthorizationFailed, func() error { return produce("processor", names.Raw) }},

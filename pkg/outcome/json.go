@@ -27,6 +27,7 @@ func (o *Outcome) AppendJSON(b []byte) []byte {
 	b = appendOptional(b, `,"replay_id":`, o.ReplayID)
 	b = appendOptional(b, `,"lane":`, o.Lane)
 	b = appendOptional(b, `,"route":`, o.Route)
+	b = appendOptional(b, `,"replay_of":`, o.ReplayOf)
 	b = strconv.AppendInt(append(b, `,"partition":`...), int64(o.Partition), 10)
 	b = strconv.AppendInt(append(b, `,"offset":`...), o.Offset, 10)
 	return append(b, '}')

@@ -14,7 +14,7 @@ func TestOutcomeJSONMatchesMarshal(t *testing.T) {
 		{Key: "stripe:evt_1", Provider: "stripe", EventType: "invoice.paid", Status: StatusDuplicate, Attempt: 1, Origin: "ingest",
 			Time: "2026-03-01T12:00:00.000Z", Partition: 3, Offset: 1187},
 		{Key: "k", Provider: "p", Status: StatusDead, Attempt: 7, Origin: "retry", DurationMS: 12, Error: "HTTP 500: \"boom\" <html> & \\ \n\t\x01",
-			Time: "t", Tier: "1h", DeadReason: "exhausted", ReplayID: "dlq:1:2", Lane: "webhooks.lane.p", Route: "billing", Partition: -1, Offset: -5},
+			Time: "t", Tier: "1h", DeadReason: "exhausted", ReplayID: "dlq:1:2", Lane: "webhooks.lane.p", Route: "billing", ReplayOf: "p:<first>", Partition: -1, Offset: -5},
 		{Key: "calcom:BOOKING_CREATED:ü\u2028\xff", Provider: "gen", EventType: "a/b", Status: StatusParked, Lane: "x"},
 	} {
 		want, err := json.Marshal(o)
@@ -42,5 +42,17 @@ func TestDecode(t *testing.T) {
 	}
 	if _, err := Decode([]byte(`{"key":`)); err == nil {
 		t.Error("truncated JSON decodes")
+	}
+}
+
+// TestSuppressed: ingest's outcome of a suppressed delivery reads back as
+// one, with no position.
+func TestSuppressed(t *testing.T) {
+	b := Suppressed("github:b", "github", "org_block", "github:a", "2026-03-01T12:00:00.000Z")
+	got, err := Decode(b)
+	want := Outcome{Key: "github:b", Provider: "github", EventType: "org_block", Status: StatusSuppressed, Attempt: 1, Origin: "ingest",
+		Time: "2026-03-01T12:00:00.000Z", ReplayOf: "github:a", Partition: -1, Offset: -1}
+	if err != nil || got != want {
+		t.Errorf("Decode(Suppressed(...)) = %+v, %v; want %+v\n%s", got, err, want, b)
 	}
 }

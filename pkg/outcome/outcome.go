@@ -27,6 +27,9 @@ type Outcome struct {
 	// duplicate (decided for the key, not a route) and on outcomes
 	// written before routes.
 	Route string `json:"route,omitempty"`
+	// ReplayOf is, on a suppressed outcome, the key of the delivery whose
+	// signed bytes the suppressed one repeated.
+	ReplayOf string `json:"replay_of,omitempty"`
 	// Partition and Offset are where the record was read (the schema
 	// allows a record without them; Decode gives -1 then).
 	Partition int32 `json:"partition"`
@@ -46,14 +49,40 @@ const (
 	StatusParked = "parked"
 	// StatusDead: sent to webhooks.dlq, for DeadReason.
 	StatusDead = "dead"
-	// StatusUnrouted: the event matched none of its provider's routes;
-	// nothing was delivered, and nothing is wrong.
+	// StatusUnrouted: the event matched none of its provider's routes
+	// (and the provider has no otherwise route); nothing was delivered,
+	// and nothing is wrong.
 	StatusUnrouted = "unrouted"
 	// StatusHeld: an ordered provider's record waits behind its entity's
 	// head on the route (Tier names the tier it waits in, Lane the lane;
 	// Error names the head), with no attempt used.
 	StatusHeld = "held"
+	// StatusSuppressed: ingest took the delivery for a replay of the one
+	// named by ReplayOf (the same signed bytes under another key, within
+	// the provider's replay_window) and produced nothing for it; ingest,
+	// not the processor, writes it (Suppressed).
+	StatusSuppressed = "suppressed"
 )
+
+// Suppressed is the outcome ingest writes, as JSON, for a delivery it
+// suppressed as a replay of the delivery keyed replayOf: status
+// suppressed, origin ingest, attempt 1, no call made, and no partition
+// or offset (there is no record of it on webhooks.raw). Cost: one
+// json.Marshal.
+func Suppressed(key, provider, eventType, replayOf, time string) []byte {
+	b, _ := json.Marshal(struct { // strings and ints always marshal
+		Key        string `json:"key"`
+		Provider   string `json:"provider"`
+		EventType  string `json:"event_type"`
+		Status     string `json:"status"`
+		Attempt    int    `json:"attempt"`
+		Origin     string `json:"origin"`
+		DurationMS int64  `json:"duration_ms"`
+		Time       string `json:"time"`
+		ReplayOf   string `json:"replay_of"`
+	}{key, provider, eventType, StatusSuppressed, 1, "ingest", 0, time, replayOf})
+	return b
+}
 
 // Decode reads an outcome record's value. Fields it lacks are empty, except
 // Partition and Offset, which are -1 when absent, so that a reader matching

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hookline/hookline/pkg/providers/ordering"
 )
@@ -22,6 +23,7 @@ providers:
     signature: {none: true}
     idempotency_key: {json: /id}
     ordering: {header: X-Entity}
+    placement_from: 2026-11-28T17:30:00+01:00
   plain:
     preset: generic
     signature: {none: true}
@@ -50,6 +52,15 @@ providers:
 	}
 	if !s.Ordered() || plain.Ordered() {
 		t.Fatal("Ordered wrong")
+	}
+	if s.OrderingRule() != "json /data/object/customer" || g.OrderingRule() != "header X-Entity" || plain.OrderingRule() != "" {
+		t.Errorf("OrderingRule: %q, %q, %q", s.OrderingRule(), g.OrderingRule(), plain.OrderingRule())
+	}
+	if want := time.Date(2026, 11, 28, 16, 30, 0, 0, time.UTC); !g.PlacementFrom.Equal(want) || g.PlacementFrom.Location() != time.UTC || !s.PlacementFrom.IsZero() {
+		t.Errorf("PlacementFrom: g %v, s %v; want g %v, s none", g.PlacementFrom, s.PlacementFrom, want)
+	}
+	if _, err := Parse([]byte("providers:\n  x:\n    preset: generic\n    signature: {none: true}\n    placement_from: yesterday\n"), env{}.lookup); err == nil || !strings.Contains(err.Error(), "placement_from") {
+		t.Fatalf("placement_from: yesterday: %v", err)
 	}
 	if _, err := Parse([]byte("providers:\n  x:\n    preset: generic\n    signature: {none: true}\n    ordering: {json: [/a, /b]}\n"), env{}.lookup); err == nil || !strings.Contains(err.Error(), "ordering") {
 		t.Fatalf("two pointers: %v", err)

@@ -22,6 +22,9 @@
 // (a header or JSON pointer read from a request), route (which events a
 // route takes, route names), schema (payload schemas), ordering (an
 // event's entity), glob (event type patterns) and jsonptr (JSON pointers).
+// typelabel (the metrics' bounded event_type label) is beside them but
+// imported by the services, not here: it takes NamedEventTypes as plain
+// globs.
 package providers
 
 import (
@@ -59,9 +62,11 @@ const (
 // Provider is one configured webhook sender, named by the URL path
 // /webhooks/{name}.
 type Provider struct {
-	Name     string
-	Preset   string
-	DedupTTL time.Duration // how long a key is remembered; default 168h
+	Name   string
+	Preset string
+	// DedupTTL is how long a key is remembered: dedup_ttl, or its "*"
+	// entry; default 168h. DedupTTLFor gives an event type's.
+	DedupTTL time.Duration
 	// Destination is the provider-level destination, which Routes gives as
 	// the route "default"; nil for a provider with routes, and for one that
 	// delivers nowhere (the outcome record is the only effect).
@@ -73,6 +78,10 @@ type Provider struct {
 	// the highest of its routes' (a record's class before its routes are
 	// known).
 	Priority Priority
+	// PlacementFrom is placement_from: it acknowledges a change of the
+	// provider's placement (by key, or by entity with OrderingRule) made
+	// after it; zero: none.
+	PlacementFrom time.Time
 	// Retry is the provider-level retry policy (retry in the file), which
 	// the route "default" has; nil: every tier of HOOKLINE_RETRY_TIERS, and
 	// always nil for a provider with routes.
@@ -81,11 +90,8 @@ type Provider struct {
 	// routes are the routes in name order: those of the file, or the
 	// route "default" made from Destination; nil when there is neither.
 	routes []*Route
-	// literals are the event types some route's events names without a
-	// '*'; globs the other patterns, in route then list order
-	// (EventTypeLabel).
-	literals map[string]struct{}
-	globs    []glob.Glob
+	// named are the event type patterns the entry names (NamedEventTypes).
+	named []glob.Glob
 
 	secrets   []signature.Secret // first is used by Sign; any one verifying is enough
 	scheme    *signature.Scheme  // nil: unsigned (generic with signature: {none: true})
@@ -109,6 +115,12 @@ type Provider struct {
 	// orderRule is ordering: the rule that names an event's entity; nil:
 	// the provider is not ordered (ordering.go).
 	orderRule *rule.Rule
+	// ttls are dedup_ttl's entries other than "*", in file order, and
+	// ttlGlobs their globs (ttl.go); replayWindow is replay_window, nil
+	// when not set.
+	ttls         []ttlEntry
+	ttlGlobs     []glob.Glob
+	replayWindow *time.Duration
 }
 
 // Priority is a provider's class: under overload the processor gives its

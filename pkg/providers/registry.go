@@ -139,7 +139,7 @@ func parse(data []byte, dir string, lookupEnv func(string) (string, bool), mode 
 			continue
 		}
 		r.byName[name] = p
-		r.maxTTL = max(r.maxTTL, p.DedupTTL)
+		r.maxTTL = max(r.maxTTL, p.MaxDedupTTL())
 		for _, rt := range p.routes {
 			if t := rt.Destination.Topic; t != "" && !slices.Contains(r.topics, t) {
 				r.topics = append(r.topics, t)
@@ -163,7 +163,8 @@ type fileConfig struct {
 type providerConfig struct {
 	Preset         string             `yaml:"preset"`
 	SecretEnv      stringList         `yaml:"secret_env"`
-	DedupTTL       string             `yaml:"dedup_ttl"`
+	DedupTTL       *dedupTTLConfig    `yaml:"dedup_ttl"`
+	ReplayWindow   string             `yaml:"replay_window"`
 	Destination    *destinationConfig `yaml:"destination"`
 	Signature      *signature.Config  `yaml:"signature"`
 	IdempotencyKey *ruleConfig        `yaml:"idempotency_key"`
@@ -175,11 +176,16 @@ type providerConfig struct {
 	Retry          *retryConfig       `yaml:"retry"`
 	// Routes, by name, replace destination, priority and retry (routes.go).
 	Routes map[string]*routeConfig `yaml:"routes"`
-	// Schema and OnInvalid check bodies against JSON Schemas (schema.go).
-	Schema    *schemaConfig `yaml:"schema"`
-	OnInvalid string        `yaml:"on_invalid"`
+	// Schema, OnInvalid and SchemaFormats check bodies against JSON
+	// Schemas (schema.go).
+	Schema        *schemaConfig `yaml:"schema"`
+	OnInvalid     string        `yaml:"on_invalid"`
+	SchemaFormats string        `yaml:"schema_formats"`
 	// Ordering names each event's entity (ordering.go).
 	Ordering *ruleConfig `yaml:"ordering"`
+	// PlacementFrom acknowledges a change of placement (ordering added,
+	// removed or given another rule) made after it (ordering.go).
+	PlacementFrom string `yaml:"placement_from"`
 }
 
 // retryConfig is a route's or a provider's retry: {tiers: [5m, 1h]};
@@ -320,12 +326,12 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 	} else {
 		p.orderRule = r
 	}
-	if c.DedupTTL != "" {
-		d, err := parseDuration(c.DedupTTL)
+	if c.PlacementFrom != "" {
+		at, err := time.Parse(time.RFC3339, c.PlacementFrom)
 		if err != nil {
-			fail(fmt.Errorf("dedup_ttl: %w", err))
+			fail(fmt.Errorf("placement_from: %q is not a time: write it like 2026-11-28T17:30:00Z (RFC 3339)", c.PlacementFrom))
 		}
-		p.DedupTTL = d
+		p.PlacementFrom = at.UTC()
 	}
 	if c.Tolerance != "" {
 		if !pre.timestamped() {
@@ -372,12 +378,14 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 		errs = append(errs, c.buildRoutes(p, lookupEnv, mode)...)
 	}
 	errs = append(errs, c.buildSchemas(p, dir)...)
+	errs = append(errs, c.buildTTLs(p)...)
 	if len(errs) > 0 {
 		return nil, errs
 	}
 	if c.Routes == nil {
 		p.defaultRoute()
 	}
+	p.indexEventTypes()
 	return p, nil
 }
 

@@ -116,7 +116,9 @@ func TestSignedDigest(t *testing.T) {
 
 // TestReadmeReplayTable: the table of what each preset's signature
 // authenticates (docs/providers.md) says "yes" for replay recognition
-// exactly where RecognisesReplays does.
+// exactly where RecognisesReplays does, and the default replay window it
+// states is ReplayWindow's: "default **1h**" or "default: the event's
+// dedup_ttl".
 func TestReadmeReplayTable(t *testing.T) {
 	b, err := os.ReadFile("../../docs/providers.md")
 	if err != nil {
@@ -145,6 +147,19 @@ func TestReadmeReplayTable(t *testing.T) {
 		seen[cells[0]] = true
 		if got := strings.HasPrefix(last, "**yes"); got != p.RecognisesReplays() {
 			t.Errorf("docs/providers.md row %s says replays recognised: %t; RecognisesReplays: %t", cells[0], got, p.RecognisesReplays())
+		}
+		if !p.RecognisesReplays() {
+			continue
+		}
+		hour := strings.Contains(last, "default **"+strings.TrimSuffix(DefaultReplayWindow.String(), "0m0s")+"**")
+		ttl := strings.Contains(last, "`dedup_ttl`")
+		switch w := p.ReplayWindow(); {
+		case !hour && !ttl:
+			t.Errorf("docs/providers.md row %s states no default replay window", cells[0])
+		case hour != (w == DefaultReplayWindow):
+			t.Errorf("docs/providers.md row %s says the default window is %s; ReplayWindow: %v", cells[0], map[bool]string{true: "1h", false: "the dedup_ttl"}[hour], w)
+		case !hour && w != p.DedupTTL:
+			t.Errorf("docs/providers.md row %s says the default window is the dedup_ttl; ReplayWindow: %v", cells[0], w)
 		}
 	}
 	if len(seen) != len(rows) {

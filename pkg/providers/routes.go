@@ -17,12 +17,17 @@ import (
 )
 
 // Route is one way out for a provider's events: the events it takes (event
-// type globs and where conditions), where they go and with which policy.
-// Each route an event matches gets its own delivery. A Route is never
-// changed after Load, so it is safe for concurrent use.
+// type globs and where conditions, or every event no other route takes),
+// where they go and with which policy. Each route an event matches gets its
+// own delivery. A Route is never changed after Load, so it is safe for
+// concurrent use.
 type Route struct {
-	Name        string       // ^[a-z0-9_-]{1,40}$, unique within the provider
-	Events      []string     // the globs as written; nil: every event
+	Name   string   // ^[a-z0-9_-]{1,40}$, unique within the provider
+	Events []string // the globs as written; nil: every event
+	// Otherwise is otherwise: true: the route takes every event that no
+	// other route of its provider matches (Events and where are then
+	// unset). At most one route of a provider has it.
+	Otherwise   bool
 	Destination *Destination // URL set (HTTP) or Topic set (Kafka), never both
 	Signing     *Signing     // nil: calls are not signed
 	Priority    Priority
@@ -39,9 +44,11 @@ type Route struct {
 // Matches reports whether an event of eventType with body goes to the
 // route: its type matches one of Events (or Events is nil), and every where
 // condition holds on the body parsed as JSON (a body that is not JSON, or a
-// pointer that resolves to nothing, does not match). An empty eventType
+// pointer that resolves to nothing, does not match); for the otherwise
+// route, no other route of its provider matches. An empty eventType
 // matches only a route without Events. Cost: no allocation for a route
-// without where; with where, one parse of the body.
+// without where; with where, one parse of the body; for the otherwise
+// route, a match per other route.
 func (rt *Route) Matches(eventType string, body []byte) bool {
 	var doc route.Doc
 	return rt.match.Match(eventType, body, &doc)
@@ -76,41 +83,29 @@ func (p *Provider) Route(name string) (*Route, bool) {
 }
 
 // Match appends to dst the routes an event goes to, in name order (see
-// Route.Matches), and returns the extended slice; none appended: the event
-// is unrouted. Cost: no allocation when dst has room and no route has a
+// Route.Matches): those it matches, else the provider's otherwise route if
+// it has one. It returns the extended slice; none appended: the event is
+// unrouted. Cost: no allocation when dst has room and no route has a
 // where; with where, one parse of the body whatever the number of routes.
 func (p *Provider) Match(eventType string, body []byte, dst []*Route) []*Route {
-	var doc route.Doc
+	var (
+		doc       route.Doc
+		n         = len(dst)
+		otherwise *Route
+	)
 	for _, rt := range p.routes {
+		if rt.Otherwise { // rt.match would match every other route again
+			otherwise = rt
+			continue
+		}
 		if rt.match.Match(eventType, body, &doc) {
 			dst = append(dst, rt)
 		}
 	}
+	if len(dst) == n && otherwise != nil {
+		dst = append(dst, otherwise)
+	}
 	return dst
-}
-
-// OtherEventType is EventTypeLabel's value for an event type no route
-// names.
-const OtherEventType = "other"
-
-// EventTypeLabel bounds a metric label: eventType itself when some route's
-// events list names it literally (no '*'), else the first glob (in route
-// name order, then list order) it matches, else "other". So the label's
-// values are the events lists' entries and "other", whatever the provider
-// sends. Cost: one map lookup and at most one match per glob; no
-// allocation.
-func (p *Provider) EventTypeLabel(eventType string) string {
-	if _, ok := p.literals[eventType]; ok {
-		return eventType
-	}
-	if eventType != "" {
-		for _, g := range p.globs {
-			if g.Match(eventType) {
-				return g.Pattern()
-			}
-		}
-	}
-	return OtherEventType
 }
 
 // RouteTopics returns the topics of every topic destination, sorted, each
@@ -149,6 +144,7 @@ func (s Signing) MarshalJSON() ([]byte, error) { return json.Marshal(s.String())
 type routeConfig struct {
 	Events      *stringList          `yaml:"events"`
 	Where       map[string]yaml.Node `yaml:"where"`
+	Otherwise   bool                 `yaml:"otherwise"`
 	Destination *destinationConfig   `yaml:"destination"`
 	Signing     *signingConfig       `yaml:"signing"`
 	Priority    string               `yaml:"priority"`
@@ -176,9 +172,8 @@ func validRouteName(name string) bool {
 	return true
 }
 
-// buildRoutes checks a provider's routes and sets p.routes, p.Priority (the
-// highest of the routes') and the event type label tables. Errors name the
-// route and the field.
+// buildRoutes checks a provider's routes and sets p.routes and p.Priority
+// (the highest of the routes'). Errors name the route and the field.
 func (c *providerConfig) buildRoutes(p *Provider, lookupEnv func(string) (string, bool), mode secretsMode) []error {
 	var errs []error
 	for _, f := range [...]struct {
@@ -209,11 +204,41 @@ func (c *providerConfig) buildRoutes(p *Provider, lookupEnv func(string) (string
 		p.routes = append(p.routes, rt)
 		p.Priority = max(p.Priority, rt.Priority)
 	}
-	if len(errs) > 0 {
-		return errs
+	if err := p.yieldOtherwise(); err != nil {
+		errs = append(errs, err)
 	}
-	p.indexEventTypes()
+	return errs
+}
+
+// yieldOtherwise makes the otherwise route, if any, yield to every other
+// route of p (its matcher's Unless); more than one is an error naming them.
+func (p *Provider) yieldOtherwise() error {
+	var otherwise, others []*Route
+	for _, rt := range p.routes {
+		if rt.Otherwise {
+			otherwise = append(otherwise, rt)
+		} else {
+			others = append(others, rt)
+		}
+	}
+	if len(otherwise) > 1 {
+		return fmt.Errorf("routes %q: each has otherwise: true; a provider has at most one otherwise route", routeNames(otherwise))
+	}
+	for _, o := range otherwise {
+		for _, rt := range others {
+			o.match.Unless = append(o.match.Unless, rt.match)
+		}
+	}
 	return nil
+}
+
+// routeNames are the names of rts, in their order.
+func routeNames(rts []*Route) []string {
+	names := make([]string, 0, len(rts))
+	for _, rt := range rts {
+		names = append(names, rt.Name)
+	}
+	return names
 }
 
 // defaultRoute makes the route "default" of a provider-level destination.
@@ -224,22 +249,6 @@ func (p *Provider) defaultRoute() {
 	p.routes = []*Route{{Name: route.Default, Destination: p.Destination, Priority: p.Priority, Retry: p.Retry}}
 }
 
-// indexEventTypes fills the tables of EventTypeLabel.
-func (p *Provider) indexEventTypes() {
-	for _, rt := range p.routes {
-		for _, g := range rt.match.Globs {
-			if !g.Literal() {
-				p.globs = append(p.globs, g)
-				continue
-			}
-			if p.literals == nil {
-				p.literals = map[string]struct{}{}
-			}
-			p.literals[g.Pattern()] = struct{}{}
-		}
-	}
-}
-
 func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), mode secretsMode) (*Route, []error) {
 	if !validRouteName(name) {
 		return nil, []error{fmt.Errorf("name must match ^[a-z0-9_-]{1,40}$")}
@@ -247,8 +256,14 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 	if c == nil {
 		return nil, []error{fmt.Errorf("empty block: destination is required")}
 	}
-	rt := &Route{Name: name, Priority: PriorityNormal}
+	rt := &Route{Name: name, Priority: PriorityNormal, Otherwise: c.Otherwise}
 	var errs []error
+	if c.Otherwise && c.Events != nil {
+		errs = append(errs, fmt.Errorf("events: set beside otherwise: true: the otherwise route takes every event no other route matches; give these events a route of their own"))
+	}
+	if c.Otherwise && c.Where != nil {
+		errs = append(errs, fmt.Errorf("where: set beside otherwise: true: the otherwise route takes every event no other route matches; give this condition a route of its own"))
+	}
 	if c.Events != nil {
 		if len(*c.Events) == 0 {
 			errs = append(errs, fmt.Errorf("events: empty: list event type globs, or leave events out for every event"))

@@ -65,14 +65,6 @@ func mustParseFor(tb testing.TB, yml string, e env) *Registry {
 	return r
 }
 
-func routeNames(rts []*Route) []string {
-	var out []string
-	for _, rt := range rts {
-		out = append(out, rt.Name)
-	}
-	return out
-}
-
 func TestParseRoutes(t *testing.T) {
 	r := mustParseFor(t, issueExample, routesEnv())
 	p := mustGet(t, r, "stripe")
@@ -359,6 +351,21 @@ providers:
         destination: {url: "http://x/"}
 `
 
+// checkMatch: p.Match gives the routes want, and each route's Matches
+// agrees with it (a backfill of one route takes what Match gives it).
+func checkMatch(t *testing.T, p *Provider, typ, body string, want []string) {
+	t.Helper()
+	got := routeNames(p.Match(typ, []byte(body), nil))
+	if !slices.Equal(got, want) {
+		t.Fatalf("Match = %v, want %v", got, want)
+	}
+	for _, rt := range p.Routes() {
+		if m := rt.Matches(typ, []byte(body)); m != slices.Contains(want, rt.Name) {
+			t.Errorf("route %s: Matches = %v, disagrees with Match", rt.Name, m)
+		}
+	}
+}
+
 func TestMatch(t *testing.T) {
 	p := mustGet(t, mustParse(t, matchYAML, testEnv()), "s")
 	cases := []struct {
@@ -392,17 +399,7 @@ func TestMatch(t *testing.T) {
 		{"object with an extra member", "x", `{"data":{"object":{"meta":{"y":[true,"2"],"x":1,"z":0}}}}`, []string{"all"}},
 	}
 	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got := routeNames(p.Match(tc.typ, []byte(tc.body), nil))
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("Match = %v, want %v", got, tc.want)
-			}
-			for _, rt := range p.Routes() {
-				if m := rt.Matches(tc.typ, []byte(tc.body)); m != slices.Contains(tc.want, rt.Name) {
-					t.Errorf("route %s: Matches = %v, disagrees with Match", rt.Name, m)
-				}
-			}
-		})
+		t.Run(tc.name, func(t *testing.T) { checkMatch(t, p, tc.typ, tc.body, tc.want) })
 	}
 	dst := make([]*Route, 1, 8)
 	if got := p.Match("invoice.paid", nil, dst); len(got) != 3 || got[0] != nil || got[1].Name != "all" {
@@ -410,45 +407,110 @@ func TestMatch(t *testing.T) {
 	}
 }
 
-// TestEventTypeLabel: the label is an events entry or "other", never what
-// the provider sent unless a route names it.
-func TestEventTypeLabel(t *testing.T) {
-	r := mustParse(t, `
+// otherwiseYAML has an otherwise route beside routes by events, by where
+// and by both, a provider whose only route is its otherwise route, and one
+// whose otherwise route is written otherwise: false (an ordinary route).
+const otherwiseYAML = `
 providers:
   s:
     preset: stripe
     secret_env: [S1]
     routes:
-      b: {events: ["invoice.*", "payment_intent.succeeded", "*.deleted"], destination: {url: "http://x/"}}
-      a: {events: ["invoice.paid*", "customer.created"], destination: {url: "http://x/"}}
-      c: {destination: {url: "http://x/"}}
-  plain: {preset: stripe, secret_env: [S1], destination: {url: "http://x/"}}
-`, testEnv())
-	p := mustGet(t, r, "s")
-	cases := []struct{ typ, want string }{
-		{"customer.created", "customer.created"},
-		{"payment_intent.succeeded", "payment_intent.succeeded"},
-		{"invoice.paid", "invoice.paid*"}, // route a comes before route b
-		{"invoice.paid.late", "invoice.paid*"},
-		{"invoice.created", "invoice.*"},
-		{"invoice.deleted", "invoice.*"}, // list order within b
-		{"customer.deleted", "*.deleted"},
-		{"customer.updated", OtherEventType},
-		{"", OtherEventType},
-		{strings.Repeat("x", 300), OtherEventType},
+      invoices: {events: ["invoice.*"], destination: {url: "http://x/"}}
+      live: {where: {"/livemode": true}, destination: {url: "http://x/"}}
+      refunds: {events: [charge.refunded], where: {"/amount": 0}, destination: {topic: refunds}}
+      rest: {otherwise: true, destination: {url: "http://rest/"}, priority: low}
+  only:
+    preset: stripe
+    secret_env: [S1]
+    routes:
+      rest: {otherwise: true, destination: {url: "http://rest/"}}
+  off:
+    preset: stripe
+    secret_env: [S1]
+    routes:
+      invoices: {events: ["invoice.*"], destination: {url: "http://x/"}}
+      all: {otherwise: false, where: {"/livemode": true}, destination: {url: "http://x/"}}
+`
+
+// TestOtherwise: the otherwise route takes an event when no other route of
+// its provider matches it, by events or where, whatever the body; never
+// beside another route. Route.Matches agrees with Match (a backfill of the
+// otherwise route takes exactly what Match gives it).
+func TestOtherwise(t *testing.T) {
+	r := mustParse(t, otherwiseYAML, testEnv())
+	cases := []struct {
+		provider, name, typ, body string
+		want                      []string
+	}{
+		{"s", "by events", "invoice.paid", `{}`, []string{"invoices"}},
+		{"s", "by where", "customer.created", `{"livemode":true}`, []string{"live"}},
+		{"s", "by events and where", "invoice.paid", `{"livemode":true}`, []string{"invoices", "live"}},
+		{"s", "events and where of one route", "charge.refunded", `{"amount":0}`, []string{"refunds"}},
+		{"s", "its events but not its where", "charge.refunded", `{"amount":5}`, []string{"rest"}},
+		{"s", "its where but not its events", "charge.captured", `{"amount":0}`, []string{"rest"}},
+		{"s", "none matches", "customer.created", `{"livemode":false}`, []string{"rest"}},
+		{"s", "no event type", "", `{}`, []string{"rest"}},
+		{"s", "no event type, by where", "", `{"livemode":true}`, []string{"live"}},
+		{"s", "body not JSON", "customer.created", `not json`, []string{"rest"}},
+		{"only", "the only route takes everything", "customer.created", `not json`, []string{"rest"}},
+		{"only", "even without a type", "", ``, []string{"rest"}},
+		{"off", "otherwise: false is an ordinary route", "invoice.paid", `{"livemode":true}`, []string{"all", "invoices"}},
+		{"off", "otherwise: false leaves the unmatched unrouted", "customer.created", `{}`, nil},
 	}
 	for _, tc := range cases {
-		if got := p.EventTypeLabel(tc.typ); got != tc.want {
-			t.Errorf("EventTypeLabel(%q) = %q, want %q", tc.typ, got, tc.want)
-		}
+		t.Run(tc.provider+" "+tc.name, func(t *testing.T) { checkMatch(t, mustGet(t, r, tc.provider), tc.typ, tc.body, tc.want) })
 	}
-	if got := mustGet(t, r, "plain").EventTypeLabel("invoice.paid"); got != OtherEventType {
-		t.Errorf("EventTypeLabel without events = %q, want other", got)
+	s := mustGet(t, r, "s")
+	rest, _ := s.Route("rest")
+	if !rest.Otherwise || rest.Events != nil || rest.Priority != PriorityLow || rest.Destination.URL != "http://rest/" {
+		t.Errorf("rest = %+v, want the otherwise route, low, to http://rest/", rest)
+	}
+	if invoices, _ := s.Route("invoices"); invoices.Otherwise {
+		t.Error("invoices is an otherwise route")
+	}
+	if all, _ := mustGet(t, r, "off").Route("all"); all.Otherwise {
+		t.Error("otherwise: false made an otherwise route")
+	}
+	dst := make([]*Route, 1, 8)
+	if got := s.Match("customer.created", nil, dst); len(got) != 2 || got[0] != nil || got[1] != rest {
+		t.Fatalf("Match does not append the otherwise route to dst: %v", got)
 	}
 }
 
-// TestMatchAllocs: routes without where cost no allocation to match, and
-// the label none to compute.
+// TestOtherwiseErrors: at most one otherwise route per provider, and it
+// takes no events or where; each error names the provider and the routes.
+func TestOtherwiseErrors(t *testing.T) {
+	const head = "providers:\n  s:\n    preset: stripe\n    secret_env: [S1]\n    routes:\n"
+	cases := []struct {
+		name, routes string
+		want         []string
+	}{
+		{"two", "      b: {otherwise: true, destination: {url: \"http://x/\"}}\n      a: {otherwise: true, destination: {url: \"http://x/\"}}\n      c: {destination: {url: \"http://x/\"}}\n",
+			[]string{`provider "s": routes ["a" "b"]: each has otherwise: true; a provider has at most one otherwise route`}},
+		{"with events", "      a: {otherwise: true, events: [x], destination: {url: \"http://x/\"}}\n",
+			[]string{`provider "s": route "a": events: set beside otherwise: true`}},
+		{"with where", "      a: {otherwise: true, where: {\"/x\": 1}, destination: {url: \"http://x/\"}}\n",
+			[]string{`provider "s": route "a": where: set beside otherwise: true`}},
+		{"not a boolean", "      a: {otherwise: yes please, destination: {url: \"http://x/\"}}\n",
+			[]string{`provider "s": route "a": line 6:`, "yes please", "into bool"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := Parse([]byte(head+tc.routes), configErrorEnv.lookup)
+			if err == nil {
+				t.Fatal("Parse succeeded")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+// TestMatchAllocs: routes without where cost no allocation to match.
 func TestMatchAllocs(t *testing.T) {
 	r := mustParse(t, issueExample+`
   plain: {preset: github, secret_env: [S1], destination: {url: "http://x/"}}
@@ -458,18 +520,25 @@ func TestMatchAllocs(t *testing.T) {
     routes:
       a: {events: ["invoice.*", "x*y*z"], destination: {url: "http://x/"}}
       b: {events: ["invoice.paid"], destination: {topic: t}}
+  other:
+    preset: github
+    secret_env: [S1]
+    routes:
+      a: {events: ["invoice.*"], destination: {url: "http://x/"}}
+      rest: {otherwise: true, destination: {url: "http://x/"}}
 `, env{"STRIPE_WEBHOOK_SECRET": testSecret1, "S1": testSecret1})
 	typed, plain := mustGet(t, r, "typed"), mustGet(t, r, "plain")
 	crm, _ := mustGet(t, r, "stripe").Route("crm")
+	other := mustGet(t, r, "other")
+	rest, _ := other.Route("rest")
 	body := []byte(`{"id":"evt_1","type":"invoice.paid"}`)
 	dst := make([]*Route, 0, 4)
 	if n := testing.AllocsPerRun(100, func() {
 		dst = typed.Match("invoice.paid", body, dst[:0])
 		dst = plain.Match("invoice.paid", body, dst[:0])
 		_ = crm.Matches("customer.created", body)
-		_ = typed.EventTypeLabel("invoice.paid")
-		_ = typed.EventTypeLabel("invoice.created")
-		_ = typed.EventTypeLabel("nothing")
+		dst = other.Match("customer.created", body, dst[:0])
+		_ = rest.Matches("customer.created", body)
 	}); n != 0 {
 		t.Fatalf("%v allocations per run, want 0", n)
 	}

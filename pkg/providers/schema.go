@@ -6,6 +6,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookline/hookline/pkg/providers/glob"
+	"github.com/hookline/hookline/pkg/providers/schema"
 )
 
 // Payload schemas. A provider's schema: in the providers file is a JSON
@@ -15,14 +16,19 @@ import (
 //
 //	schema: schemas/acme.json
 //	schema: {"invoice.*": invoice.json, invoice.paid: paid.json, "*": any.json}
+//	schema: {push: github.json#/definitions/push$event, issues: github.json#/definitions/issues_event}
 //
-// The most specific entry wins: the event type written literally, else the
-// glob with the most characters besides '*' (the first listed on a tie);
-// "*" is the fallback, and the only entry an event without a type matches.
-// An event no entry matches is not checked. on_invalid says what an
-// invalid body becomes: dlq (default) is accepted and marked
-// (headers.InvalidPayload) for the processor to dead-letter without a call,
-// reject is refused 422 by ingest.
+// A file may be followed by a JSON pointer (a URI fragment) to a place in
+// it, so that one published file gives each event type its own definition
+// (package schema). The most specific entry wins: the event type written
+// literally, else the glob with the most characters besides '*' (the first
+// listed on a tie); "*" is the fallback, and the only entry an event
+// without a type matches. An event no entry matches is not checked.
+// on_invalid says what an invalid body becomes: dlq (default) is accepted
+// and marked (headers.InvalidPayload) for the processor to dead-letter
+// without a call, reject is refused 422 by ingest. schema_formats says
+// whether format is checked: annotate (default, as draft 2019-09 and the
+// common validators do) or assert.
 
 // On_invalid values.
 const (
@@ -38,27 +44,36 @@ type schemaConfig struct {
 }
 
 func (c *schemaConfig) UnmarshalYAML(n *yaml.Node) error {
+	var err error
+	c.path, c.entries, err = globMapping(n, "schema", "a JSON Schema file", "files")
+	if err == nil && n.Kind == yaml.ScalarNode && c.path == "" {
+		err = fmt.Errorf("line %d: schema: empty: want a JSON Schema file, or a mapping of event types to files", n.Line)
+	}
+	return err
+}
+
+// globMapping reads a providers-file field that is one value for every
+// event, or a mapping of event types (or globs) to values, in file order:
+// schema: and dedup_ttl:. want names one value ("a JSON Schema file"),
+// plural the values of a mapping ("files"), for the errors.
+func globMapping(n *yaml.Node, field, want, plural string) (one string, entries [][2]string, err error) {
 	switch n.Kind {
 	case yaml.ScalarNode:
-		c.path = n.Value
-		if c.path == "" {
-			return fmt.Errorf("line %d: schema: empty: want a JSON Schema file, or a mapping of event types to files", n.Line)
-		}
-		return nil
+		return n.Value, nil, nil
 	case yaml.MappingNode:
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
 			if v.Kind != yaml.ScalarNode {
-				return fmt.Errorf("line %d: schema[%q]: want a JSON Schema file", v.Line, k.Value)
+				return "", nil, fmt.Errorf("line %d: %s[%q]: want %s", v.Line, field, k.Value, want)
 			}
-			c.entries = append(c.entries, [2]string{k.Value, v.Value})
+			entries = append(entries, [2]string{k.Value, v.Value})
 		}
-		if len(c.entries) == 0 {
-			return fmt.Errorf("line %d: schema: empty mapping: list event types (or globs) and their JSON Schema files", n.Line)
+		if len(entries) == 0 {
+			return "", nil, fmt.Errorf("line %d: %s: empty mapping: list event types (or globs) and their %s", n.Line, field, plural)
 		}
-		return nil
+		return "", entries, nil
 	}
-	return fmt.Errorf("line %d: schema: want a JSON Schema file, or a mapping of event types to files", n.Line)
+	return "", nil, fmt.Errorf("line %d: %s: want %s, or a mapping of event types to %s", n.Line, field, want, plural)
 }
 
 // buildSchemas compiles schema: and checks on_invalid, reading files
@@ -72,9 +87,19 @@ func (c *providerConfig) buildSchemas(p *Provider, dir string) []error {
 	default:
 		errs = append(errs, fmt.Errorf("on_invalid: %q: want dlq (accept, then the DLQ as invalid_payload) or reject (422)", c.OnInvalid))
 	}
+	switch c.SchemaFormats {
+	case "", schema.FormatsAnnotate:
+	case schema.FormatsAssert:
+		p.schemas.AssertFormats()
+	default:
+		errs = append(errs, fmt.Errorf("schema_formats: %q: want annotate (format is not checked, the default) or assert", c.SchemaFormats))
+	}
 	if c.Schema == nil {
 		if c.OnInvalid != "" {
 			errs = append(errs, fmt.Errorf("on_invalid: set without schema: nothing is checked"))
+		}
+		if c.SchemaFormats != "" {
+			errs = append(errs, fmt.Errorf("schema_formats: set without schema: nothing is checked"))
 		}
 		return errs
 	}

@@ -46,6 +46,7 @@ func TestLoadSchemas(t *testing.T) {
 		"paid.json":    `{"type": "object", "required": ["paid_at"]}`,
 		"bad.json":     `{"type": 7}`,
 		"garbled.json": `{"type": `,
+		"defs.json":    `{"definitions": {"paid": {"type": "object", "required": ["paid_at"]}}}`,
 	})
 	cases := []struct {
 		name    string
@@ -66,6 +67,13 @@ func TestLoadSchemas(t *testing.T) {
 		{name: "bad glob", extra: "    schema: {\"order.**\": order.json}\n", wantErr: `provider "shop": schema: "order.**": ** is the same as *`},
 		{name: "empty mapping", extra: "    schema: {}\n", wantErr: `schema: empty mapping`},
 		{name: "a list", extra: "    schema: [order.json]\n", wantErr: `schema: want a JSON Schema file`},
+		{name: "a definition in a file", extra: "    schema: {order.paid: \"defs.json#/definitions/paid\", \"*\": order.json}\n"},
+		{name: "a pointer to nothing", extra: "    schema: {order.paid: \"defs.json#/definitions/gone\"}\n",
+			wantErr: `provider "shop": schema["order.paid"]: defs.json#/definitions/gone: /definitions/gone leads to nothing in defs.json`},
+		{name: "formats asserted", extra: "    schema: order.json\n    schema_formats: assert\n"},
+		{name: "formats annotated", extra: "    schema: order.json\n    schema_formats: annotate\n"},
+		{name: "unknown schema_formats", extra: "    schema: order.json\n    schema_formats: strict\n", wantErr: `provider "shop": schema_formats: "strict": want annotate`},
+		{name: "schema_formats without schema", extra: "    schema_formats: assert\n", wantErr: `provider "shop": schema_formats: set without schema`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

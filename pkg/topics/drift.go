@@ -3,6 +3,7 @@ package topics
 import (
 	"context"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,18 +14,23 @@ import (
 )
 
 // Drift is a tuned config (Spec.Tuned) whose value on an existing topic
-// differs from what its spec wants: the topic was created under another
-// setting. Services warn about it and go on; `make topics` (ingest
-// -ensure-topics) sets it.
+// differs from what its spec wants, or a floor (Spec.Floors) it is under:
+// the topic was created under another setting. Services warn about it and
+// go on; `make topics` (ingest -ensure-topics) sets it.
 type Drift struct {
 	Topic, Key string
 	Have, Want string
-	// Var is the environment variable that sets Want.
+	// Var is the environment variable that sets Want, or what else does
+	// (ChangelogRetentionBy).
 	Var string
 }
 
 // String says what differs and how to fix it.
 func (d Drift) String() string {
+	if !strings.HasPrefix(d.Var, "HOOKLINE_") {
+		return fmt.Sprintf("topic %s has %s=%s%s but %s wants at least %s%s; run `make topics` (ingest -ensure-topics) with that providers file to set it, or kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config %s=%s",
+			d.Topic, d.Key, d.Have, msNote(d.Key, d.Have), d.Var, d.Want, msNote(d.Key, d.Want), d.Topic, d.Key, d.Want)
+	}
 	return fmt.Sprintf("topic %s has %s=%s%s but %s wants %s%s; run `%s=%s make topics` (ingest -ensure-topics) to set it, or kafka-configs.sh --alter --entity-type topics --entity-name %s --add-config %s=%s",
 		d.Topic, d.Key, d.Have, msNote(d.Key, d.Have), d.Var, d.Want, msNote(d.Key, d.Want),
 		d.Var, msDuration(d.Want), d.Topic, d.Key, d.Want)
@@ -61,7 +67,7 @@ func msDuration(v string) string {
 func Drifts(ctx context.Context, cl *kgo.Client, specs []Spec) ([]Drift, error) {
 	var names []string
 	for _, s := range specs {
-		if len(s.Tuned) > 0 {
+		if len(s.Tuned) > 0 || len(s.Floors) > 0 {
 			names = append(names, s.Name)
 		}
 	}
@@ -74,12 +80,19 @@ func Drifts(ctx context.Context, cl *kgo.Client, specs []Spec) ([]Drift, error) 
 	}
 	var drifts []Drift
 	for _, s := range specs {
-		if len(s.Tuned) == 0 {
+		if len(s.Tuned) == 0 && len(s.Floors) == 0 {
 			continue
 		}
 		rc, err := cfgs.On(s.Name, nil)
 		if err != nil || rc.Err != nil {
 			continue // not there (yet): nothing to compare
+		}
+		for _, k := range slices.Sorted(maps.Keys(s.Floors)) {
+			for _, c := range rc.Configs {
+				if c.Key == k && c.Value != nil && below(*c.Value, s.Configs[k]) {
+					drifts = append(drifts, Drift{Topic: s.Name, Key: k, Have: *c.Value, Want: s.Configs[k], Var: s.Floors[k]})
+				}
+			}
 		}
 		keys := make([]string, 0, len(s.Tuned))
 		for k := range s.Tuned {
@@ -95,6 +108,14 @@ func Drifts(ctx context.Context, cl *kgo.Client, specs []Spec) ([]Drift, error) 
 		}
 	}
 	return drifts, nil
+}
+
+// below reports whether have is a number of milliseconds under want; -1
+// (forever) and what does not parse are not.
+func below(have, want string) bool {
+	h, err1 := strconv.ParseInt(have, 10, 64)
+	w, err2 := strconv.ParseInt(want, 10, 64)
+	return err1 == nil && err2 == nil && h >= 0 && h < w
 }
 
 // SetTuned sets each drift's config to the value its spec wants, one

@@ -17,16 +17,7 @@ import (
 // mismatch: Ensure passes), named with both values and the fix, and
 // SetTuned (what make topics runs) sets it, after which nothing drifts.
 func TestDLQRetentionDrift(t *testing.T) {
-	c, err := kfake.NewCluster(kfake.NumBrokers(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(c.Close)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Close)
+	cl := fakeCluster(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 
@@ -73,4 +64,75 @@ func TestDLQRetentionDrift(t *testing.T) {
 	if d, err := topics.Drifts(ctx, cl, wanted); err != nil || len(d) != 0 {
 		t.Fatalf("after SetTuned: drifts %v, %v; want none", d, err)
 	}
+}
+
+// TestChangelogRetentionFloor: a service with the providers file wants
+// the changelog kept at least as long as the longest dedup TTL. An
+// existing changelog kept shorter (created before a longer dedup_ttl, or
+// an event type's) is a drift that says what wants more and how to set
+// it, and SetTuned raises it; one kept longer is not a drift, nor is any
+// changelog to a service without the providers file.
+func TestChangelogRetentionFloor(t *testing.T) {
+	cl := fakeCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+
+	n := topics.NewNames("", []string{"1m"})
+	week := 7 * 24 * time.Hour
+	shape := func(changelog time.Duration) []topics.Spec {
+		return n.Specs(topics.Shape{Partitions: 2, MaxMessageBytes: 2 << 20, ChangelogRetention: changelog})
+	}
+	if err := topics.Ensure(ctx, cl, shape(week), -1); err != nil { // created kept 7 days
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		want time.Duration // 0: the service has no providers file
+	}{
+		{"as created", week},
+		{"a shorter TTL: 7 days still kept", 72 * time.Hour},
+		{"no providers file", 0},
+	} {
+		if d, err := topics.Drifts(ctx, cl, shape(tc.want)); err != nil || len(d) != 0 {
+			t.Errorf("%s: drifts %v, %v; want none", tc.name, d, err)
+		}
+	}
+
+	longer := shape(1000 * time.Hour) // an event type's dedup_ttl of 1000h
+	drifts, err := topics.Drifts(ctx, cl, longer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(drifts) != 1 || drifts[0].Topic != n.Changelog || drifts[0].Key != "retention.ms" || drifts[0].Have != "604800000" || drifts[0].Want != "3600000000" {
+		t.Fatalf("drifts %+v, want the changelog's retention.ms, 604800000 under 3600000000", drifts)
+	}
+	for _, w := range []string{"has retention.ms=604800000 (168h)", "the providers file's longest dedup_ttl wants at least 3600000000 (1000h)", "run `make topics`"} {
+		if !strings.Contains(drifts[0].String(), w) {
+			t.Errorf("warning %q does not say %q", drifts[0].String(), w)
+		}
+	}
+	if err := topics.SetTuned(ctx, cl, drifts); err != nil {
+		t.Fatal(err)
+	}
+	for _, sh := range [][]topics.Spec{longer, shape(week)} { // raised: enough for both
+		if d, err := topics.Drifts(ctx, cl, sh); err != nil || len(d) != 0 {
+			t.Fatalf("after SetTuned: drifts %v, %v; want none", d, err)
+		}
+	}
+}
+
+// fakeCluster is a client of a one-broker fake cluster of the test's own.
+func fakeCluster(t *testing.T) *kgo.Client {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return cl
 }

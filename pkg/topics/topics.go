@@ -156,7 +156,15 @@ type Spec struct {
 	// not refuse a difference, Drifts reports it and SetTuned applies the
 	// spec's value.
 	Tuned map[string]string
+	// Floors are keys of Configs (milliseconds) an existing topic must
+	// hold at least, each with what sets it: a lower value is a drift
+	// (Drifts), a higher one is not; -1 (forever) is enough.
+	Floors map[string]string
 }
+
+// ChangelogRetentionBy names what sets the changelog's retention in a
+// drift: the longest dedup TTL of the providers file.
+const ChangelogRetentionBy = "the providers file's longest dedup_ttl"
 
 const day = 24 * time.Hour
 
@@ -170,14 +178,18 @@ func (n Names) Specs(s Shape) []Spec {
 	}
 	dlq := body(n.DLQ, cmp.Or(s.DLQRetention, DefaultDLQRetention))
 	dlq.Tuned = map[string]string{"retention.ms": "HOOKLINE_DLQ_RETENTION"}
+	changelog := Spec{Name: n.Changelog, Partitions: s.Partitions, Cleanup: "compact,delete", Configs: map[string]string{
+		"retention.ms": ms(max(s.ChangelogRetention, 7*day)),
+		// Compact soon after a key changes, so restore reads little.
+		"min.cleanable.dirty.ratio": "0.1",
+		"segment.ms":                ms(day),
+	}}
+	if s.ChangelogRetention > 0 { // a service that read the providers file
+		changelog.Floors = map[string]string{"retention.ms": ChangelogRetentionBy}
+	}
 	specs := []Spec{
 		body(n.Raw, 7*day),
-		{Name: n.Changelog, Partitions: s.Partitions, Cleanup: "compact,delete", Configs: map[string]string{
-			"retention.ms": ms(max(s.ChangelogRetention, 7*day)),
-			// Compact soon after a key changes, so restore reads little.
-			"min.cleanable.dirty.ratio": "0.1",
-			"segment.ms":                ms(day),
-		}},
+		changelog,
 		{Name: n.Outcomes, Partitions: s.Partitions, Cleanup: "delete", Configs: map[string]string{"retention.ms": ms(7 * day)}},
 		dlq,
 		{Name: n.DLQStatus, Partitions: s.Partitions, Cleanup: "compact", Configs: map[string]string{}},

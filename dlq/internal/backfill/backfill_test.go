@@ -21,18 +21,22 @@ providers:
     event_type: {json: /type}
     routes:
       crm: {events: [invoice.*], where: {"/live": true}, destination: {url: "http://127.0.0.1:1/crm"}}
+      rest: {otherwise: true, destination: {url: "http://127.0.0.1:1/rest"}}
 `
 
-func spec(t *testing.T) Spec {
+func spec(t *testing.T) Spec { return specOf(t, "crm") }
+
+// specOf is a backfill of the route name of file's provider bf.
+func specOf(t *testing.T, name string) Spec {
 	t.Helper()
 	reg, err := providers.Parse([]byte(file), func(string) (string, bool) { return "s3cret", true })
 	if err != nil {
 		t.Fatal(err)
 	}
 	p, _ := reg.Get("bf")
-	rt, ok := p.Route("crm")
+	rt, ok := p.Route(name)
 	if !ok {
-		t.Fatal("no route crm")
+		t.Fatalf("no route %s", name)
 	}
 	t0 := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	return Spec{Provider: p, Route: rt, Since: t0, Until: t0.Add(time.Hour), ID: "b1"}
@@ -83,6 +87,42 @@ func TestMatches(t *testing.T) {
 			}
 			if ok && ev != "invoice.paid" {
 				t.Fatalf("event type %q", ev)
+			}
+		})
+	}
+}
+
+// TestMatchesOtherwise: a backfill of the otherwise route takes exactly
+// the accepted events that no other route of the provider matched, as the
+// processor routed them.
+func TestMatchesOtherwise(t *testing.T) {
+	s := specOf(t, "rest")
+	in := s.Since.Add(time.Minute)
+	onlyOrders, err := route.ParseEventFilter([]string{"order.*"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, typ, body string
+		events          route.EventFilter
+		want            bool
+	}{
+		{"crm takes it", "invoice.paid", `{"live":true}`, route.EventFilter{}, false},
+		{"crm's events, not its where", "invoice.paid", `{"live":false}`, route.EventFilter{}, true},
+		{"crm's where, not its events", "order.created", `{"live":true}`, route.EventFilter{}, true},
+		{"no event type", "", `{}`, route.EventFilter{}, true},
+		{"--events narrows", "invoice.paid", `{"live":false}`, onlyOrders, false},
+		{"--events keeps", "order.created", `{}`, onlyOrders, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s.Events = tc.events
+			r := accepted("bf", tc.typ, tc.body, in)
+			if _, ok := s.Matches(r); ok != tc.want {
+				t.Fatalf("Matches = %v, want %v", ok, tc.want)
+			}
+			routes := s.Provider.Match(tc.typ, []byte(tc.body), nil)
+			if taken := len(routes) == 1 && routes[0] == s.Route; tc.events.Match(tc.typ) && taken != tc.want {
+				t.Fatalf("the processor's routes %v disagree with the backfill", routes)
 			}
 		})
 	}

@@ -24,7 +24,8 @@ const traceHelp = `usage: dlq trace KEY [--json]
 
 The key's whole path, route by route: first where it stands now, then what
 happened to the key as a whole (each delivery ingest accepted, with request
-id, received-at and origin; duplicates; unrouted), then for each route (a
+id, received-at and origin; duplicates; unrouted; suppressed as a replay of
+another key by ingest), then for each route (a
 named destination of the provider; "default" for a provider-level
 destination and everything written before routes) where that route stands
 and its steps: each processing outcome with its error, where it waited
@@ -168,6 +169,9 @@ func printTrace(w io.Writer, t trace.Trace) {
 	if t.Unrouted > 0 {
 		fmt.Fprintf(w, ", unrouted %d", t.Unrouted)
 	}
+	if t.Suppressed > 0 {
+		fmt.Fprintf(w, ", suppressed as replays %d", t.Suppressed)
+	}
 	fmt.Fprintf(w, ", replays %d, DLQ entries %d\n", t.Replays, t.DeadLetters)
 }
 
@@ -194,6 +198,8 @@ func printSteps(w io.Writer, steps []trace.Event) {
 				detail = "to the DLQ (" + s.Reason + ")"
 			case outcome.StatusUnrouted:
 				detail = "no route of the provider matched: nothing delivered"
+			case "suppressed":
+				detail = "suppressed as a replay of " + s.ReplayOf + " (ingest: the same signed bytes within the provider's replay_window; nothing produced)"
 			}
 			if s.Error != "" {
 				detail = strings.TrimPrefix(detail+"; error: "+short(s.Error, 120), "; ")
@@ -237,6 +243,8 @@ func nowText(n trace.Now) string {
 		return "done at " + n.Since
 	case trace.StateUnrouted:
 		return "unrouted: it matched no route of its provider, so nothing was delivered (" + n.Since + ")"
+	case trace.StateSuppressed:
+		return "suppressed as a replay of " + n.ReplayOf + " (" + n.Since + "): ingest produced nothing; a real event is delivered when its sender sends it again after the provider's replay_window"
 	}
 	return "accepted, not processed yet"
 }

@@ -60,6 +60,30 @@ func TestPrintTraceByRoute(t *testing.T) {
 	out := b.String()
 	order := []string{"route crm waiting in retry tier 5m", "the key, for every route:", "accepted", "duplicate",
 		"route billing: done at", "done", "route crm: waiting in retry tier 5m", "to tier 5m; error: HTTP 503", "accepted 1, attempts 2, duplicates 1"}
+	inOrder(t, out, order)
+}
+
+// TestPrintTraceSuppressed: a key ingest suppressed as a replay says so,
+// naming the key it repeated, on its first line and its step.
+func TestPrintTraceSuppressed(t *testing.T) {
+	at := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	tr := trace.Trace{
+		Key: "github:b", Provider: "github",
+		Now:        trace.Now{State: trace.StateSuppressed, ReplayOf: "github:a", Since: "2026-11-26T12:00:00.000Z"},
+		Steps:      []trace.Event{{Kind: trace.KindOutcome, At: at, Status: "suppressed", ReplayOf: "github:a", Attempt: 1}},
+		Suppressed: 1,
+	}
+	var b strings.Builder
+	printTrace(&b, tr)
+	out := b.String()
+	order := []string{"github:b (provider github): suppressed as a replay of github:a", "the key, for every route:",
+		"suppressed", "suppressed as a replay of github:a (ingest:", "accepted 0, attempts 0, duplicates 0, suppressed as replays 1"}
+	inOrder(t, out, order)
+}
+
+// inOrder fails the test unless out holds each of order, in that order.
+func inOrder(t *testing.T, out string, order []string) {
+	t.Helper()
 	rest := out
 	for _, want := range order {
 		i := strings.Index(rest, want)

@@ -13,20 +13,23 @@ import (
 )
 
 // fakeProcessor serves /metrics with the processor's series of
-// ProcessorMetrics: pending records by class, records by provider, route
-// and status, and the process start time.
+// ProcessorMetrics: pending records by class, records by provider, route,
+// status and event type (each count split over two event types, as the
+// processor's are), and the process start time.
 func fakeProcessor(t *testing.T, pending map[string]float64, records map[[3]string]float64, started time.Time) string {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	pv := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: seriesPending}, []string{"class"})
-	rv := prometheus.NewCounterVec(prometheus.CounterOpts{Name: seriesRecords}, []string{"provider", "route", "status"})
+	rv := prometheus.NewCounterVec(prometheus.CounterOpts{Name: seriesRecords}, []string{"provider", "route", "status", "event_type"})
 	st := prometheus.NewGauge(prometheus.GaugeOpts{Name: seriesStartTime})
 	reg.MustRegister(pv, rv, st)
 	for c, n := range pending {
 		pv.WithLabelValues(c).Set(n)
 	}
 	for l, n := range records {
-		rv.WithLabelValues(l[0], l[1], l[2]).Add(n)
+		half := float64(int(n / 2))
+		rv.WithLabelValues(l[0], l[1], l[2], "invoice.paid").Add(half)
+		rv.WithLabelValues(l[0], l[1], l[2], "other").Add(n - half)
 	}
 	st.Set(float64(started.Unix()))
 	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))

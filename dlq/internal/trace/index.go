@@ -125,7 +125,7 @@ type Event struct {
 	// route, or the hookline.route of a retried or replayed record, a
 	// tier's record or a DLQ entry, "default" where it names none. Empty
 	// on a step of the whole key: a delivery ingest accepted (for every
-	// route it matches), a duplicate, an unrouted outcome.
+	// route it matches), a duplicate, an unrouted or suppressed outcome.
 	Route     string `json:"route,omitempty"`
 	EventType string `json:"event_type,omitempty"`
 	Origin    string `json:"origin,omitempty"`
@@ -150,6 +150,9 @@ type Event struct {
 	Reason     string            `json:"reason,omitempty"`
 	Errors     int               `json:"errors,omitempty"`
 	Resolution *store.Resolution `json:"resolution,omitempty"`
+	// ReplayOf: a suppressed outcome's (ingest took the delivery for a
+	// replay of the one with this key).
+	ReplayOf string `json:"replay_of,omitempty"`
 }
 
 // Event kinds.
@@ -233,7 +236,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 		}
 		ev.Kind, ev.Status, ev.Attempt, ev.Origin, ev.DurationMS, ev.Error = KindOutcome, o.Status, o.Attempt, o.Origin, o.DurationMS, o.Error
 		ev.Tier, ev.Reason, ev.ReplayID, ev.Lane, ev.Provider, ev.EventType = o.Tier, o.DeadReason, o.ReplayID, o.Lane, o.Provider, o.EventType
-		ev.Route = o.Route
+		ev.Route, ev.ReplayOf = o.Route, o.ReplayOf
 		if t, err := headers.ParseTime(o.Time); err == nil {
 			ev.At = t
 		}
@@ -259,7 +262,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 func (ev *Event) routed() {
 	switch {
 	case ev.Kind == KindAccepted,
-		ev.Kind == KindOutcome && (ev.Status == outcome.StatusDuplicate || ev.Status == outcome.StatusUnrouted || ev.Status == statusUnreadable):
+		ev.Kind == KindOutcome && (ev.Status == outcome.StatusDuplicate || ev.Status == outcome.StatusUnrouted || ev.Status == outcome.StatusSuppressed || ev.Status == statusUnreadable):
 		ev.Route = ""
 	default:
 		ev.Route = control.RouteOr(ev.Route)

@@ -22,8 +22,9 @@ type Trace struct {
 	// Now is where the key stands: with one route, where that route
 	// stands; with several, where the one furthest from done stands (dead,
 	// then waiting, parked, pending), named by Now.Route, or done when
-	// every route is; unrouted when the key matched no route; pending
-	// before any outcome.
+	// every route is; unrouted when the key matched no route; suppressed
+	// when ingest took its delivery for a replay (ReplayOf) and nothing
+	// else happened to the key; pending before any outcome.
 	Now Now `json:"now"`
 	// Routes is where each route of the key stands, by route name: every
 	// route a step names (an outcome, a tier record, a DLQ entry, a
@@ -40,10 +41,13 @@ type Trace struct {
 	// records skipped as duplicates and Unrouted the deliveries that
 	// matched no route (both decided for the key, not a route); Replays
 	// the replays put on webhooks.raw; DeadLetters the DLQ entries.
-	Accepted    int `json:"accepted"`
-	Attempts    int `json:"attempts"`
-	Duplicates  int `json:"duplicates"`
-	Unrouted    int `json:"unrouted,omitempty"`
+	Accepted   int `json:"accepted"`
+	Attempts   int `json:"attempts"`
+	Duplicates int `json:"duplicates"`
+	Unrouted   int `json:"unrouted,omitempty"`
+	// Suppressed counts the deliveries of the key ingest suppressed as
+	// replays (outcomes suppressed).
+	Suppressed  int `json:"suppressed,omitempty"`
 	Replays     int `json:"replays"`
 	DeadLetters int `json:"dead_letters"`
 }
@@ -80,6 +84,9 @@ type Now struct {
 	Since       string `json:"since,omitempty"`
 	// Resolution of the DLQ entry, when dead.
 	Resolution *store.Resolution `json:"resolution,omitempty"`
+	// ReplayOf, when suppressed: the key of the delivery whose signed
+	// bytes the key's delivery repeated.
+	ReplayOf string `json:"replay_of,omitempty"`
 }
 
 // Now states: pending and waiting are the trace's own; the others are the
@@ -91,6 +98,10 @@ const (
 	StateDone     = outcome.StatusDone
 	StateDead     = outcome.StatusDead
 	StateUnrouted = outcome.StatusUnrouted
+	// StateSuppressed: ingest took the key's delivery for a replay of
+	// Now.ReplayOf's (the same signed bytes within its provider's
+	// replay_window) and produced nothing.
+	StateSuppressed = outcome.StatusSuppressed
 	// StateHeld: an ordered entity's record waits behind the entity's head
 	// on the route (its last outcome's error names the head).
 	StateHeld = outcome.StatusHeld
@@ -122,7 +133,7 @@ func stamp(ev Event) string { return ev.At.UTC().Format(time.RFC3339Nano) }
 func build(key string, evs []Event) Trace {
 	t := Trace{Key: key, Steps: evs, Now: Now{State: StatePending}, Routes: []RouteTrace{}}
 	byRoute := map[string][]Event{}
-	var lastUnrouted *Event
+	var lastUnrouted, lastSuppressed *Event
 	for i := range evs {
 		ev := &evs[i]
 		ev.routed()
@@ -141,6 +152,9 @@ func build(key string, evs []Event) Trace {
 		case ev.Status == outcome.StatusUnrouted:
 			t.Unrouted++
 			lastUnrouted = ev
+		case ev.Status == outcome.StatusSuppressed:
+			t.Suppressed++
+			lastSuppressed = ev
 		case ev.Kind == KindOutcome: // unreadable: a call may have been made
 			t.Attempts++
 		}
@@ -164,6 +178,8 @@ func build(key string, evs []Event) Trace {
 		t.Now.Route = worst.Route
 	case lastUnrouted != nil:
 		t.Now = Now{State: StateUnrouted, Since: stamp(*lastUnrouted)}
+	case lastSuppressed != nil && t.Accepted == 0:
+		t.Now = Now{State: StateSuppressed, Since: stamp(*lastSuppressed), ReplayOf: lastSuppressed.ReplayOf}
 	}
 	if n := len(t.Steps) - MaxSteps; n > 0 {
 		t.Steps, t.StepsOmitted = t.Steps[n:], n

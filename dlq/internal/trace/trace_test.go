@@ -12,6 +12,7 @@ import (
 	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/pkg/badgerdb"
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -204,5 +205,45 @@ func TestOpenHeld(t *testing.T) {
 	t.Cleanup(func() { ix.Close() })
 	if _, err := Open(Options{Dir: dir}); !errors.Is(err, badgerdb.ErrHeld) {
 		t.Errorf("second open of %s: %v, want badgerdb.ErrHeld", dir, err)
+	}
+}
+
+// TestTraceSuppressed: a key whose only step is ingest's suppressed
+// outcome stands suppressed as a replay of the key it repeated; the first
+// key's trace is untouched; a key accepted later (sent again after the
+// window) stands where its delivery stands, the suppression still
+// counted.
+func TestTraceSuppressed(t *testing.T) {
+	names := topics.NewNames("t.", []string{"1s"})
+	ix := mustIndex(t, names)
+	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
+	first, second := "github:a", "github:b"
+	rawFirst := headers.IngestRecord(names.Raw, first, "org_block", nil, headers.IngestMeta{Provider: "github", ReceivedAt: t0})
+	rawFirst.Timestamp = t0
+	sup := &kgo.Record{Topic: names.Outcomes, Key: []byte(second), Timestamp: t0.Add(time.Second), Partition: 1, Offset: 4,
+		Value: outcome.Suppressed(second, "github", "org_block", first, headers.FormatTime(t0.Add(time.Second)))}
+	if err := ix.Apply([]*kgo.Record{rawFirst, sup}, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := ix.Trace(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Now.State != StateSuppressed || tr.Now.ReplayOf != first || tr.Suppressed != 1 || tr.Accepted != 0 || len(tr.Routes) != 0 ||
+		len(tr.Steps) != 1 || tr.Steps[0].Status != outcome.StatusSuppressed || tr.Steps[0].ReplayOf != first || tr.Steps[0].Route != "" {
+		t.Fatalf("trace of the suppressed key: %+v", tr)
+	}
+	if tr, err := ix.Trace(first); err != nil || tr.Now.State != StatePending || tr.Suppressed != 0 {
+		t.Fatalf("trace of the first key: %+v, %v; want pending, nothing suppressed", tr, err)
+	}
+	// Sent again after the window: accepted, then done on its route.
+	rawAgain := headers.IngestRecord(names.Raw, second, "org_block", nil, headers.IngestMeta{Provider: "github", ReceivedAt: t0.Add(2 * time.Hour)})
+	rawAgain.Timestamp = t0.Add(2 * time.Hour)
+	done := outcomeRecord(names, second, "done", 1, t0.Add(2*time.Hour+time.Millisecond), `,"route":"default"`)
+	if err := ix.Apply([]*kgo.Record{rawAgain, done}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if tr, err := ix.Trace(second); err != nil || tr.Now.State != StateDone || tr.Suppressed != 1 || tr.Accepted != 1 {
+		t.Fatalf("after the key was sent again and delivered: %+v, %v; want done, 1 suppressed, 1 accepted", tr, err)
 	}
 }

@@ -27,8 +27,10 @@ import (
 	"github.com/hookline/hookline/ingest/internal/selftest"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/providers/signature"
+	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -67,6 +69,14 @@ type Config struct {
 	// to recognise replays (HOOKLINE_REPLAY_CACHE_ENTRIES); 0: recognition
 	// off.
 	ReplayCacheEntries int
+	// OutcomesTopic (prefixed) is where a delivery suppressed as a replay
+	// gets its outcome (status suppressed), for dlq trace to find it.
+	OutcomesTopic string
+	// EventTypeLabels is how many event types per provider that the
+	// providers file does not name get an event_type label of their own
+	// (HOOKLINE_EVENT_TYPE_LABELS; package typelabel); 0: the file's
+	// names only.
+	EventTypeLabels int
 }
 
 // Server answers webhook requests.
@@ -76,7 +86,8 @@ type Server struct {
 	ips      *ipLimiter   // nil: no per-IP limit
 	replays  *replayCache // nil: replays are not recognised
 	m        *metrics
-	openapi  []byte // GET /openapi.yaml
+	types    *typelabel.Labeller // the event_type label of m.records
+	openapi  []byte              // GET /openapi.yaml
 }
 
 // New builds the server and registers its metrics on cfg.Registry.
@@ -84,7 +95,8 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	s := &Server{cfg: cfg, limiters: map[string]*rate.Limiter{}, m: newMetrics(cfg.Registry)}
+	s := &Server{cfg: cfg, limiters: map[string]*rate.Limiter{}, m: newMetrics(cfg.Registry),
+		types: typelabel.New(cfg.Providers.NamedEventTypes(), cfg.EventTypeLabels)}
 	for _, name := range cfg.Providers.Names() {
 		p, _ := cfg.Providers.Get(name)
 		if p.RateLimit != nil {
@@ -137,20 +149,28 @@ func (s *Server) Handler() http.Handler {
 // Status values of the 202 answer.
 const (
 	statusAccepted = "accepted"
-	// statusDuplicate: the same signed content was accepted before, within
-	// the provider's dedup TTL (a replay, or the provider sending it again);
-	// nothing was produced this time.
+	// statusDuplicate: the same signed content was accepted before under
+	// the same key, within the provider's replay window (the provider
+	// sending it again, or a replay of it as captured); nothing was
+	// produced this time.
 	statusDuplicate = "duplicate"
+	// statusReplay: the same signed content was accepted before under
+	// another key (ReplayOf), within the provider's replay window: taken
+	// for a replay and suppressed, nothing produced; its outcome
+	// (suppressed) is on the outcomes topic.
+	statusReplay = "replay"
 )
 
 // accepted is the 202 answer. A batch (GoCardless events[]) lists every key
 // in IdempotencyKeys, even when it held one event; any other delivery is one
 // record and has IdempotencyKey. A duplicate lists the keys this request
-// would have had.
+// would have had; a replay too, and ReplayOf, the (first) key of the
+// delivery it repeated.
 type accepted struct {
 	Status          string   `json:"status"`
 	IdempotencyKey  string   `json:"idempotency_key,omitempty"`
 	IdempotencyKeys []string `json:"idempotency_keys,omitempty"`
+	ReplayOf        string   `json:"replay_of,omitempty"`
 	RequestID       string   `json:"request_id"`
 }
 
@@ -238,17 +258,12 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		out.IdempotencyKey = d.Events[0].Key
 	}
 
-	dup, settle, err := s.claimReplay(c, p, body, receivedAt)
+	first, dup, settle, err := s.claimReplay(c, p, body, d.Events, receivedAt)
 	if err != nil {
 		return err
 	}
 	if dup {
-		s.m.replays.WithLabelValues(p.Name).Inc()
-		s.m.requests.WithLabelValues(p.Name, "202").Inc()
-		s.cfg.Logger.Debug("replay recognised: its signed content was accepted before", "provider", p.Name, "request_id", reqID)
-		out.Status = statusDuplicate
-		c.JSON(http.StatusAccepted, out)
-		return nil
+		return s.answerReplay(c, p, d.Events, first, out, receivedAt)
 	}
 	produced := false
 	// Deferred, so that every way out (a panic included) lets the claims
@@ -304,7 +319,7 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 	s.m.ackSeconds.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
 	s.m.bodyBytes.WithLabelValues(p.Name).Observe(float64(len(body)))
 	for i, ev := range d.Events { // one record each
-		s.m.records.WithLabelValues(p.Name, p.EventTypeLabel(ev.Type)).Inc()
+		s.m.records.WithLabelValues(p.Name, s.types.Label(p.Name, ev.Type)).Inc()
 		if invalid != nil && invalid[i] != nil {
 			s.m.invalid.WithLabelValues(p.Name, invalidAccepted).Inc()
 		}
@@ -351,31 +366,85 @@ func (s *Server) checkPayloads(p *providers.Provider, events []providers.Event) 
 
 // claimReplay, for a provider whose replays are recognised, looks up the
 // delivery's signed digest: dup when it was accepted within the
-// provider's dedup TTL. Otherwise the digest is claimed (a request with
-// the same one waits) and the caller must call settle once its produce
-// ended, saying whether it was produced: only then is the digest
-// remembered, so a delivery that failed to produce is accepted when the
-// provider sends it again. For other providers settle does nothing.
-func (s *Server) claimReplay(c *gin.Context, p *providers.Provider, body []byte, now time.Time) (dup bool, settle func(produced bool), err error) {
+// provider's replay window for these events (providers.ReplayWindow; 0:
+// never), with what is known of that first delivery. Otherwise the
+// digest is claimed (a request with the same one waits) and the caller
+// must call settle once its produce ended, saying whether it was
+// produced: only then is the digest remembered, with the delivery's first
+// key, so a delivery that failed to produce is accepted when the provider
+// sends it again. For other providers settle does nothing.
+func (s *Server) claimReplay(c *gin.Context, p *providers.Provider, body []byte, events []providers.Event, now time.Time) (first prior, dup bool, settle func(produced bool), err error) {
 	nothing := func(bool) {}
 	if s.replays == nil || !p.RecognisesReplays() {
-		return false, nothing, nil
+		return prior{}, false, nothing, nil
+	}
+	types := make([]string, len(events))
+	for i, e := range events {
+		types[i] = e.Type
+	}
+	window := p.ReplayWindow(types...)
+	if window <= 0 {
+		return prior{}, false, nothing, nil
 	}
 	sum, err := p.SignedDigest(c.Request.Header, body)
 	if err != nil { // Verify parsed the same headers: a bug
-		return false, nothing, fmt.Errorf("signed digest after verify: %w", err)
+		return prior{}, false, nothing, fmt.Errorf("signed digest after verify: %w", err)
 	}
-	dup, err = s.replays.claim(c.Request.Context(), sum, now)
+	key := events[0].Key
+	first, dup, err = s.replays.claim(c.Request.Context(), sum, now, key)
 	if err != nil {
 		ae := errorf(http.StatusServiceUnavailable, CodeKafkaUnavailable,
 			"the same signed delivery was being produced by another request, and this one ended before it did; nothing is guaranteed accepted, retry later")
 		ae.retryAfter = ceilSeconds(s.cfg.RetryAfter)
-		return false, nothing, ae
+		return prior{}, false, nothing, ae
 	}
 	if dup {
-		return true, nothing, nil
+		return first, true, nothing, nil
 	}
-	return false, func(produced bool) { s.replays.settle(sum, produced, now, p.DedupTTL) }, nil
+	return prior{}, false, func(produced bool) { s.replays.settle(sum, produced, now, window, key) }, nil
+}
+
+// answerReplay answers a delivery whose signed content was accepted
+// within its replay window. Under the first delivery's key it is that
+// delivery sent again: 202 duplicate. Under another key it is taken for
+// a replay and suppressed: 202 replay naming the first key, counted, and
+// (for the first maxTracedReplays of one delivery) given an outcome
+// suppressed on the outcomes topic, keyed by its own keys, so that dlq
+// trace finds it; the answer waits for Kafka's acknowledgement of those,
+// and is 503 without it, as an accepted delivery's is. Nothing is charged
+// to the provider's rate limit.
+func (s *Server) answerReplay(c *gin.Context, p *providers.Provider, events []providers.Event, first prior, out accepted, now time.Time) error {
+	reqID := out.RequestID
+	if first.key == events[0].Key {
+		s.m.replays.WithLabelValues(p.Name).Inc()
+		s.cfg.Logger.Debug("delivery sent again: its signed content was accepted before under its key", "provider", p.Name, "request_id", reqID)
+		out.Status = statusDuplicate
+		s.m.requests.WithLabelValues(p.Name, "202").Inc()
+		c.JSON(http.StatusAccepted, out)
+		return nil
+	}
+	out.Status, out.ReplayOf = statusReplay, first.key
+	if first.trace && s.cfg.OutcomesTopic != "" {
+		at := headers.FormatTime(now)
+		recs := make([]*kgo.Record, len(events))
+		for i, e := range events {
+			recs[i] = &kgo.Record{Topic: s.cfg.OutcomesTopic, Key: []byte(e.Key), Value: outcome.Suppressed(e.Key, p.Name, e.Type, first.key, at)}
+		}
+		if err := s.cfg.Publisher.Publish(c.Request.Context(), recs); err != nil {
+			s.m.produceFails.WithLabelValues(p.Name).Inc()
+			s.cfg.Logger.Warn("kafka did not acknowledge a suppressed replay's outcome", "provider", p.Name, "request_id", reqID, "err", err)
+			ae := errorf(http.StatusServiceUnavailable, CodeKafkaUnavailable, "kafka did not acknowledge in time; nothing is guaranteed recorded, retry later")
+			ae.retryAfter = ceilSeconds(s.cfg.RetryAfter)
+			return ae
+		}
+	}
+	s.m.replays.WithLabelValues(p.Name).Inc()
+	s.m.suppressed.WithLabelValues(p.Name).Inc()
+	s.cfg.Logger.Info("delivery suppressed as a replay: its signed content was accepted before under another key",
+		"provider", p.Name, "request_id", reqID, "key", events[0].Key, "replay_of", first.key, "traced", first.trace)
+	s.m.requests.WithLabelValues(p.Name, "202").Inc()
+	c.JSON(http.StatusAccepted, out)
+	return nil
 }
 
 // badSignature counts a signature refusal by its reason and answers 401.

@@ -57,6 +57,19 @@ func (f *fakePublisher) Publish(_ context.Context, recs []*kgo.Record) error {
 
 func (f *fakePublisher) count() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.records) }
 
+// on returns the records published to topic.
+func (f *fakePublisher) on(topic string) []*kgo.Record {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*kgo.Record
+	for _, r := range f.records {
+		if r.Topic == topic {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 const testLimit = 4096
 
 func mustServer(tb testing.TB, pub Publisher) (http.Handler, *providers.Registry) {
@@ -75,7 +88,7 @@ func testServer(tb testing.TB, pub Publisher, set func(*Config)) (*Server, *prov
 		tb.Fatal(err)
 	}
 	cfg := Config{
-		Providers: reg, Publisher: pub, Topic: "webhooks.raw", MaxBodyBytes: testLimit,
+		Providers: reg, Publisher: pub, Topic: "webhooks.raw", OutcomesTopic: "webhooks.outcomes", MaxBodyBytes: testLimit,
 		RetryAfter: 5 * time.Second, Health: obs.NewHealth(), Registry: obs.NewRegistry(),
 		Logger:             slog.New(slog.NewTextHandler(io.Discard, nil)),
 		ReplayCacheEntries: DefaultReplayCacheEntries,

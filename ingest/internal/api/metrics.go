@@ -6,9 +6,10 @@ import (
 
 // metrics are the ingest service's own series; the Kafka client's come from
 // kprom. Provider labels only ever hold configured provider names (or
-// "unknown"), and event_type labels the event types the provider's routes
-// name (providers.Provider.EventTypeLabel: an events entry, or "other"),
-// so their cardinality is bounded by the providers file.
+// "unknown"), and event_type labels are bounded by the providers file and
+// HOOKLINE_EVENT_TYPE_LABELS (package typelabel: a type the file names,
+// one of the first N others per provider, the file's glob it matches, or
+// "other").
 type metrics struct {
 	requests     *prometheus.CounterVec
 	ackSeconds   *prometheus.HistogramVec
@@ -18,6 +19,7 @@ type metrics struct {
 	records      *prometheus.CounterVec
 	ipLimited    prometheus.Counter
 	replays      *prometheus.CounterVec
+	suppressed   *prometheus.CounterVec
 	inFlight     prometheus.Gauge
 	invalid      *prometheus.CounterVec
 }
@@ -54,7 +56,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}, []string{"provider"}),
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_ingest_records_total",
-			Help: "Records acknowledged by Kafka: events accepted (a batch request gives several), by provider and event type (an entry of a route's events that the type matches, else other).",
+			Help: "Records acknowledged by Kafka: events accepted (a batch request gives several), by provider and event type (a type the providers file names, or one of the first HOOKLINE_EVENT_TYPE_LABELS other types of the provider; else the file's first glob it matches, else other).",
 		}, []string{"provider", "event_type"}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "hookline_ingest_requests_in_flight",
@@ -85,15 +87,19 @@ func (m *metrics) registerIPLimit(reg prometheus.Registerer, l *ipLimiter) {
 func (m *metrics) registerReplays(reg prometheus.Registerer, c *replayCache) {
 	m.replays = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hookline_ingest_replays_total",
-		Help: "Deliveries answered 202 duplicate without producing: their signed content was accepted before within the provider's dedup_ttl (a replay, or the provider sending it again).",
+		Help: "Deliveries answered 202 without producing because their signed content was accepted before within the provider's replay_window: duplicate (under the same key: the provider sending it again) or replay (under another key: suppressed, also counted by hookline_ingest_replays_suppressed_total).",
 	}, []string{"provider"})
-	reg.MustRegister(m.replays,
+	m.suppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hookline_ingest_replays_suppressed_total",
+		Help: "Deliveries answered 202 replay and suppressed: their signed content was accepted before under another key within the provider's replay_window (a replay of a captured delivery, or a second real event with identical bytes); each has an outcome suppressed (dlq trace KEY), the first 16 per accepted delivery.",
+	}, []string{"provider"})
+	reg.MustRegister(m.replays, m.suppressed,
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "hookline_ingest_replay_cache_entries",
 			Help: "Signatures of accepted deliveries remembered to recognise replays (at most HOOKLINE_REPLAY_CACHE_ENTRIES; expired ones until dropped).",
 		}, func() float64 { return float64(c.len()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{
 			Name: "hookline_ingest_replay_cache_evictions_total",
-			Help: "Remembered signatures forgotten before their dedup_ttl ran out, to make room for newer ones (HOOKLINE_REPLAY_CACHE_ENTRIES reached).",
+			Help: "Remembered signatures forgotten before their replay_window ran out, to make room for newer ones (HOOKLINE_REPLAY_CACHE_ENTRIES reached).",
 		}, func() float64 { return float64(c.evictions()) }))
 }

@@ -13,8 +13,10 @@ import (
 
 // TestRecordsByEventType: hookline_ingest_records_total counts each
 // accepted record under its provider and an event_type bounded by the
-// routes' events lists (providers.Provider.EventTypeLabel): a type a route
-// names, the glob it matches, else "other"; a batch counts each element.
+// providers file and EventTypeLabels (package typelabel): a type the file
+// names, else one of the first EventTypeLabels other types of its provider,
+// else the glob of the file it matches, else "other"; a batch counts each
+// element.
 func TestRecordsByEventType(t *testing.T) {
 	pf := filepath.Join(t.TempDir(), "providers.yaml")
 	if err := os.WriteFile(pf, []byte(`
@@ -37,16 +39,17 @@ providers:
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, _ := testServer(t, &fakePublisher{}, func(c *Config) { c.Providers = reg })
+	s, _ := testServer(t, &fakePublisher{}, func(c *Config) { c.Providers = reg; c.EventTypeLabels = 2 })
 	h := s.Handler()
 	now := time.Now()
 	for _, c := range []struct{ provider, body string }{
-		{"stripe", `{"id":"evt_1","type":"invoice.paid"}`},
-		{"stripe", `{"id":"evt_2","type":"invoice.created"}`},
-		{"stripe", `{"id":"evt_3","type":"customer.created"}`},
-		{"stripe", `{"id":"evt_4","type":"customer.deleted"}`},
-		{"stripe", `{"id":"evt_5","type":"a.type.nobody.named"}`},
-		{"gocardless", `{"events":[{"id":"EV1","resource_type":"payments","action":"created"},{"id":"EV2","resource_type":"mandates","action":"created"}]}`},
+		{"stripe", `{"id":"evt_1","type":"invoice.paid"}`},        // the first other type
+		{"stripe", `{"id":"evt_2","type":"customer.created"}`},    // named
+		{"stripe", `{"id":"evt_3","type":"customer.deleted"}`},    // the second
+		{"stripe", `{"id":"evt_4","type":"invoice.created"}`},     // the third: its glob
+		{"stripe", `{"id":"evt_5","type":"a.type.nobody.named"}`}, // no glob: other
+		{"stripe", `{"id":"evt_6","type":"invoice.paid"}`},
+		{"gocardless", `{"events":[{"id":"EV1","resource_type":"payments","action":"created"},{"id":"EV2","resource_type":"mandates","action":"created"},{"id":"EV3","resource_type":"payments","action":"failed"}]}`},
 	} {
 		w := httptest.NewRecorder()
 		h.ServeHTTP(w, signed(t, reg, c.provider, "application/json", []byte(c.body), now, nil))
@@ -77,8 +80,9 @@ providers:
 		}
 	}
 	want := map[[2]string]float64{
-		{"stripe", "invoice.*"}: 2, {"stripe", "customer.created"}: 1, {"stripe", "other"}: 2,
-		{"gocardless", "payments.*"}: 1, {"gocardless", "other"}: 1,
+		{"stripe", "invoice.paid"}: 2, {"stripe", "customer.created"}: 1, {"stripe", "customer.deleted"}: 1,
+		{"stripe", "invoice.*"}: 1, {"stripe", "other"}: 1,
+		{"gocardless", "payments.created"}: 1, {"gocardless", "mandates.created"}: 1, {"gocardless", "payments.*"}: 1,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("records by provider and event type %v, want %v", got, want)

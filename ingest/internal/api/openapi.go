@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/schemas"
 )
 
@@ -192,7 +193,11 @@ func providerDescription(p *providers.Provider) string {
 	}
 	switch {
 	case p.RecognisesReplays():
-		b.WriteString("A replay of signed content accepted within its dedup_ttl is answered 202 `duplicate`, nothing produced.")
+		if w := p.ReplayWindow(); w > 0 {
+			fmt.Fprintf(&b, "Signed content accepted within its replay_window (%s) is answered 202 without producing: `duplicate` under the same key, `replay` (suppressed, `replay_of` names the first key) under another.", retry.TierName(w))
+		} else {
+			b.WriteString("replay_window: 0: signed content accepted before is produced again; the processor's dedup by key drops re-sends under one key.")
+		}
 	case p.Signed():
 		b.WriteString("Its signature covers a timestamp and every header the key is read from: a replay outside the tolerance is refused 401.")
 	}

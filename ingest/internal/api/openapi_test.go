@@ -227,7 +227,7 @@ func TestOpenAPI(t *testing.T) {
 			return signed(t, reg, "limited", "application/json", fmt.Appendf(nil, `{"n":%d}`, i), now, nil)
 		}, want})
 	}
-	// A github delivery replayed with a new delivery id: 202 duplicate.
+	// A github delivery replayed with a new delivery id: 202 replay.
 	ghBody := []byte(`{"action":"opened","issue":{"number":1}}`)
 	for i := range 2 {
 		cases = append(cases, openapiCase{"replay", ok, func() *http.Request {

@@ -8,15 +8,24 @@ import (
 )
 
 // DefaultReplayCacheEntries is how many accepted signatures ingest
-// remembers when HOOKLINE_REPLAY_CACHE_ENTRIES is unset: about 100 bytes
-// each, so 10 MB or so (TestReplayCacheMemory measures it).
+// remembers when HOOKLINE_REPLAY_CACHE_ENTRIES is unset: about 190 bytes
+// each with a GitHub key (the key accepted is kept, to answer what a
+// replay repeated), so 18 MiB or so (TestReplayCacheMemory measures it).
 const DefaultReplayCacheEntries = 100_000
 
 // digest is a delivery's providers.SignedDigest.
 type digest = [sha256.Size]byte
 
-// replayCache remembers the digests of accepted deliveries, each until its
-// provider's dedup TTL ran out, at most max of them: past that the oldest
+// maxTracedReplays bounds the suppressed outcomes ingest writes for the
+// replays of one accepted delivery: each costs a record on
+// webhooks.outcomes, and a captured delivery replayed under new keys must
+// not turn into a flood of them. Past it, a replay is still answered and
+// counted, not traced.
+const maxTracedReplays = 16
+
+// replayCache remembers the digests of accepted deliveries, with the key
+// each was accepted under, each until its provider's replay window ran
+// out, at most max of them: past that the oldest
 // accepted is forgotten first (an eviction). It is one ingest process's
 // memory: another instance, or this one after a restart, knows nothing of
 // it.
@@ -46,6 +55,18 @@ type replayCache struct {
 type seenEntry struct {
 	expires int64 // unix nanoseconds
 	slot    int   // its index in ring
+	// key is the (first) idempotency key the delivery was accepted under;
+	// traced counts the suppressed outcomes written for its replays.
+	key    string
+	traced uint8
+}
+
+// prior is what a duplicate claim learns of the delivery accepted first:
+// its key, and whether this replay may be traced (at most
+// maxTracedReplays per accepted delivery, and only under another key).
+type prior struct {
+	key   string
+	trace bool
 }
 
 func newReplayCache(max int) *replayCache {
@@ -53,10 +74,12 @@ func newReplayCache(max int) *replayCache {
 }
 
 // claim reports whether d was accepted and has not expired at now: a
-// duplicate. Otherwise the caller holds d and must call settle(d, ...)
-// once its produce ended, whatever the outcome; a claim of the same d
-// meanwhile waits for that (or until ctx ends: ctx's error).
-func (c *replayCache) claim(ctx context.Context, d digest, now time.Time) (dup bool, err error) {
+// duplicate, with what is known of the first (a request under key, the
+// first key of the delivery, other than the first's may be traced).
+// Otherwise the caller holds d and must call settle(d, ...) once its
+// produce ended, whatever the outcome; a claim of the same d meanwhile
+// waits for that (or until ctx ends: ctx's error).
+func (c *replayCache) claim(ctx context.Context, d digest, now time.Time, key string) (first prior, dup bool, err error) {
 	for {
 		c.mu.Lock()
 		if done, busy := c.inflight[d]; busy {
@@ -65,36 +88,42 @@ func (c *replayCache) claim(ctx context.Context, d digest, now time.Time) (dup b
 			case <-done:
 				continue
 			case <-ctx.Done():
-				return false, ctx.Err()
+				return prior{}, false, ctx.Err()
 			}
 		}
 		if e, ok := c.seen[d]; ok {
 			if now.UnixNano() < e.expires {
+				first = prior{key: e.key}
+				if e.key != key && e.traced < maxTracedReplays {
+					e.traced++
+					c.seen[d] = e
+					first.trace = true
+				}
 				c.mu.Unlock()
-				return true, nil
+				return first, true, nil
 			}
 			delete(c.seen, d) // its slot in ring is reused in turn
 		}
 		c.inflight[d] = make(chan struct{})
 		c.mu.Unlock()
-		return false, nil
+		return prior{}, false, nil
 	}
 }
 
-// settle ends a claim: when produced, d is remembered for ttl from now
-// (forgetting the oldest entry if the cache is full); either way the
-// claims waiting for d go on.
-func (c *replayCache) settle(d digest, produced bool, now time.Time, ttl time.Duration) {
+// settle ends a claim: when produced, d is remembered with key for ttl
+// from now (forgetting the oldest entry if the cache is full); either way
+// the claims waiting for d go on.
+func (c *replayCache) settle(d digest, produced bool, now time.Time, ttl time.Duration, key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if produced {
-		c.insert(d, now.UnixNano(), now.Add(ttl).UnixNano())
+		c.insert(d, now.UnixNano(), now.Add(ttl).UnixNano(), key)
 	}
 	close(c.inflight[d])
 	delete(c.inflight, d)
 }
 
-func (c *replayCache) insert(d digest, now, expires int64) {
+func (c *replayCache) insert(d digest, now, expires int64, key string) {
 	slot := len(c.ring)
 	if slot < c.max {
 		c.ring = append(c.ring, d)
@@ -112,7 +141,7 @@ func (c *replayCache) insert(d digest, now, expires int64) {
 		}
 		c.ring[slot] = d
 	}
-	c.seen[d] = seenEntry{expires: expires, slot: slot}
+	c.seen[d] = seenEntry{expires: expires, slot: slot, key: key}
 }
 
 // len is how many digests are held (expired ones not yet dropped

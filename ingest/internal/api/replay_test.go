@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"runtime"
 	"strconv"
 	"testing"
@@ -16,21 +17,21 @@ func dig(i int) digest { return sha256.Sum256([]byte(strconv.Itoa(i))) }
 // accept claims d at now and settles it as produced, remembered for ttl.
 func accept(tb testing.TB, c *replayCache, d digest, now time.Time, ttl time.Duration) {
 	tb.Helper()
-	dup, err := c.claim(context.Background(), d, now)
+	_, dup, err := c.claim(context.Background(), d, now, "k")
 	if err != nil || dup {
 		tb.Fatalf("claim of a new digest: dup %t, err %v", dup, err)
 	}
-	c.settle(d, true, now, ttl)
+	c.settle(d, true, now, ttl, "k")
 }
 
 func isDup(tb testing.TB, c *replayCache, d digest, now time.Time) bool {
 	tb.Helper()
-	dup, err := c.claim(context.Background(), d, now)
+	_, dup, err := c.claim(context.Background(), d, now, "k")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	if !dup {
-		c.settle(d, false, now, 0) // give the claim back unchanged
+		c.settle(d, false, now, 0, "k") // give the claim back unchanged
 	}
 	return dup
 }
@@ -114,10 +115,10 @@ func TestReplayCacheCap(t *testing.T) {
 func TestReplayCacheFailedProduce(t *testing.T) {
 	c := newReplayCache(10)
 	now := time.Unix(1_700_000_000, 0)
-	if dup, err := c.claim(context.Background(), dig(1), now); dup || err != nil {
+	if _, dup, err := c.claim(context.Background(), dig(1), now, "k"); dup || err != nil {
 		t.Fatal(dup, err)
 	}
-	c.settle(dig(1), false, now, time.Hour)
+	c.settle(dig(1), false, now, time.Hour, "k")
 	if isDup(t, c, dig(1), now) || c.len() != 0 {
 		t.Fatal("a delivery that failed to produce is remembered")
 	}
@@ -132,7 +133,7 @@ func TestReplayCacheConcurrentClaim(t *testing.T) {
 		now := time.Now()
 		for _, produced := range []bool{true, false} {
 			d := dig(map[bool]int{true: 1, false: 2}[produced])
-			if dup, err := c.claim(t.Context(), d, now); dup || err != nil {
+			if _, dup, err := c.claim(t.Context(), d, now, "k"); dup || err != nil {
 				t.Fatal(dup, err)
 			}
 			type result struct {
@@ -141,7 +142,7 @@ func TestReplayCacheConcurrentClaim(t *testing.T) {
 			}
 			got := make(chan result, 1)
 			go func() {
-				dup, err := c.claim(t.Context(), d, now)
+				_, dup, err := c.claim(t.Context(), d, now, "k")
 				got <- result{dup, err}
 			}()
 			synctest.Wait()
@@ -150,26 +151,26 @@ func TestReplayCacheConcurrentClaim(t *testing.T) {
 				t.Fatalf("second claim returned %+v while the first was producing", r)
 			default:
 			}
-			c.settle(d, produced, now, time.Hour)
+			c.settle(d, produced, now, time.Hour, "k")
 			r := <-got
 			if r.err != nil || r.dup != produced {
 				t.Fatalf("first produced=%t: second claim dup %t err %v, want dup %t", produced, r.dup, r.err, produced)
 			}
 			if !produced {
-				c.settle(d, false, now, time.Hour) // the second held it
+				c.settle(d, false, now, time.Hour, "k") // the second held it
 			}
 		}
 
 		d := dig(3)
-		if dup, err := c.claim(t.Context(), d, now); dup || err != nil {
+		if _, dup, err := c.claim(t.Context(), d, now, "k"); dup || err != nil {
 			t.Fatal(dup, err)
 		}
 		ctx, cancel := context.WithTimeout(t.Context(), time.Second)
 		defer cancel()
-		if _, err := c.claim(ctx, d, now); !errors.Is(err, context.DeadlineExceeded) {
+		if _, _, err := c.claim(ctx, d, now, "k"); !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("waiter whose context ended: %v, want its deadline", err)
 		}
-		c.settle(d, true, now, time.Hour)
+		c.settle(d, true, now, time.Hour, "k")
 	})
 }
 
@@ -186,8 +187,10 @@ func TestReplayCacheMemory(t *testing.T) {
 	now := time.Now()
 	for i := range DefaultReplayCacheEntries + 1000 {
 		d := dig(i)
-		if dup, _ := c.claim(context.Background(), d, now); !dup {
-			c.settle(d, true, now, time.Hour)
+		// A GitHub key: the provider's name and a delivery id (a GUID).
+		key := fmt.Sprintf("github:%08x-5a3c-11ef-9b0e-2f5c1a9d7e61", i)
+		if _, dup, _ := c.claim(context.Background(), d, now, key); !dup {
+			c.settle(d, true, now, time.Hour, key)
 		}
 	}
 	runtime.GC()
@@ -198,8 +201,31 @@ func TestReplayCacheMemory(t *testing.T) {
 	if c.len() != DefaultReplayCacheEntries || c.evictions() != 1000 {
 		t.Errorf("%d entries, %d evictions; want %d and 1000", c.len(), c.evictions(), DefaultReplayCacheEntries)
 	}
-	if per > 200 {
-		t.Errorf("%.0f bytes per entry, over the 200 the documentation allows", per)
+	if per > 256 {
+		t.Errorf("%.0f bytes per entry, over the 256 the documentation allows", per)
 	}
 	runtime.KeepAlive(c)
+}
+
+// TestReplayCacheFirstKey: a duplicate learns the key the digest was
+// accepted under; a claim under another key may be traced, at most
+// maxTracedReplays times per accepted delivery, and one under the same
+// key never is (it is the delivery sent again).
+func TestReplayCacheFirstKey(t *testing.T) {
+	c := newReplayCache(10)
+	now := time.Unix(1_700_000_000, 0)
+	if _, dup, err := c.claim(context.Background(), dig(1), now, "github:a"); dup || err != nil {
+		t.Fatal(dup, err)
+	}
+	c.settle(dig(1), true, now, time.Hour, "github:a")
+	first, dup, err := c.claim(context.Background(), dig(1), now, "github:a")
+	if err != nil || !dup || first != (prior{key: "github:a"}) {
+		t.Fatalf("same key again: %+v dup %t err %v; want the first key, not traced", first, dup, err)
+	}
+	for i := range maxTracedReplays + 2 {
+		first, dup, err := c.claim(context.Background(), dig(1), now, fmt.Sprintf("github:r%d", i))
+		if want := (prior{key: "github:a", trace: i < maxTracedReplays}); err != nil || !dup || first != want {
+			t.Fatalf("replay %d under a new key: %+v dup %t err %v; want %+v", i, first, dup, err, want)
+		}
+	}
 }

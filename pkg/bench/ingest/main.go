@@ -6,6 +6,9 @@
 // Phases: closed-loop maximum rate against each target (C connections, D
 // seconds), then open-loop at half of ingest's maximum, where latency is
 // measured from each request's scheduled send time (no coordinated omission).
+// With -corpus github it measures instead what checking real payloads
+// against their provider's published schema costs (corpus.go).
+//
 // Every phase is bounded in time and count and targets 127.0.0.1 only. The
 // broker is reached as the services reach it (KAFKA_TLS*, KAFKA_SASL_*:
 // pkg/kafkaconf), and ingest inherits those settings; the run's topics are
@@ -35,7 +38,9 @@ func main() {
 	conns := flag.Int("c", 256, "concurrent connections in the closed-loop phases")
 	dur := flag.Duration("d", 10*time.Second, "length of each measured phase")
 	bodySize := flag.Int("body", 1024, "request body size in bytes")
-	flag.Bool("compare", true, "compare ingest with the bare handler (the only mode)")
+	flag.Bool("compare", true, "compare ingest with the bare handler (the default mode)")
+	corpusName := flag.String("corpus", "", "github: ingest on GitHub's published example payloads without schema, with GitHub's schema per event type and with the whole-provider schema file, alternated (see -rounds)")
+	rounds := flag.Int("rounds", 5, "with -corpus: rounds, each measuring the three ingests in turn for -d")
 	flag.Parse()
 	gin.SetMode(gin.ReleaseMode)
 	if *serveBare != "" {
@@ -43,6 +48,10 @@ func main() {
 			fmt.Fprintln(os.Stderr, "bare:", err)
 			os.Exit(1)
 		}
+		return
+	}
+	if *corpusName != "" {
+		loadtest.Main("loadgen", func(ctx context.Context) error { return runCorpus(ctx, *corpusName, *conns, *dur, *rounds) })
 		return
 	}
 	loadtest.Main("loadgen", func(ctx context.Context) error { return run(ctx, *conns, *dur, *bodySize) })
@@ -170,9 +179,17 @@ func signedBodies(n, size int) ([]request, error) {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func send(ctx context.Context, c *http.Client, base string, r request) error {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/webhooks/stripe", bytes.NewReader(r.body))
+	return post(ctx, c, base+"/webhooks/stripe", r.body, "Stripe-Signature", r.sig)
+}
+
+// post sends body as JSON with the headers given as name, value pairs, and
+// wants 202.
+func post(ctx context.Context, c *http.Client, url string, body []byte, hv ...string) error {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Stripe-Signature", r.sig)
+	for i := 0; i+1 < len(hv); i += 2 {
+		req.Header.Set(hv[i], hv[i+1])
+	}
 	resp, err := c.Do(req)
 	if err != nil {
 		return err

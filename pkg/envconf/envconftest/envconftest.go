@@ -60,6 +60,10 @@ var Retry = []Bad{
 // (startup.ReadProvidersFile).
 var Providers = Bad{"HOOKLINE_PROVIDERS", " ", `HOOKLINE_PROVIDERS is not set: want the providers file's path (or --providers)`}
 
+// EventTypeLabels is a bad HOOKLINE_EVENT_TYPE_LABELS, read by ingest and
+// the processor (typelabel.ReadEnv).
+var EventTypeLabels = Bad{"HOOKLINE_EVENT_TYPE_LABELS", "-1", `HOOKLINE_EVENT_TYPE_LABELS="-1": want a whole number from 0 to 10000`}
+
 // Common returns Shared, Retry and own: the bad values of a service that
 // reads startup.Common and own variables.
 func Common(own ...Bad) []Bad {

@@ -83,3 +83,26 @@ func MatchAny(globs []Glob, eventType string) bool {
 	}
 	return false
 }
+
+// MostSpecific returns the index of the pattern that applies to eventType
+// when several may (a schema's or a dedup_ttl's mapping): the one written
+// literally as eventType, else the matching glob with the most characters
+// besides '*', the first listed on a tie; an empty eventType matches "*"
+// alone. -1: none applies. Cost: one Match per pattern.
+func MostSpecific(globs []Glob, eventType string) int {
+	best, bestLen := -1, -1
+	for i, g := range globs {
+		switch {
+		case eventType == "" && g.pattern != "*":
+			continue
+		case g.Literal() && g.pattern == eventType:
+			return i
+		case !g.Match(eventType):
+			continue
+		}
+		if n := len(g.pattern) - strings.Count(g.pattern, "*"); n > bestLen {
+			best, bestLen = i, n
+		}
+	}
+	return best
+}

@@ -43,3 +43,27 @@ func TestGlobMatch(t *testing.T) {
 		}
 	}
 }
+
+func TestMostSpecific(t *testing.T) {
+	globs := []Glob{MustCompile("*"), MustCompile("orders/*"), MustCompile("orders/paid"), MustCompile("orders/p*"), MustCompile("o*s/*")}
+	for _, tc := range []struct {
+		eventType string
+		want      int
+	}{
+		{"orders/paid", 2},    // literal
+		{"orders/pending", 3}, // most characters besides '*'
+		{"orders/create", 1},  // "orders/*": more characters than "o*s/*"
+		{"items/x", 0},
+		{"", 0}, // "*" alone
+	} {
+		if got := MostSpecific(globs, tc.eventType); got != tc.want {
+			t.Errorf("MostSpecific(%q) = %d, want %d", tc.eventType, got, tc.want)
+		}
+	}
+	if got := MostSpecific(globs[1:], "items/x"); got != -1 {
+		t.Errorf("no match: %d, want -1", got)
+	}
+	if got := MostSpecific(globs[1:], ""); got != -1 {
+		t.Errorf("empty type without *: %d, want -1", got)
+	}
+}

@@ -1,6 +1,7 @@
 // Package route decides which events a route of a provider takes, and
 // names routes: a route's event type globs and where conditions on the JSON
-// body (Matcher, ParseWhere), the body parsed once for all the routes that
+// body, and for an otherwise route the other routes it yields to (Matcher,
+// ParseWhere), the body parsed once for all the routes that
 // look at it (Doc), the name of a provider-level destination's route
 // (Default) and the key of per-route maps (Key). The routes themselves,
 // with their destinations and policies, are the providers package's.
@@ -20,20 +21,39 @@ const Default = "default"
 func Key(provider, route string) string { return provider + "/" + route }
 
 // Matcher is what a route takes: its event type globs and its where
-// conditions. The zero Matcher takes every event.
+// conditions, less what the matchers in Unless take. The zero Matcher
+// takes every event.
 type Matcher struct {
 	Globs []glob.Glob // the route's events compiled; nil: every event type
 	Where []Condition // nil: no condition on the body
+	// Unless are the matchers of the provider's other routes when this is
+	// its otherwise route: it takes an event only when none of them does.
+	// nil for any other route.
+	Unless []Matcher
 }
 
 // Match reports whether an event of eventType with body goes to the
-// route: its type matches one of Globs (or Globs is nil), and every where
+// route: its type matches one of Globs (or Globs is nil), every where
 // condition holds on the body parsed as JSON (a body that is not JSON, or a
-// pointer that resolves to nothing, does not match). An empty eventType
-// matches only a Matcher without Globs. doc holds the parsed body for the
-// next Matcher that looks at the same body. Cost: no allocation without
-// where; with where, one parse of the body per doc.
+// pointer that resolves to nothing, does not match), and no matcher of
+// Unless matches. An empty eventType matches only a Matcher without Globs.
+// doc holds the parsed body for the next Matcher that looks at the same
+// body. Cost: no allocation without where; with where, one parse of the
+// body per doc; Unless adds a match per matcher in it.
 func (m Matcher) Match(eventType string, body []byte, doc *Doc) bool {
+	if !m.own(eventType, body, doc) {
+		return false
+	}
+	for _, u := range m.Unless {
+		if u.Match(eventType, body, doc) {
+			return false
+		}
+	}
+	return true
+}
+
+// own is Match without Unless: the route's globs and where alone.
+func (m Matcher) own(eventType string, body []byte, doc *Doc) bool {
 	if m.Globs != nil && !glob.MatchAny(m.Globs, eventType) {
 		return false
 	}

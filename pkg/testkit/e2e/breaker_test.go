@@ -23,9 +23,8 @@ import (
 func TestOpenBreakerParksForTwoMinutes(t *testing.T) {
 	skipShort(t)
 	// Mostly waiting at 10-20 deliveries/s: it runs beside the other
-	// parallel scenario (go test's -parallel, 2 on this machine), after
-	// the loaded ones.
-	t.Parallel()
+	// quiet scenario only, after the loaded ones (quietParallel).
+	quietParallel(t)
 	const (
 		outage   = 2 * time.Minute
 		cooldown = 10 * time.Second

@@ -62,9 +62,8 @@ func (c *callLog) since(prov string, from time.Time) []time.Time {
 func TestPauseResumeDrainUnderFlow(t *testing.T) {
 	skipShort(t)
 	// Mostly waiting at 10-20 deliveries/s: it runs beside the other
-	// parallel scenario (go test's -parallel, 2 on this machine), after
-	// the loaded ones.
-	t.Parallel()
+	// quiet scenario only, after the loaded ones (quietParallel).
+	quietParallel(t)
 	sys := e2e.New(t, e2e.Options{Partitions: 6})
 	calls := &callLog{at: map[string][]time.Time{}}
 	sys.Dest.OnCall(calls.called)

@@ -32,6 +32,9 @@ type Event struct {
 	// Type is the event type ingest reads for every key ("" for a batch
 	// whose keys differ in type: gocardless).
 	Type string
+	// Signed says Header already carries the signature (made by the
+	// provider's own library): Send leaves it as it is.
+	Signed bool
 }
 
 // NewEvent builds a delivery of provider whose identity derives from id: the
@@ -102,9 +105,13 @@ type Answer struct {
 	Keys []string
 	// Error is the error code of a refusal.
 	Error string
-	// Duplicate says ingest recognised a replay of a delivery it accepted
-	// before (status "duplicate"): a 202 that produced nothing.
+	// Duplicate says ingest recognised a delivery it accepted before under
+	// the same key (status "duplicate"): a 202 that produced nothing.
 	Duplicate bool
+	// ReplayOf is set when ingest took the delivery for a replay of the
+	// one accepted under this key (status "replay"): a 202 that produced
+	// nothing, its keys never delivered.
+	ReplayOf string
 }
 
 // Sign sets on h the signature headers provider sends for body, signed
@@ -118,7 +125,7 @@ func (s *System) Sign(provider string, body []byte, h http.Header) error {
 	return p.Sign(body, time.Now(), h)
 }
 
-// Send signs ev now and posts it to the running ingest once.
+// Send signs ev now (unless ev.Signed) and posts it to the running ingest once.
 func (s *System) Send(ev Event) (Answer, error) {
 	s.mu.Lock()
 	base := s.ingest
@@ -128,8 +135,10 @@ func (s *System) Send(ev Event) (Answer, error) {
 		return Answer{}, err
 	}
 	req.Header = ev.Header.Clone()
-	if err := s.Sign(ev.Provider, ev.Body, req.Header); err != nil {
-		return Answer{}, err
+	if !ev.Signed {
+		if err := s.Sign(ev.Provider, ev.Body, req.Header); err != nil {
+			return Answer{}, err
+		}
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
@@ -142,15 +151,16 @@ func (s *System) Send(ev Event) (Answer, error) {
 	}
 	a := Answer{Status: resp.StatusCode}
 	var body struct {
-		Key    string   `json:"idempotency_key"`
-		Keys   []string `json:"idempotency_keys"`
-		Error  string   `json:"error"`
-		Status string   `json:"status"`
+		Key      string   `json:"idempotency_key"`
+		Keys     []string `json:"idempotency_keys"`
+		Error    string   `json:"error"`
+		Status   string   `json:"status"`
+		ReplayOf string   `json:"replay_of"`
 	}
 	if err := json.Unmarshal(b, &body); err != nil && resp.StatusCode == http.StatusAccepted {
 		return a, fmt.Errorf("answer %d is not JSON: %q", resp.StatusCode, b)
 	}
-	a.Error, a.Duplicate = body.Error, body.Status == "duplicate"
+	a.Error, a.Duplicate, a.ReplayOf = body.Error, body.Status == "duplicate", body.ReplayOf
 	if body.Key != "" {
 		a.Keys = []string{body.Key}
 	}

@@ -188,11 +188,13 @@ func (f *Flow) deliver(ev Event) {
 			if f.o.OnAccept != nil {
 				f.o.OnAccept(a.Keys, time.Now())
 			}
-			f.sys.Ledger().acceptEvent(ev, a.Keys)
+			if a.ReplayOf == "" { // a suppressed replay's keys are never delivered
+				f.sys.Ledger().acceptEvent(ev, a.Keys)
+			}
 			f.accepted.Add(1)
 			f.mu.Lock()
 			f.stats.Accepted++
-			if a.Duplicate {
+			if a.Duplicate || a.ReplayOf != "" {
 				f.stats.Replays++
 			}
 			if !slices.Equal(a.Keys, ev.Keys) {

@@ -67,6 +67,10 @@ type Options struct {
 	// key on its routes, and takes its route default's calls and
 	// retrying, parked or held outcomes as what waited before the move.
 	Moved []string
+	// ProviderLines, by provider name, are more lines of the entry of a
+	// provider with Routes (such as schema: and on_invalid:), each written
+	// as a key of the entry ("schema: x.json").
+	ProviderLines map[string][]string
 }
 
 // System is one hookline under test.
@@ -79,8 +83,9 @@ type System struct {
 	Dest    *Destination
 	reg     *providers.Registry
 	env     map[string]string
-	routes  map[string][]Route // Options.Routes
-	moved   []string           // Options.Moved
+	routes  map[string][]Route  // Options.Routes
+	moved   []string            // Options.Moved
+	lines   map[string][]string // Options.ProviderLines
 	secure  *kafkatest.SecureBroker
 	// routesFile is the providers file with the Moved providers' routes.
 	routesFile string
@@ -114,7 +119,13 @@ func New(tb testing.TB, o Options) *System {
 			tb.Fatalf("e2e: provider %s moved to routes Options.Routes does not give it", p)
 		}
 	}
-	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb), secure: o.Secure, routes: o.Routes, moved: o.Moved}
+	for p := range o.ProviderLines {
+		if _, ok := o.Routes[p]; !ok {
+			tb.Fatalf("e2e: ProviderLines for %s: the harness adds lines to providers with Routes only", p)
+		}
+	}
+	s := &System{tb: tb, Brokers: o.Brokers, Prefix: kafkatest.Prefix(tb), Dir: tb.TempDir(), Dest: NewDestination(tb), secure: o.Secure,
+		routes: o.Routes, moved: o.Moved, lines: o.ProviderLines}
 	if s.secure != nil {
 		s.secure.Grant(tb, s.Prefix)
 	}
@@ -264,6 +275,19 @@ func (s *System) Restart(svc *Service) *Service {
 	n := &Service{Proc: proctest.Start(s.tb, svc.path, svc.env), Name: svc.Name, Addr: svc.Addr, env: svc.env, path: svc.path}
 	WaitHTTP(s.tb, "http://"+svc.Addr+"/healthz", 60*time.Second)
 	return n
+}
+
+// RestartRefused starts the same service again, as Restart does, for a
+// start its checks must refuse: it waits up to timeout for the process to
+// exit, fails the test unless it exited with an error, and returns what
+// it printed.
+func (s *System) RestartRefused(svc *Service, timeout time.Duration) string {
+	s.tb.Helper()
+	p := proctest.Start(s.tb, svc.path, svc.env)
+	if err := p.Wait(timeout); err == nil || !p.Exited() {
+		s.tb.Fatalf("%s started again: %v, want it to exit with an error; its output:\n%s", svc.Name, err, p.Output())
+	}
+	return p.Output()
 }
 
 // Kill sends SIGKILL and waits for the process to die.

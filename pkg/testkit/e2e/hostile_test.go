@@ -637,7 +637,8 @@ func wide(t *testing.T, id string, over bool) []byte {
 
 // githubBody is a github delivery's body, its own: ingest answers a body
 // it accepted before (for github, whose signature covers the body only) as
-// a replay, 202 "duplicate" without producing anything.
+// a replay, 202 "replay" without producing anything (issue 32: under
+// another delivery id; "duplicate" under the same one).
 func githubBody(id string) []byte {
 	return []byte(fmt.Sprintf(`{"action":"opened","issue":{"title":%q}}`, id))
 }

@@ -53,6 +53,7 @@ type Ledger struct {
 	accepted map[string]int      // key -> 202 answers naming it
 	expect   map[string][]string // key -> the routes it is delivered on
 	bodies   map[string][]byte   // key -> body sent, for a system with topic routes (single-key events)
+	invalid  map[string]bool     // keys expected dead as invalid_payload (ExpectInvalid)
 	keys     map[string]*keyAccount
 	dupes    int // duplicate outcomes
 	outcomes int // outcome records read
@@ -62,8 +63,8 @@ type Ledger struct {
 // keyAccount is what happened to one key: dedup and routing decide once
 // per key, the rest per route.
 type keyAccount struct {
-	duplicate, unrouted int
-	routes              map[string]*account
+	duplicate, unrouted, suppressed int
+	routes                          map[string]*account
 }
 
 // account is what happened to one key on one route.
@@ -75,6 +76,7 @@ type account struct {
 	replayEnds map[string]int
 	last       string // status of the latest terminal outcome
 	dlq        int    // DLQ entries
+	invalid    int    // dead outcomes for invalid_payload
 	// records counts the key's records on a topic route's topic; mangled
 	// those that are not the delivery as sent, with the route's header.
 	records, mangled int
@@ -113,6 +115,10 @@ func (l *Ledger) Accept(keys ...string) {
 	}
 }
 
+// AcceptEvent enters the keys ingest answered 202 for when ev was sent:
+// each is expected on the routes its event type and body match.
+func (l *Ledger) AcceptEvent(ev Event, keys []string) { l.acceptEvent(ev, keys) }
+
 // acceptEvent enters the keys ingest answered 202 for when ev was sent.
 func (l *Ledger) acceptEvent(ev Event, keys []string) {
 	var body []byte
@@ -122,12 +128,26 @@ func (l *Ledger) acceptEvent(ev Event, keys []string) {
 	l.accept(ev.Type, body, keys...)
 }
 
+// ExpectInvalid says keys fail their provider's schema: each must end dead
+// for invalid_payload on every route it matches, with its DLQ entry, and
+// no call or topic record; every other key must not end so.
+func (l *Ledger) ExpectInvalid(keys ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.invalid == nil {
+		l.invalid = map[string]bool{}
+	}
+	for _, k := range keys {
+		l.invalid[k] = true
+	}
+}
+
 func (l *Ledger) accept(typ string, body []byte, keys ...string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	for _, k := range keys {
 		if l.accepted[k] == 0 {
-			l.expect[k] = l.sys.routesOf(k, typ)
+			l.expect[k] = l.sys.routesOf(k, typ, body)
 			if body != nil && len(l.topics) > 0 {
 				l.bodies[k] = body
 			}
@@ -223,6 +243,10 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 	case outcome.StatusUnrouted:
 		l.keyAccount(o.Key).unrouted++
 		return
+	case outcome.StatusSuppressed:
+		// Ingest's: the delivery was taken for a replay and never produced.
+		l.keyAccount(o.Key).suppressed++
+		return
 	}
 	a := l.account(o.Key, o.Route)
 	switch o.Status {
@@ -242,6 +266,9 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 		a.done++
 	case outcome.StatusDead:
 		a.dead++
+		if o.DeadReason == headers.DeadInvalidPayload {
+			a.invalid++
+		}
 	}
 	a.last = o.Status
 	// A replayed delivery keeps its replay id through the retry tiers (its
@@ -343,6 +370,11 @@ type Tally struct {
 	// the calls whose X-Hookline-Route is not the route of the URL they
 	// reached. Printed with routes only.
 	Unrouted, Stray, Misrouted int
+	// Invalid counts the keys dead for invalid_payload (on a route: those
+	// it matches); InvalidWrong the keys that ExpectInvalid named and did
+	// not end so, called or written nonetheless, or that it did not name
+	// and did. Printed when a key was expected invalid.
+	Invalid, InvalidWrong int
 	// Topic is a topic route's topic; Records counts the records read
 	// there, Missing the route's accepted keys without one, Twice those
 	// with more than one, Mangled the records that are not the delivery as
@@ -366,10 +398,10 @@ func (t Tally) String() string {
 			t.Route, t.Accepted, t.Done, t.Dead, t.Lost, t.Doubled, t.DLQ, t.DLQWrong)
 		if t.Topic != "" {
 			return s + fmt.Sprintf(" | topic %s: records=%d missing=%d twice=%d mangled=%d stray=%d",
-				t.Topic, t.Records, t.Missing, t.Twice, t.Mangled, t.Stray)
+				t.Topic, t.Records, t.Missing, t.Twice, t.Mangled, t.Stray) + t.invalidString()
 		}
 		return s + fmt.Sprintf(" calls=%d extra-calls=%d uncalled=%d stray=%d misrouted=%d",
-			t.Calls, t.ExtraCalls, t.Uncalled, t.Stray, t.Misrouted)
+			t.Calls, t.ExtraCalls, t.Uncalled, t.Stray, t.Misrouted) + t.invalidString()
 	}
 	s := fmt.Sprintf("ledger: accepted=%d done=%d dead=%d duplicates=%d lost=%d doubled=%d | dlq=%d dlq-mismatch=%d calls=%d extra-calls=%d uncalled=%d unasked=%d",
 		t.Accepted, t.Done, t.Dead, t.Duplicates, t.Lost, t.Doubled, t.DLQ, t.DLQWrong, t.Calls, t.ExtraCalls, t.Uncalled, t.Unasked)
@@ -377,13 +409,22 @@ func (t Tally) String() string {
 		s += fmt.Sprintf(" | routes=%d unrouted=%d stray=%d misrouted=%d topic-missing=%d topic-twice=%d topic-mangled=%d",
 			len(t.Routes), t.Unrouted, t.Stray, t.Misrouted, t.Missing, t.Twice, t.Mangled)
 	}
-	return s
+	return s + t.invalidString()
+}
+
+// invalidString is the invalid_payload part of the line: empty unless a
+// key was expected or found invalid.
+func (t Tally) invalidString() string {
+	if t.Invalid == 0 && t.InvalidWrong == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" | invalid=%d invalid-wrong=%d", t.Invalid, t.InvalidWrong)
 }
 
 // broken says whether t breaks a promise, given the extra calls allowed.
 func (t Tally) broken(extraCalls int) bool {
 	return t.Lost > 0 || t.Doubled > 0 || t.DLQWrong > 0 || t.Uncalled > 0 || t.ExtraCalls > extraCalls ||
-		t.Stray > 0 || t.Misrouted > 0 || t.Missing > 0 || t.Twice > 0 || t.Mangled > 0
+		t.Stray > 0 || t.Misrouted > 0 || t.Missing > 0 || t.Twice > 0 || t.Mangled > 0 || t.InvalidWrong > 0
 }
 
 // SettleOptions say how long to wait and what a run may allow itself.
@@ -443,8 +484,8 @@ func (l *Ledger) Settle(tb testing.TB, o SettleOptions) Tally {
 		tb.Errorf("ledger: not settled within %s (raw lag %d)", o.Timeout, l.rawLag())
 	}
 	if t.broken(o.ExtraCalls) {
-		tb.Errorf("ledger: lost=%d doubled=%d dlq-mismatch=%d uncalled=%d extra-calls=%d (bound %d); want 0 and within the bound; e.g. %s",
-			t.Lost, t.Doubled, t.DLQWrong, t.Uncalled, t.ExtraCalls, o.ExtraCalls, strings.Join(t.Examples, ", "))
+		tb.Errorf("ledger: lost=%d doubled=%d dlq-mismatch=%d uncalled=%d extra-calls=%d (bound %d) invalid-wrong=%d; want 0 and within the bound; e.g. %s",
+			t.Lost, t.Doubled, t.DLQWrong, t.Uncalled, t.ExtraCalls, o.ExtraCalls, t.InvalidWrong, strings.Join(t.Examples, ", "))
 		if t.Routes != nil {
 			tb.Errorf("ledger: stray=%d misrouted=%d topic-missing=%d topic-twice=%d topic-mangled=%d; want 0",
 				t.Stray, t.Misrouted, t.Missing, t.Twice, t.Mangled)
@@ -561,6 +602,9 @@ func (l *Ledger) tally(o SettleOptions) Tally {
 			ka = &keyAccount{}
 		}
 		switch {
+		case l.accepted[k] == 0 && ka.suppressed > 0 && len(ka.routes) == 0 && ka.duplicate+ka.unrouted == 0:
+			// Ingest's answer was replay: the key was never produced,
+			// only its suppressed outcome written.
 		case l.accepted[k] == 0:
 			sum.Unasked++
 		case len(l.expect[k]) == 0 && ka.unrouted == 0:
@@ -593,11 +637,47 @@ func (l *Ledger) tally(o SettleOptions) Tally {
 		sum.Twice += t.Twice
 		sum.Mangled += t.Mangled
 	}
+	for _, k := range keys {
+		if l.accepted[k] > 0 && l.invalidWrong(k, example) {
+			sum.InvalidWrong++
+		}
+		if ka := l.keys[k]; ka != nil && slices.ContainsFunc(slices.Collect(maps.Values(ka.routes)), func(a *account) bool { return a.invalid > 0 }) {
+			sum.Invalid++
+		}
+	}
 	if len(l.sys.routes) > 0 {
 		sum.Routes = perRoute
 	}
 	sum.Examples = examples
 	return sum
+}
+
+// invalidWrong says whether accepted key k broke what ExpectInvalid
+// says: expected invalid and not dead for invalid_payload on each of its
+// routes, or called or written to a topic there; or not expected and dead
+// for invalid_payload on a route. l.mu is held.
+func (l *Ledger) invalidWrong(k string, example func(kind, key string)) bool {
+	ka := l.keys[k]
+	if ka == nil {
+		ka = &keyAccount{}
+	}
+	if !l.invalid[k] {
+		for r, a := range ka.routes {
+			if a.invalid > 0 {
+				example("invalid_payload unexpected on "+r, k)
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range l.expect[k] {
+		a := ka.routes[r]
+		if a == nil || a.invalid == 0 || a.records > 0 || l.sys.Dest.RouteCalls(r)[k] > 0 {
+			example("not dead as invalid_payload on "+r, k)
+			return true
+		}
+	}
+	return false
 }
 
 // tallyRoute is route's tally over keys; l.mu is held.
@@ -631,6 +711,9 @@ func (l *Ledger) tallyRoute(route string, keys []string, example func(kind, key 
 		if expected {
 			t.Accepted++
 		}
+		if a.invalid > 0 && expected {
+			t.Invalid++
+		}
 		switch {
 		case a.last == "" && expected:
 			t.Lost++
@@ -657,7 +740,7 @@ func (l *Ledger) tallyRoute(route string, keys []string, example func(kind, key 
 			t.Records += a.records
 			t.Mangled += a.mangled
 			switch {
-			case a.records == 0 && expected:
+			case a.records == 0 && expected && !l.invalid[k]:
 				t.Missing++
 				example("missing from "+t.Topic, k)
 			case a.records > 1:

@@ -252,3 +252,63 @@ func TestGlobMatch(t *testing.T) {
 		}
 	}
 }
+
+// TestLedgerInvalidPayloads feeds a ledger whose stripe provider has a
+// topic route for every event and a where route (data.object.status
+// "open") keys that ExpectInvalid names and keys it does not: an invalid
+// key dead as invalid_payload with its entries on each of its routes is
+// right; one delivered, or dead for another reason, is wrong; a valid key
+// dead as invalid_payload is wrong.
+func TestLedgerInvalidPayloads(t *testing.T) {
+	routes := map[string][]Route{"stripe": {
+		{Name: "book", Topic: "book"},
+		{Name: "open", Where: map[string]any{"/data/object/status": "open"}},
+	}}
+	sys := &System{tb: t, Prefix: "t.", Names: topics.NewNames("t.", []string{"1s"}), Dest: NewDestination(t), routes: routes}
+	l := newLedger(sys, nil)
+	dead := func(key, route, reason string) []*kgo.Record {
+		o := outcomeRecord(sys.Names.Outcomes, key, "dead", "ingest", "", route)
+		o.Value = []byte(strings.Replace(string(o.Value), `"dead_reason":"permanent"`, `"dead_reason":"`+reason+`"`, 1))
+		return []*kgo.Record{o, {Topic: sys.Names.DLQ, Key: []byte(key), Headers: []kgo.RecordHeader{
+			{Key: headers.Origin, Value: []byte("ingest")}, {Key: headers.Route, Value: []byte(route)}}}}
+	}
+	open := []byte(`{"id":"x","type":"invoice.created","data":{"object":{"status":"open"}}}`)
+	for _, k := range []string{"bad", "bad-delivered", "bad-permanent", "good", "good-marked"} {
+		body := open
+		if k == "good" {
+			body = []byte(`{"id":"x","type":"invoice.created","data":{"object":{"status":"paid"}}}`)
+		}
+		l.acceptEvent(Event{Provider: "stripe", Body: body, Type: "invoice.created"}, []string{"stripe:" + k})
+	}
+	if got := l.expect["stripe:good"]; !reflect.DeepEqual(got, []string{"book"}) {
+		t.Errorf("a paid invoice is expected on %v: want [book] (where /data/object/status is open)", got)
+	}
+	if got := l.expect["stripe:bad"]; !reflect.DeepEqual(got, []string{"book", "open"}) {
+		t.Errorf("an open invoice is expected on %v: want [book open]", got)
+	}
+	l.ExpectInvalid("stripe:bad", "stripe:bad-delivered", "stripe:bad-permanent")
+	var recs []*kgo.Record
+	for _, r := range []string{"book", "open"} {
+		recs = append(recs, dead("stripe:bad", r, "invalid_payload")...)
+		recs = append(recs, dead("stripe:bad-permanent", r, "permanent")...)
+		recs = append(recs, dead("stripe:good-marked", r, "invalid_payload")...)
+	}
+	recs = append(recs, dead("stripe:bad-delivered", "open", "invalid_payload")...)
+	recs = append(recs, outcomeRecord(sys.Names.Outcomes, "stripe:bad-delivered", "done", "ingest", "", "book"),
+		&kgo.Record{Topic: "t.book", Key: []byte("stripe:bad-delivered"), Value: open, Headers: []kgo.RecordHeader{
+			{Key: headers.IdempotencyKey, Value: []byte("stripe:bad-delivered")}, {Key: headers.Route, Value: []byte("book")}}})
+	recs = append(recs, outcomeRecord(sys.Names.Outcomes, "stripe:good", "done", "ingest", "", "book"),
+		&kgo.Record{Topic: "t.book", Key: []byte("stripe:good"), Value: []byte(`{"id":"x","type":"invoice.created","data":{"object":{"status":"paid"}}}`),
+			Headers: []kgo.RecordHeader{{Key: headers.IdempotencyKey, Value: []byte("stripe:good")}, {Key: headers.Route, Value: []byte("book")}}})
+	for _, r := range recs {
+		l.add(t, r)
+	}
+	got := l.tally(SettleOptions{})
+	if got.Invalid != 3 || got.InvalidWrong != 3 {
+		t.Errorf("invalid=%d invalid-wrong=%d: want 3 (bad, bad-delivered, good-marked) and 3 (bad-delivered, bad-permanent, good-marked); %v",
+			got.Invalid, got.InvalidWrong, got.Examples)
+	}
+	if !strings.Contains(got.String(), "invalid=3 invalid-wrong=3") || !got.broken(0) {
+		t.Errorf("the line does not carry the invalid counts, or the tally is not broken: %s", got)
+	}
+}

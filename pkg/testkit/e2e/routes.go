@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -21,6 +23,13 @@ type Route struct {
 	// Events are the route's event-type globs ('*' any run of characters);
 	// nil leaves `events` out: every event.
 	Events []string
+	// Where is the route's where: JSON pointer -> the value the body must
+	// hold there (a string, bool or float64, as encoding/json decodes it);
+	// nil leaves it out.
+	Where map[string]any
+	// Otherwise writes otherwise: true: the route takes every event that
+	// no other route of its provider takes (Events must be nil).
+	Otherwise bool
 	// Topic, when set, makes a topic route: destination {topic: T} where T
 	// is the system's prefix followed by Topic (the processor uses it as
 	// written, so parallel systems never share it). System.RouteTopic
@@ -37,14 +46,58 @@ type Route struct {
 	Tiers []string
 }
 
-// matches says whether an event of type typ is delivered on r: the
-// contract's globs, where '*' is any run of characters and every other
-// character stands for itself. No `where` (the kit's routes have none).
-func (r Route) matches(typ string) bool {
-	if r.Events == nil {
+// matches says whether an event of type typ with body is delivered on r:
+// the contract's globs, where '*' is any run of characters and every other
+// character stands for itself, and every condition of Where holding in the
+// body (a body that is not JSON holds none).
+func (r Route) matches(typ string, body []byte) bool {
+	if r.Events != nil && !slices.ContainsFunc(r.Events, func(glob string) bool { return globMatch(glob, typ) }) {
+		return false
+	}
+	if len(r.Where) == 0 {
 		return true
 	}
-	return slices.ContainsFunc(r.Events, func(glob string) bool { return globMatch(glob, typ) })
+	var doc any
+	if json.Unmarshal(body, &doc) != nil {
+		return false
+	}
+	for ptr, want := range r.Where {
+		if got, ok := lookPointer(doc, ptr); !ok || got != want {
+			return false
+		}
+	}
+	return true
+}
+
+// lookPointer finds the value at a JSON pointer (RFC 6901) in doc, as
+// encoding/json decoded it into any.
+func lookPointer(doc any, ptr string) (any, bool) {
+	if ptr == "" {
+		return doc, true
+	}
+	if !strings.HasPrefix(ptr, "/") {
+		return nil, false
+	}
+	for _, tok := range strings.Split(ptr[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch v := doc.(type) {
+		case map[string]any:
+			next, ok := v[tok]
+			if !ok {
+				return nil, false
+			}
+			doc = next
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(v) || (len(tok) > 1 && tok[0] == '0') {
+				return nil, false
+			}
+			doc = v[i]
+		default:
+			return nil, false
+		}
+	}
+	return doc, true
 }
 
 // globMatch matches s against glob, '*' being any run of characters.
@@ -72,11 +125,25 @@ func globMatch(glob, s string) bool {
 // instead of a provider-level destination.
 func (s *System) routesEntry(provider, secretEnv string, routes []Route) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "  %s:\n    preset: %s\n    secret_env: [%s]\n    routes:\n", provider, provider, secretEnv)
+	fmt.Fprintf(&b, "  %s:\n    preset: %s\n    secret_env: [%s]\n", provider, provider, secretEnv)
+	for _, line := range s.lines[provider] {
+		fmt.Fprintf(&b, "    %s\n", line)
+	}
+	b.WriteString("    routes:\n")
 	for _, r := range routes {
 		fmt.Fprintf(&b, "      %s:\n", r.Name)
 		if r.Events != nil {
 			fmt.Fprintf(&b, "        events: [%s]\n", quoted(r.Events))
+		}
+		if r.Otherwise {
+			b.WriteString("        otherwise: true\n")
+		}
+		if r.Where != nil {
+			w, err := json.Marshal(r.Where) // JSON is YAML; keys sorted
+			if err != nil {
+				s.tb.Fatalf("e2e: route %s: where: %v", r.Name, err)
+			}
+			fmt.Fprintf(&b, "        where: %s\n", w)
 		}
 		if r.Topic != "" {
 			fmt.Fprintf(&b, "        destination: {topic: %q}\n", s.Prefix+r.Topic)
@@ -118,7 +185,14 @@ func checkRoutes(tb testing.TB, routes map[string][]Route) {
 			tb.Fatalf("e2e: routes for %s: the harness gives routes to the providers of MixedProviders only", p)
 		}
 		seen := map[string]bool{}
+		otherwise := 0
 		for _, r := range rs {
+			if r.Otherwise {
+				otherwise++
+				if r.Events != nil || otherwise > 1 {
+					tb.Fatalf("e2e: provider %s: route %s: an otherwise route takes no events, and a provider has at most one", p, r.Name)
+				}
+			}
 			if seen[r.Name] || r.Name == "" {
 				tb.Fatalf("e2e: provider %s: route name %q empty or used twice", p, r.Name)
 			}
@@ -141,21 +215,31 @@ func (s *System) RouteTopic(provider, route string) string {
 	return ""
 }
 
-// routesOf are the routes an accepted key of event type typ is delivered
-// on: its provider's routes that match, or the provider's one route
-// default when the harness gave it none. The provider is the key's part
-// before the first ':' (every key of the harness's providers begins so).
-func (s *System) routesOf(key, typ string) []string {
+// routesOf are the routes an accepted key of event type typ and body is
+// delivered on: its provider's routes that match, else its otherwise route,
+// or the provider's one route default when the harness gave it none. The
+// provider is the key's part before the first ':' (every key of the
+// harness's providers begins so).
+func (s *System) routesOf(key, typ string, body []byte) []string {
 	p, _, _ := strings.Cut(key, ":")
 	rs, ok := s.routes[p]
 	if !ok {
 		return []string{headers.DefaultRoute}
 	}
-	var out []string
+	var (
+		out       []string
+		otherwise string
+	)
 	for _, r := range rs {
-		if r.matches(typ) {
+		switch {
+		case r.Otherwise:
+			otherwise = r.Name
+		case r.matches(typ, body):
 			out = append(out, r.Name)
 		}
+	}
+	if len(out) == 0 && otherwise != "" {
+		out = append(out, otherwise)
 	}
 	return out
 }

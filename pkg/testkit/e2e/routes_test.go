@@ -68,7 +68,7 @@ func TestProvidersFileRoutes(t *testing.T) {
 	if d, ok := file.Providers["github"]["destination"].(map[string]any); !ok || d["url"] != s.Dest.URL() {
 		t.Errorf("github keeps its provider-level destination: %#v", file.Providers["github"])
 	}
-	if got := s.routesOf("stripe:1", "customer.created"); !reflect.DeepEqual(got, []string{"default"}) {
+	if got := s.routesOf("stripe:1", "customer.created", nil); !reflect.DeepEqual(got, []string{"default"}) {
 		t.Errorf("routesOf without routes given to the system: %v, want [default]", got)
 	}
 	// providers.Load reads the same routes, and matches the kit's event
@@ -94,7 +94,7 @@ func TestProvidersFileRoutes(t *testing.T) {
 		for _, r := range p.Match(typ, NewTypedEvent("stripe", "1", typ).Body, nil) {
 			loaded = append(loaded, r.Name)
 		}
-		kit := s.routesOf("stripe:1", typ)
+		kit := s.routesOf("stripe:1", typ, nil)
 		slices.Sort(kit)
 		if !reflect.DeepEqual(loaded, kit) {
 			t.Errorf("event type %q: providers matches %v, the kit expects %v", typ, loaded, kit)
@@ -109,8 +109,40 @@ func TestProvidersFileRoutes(t *testing.T) {
 		{"stripe:3", "customer.created", []string{"audit", "book"}},
 		{"github:4", "issues", []string{"default"}},
 	} {
-		if got := s.routesOf(c.key, c.typ); !reflect.DeepEqual(got, c.want) {
+		if got := s.routesOf(c.key, c.typ, nil); !reflect.DeepEqual(got, c.want) {
 			t.Errorf("routesOf(%s, %s) = %v, want %v", c.key, c.typ, got, c.want)
+		}
+	}
+}
+
+// TestProvidersFileOtherwise: an otherwise route is written as
+// otherwise: true, and the kit expects it exactly where providers.Match
+// delivers: for the events no other route takes.
+func TestProvidersFileOtherwise(t *testing.T) {
+	s := &System{tb: t, Prefix: "t-o.", Dest: NewDestination(t)}
+	o := Options{Routes: map[string][]Route{"stripe": {
+		{Name: "billing", Events: []string{"invoice.*"}},
+		{Name: "rest", Otherwise: true},
+	}}}
+	checkRoutes(t, o.Routes)
+	env := map[string]string{"E2E_SECRET": Secret, "E2E_STD_SECRET": "whsec_ZTJlLXNlY3JldA=="}
+	reg, err := providers.Parse([]byte(s.providersFile(o, nil)), func(k string) (string, bool) { v, ok := env[k]; return v, ok })
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := reg.Get("stripe")
+	if rest, ok := p.Route("rest"); !ok || !rest.Otherwise {
+		t.Fatalf("route rest as loaded: %+v", rest)
+	}
+	s.routes = o.Routes
+	for typ, want := range map[string][]string{"invoice.paid": {"billing"}, "customer.created": {"rest"}, "": {"rest"}} {
+		var loaded []string
+		body := NewTypedEvent("stripe", "1", typ).Body
+		for _, r := range p.Match(typ, body, nil) {
+			loaded = append(loaded, r.Name)
+		}
+		if kit := s.routesOf("stripe:1", typ, body); !reflect.DeepEqual(loaded, want) || !reflect.DeepEqual(kit, want) {
+			t.Errorf("event type %q: providers matches %v, the kit expects %v, want %v", typ, loaded, kit, want)
 		}
 	}
 }

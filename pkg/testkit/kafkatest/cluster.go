@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,10 +107,43 @@ func (c *Cluster) Stop(n int) { c.node(n, time.Minute, "down") }
 // Kill kills node n with SIGKILL and waits until it is gone: a crash.
 func (c *Cluster) Kill(n int) { c.node(n, time.Minute, "kill") }
 
-// Start starts node n again and waits until a metadata request lists it.
-// A node of a cluster whose other nodes are down cannot become ready (the
-// quorum needs a majority); a single node can.
-func (c *Cluster) Start(n int) { c.node(n, 3*time.Minute, "up") }
+// Start starts nodes again, all at once, and waits until a metadata
+// request lists each. A node of a cluster whose other nodes are down cannot
+// become ready (the quorum needs a majority); a single node can, and so can
+// nodes started together that make a majority.
+func (c *Cluster) Start(nodes ...int) {
+	c.tb.Helper()
+	if len(nodes) == 1 {
+		c.node(nodes[0], 3*time.Minute, "up")
+		return
+	}
+	for _, n := range nodes {
+		if n < 1 || n > len(c.brokers) {
+			c.tb.Fatalf("kafkatest.Cluster: node %d of %d", n, len(c.brokers))
+		}
+	}
+	errs := make([]error, len(nodes))
+	outs := make([][]byte, len(nodes))
+	var wg sync.WaitGroup
+	for i, n := range nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = c.exec(3*time.Minute, "node", strconv.Itoa(n), "up")
+		}()
+	}
+	wg.Wait()
+	failed := false
+	for i, err := range errs {
+		if err != nil {
+			c.tb.Errorf("compose/kafka.sh node %d up: %v\n%s", nodes[i], err, outs[i])
+			failed = true
+		}
+	}
+	if failed {
+		c.tb.FailNow()
+	}
+}
 
 func (c *Cluster) node(n int, timeout time.Duration, cmd string) {
 	c.tb.Helper()

@@ -31,6 +31,9 @@ func TestClusterKillAndRejoin(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a private three-broker Kafka")
 	}
+	// Beside TestSingleBrokerStopStart: each has its own nodes, ports and
+	// directory, and mostly waits for JVMs to start and stop.
+	t.Parallel()
 	c := StartCluster(t, 3)
 	if c.Size() != 3 || len(c.Brokers()) != 3 {
 		t.Fatalf("size %d, brokers %v", c.Size(), c.Brokers())
@@ -112,10 +115,8 @@ func TestClusterKillAndRejoin(t *testing.T) {
 	}
 
 	lap("a produce that must fail")
-	c.Start(2)
-	lap("start node 2")
-	c.Start(3)
-	lap("start node 3")
+	c.Start(2, 3)
+	lap("start nodes 2 and 3 together")
 	c.WaitInSync(90*time.Second, topic)
 	lap("every replica in sync")
 	if err := produce(ctx, cl, topic, 300, 100); err != nil {
@@ -132,6 +133,7 @@ func TestSingleBrokerStopStart(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a private Kafka broker")
 	}
+	t.Parallel() // beside TestClusterKillAndRejoin
 	c := StartCluster(t, 1)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,10 +27,11 @@ import (
 type SecureBroker struct {
 	// Dir holds ca.pem and <user>.env for admin, ingest, processor,
 	// retrier and dlq.
-	Dir     string
-	Brokers []string
-	script  string
-	env     map[string]map[string]string
+	Dir       string
+	Brokers   []string
+	script    string
+	scriptEnv []string // compose/kafka.sh's environment (SecureEnv)
+	env       map[string]map[string]string
 }
 
 var secureOnce struct {
@@ -41,6 +45,12 @@ var secureOnce struct {
 // secure-up, about 30 s the first time) when it is not running. Outside CI
 // the test is skipped, saying why, when it cannot be started (no java,
 // openssl or Kafka jars, a port in use); under CI (CI=true) that fails it.
+//
+// Its ports are KAFKA_SECURE_PORT and KAFKA_SECURE_CONTROLLER_PORT, by
+// default three and four above the plaintext broker's: KAFKA_PORT, else the
+// port of KAFKA_BROKERS when that is one loopback address (SecureEnv). So a
+// checkout testing against its own broker gets its own secure one, in its
+// own directory (KAFKA_SECURE_DIR, default .kafka-secure in the checkout).
 func Secure(tb testing.TB) *SecureBroker {
 	tb.Helper()
 	s := &secureOnce
@@ -76,7 +86,8 @@ func startSecure() (*SecureBroker, string, error) {
 			return nil, "no Kafka jars in " + jars + " and no mvn to fetch them", nil
 		}
 	}
-	b := &SecureBroker{script: filepath.Join(root, "compose", "kafka.sh"), env: map[string]map[string]string{}}
+	b := &SecureBroker{script: filepath.Join(root, "compose", "kafka.sh"), env: map[string]map[string]string{},
+		scriptEnv: SecureEnv(os.Environ())}
 	out, err := b.run(5*time.Minute, "secure-up")
 	if err != nil {
 		return nil, "", fmt.Errorf("compose/kafka.sh secure-up: %w\n%s", err, out)
@@ -101,6 +112,7 @@ func (b *SecureBroker) run(timeout time.Duration, args ...string) (string, error
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, b.script, args...)
+	cmd.Env = b.scriptEnv
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -163,4 +175,29 @@ func (b *SecureBroker) Grant(tb testing.TB, prefix string) {
 		tb.Fatalf("compose/kafka.sh secure-acls %s: %v\n%s", prefix, err, out)
 	}
 	tb.Cleanup(func() { deletePrefix(tb, b.Config(tb, "admin"), prefix) })
+}
+
+// SecureEnv is environ for compose/kafka.sh's secure commands: with
+// KAFKA_PORT added, when it is unset and KAFKA_BROKERS is one loopback
+// address, as that address's port, so that the script's default secure
+// ports (KAFKA_PORT+3 and +4) follow the broker the tests use rather than
+// 9095 and 9096 whatever the checkout.
+func SecureEnv(environ []string) []string {
+	var brokers string
+	for _, kv := range environ {
+		if strings.HasPrefix(kv, "KAFKA_PORT=") && kv != "KAFKA_PORT=" {
+			return environ
+		}
+		if v, ok := strings.CutPrefix(kv, "KAFKA_BROKERS="); ok {
+			brokers = strings.TrimSpace(v)
+		}
+	}
+	host, port, err := net.SplitHostPort(brokers)
+	if err != nil || (host != "127.0.0.1" && host != "localhost") {
+		return environ
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535-4 {
+		return environ
+	}
+	return append(slices.Clip(environ), "KAFKA_PORT="+port)
 }

@@ -10,7 +10,9 @@
 // -v shows what plain go test shows (the package lines, and the whole
 // output of each failed test); one with -v shows every test's output, as
 // go test -v does. -summary also writes the closing line to FILE, for
-// .ci/run to print last.
+// .ci/run to print last; -times writes every package's and top-level
+// test's time to FILE, slowest first, one "seconds<TAB>package[ test]" a
+// line (where a run's time went, beyond the ten shown).
 package main
 
 import (
@@ -55,8 +57,9 @@ type report struct {
 
 func main() {
 	summary := flag.String("summary", "", "also write the closing line to this file")
+	times := flag.String("times", "", "also write every package's and top-level test's time to this file, slowest first")
 	flag.Usage = func() {
-		fmt.Fprintln(os.Stderr, "usage: testreport [-summary FILE] 'go test -json PKGS' ['go test -json -v PKGS' ...]")
+		fmt.Fprintln(os.Stderr, "usage: testreport [-summary FILE] [-times FILE] 'go test -json PKGS' ['go test -json -v PKGS' ...]")
 		flag.PrintDefaults()
 	}
 	flag.Parse()
@@ -79,6 +82,12 @@ func main() {
 		}
 	}
 	closing := r.summarize(time.Since(start))
+	if *times != "" {
+		if err := os.WriteFile(*times, r.times(), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "testreport:", err)
+			status = cmp.Or(status, 1)
+		}
+	}
 	if *summary != "" {
 		if err := os.WriteFile(*summary, []byte(closing+"\n"), 0o644); err != nil {
 			fmt.Fprintln(os.Stderr, "testreport:", err)
@@ -189,6 +198,17 @@ func (r *report) summarize(total time.Duration) string {
 	closing := fmt.Sprintf("tests: %d passed, %d failed, %d skipped", r.passed, r.failed, r.skipped)
 	fmt.Fprintf(r.out, "%d packages in %s\n%s\n", len(r.packages), total.Round(time.Second), closing)
 	return closing
+}
+
+// times lists every package and top-level test, slowest first.
+func (r *report) times() []byte {
+	var b strings.Builder
+	all := append(slices.Clone(r.packages), r.tests...)
+	slices.SortStableFunc(all, func(a, b took) int { return cmp.Compare(b.elapsed, a.elapsed) })
+	for _, t := range all {
+		fmt.Fprintf(&b, "%.1f\t%s\n", t.elapsed.Seconds(), t.name)
+	}
+	return []byte(b.String())
 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

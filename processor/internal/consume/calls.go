@@ -54,6 +54,8 @@ type callRecord struct {
 	a     decide.Arrival
 	class providers.Priority
 	tok   *recordToken
+	// eventType is its event_type label (setup.eventTypeLabel).
+	eventType string
 
 	mu       sync.Mutex
 	admitted bool
@@ -212,6 +214,6 @@ func destination(ctx context.Context, d *delivery) called {
 	case errors.Is(err, deliver.ErrCircuitOpen):
 		return parked(err) // refused by the breaker before any call
 	}
-	ln.handler.Observe(took.Seconds())
+	ln.handler.WithLabelValues(d.rec.eventType).Observe(took.Seconds())
 	return called{res: decide.Answered(err, took)}
 }

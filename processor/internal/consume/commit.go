@@ -101,7 +101,7 @@ func (s *session) Committed(batch []*result) {
 	s.mu.Unlock()
 	for _, res := range batch {
 		for _, st := range res.stats {
-			p.mOutcomes.records.WithLabelValues(st.provider, st.route, st.status).Inc()
+			p.mOutcomes.records.WithLabelValues(st.provider, st.route, st.status, st.eventType).Inc()
 			switch st.status {
 			case outcome.StatusDuplicate:
 				p.mOutcomes.duplicates.WithLabelValues(st.origin).Inc()

@@ -12,6 +12,7 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/decide"
@@ -61,6 +62,11 @@ type Config struct {
 	// ShutdownGrace is how long a stop lets calls in flight finish before
 	// it cancels them (cancelled ones are read again by the next owner).
 	ShutdownGrace time.Duration
+	// EventTypeLabels is how many event types per provider that the
+	// providers file does not name get an event_type label of their own
+	// (HOOKLINE_EVENT_TYPE_LABELS; package typelabel). Optional: 0, the
+	// file's names only.
+	EventTypeLabels int
 	// MaxRecordBytes is the largest record the topics take (their
 	// max.message.bytes: topics.Env.MaxRecordBytes). Every record is made
 	// to fit it before it is produced (headers.Fit). Optional: the
@@ -112,8 +118,16 @@ type setup struct {
 	mLanes    *laneMetrics
 	mLag      *lagMetrics
 	mBudget   *budgetMetrics
+	// types bounds the event_type label of mOutcomes and mLanes.
+	types *typelabel.Labeller
 	// laneNames are the lanes' topics, sorted.
 	laneNames []string
+}
+
+// eventTypeLabel is the event_type label of a record of provider
+// (typelabel.Labeller.Label of its hookline.event-type).
+func (p *setup) eventTypeLabel(provider string, r *kgo.Record) string {
+	return p.types.Label(provider, headers.Value(r, headers.EventType))
 }
 
 // providerLabel bounds metric label values to configured providers.

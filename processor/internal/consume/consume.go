@@ -54,6 +54,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/processor/internal/standby"
 	"github.com/hookline/hookline/processor/internal/txnloop"
@@ -100,7 +101,8 @@ func New(cfg Config) (*Processor, error) {
 	}
 	reg := cfg.Registry
 	p := &Processor{setup: &setup{cfg: cfg, mOutcomes: newOutcomeMetrics(reg), mTxn: newTxnMetrics(reg), mParts: newPartitionMetrics(reg),
-		mHolds: newHoldMetrics(reg), mHanging: newHangingMetrics(reg), mLanes: newLaneMetrics(reg), mLag: newLagMetrics(reg), mBudget: newBudgetMetrics(reg)}}
+		mHolds: newHoldMetrics(reg), mHanging: newHangingMetrics(reg), mLanes: newLaneMetrics(reg), mLag: newLagMetrics(reg), mBudget: newBudgetMetrics(reg),
+		types: typelabel.New(cfg.Providers.NamedEventTypes(), cfg.EventTypeLabels)}}
 	registerStoreKeys(reg, cfg.Store)
 	// Registered with or without standbys: the standby gauges read 0
 	// then, as they always did.

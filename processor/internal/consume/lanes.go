@@ -30,7 +30,7 @@ type lane struct {
 	byProvider, byRoute atomic.Pointer[control.Setting]
 	inflight            prometheus.Gauge
 	parked              prometheus.Counter
-	handler             prometheus.Observer
+	handler             prometheus.ObserverVec // by event_type
 }
 
 // newLane builds the lane of a provider's route whose destination is h:
@@ -47,7 +47,7 @@ func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h 
 		h:        h,
 		parked:   m.parked.WithLabelValues(provider, r.Name),
 		inflight: m.laneInflight.WithLabelValues(provider, r.Name),
-		handler:  m.handlerSeconds.WithLabelValues(provider, r.Name),
+		handler:  m.handlerSeconds.MustCurryWith(prometheus.Labels{"provider": provider, "route": r.Name}),
 	}
 	m.laneLimit.WithLabelValues(provider, r.Name).Set(float64(n))
 	ac := admission.LaneConfig{Slots: n, MaxPending: cfg.MaxPending, Class: r.Priority, Waiting: m.laneWaiting.WithLabelValues(provider, r.Name)}

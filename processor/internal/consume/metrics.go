@@ -20,7 +20,8 @@ import (
 // registers it (New calls each once): the lanes', the lag's, the budget's,
 // the store's, the transactions', the outcomes', the partitions', the
 // holds', the hanging transactions' and the standbys'. Provider labels
-// hold configured names or "unknown".
+// hold configured names or "unknown"; event_type labels are bounded by
+// setup.types (package typelabel).
 
 // laneMetrics are the routes' destinations' (lanes.go): calls, slots,
 // parks and operators' settings, by provider and route; and each
@@ -40,9 +41,9 @@ func newLaneMetrics(reg prometheus.Registerer) *laneMetrics {
 	m := &laneMetrics{
 		handlerSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "hookline_processor_handler_seconds",
-			Help:    "Time each destination call took, by provider and route: calls made and answered (a parked record is not called; an abandoned call is not counted).",
+			Help:    "Time each destination call took, by provider, route and event type (bounded: HOOKLINE_EVENT_TYPE_LABELS): calls made and answered (a parked record is not called; an abandoned call is not counted).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2.5, 12),
-		}, []string{"provider", "route"}),
+		}, []string{"provider", "route", "event_type"}),
 		laneInflight: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookline_processor_destination_inflight",
 			Help: "Calls in flight to a provider's destination.",
@@ -203,8 +204,8 @@ func newOutcomeMetrics(reg prometheus.Registerer) *outcomeMetrics {
 	m := &outcomeMetrics{
 		records: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_records_total",
-			Help: "Outcomes of the records processed, by provider, route and status (done, duplicate, retrying, parked, dead, unrouted; route empty for duplicate and unrouted, which are decided for the key, and for a provider delivered nowhere): a record delivered to three routes counts three. Counted when their transaction committed.",
-		}, []string{"provider", "route", "status"}),
+			Help: "Outcomes of the records processed, by provider, route, status (done, duplicate, retrying, parked, dead, unrouted; route empty for duplicate and unrouted, which are decided for the key, and for a provider delivered nowhere) and event type (bounded: HOOKLINE_EVENT_TYPE_LABELS): a record delivered to three routes counts three. Counted when their transaction committed.",
+		}, []string{"provider", "route", "status", "event_type"}),
 		succeeded: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_succeeded_total",
 			Help: "Deliveries that succeeded (status done), by provider and the attempt that succeeded: 1 is the first call, n+1 the retry from tier n; attempts above HOOKLINE_RETRY_TIERS' count + 1 are counted in that last value. Counted when their transaction committed.",

@@ -42,4 +42,4 @@ type result struct {
 }
 
 // stat is one outcome a result wrote, for the outcome metrics.
-type stat struct{ provider, route, status, origin string }
+type stat struct{ provider, route, status, origin, eventType string }

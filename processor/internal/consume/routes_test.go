@@ -211,3 +211,56 @@ func TestUnknownProviderRetries(t *testing.T) {
 		t.Errorf("tier copies %d, want g1's, naming the route default", len(tier))
 	}
 }
+
+// otherwiseYAML is one provider, shop, with a route billing (invoice.paid,
+// HTTP) and an otherwise route rest (HTTP).
+const otherwiseYAML = `providers:
+  shop:
+    preset: stripe
+    secret_env: [S]
+    routes:
+      billing: {events: [invoice.paid], destination: {url: "http://billing.invalid/"}}
+      rest: {otherwise: true, destination: {url: "http://rest.invalid/"}, priority: low}
+`
+
+// runOtherwise runs a processor of otherwiseYAML with o (its lanes
+// created), both routes calling the routeCalls it returns.
+func runOtherwise(t *testing.T, o procOptions) (*fakeKafka, *routeCalls) {
+	t.Helper()
+	f := newFakeKafka(t)
+	adm := kadm.NewClient(f.client(t))
+	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("shop", "billing"), f.names.RouteLane("shop", "rest")); err != nil {
+		t.Fatal(err)
+	}
+	dest := &routeCalls{}
+	o.providersYAML = otherwiseYAML
+	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"shop/billing": dest, "shop/rest": dest}, o)
+	return f, dest
+}
+
+// TestOtherwiseRoute: an event that no other route of its provider
+// matches goes to its otherwise route, delivered with its own outcome,
+// never unrouted; an event another route matches does not.
+func TestOtherwiseRoute(t *testing.T) {
+	f, dest := runOtherwise(t, procOptions{})
+
+	f.produceTyped(t, "shop", "inv1", "invoice.paid")
+	f.produceTyped(t, "shop", "odd1", "payout.paid")
+	f.produceTyped(t, "shop", "none1", "")
+	waitFor(t, "an outcome of each key", func() bool {
+		out := f.outcomes(t)
+		return len(out["inv1"]) == 1 && len(out["odd1"]) == 1 && len(out["none1"]) == 1
+	})
+	out := f.outcomes(t)
+	for _, tc := range []struct{ key, route string }{{"inv1", "billing"}, {"odd1", "rest"}, {"none1", "rest"}} {
+		if got := outcomeOf(out, tc.key, tc.route); len(got) != 1 || got[0] != outcome.StatusDone {
+			t.Errorf("%s: outcomes %+v, want done on route %s", tc.key, out[tc.key], tc.route)
+		}
+		if n := dest.count(tc.route, tc.key); n != 1 {
+			t.Errorf("%s: %d calls to route %s, want 1", tc.key, n, tc.route)
+		}
+	}
+	if n := dest.count("rest", "inv1") + dest.count("billing", "odd1") + dest.count("billing", "none1"); n != 0 {
+		t.Errorf("%d calls to routes the events do not go to", n)
+	}
+}

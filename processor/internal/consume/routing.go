@@ -48,7 +48,8 @@ func newRouting(cfg Config, m *laneMetrics) routing {
 	return rt
 }
 
-// policyFor is a route's decision policy: the provider's dedup TTL, and
+// policyFor is a route's decision policy: the provider's default dedup
+// TTL (policyOf gives each record its event type's), and
 // the retry schedule its failures are routed by (its own retry.tiers, the
 // whole schedule restricted to them, or the whole schedule). Either way
 // tier numbers are the whole schedule's, so Names.Retry[tier-1] and
@@ -62,12 +63,18 @@ func policyFor(cfg Config, p *providers.Provider, r *providers.Route) decide.Pol
 	return pol
 }
 
-// keyPolicy is the policy of a decision for the key rather than a route
-// (unrouted, or a provider delivered nowhere): its provider's dedup TTL.
-func (p *setup) keyPolicy(provider string) decide.Policy {
+// policyOf is the policy of a decision on record r of provider: route
+// t's (nil: a decision for the key rather than a route: unrouted, or a
+// provider delivered nowhere), with the dedup TTL of r's event type
+// (dedup_ttl per event type in the providers file). The one place the
+// processor asks for a TTL. Cost: a glob match per dedup_ttl entry.
+func (p *setup) policyOf(t *target, r *kgo.Record, provider string) decide.Policy {
 	pol := decide.Policy{Schedule: p.cfg.Schedule, TTL: decide.DefaultTTL}
+	if t != nil {
+		pol = t.policy
+	}
 	if pr, ok := p.cfg.Providers.Get(provider); ok {
-		pol.TTL = pr.DedupTTL
+		pol.TTL = pr.DedupTTLFor(headers.Value(r, headers.EventType))
 	}
 	return pol
 }

@@ -265,7 +265,7 @@ func (s *session) run(it *item) (*result, error) {
 	if pl.Skip != "" {
 		return s.skipped(it, a, pl.Skip), nil
 	}
-	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted}
+	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted, eventType: s.p.eventTypeLabel(a.Provider, r)}
 	results, ok := s.execute(it.ow.context(), rec, pl)
 	it.admitted = rec.admitted
 	if !ok {
@@ -322,7 +322,7 @@ func (s *session) skipped(it *item, a decide.Arrival, why string) *result {
 // route) and admission's view of their destinations now.
 func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (decide.Input, *ordered, error) {
 	p, r := s.p, it.r
-	in := decide.Input{Key: string(r.Key), State: cur, Arrival: a, KeyPolicy: p.keyPolicy(a.Provider), Tiers: len(p.cfg.Names.Retry)}
+	in := decide.Input{Key: string(r.Key), State: cur, Arrival: a, KeyPolicy: p.policyOf(nil, r, a.Provider), Tiers: len(p.cfg.Names.Retry)}
 	_, in.Known = p.cfg.Providers.Get(a.Provider)
 	in.Filed = p.routes.filed[a.Provider]
 	ord, err := s.orderedOf(it.ow, r, a.Provider)
@@ -348,7 +348,7 @@ func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (deci
 	}
 	in.Routes = make([]decide.Route, len(ts))
 	for i, t := range ts {
-		in.Routes[i] = decide.Route{Name: t.route, Policy: t.policy, Call: t.lane != nil, HoldOnDead: t.holdOnDead}
+		in.Routes[i] = decide.Route{Name: t.route, Policy: p.policyOf(t, r, a.Provider), Call: t.lane != nil, HoldOnDead: t.holdOnDead}
 		if t.lane != nil && !a.FromLane { // a lane copy was parked already: it waits
 			in.Routes[i].Closed = t.lane.adm.WhyPark()
 		}
@@ -485,10 +485,10 @@ func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, 
 		}
 		res.settled = barrier(res.tok)
 	}
-	provider := s.p.providerLabel(a.Provider)
+	provider, eventType := s.p.providerLabel(a.Provider), s.p.eventTypeLabel(a.Provider, r)
 	for _, e := range st.Effects {
 		if e.Kind == decide.ToOutcomes {
-			res.stats = append(res.stats, stat{provider: provider, route: e.Route, status: string(e.Status), origin: a.Origin})
+			res.stats = append(res.stats, stat{provider: provider, route: e.Route, status: string(e.Status), origin: a.Origin, eventType: eventType})
 		}
 	}
 	stored, err := decide.EncodeStored(st.State)

@@ -238,6 +238,8 @@ type procOptions struct {
 	providersYAML string
 	// holdsEvery is Config.HoldsEvery; 0: its default.
 	holdsEvery time.Duration
+	// eventTypeLabels is Config.EventTypeLabels.
+	eventTypeLabels int
 }
 
 func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler, o procOptions) (stop func() error) {
@@ -286,6 +288,7 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 		StandbyReplicas: o.standbys,
 		StandbyEvery:    o.standbyEvery,
 		HoldsEvery:      o.holdsEvery,
+		EventTypeLabels: o.eventTypeLabels,
 		Logger:          log, Registry: o.metrics, Health: cmp.Or(o.health, obs.NewHealth("restore", "control")),
 	})
 	if err != nil {

@@ -478,6 +478,7 @@ function nowText(n) {
     case 'pending': return 'accepted, not processed yet';
     case 'done': return 'done at ' + shortTime(n.since);
     case 'unrouted': return 'unrouted: it matched no route, nothing was delivered';
+    case 'suppressed': return 'suppressed as a replay of ' + n.replay_of + ': ingest produced nothing';
   }
   return n.state;
 }
@@ -488,7 +489,7 @@ function stepDetail(s) {
     return 'request ' + (s.request_id || '–') + ', origin ' + s.origin + (s.replay_id ? ', replay ' + s.replay_id : '');
   }
   if (s.kind === 'outcome') {
-    return [s.tier ? 'to tier ' + s.tier : '', s.lane && s.status === 'parked' ? 'in ' + s.lane : '', s.error || ''].filter(Boolean).join('; ');
+    return [s.tier ? 'to tier ' + s.tier : '', s.lane && s.status === 'parked' ? 'in ' + s.lane : '', s.replay_of ? 'suppressed as a replay of ' + s.replay_of : '', s.error || ''].filter(Boolean).join('; ');
   }
   if (s.kind === 'waiting') return 'tier ' + s.tier + ', due ' + shortTime(s.due_at);
   if (s.kind === 'dead_letter') {
@@ -520,7 +521,7 @@ async function showTrace(key) {
   const on = t.now.route && routes.length > 1 ? ' (route ' + t.now.route + ')' : '';
   $('t-title').textContent = 'Trace of ' + t.key;
   $('t-now').textContent = 'Now: ' + nowText(t.now) + on + '. Accepted ' + t.accepted + ', attempts ' + t.attempts + ', duplicates ' + t.duplicates +
-    (t.unrouted ? ', unrouted ' + t.unrouted : '') + ', replays ' + t.replays + ', DLQ entries ' + t.dead_letters + '.';
+    (t.unrouted ? ', unrouted ' + t.unrouted : '') + (t.suppressed ? ', suppressed as replays ' + t.suppressed : '') + ', replays ' + t.replays + ', DLQ entries ' + t.dead_letters + '.';
   const rb = $('t-routes').tBodies[0];
   rb.replaceChildren();
   $('t-routes').hidden = routes.length === 0;

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-compare lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -106,6 +106,13 @@ bench-retrier: build $(KAFKA_DEP)
 bench-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BENCH_FLAGS)
+
+## bench-compare: bench-processor and bench-e2e of OLD=<rev> (built in a temporary worktree) and of this tree,
+## alternated in one run on one broker, ROUNDS=3 rounds; ratios new/old pair by pair (pkg/bench/compare.sh:
+## PROC_FLAGS, E2E_FLAGS, SKIP_PROC, SKIP_E2E, OUT).
+bench-compare: $(KAFKA_DEP)
+	@test -n "$(OLD)" || { echo "bench-compare: OLD=<rev> is required" >&2; exit 2; }
+	OLD=$(OLD) ROUNDS=$(or $(ROUNDS),3) pkg/bench/compare.sh
 
 lint:
 	@out=$$(gofmt -l .); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi

@@ -10,6 +10,7 @@
 //	POST /providers/{name}/pause, /resume, /rate  {"rate": N} or ?rate=N for /rate; "by" or ?by= (default "api")
 //	GET  /routes            every route's own setting, when Config.Settings is set
 //	POST /routes/{provider}/{route}/pause, /resume, /rate  as /providers/{name}/...
+//	GET  /events            the events list, newest first (trace.go): ?provider= &route= &event_type= &status= &since= &until= &limit= &cursor=, when Config.Events is set
 //	GET  /events/{key}      the key's trace (trace.go), when Config.Trace is set
 //	GET  /parked            what waits in the retry tiers and lanes: ?tier= &provider= &route= &limit= &offset=, when Config.Parked is set
 //	GET  /status            the status report and verdict (dlq status --json), when Config.Status is set
@@ -88,8 +89,10 @@ type Config struct {
 	// one there (provider-wide or a route's) and is required with it.
 	Settings    *settings.Live
 	SetProvider func(context.Context, control.Setting) error
-	// Trace, when set, serves GET /events/{key} (trace.go); Parked GET /parked.
+	// Trace, when set, serves GET /events/{key} (trace.go); Events GET
+	// /events; Parked GET /parked.
 	Trace  func(key string) (trace.Trace, error)
+	Events func(ctx context.Context, f trace.ListFilter, cursor string, limit int) (trace.ListPage, error)
 	Parked func(ctx context.Context, f parked.Filter, offset, limit int) (parked.Report, error)
 	// Status, when set, serves GET /status (status.Collect).
 	Status func(ctx context.Context) (status.Report, error)
@@ -157,6 +160,9 @@ func (s *Server) Handler() http.Handler {
 	}
 	if s.cfg.Trace != nil {
 		r.GET("/events/*key", s.auth, s.events)
+	}
+	if s.cfg.Events != nil {
+		r.GET("/events", s.auth, s.listEvents)
 	}
 	if s.cfg.Parked != nil {
 		r.GET("/parked", s.auth, s.parked)

@@ -149,7 +149,9 @@ func BenchmarkEventsList(b *testing.B) {
 		f    func(rng *rand.Rand) ListFilter
 	}{
 		{"newest", func(*rand.Rand) ListFilter { return ListFilter{} }},
-		{"deep", func(rng *rand.Rand) ListFilter { return ListFilter{Until: base.Add(time.Duration(rng.Int64N(int64(span))))} }},
+		{"deep", func(rng *rand.Rand) ListFilter {
+			return ListFilter{Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
+		}},
 		{"provider", func(rng *rand.Rand) ListFilter {
 			return ListFilter{Provider: "stripe", Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
 		}},

@@ -1,5 +1,5 @@
 // Package cli is the dlq command (DESIGN §8): list, show, replay, stats,
-// resolve, trace, parked, status, health-report, backfill, provider, route and serve, each a function over
+// resolve, trace, events, parked, status, health-report, backfill, provider, route and serve, each a function over
 // parsed flags, printing tables for people or, with --json, one JSON object
 // per line for programs.
 //
@@ -53,6 +53,8 @@ Usage:
               [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]
   dlq stats   [--provider P] [--route R] [--json]
   dlq trace   KEY [--json]
+  dlq events  [--provider P] [--route R] [--event TYPE] [--status S] [--since DUR|TIME] [--until DUR|TIME]
+              [--limit N] [--cursor C] [--json]
   dlq parked  [--tier T] [--provider P] [--route R] [--limit N] [--offset N] [--json]
   dlq status  [--window DUR] [--json]
   dlq health-report [--email ADDR,...] [--window DUR] [--print]
@@ -94,6 +96,9 @@ replay   re-produces to webhooks.raw with hookline.origin=replay,
 stats    counts by provider, by provider/route, by reason and by resolution;
          the oldest entries (--provider and --route narrow them).
 trace    a key's whole path in time order and where it stands now (dlq help trace).
+events   recent deliveries newest first, one row per outcome, found by
+         provider, route, event type, status and time, with each key's
+         trace id (dlq help events).
 parked   what waits in the retry tiers and the destinations' lanes (dlq help parked).
 status   is it healthy? per provider and route: accepted, done, retrying,
          parked, dead letters, breaker, setting; webhooks.raw's lag and
@@ -206,6 +211,8 @@ func runCommand(ctx context.Context, env Env) error {
 		return runRoute(ctx, env, args)
 	case "serve":
 		return runServe(ctx, env, args)
+	case "events":
+		return runEvents(ctx, env, args)
 	case "trace":
 		return runTrace(ctx, env, args)
 	case "parked":
@@ -217,7 +224,7 @@ func runCommand(ctx context.Context, env Env) error {
 	case "health-report":
 		return runHealthReport(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, status, health-report, backfill, provider, route, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, events, parked, status, health-report, backfill, provider, route, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
@@ -231,6 +238,7 @@ var commandHelp = map[string]string{
 	"route":    routeHelp,
 	"serve":    serveHelp,
 	"trace":    traceHelp,
+	"events":   eventsHelp,
 	"parked":   parkedHelp,
 	"status":   statusHelp,
 	"backfill": backfillHelp,

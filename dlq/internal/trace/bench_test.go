@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
@@ -149,6 +150,10 @@ func BenchmarkEventsList(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	b.Logf("index of %d deliveries: %d MiB on disk; process RSS %d MiB (peak %d MiB), Go heap in use %d MiB", n, dirSize(dir)>>20, procKB("VmRSS")>>10, procKB("VmHWM")>>10, ms.HeapInuse>>20)
+	for _, p := range []byte{pEvent, pList, pField} {
+		entries, bytes := prefixSize(b, ix, p)
+		b.Logf("entries %q: %d, %d MiB of keys and values before compression", p, entries, bytes>>20)
+	}
 	rareType := benchEventType(19)
 	kinds := []struct {
 		name string
@@ -198,6 +203,24 @@ func BenchmarkEventsList(b *testing.B) {
 }
 
 func benchEventType(i int) string { return fmt.Sprintf("type.%02d", i) }
+
+// prefixSize counts the entries under prefix and their keys' and values'
+// bytes.
+func prefixSize(b *testing.B, ix *Index, prefix byte) (n, size int64) {
+	err := ix.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefix}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+			size += int64(len(it.Item().Key())) + it.Item().ValueSize()
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n, size
+}
 
 // dirSize is the bytes the files in dir take on disk (blocks allocated:
 // Badger's value log files are preallocated, sparse).
@@ -285,6 +308,9 @@ func listBenchIndex(b *testing.B, names topics.Names, dir string, n int, base ti
 		}
 		if err := ix.Apply(recs, []Position{{Topic: names.Raw, Partition: 0, Next: int64(i + batch)}}); err != nil {
 			b.Fatal(err)
+		}
+		if done := i + batch; done%1_000_000 == 0 {
+			fmt.Fprintf(os.Stderr, "list bench: %d of %d deliveries written, %s\n", done, n, time.Since(start).Round(time.Second))
 		}
 	}
 	b.Logf("built an index of %d deliveries (%d outcomes) in %s", n, n, time.Since(start).Round(time.Second))

@@ -74,16 +74,27 @@ func BenchmarkTraceLookup(b *testing.B) {
 
 func benchKey(i int) string { return fmt.Sprintf("stripe:evt_%09d", i) }
 
-// benchIndex opens the index in dir and, unless it already holds n keys
-// (a marker file says so), writes n keys through Apply.
-func benchIndex(b *testing.B, names topics.Names, dir string, n int) *Index {
+// openBench opens the index in dir and returns the path of the marker
+// file to write once it is filled, "" when that file says it is already.
+func openBench(b *testing.B, names topics.Names, dir, name string) (*Index, string) {
 	b.Helper()
 	ix, err := Open(Options{Dir: dir, Names: names})
 	if err != nil {
 		b.Fatal(err)
 	}
-	marker := fmt.Sprintf("%s/bench-keys-%d", dir, n)
+	marker := filepath.Join(dir, name)
 	if _, err := os.Stat(marker); err == nil {
+		return ix, ""
+	}
+	return ix, marker
+}
+
+// benchIndex opens the index in dir and, unless it already holds n keys
+// (a marker file says so), writes n keys through Apply.
+func benchIndex(b *testing.B, names topics.Names, dir string, n int) *Index {
+	b.Helper()
+	ix, marker := openBench(b, names, dir, fmt.Sprintf("bench-keys-%d", n))
+	if marker == "" {
 		return ix
 	}
 	start := time.Now()
@@ -264,12 +275,8 @@ func procKB(name string) int64 {
 // n deliveries already, writes them through Apply.
 func listBenchIndex(b *testing.B, names topics.Names, dir string, n int, base time.Time, span time.Duration) *Index {
 	b.Helper()
-	ix, err := Open(Options{Dir: dir, Names: names})
-	if err != nil {
-		b.Fatal(err)
-	}
-	marker := fmt.Sprintf("%s/list-bench-%d", dir, n)
-	if _, err := os.Stat(marker); err == nil {
+	ix, marker := openBench(b, names, dir, fmt.Sprintf("list-bench-%d", n))
+	if marker == "" {
 		return ix
 	}
 	start := time.Now()

@@ -131,6 +131,15 @@ function shortTime(t) {
   return (t || '').replace('T', ' ').replace(/\.\d+Z$/, 'Z');
 }
 
+// emptyRow says, across a table's cols columns, that it has no rows.
+function emptyRow(body, text, cols) {
+  const tr = el('tr');
+  const td = el('td', text, 'empty');
+  td.colSpan = cols;
+  tr.append(td);
+  body.append(tr);
+}
+
 function tag(text, cls) {
   return text ? el('span', text, 'tag ' + (cls || text)) : el('span', '–');
 }
@@ -140,13 +149,7 @@ async function loadList() {
   state.total = page.total;
   const body = $('entries').tBodies[0];
   body.replaceChildren();
-  if (page.entries.length === 0) {
-    const tr = el('tr');
-    const td = el('td', 'No entries match.', 'empty');
-    td.colSpan = 10;
-    tr.append(td);
-    body.append(tr);
-  }
+  if (page.entries.length === 0) emptyRow(body, 'No entries match.', 10);
   for (const e of page.entries) {
     const tr = el('tr');
     tr.dataset.ref = e.ref;
@@ -296,13 +299,7 @@ function renderOverview(rep, provs, routes) {
 
   const body = $('ov-table').tBodies[0];
   body.replaceChildren();
-  if (rep.providers.length === 0) {
-    const tr = el('tr');
-    const td = el('td', 'No provider: nothing is in the providers file or the topics yet.', 'empty');
-    td.colSpan = 10;
-    tr.append(td);
-    body.append(tr);
-  }
+  if (rep.providers.length === 0) emptyRow(body, 'No provider: nothing is in the providers file or the topics yet.', 10);
   for (const p of rep.providers) {
     const own = settingOf(provs, p.provider, '');
     const tr = el('tr', null, 'provider');
@@ -391,13 +388,7 @@ async function setSetting(path, name, verb, rate) {
 function waitingRows(id, rows, key) {
   const body = $(id).tBodies[0];
   body.replaceChildren();
-  if (rows.length === 0) {
-    const tr = el('tr');
-    const td = el('td', 'Nothing waits.', 'empty');
-    td.colSpan = 5;
-    tr.append(td);
-    body.append(tr);
-  }
+  if (rows.length === 0) emptyRow(body, 'Nothing waits.', 5);
   for (const w of rows) {
     const tr = el('tr');
     tr.append(cell(key === 'tier' ? 'Tier' : 'Priority', w[key]), cell('Records', w.records), cell('Due now', w.due_now),
@@ -482,13 +473,7 @@ async function loadEvents() {
   if (seq !== state.evSeq) return; // other filters or another page were asked for since
   const body = $('ev-table').tBodies[0];
   body.replaceChildren();
-  if (page.events.length === 0) {
-    const tr = el('tr');
-    const td = el('td', page.next_cursor ? 'None on this stretch: older ones may match.' : 'No outcome matches.', 'empty');
-    td.colSpan = 8;
-    tr.append(td);
-    body.append(tr);
-  }
+  if (page.events.length === 0) emptyRow(body, page.next_cursor ? 'None on this stretch: older ones may match.' : 'No outcome matches.', 8);
   for (const d of page.events) {
     const tr = el('tr');
     tr.dataset.key = d.key;

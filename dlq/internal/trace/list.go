@@ -34,12 +34,13 @@ import (
 //	f | field(1) | uvarint(len) | value | pos -> nothing (one per filter field)
 //
 // Cost model. Listing without a filter reads the l entries from a position
-// on: a page is one seek and limit reads. A filter on one field reads that
-// field's entries of that value (keys only) and the rows they name. Several
-// filters are intersected by a leapfrog join over their sorted entries
-// (each stream seeks to the largest position any other stream stands at), so
-// a page costs about (rows returned + the smallest stream's entries skipped)
-// seeks, never a scan of rows that do not match. A join that finds few
+// on: a page is one seek and limit steps. A filter on one field reads that
+// field's entries of that value (keys only) and looks up the rows they
+// name. Several filters are intersected by a leapfrog join over their
+// sorted entries (each stream moves to the largest position any other
+// stream stands at: a few steps, or a seek when it is further), so a page
+// costs about the rows returned plus the entries the streams pass over
+// between matches, never a read of a row that does not match. A join that finds few
 // matches far apart is bounded by ListBudget seeks per request: the page
 // then ends early with the cursor where it stopped. Writes: 5 entries per
 // outcome (the row and four field entries, about 60 bytes of key each
@@ -122,7 +123,8 @@ type ListPage struct {
 	// matches.
 	NextCursor string `json:"next_cursor"`
 	Limit      int    `json:"limit"`
-	// Seeks is what the page cost: index positions read.
+	// Seeks is what the page cost: index positions read (steps and seeks
+	// of the join).
 	Seeks int `json:"seeks"`
 }
 
@@ -251,6 +253,55 @@ func (ix *Index) migrateList() (int, error) {
 	return n, wb.Flush()
 }
 
+// nextSteps is how many entries a stream steps through before it seeks:
+// in a join the next entry at or past target is most often a step or two
+// away, and a step is cheaper than a seek (which repositions every level
+// of the LSM tree).
+const nextSteps = 4
+
+// moveTo moves a stream to its first entry at or past target and returns
+// the positions it read.
+func moveTo(it *badger.Iterator, prefix, target []byte, started bool) int {
+	n := 0
+	if started {
+		for ; n < nextSteps && it.Valid(); n++ {
+			if bytes.Compare(it.Item().Key()[len(prefix):], target) >= 0 {
+				return max(n, 1)
+			}
+			it.Next()
+		}
+		if !it.Valid() {
+			return max(n, 1)
+		}
+		if bytes.Compare(it.Item().Key()[len(prefix):], target) >= 0 {
+			return n + 1
+		}
+	}
+	it.Seek(cat(prefix, target))
+	return n + 1
+}
+
+// row reads the row at pos: the stream's value when the stream is the
+// rows, else a lookup (ok false when it expired meanwhile).
+func row(txn *badger.Txn, it *badger.Iterator, rows bool, pos []byte) (Delivery, bool, error) {
+	var d Delivery
+	item := it.Item()
+	if !rows {
+		var err error
+		item, err = txn.Get(cat([]byte{pList}, pos))
+		if errors.Is(err, badger.ErrKeyNotFound) {
+			return d, false, nil
+		}
+		if err != nil {
+			return d, false, err
+		}
+	}
+	if err := item.Value(func(v []byte) error { return json.Unmarshal(v, &d) }); err != nil {
+		return d, false, fmt.Errorf("events list row: %w", err)
+	}
+	return d, true, nil
+}
+
 // EncodeCursor and DecodeCursor turn a position into the opaque cursor of
 // the API and back.
 func encodeCursor(pos []byte) string { return base64.RawURLEncoding.EncodeToString(pos) }
@@ -306,7 +357,7 @@ func (ix *Index) List(ctx context.Context, f ListFilter, cursor string, limit in
 	if !f.Since.IsZero() {
 		stop = listPos(f.Since.Add(-time.Microsecond), math.MaxInt32, math.MaxInt64)
 	}
-	prefixes := [][]byte{{pList}}
+	var prefixes [][]byte
 	for _, fv := range []struct {
 		field byte
 		value string
@@ -315,15 +366,21 @@ func (ix *Index) List(ctx context.Context, f ListFilter, cursor string, limit in
 			prefixes = append(prefixes, fieldPrefix(fv.field, fv.value))
 		}
 	}
+	rows := len(prefixes) == 0 // no filter: the rows themselves are the stream
+	if rows {
+		prefixes = [][]byte{{pList}}
+	}
 	err := ix.db.View(func(txn *badger.Txn) error {
 		its := make([]*badger.Iterator, len(prefixes))
 		for i, p := range prefixes {
-			its[i] = txn.NewIterator(badger.IteratorOptions{Prefix: p})
+			its[i] = txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: rows, PrefetchSize: limit})
 			defer its[i].Close()
 		}
-		// Leapfrog: each stream in turn seeks to target; a stream standing
-		// past it moves target there; once every stream stands at target,
-		// that position is a row of every filter.
+		started := make([]bool, len(its))
+		// Leapfrog: each stream in turn moves to target (the first entry
+		// at or past it); a stream standing past it moves target there;
+		// once every stream stands at target, that position is a row of
+		// every filter.
 		agree := 0
 		for i := 0; ; i = (i + 1) % len(its) {
 			if page.Seeks >= ix.listBudget {
@@ -336,8 +393,8 @@ func (ix *Index) List(ctx context.Context, f ListFilter, cursor string, limit in
 				}
 			}
 			it, p := its[i], prefixes[i]
-			it.Seek(cat(p, target))
-			page.Seeks++
+			page.Seeks += moveTo(it, p, target, started[i])
+			started[i] = true
 			if !it.Valid() {
 				return nil
 			}
@@ -348,19 +405,19 @@ func (ix *Index) List(ctx context.Context, f ListFilter, cursor string, limit in
 			if stop != nil && bytes.Compare(pos, stop) >= 0 {
 				return nil
 			}
-			if !bytes.Equal(pos, target) {
+			if bytes.Equal(pos, target) {
+				agree++
+			} else {
 				target, agree = bytes.Clone(pos), 1
+			}
+			if agree < len(its) {
 				continue
 			}
-			if agree++; agree < len(its) {
-				continue
+			d, ok, err := row(txn, it, rows, target)
+			if err != nil {
+				return err
 			}
-			// Every stream stands at target: its row (stream 0).
-			var d Delivery
-			if err := its[0].Item().Value(func(v []byte) error { return json.Unmarshal(v, &d) }); err != nil {
-				return fmt.Errorf("events list row: %w", err)
-			}
-			if f.matches(d) {
+			if ok && f.matches(d) {
 				page.Events = append(page.Events, d)
 				if len(page.Events) == limit {
 					page.NextCursor = encodeCursor(target)

@@ -102,7 +102,15 @@ func runEvents(ctx context.Context, env Env, args []string) error {
 		return err
 	})
 	if errors.Is(err, errIndexBusy) {
-		page, err = remoteEvents(ctx, cfg, provider, route, event, stat, since, until, cursor, limit)
+		// The flags as they were written: serve reads since and until as
+		// they read here.
+		q := url.Values{"limit": {strconv.Itoa(limit)}}
+		for k, v := range map[string]string{"provider": provider, "route": route, "event_type": event, "status": stat, "since": since, "until": until, "cursor": cursor} {
+			if v != "" {
+				q.Set(k, v)
+			}
+		}
+		page, err = remoteEvents(ctx, cfg, q)
 	}
 	if errors.Is(err, trace.ErrBadCursor) {
 		return usagef("--cursor %v", err)
@@ -127,17 +135,8 @@ func runEvents(ctx context.Context, env Env, args []string) error {
 	return nil
 }
 
-// remoteEvents asks the dlq serve holding the index (GET /events), with
-// the flags as they were written (serve reads since and until as they
-// read here).
-func remoteEvents(ctx context.Context, cfg config, provider, route, event, status, since, until, cursor string, limit int) (trace.ListPage, error) {
-	q := url.Values{}
-	for k, v := range map[string]string{"provider": provider, "route": route, "event_type": event, "status": status, "since": since, "until": until, "cursor": cursor} {
-		if v != "" {
-			q.Set(k, v)
-		}
-	}
-	q.Set("limit", strconv.Itoa(limit))
+// remoteEvents asks the dlq serve holding the index (GET /events?q).
+func remoteEvents(ctx context.Context, cfg config, q url.Values) (trace.ListPage, error) {
 	var page trace.ListPage
 	code, body, err := askServe(ctx, cfg, "/events?"+q.Encode())
 	switch {
@@ -145,8 +144,8 @@ func remoteEvents(ctx context.Context, cfg config, provider, route, event, statu
 		return page, err
 	case code == http.StatusOK:
 		return page, json.Unmarshal(body, &page)
-	case code == http.StatusBadRequest && cursor != "" && strings.Contains(string(body), "cursor"):
-		return page, fmt.Errorf("%q: %w", cursor, trace.ErrBadCursor)
+	case code == http.StatusBadRequest && q.Get("cursor") != "" && strings.Contains(string(body), "cursor"):
+		return page, fmt.Errorf("%q: %w", q.Get("cursor"), trace.ErrBadCursor)
 	}
 	return page, fmt.Errorf("dlq serve at %s answered %d: %s", cfg.AdminAddr, code, strings.TrimSpace(string(body)))
 }

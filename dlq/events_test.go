@@ -146,4 +146,5 @@ func TestEventsView(t *testing.T) {
 	if !strings.Contains(out, "github:ev-d") || !strings.Contains(out, "stripe:evt_ev_a") || strings.Contains(out, "evt_ev_e") || !strings.Contains(out, evTraceID) || !strings.Contains(out, "next page: --cursor ") {
 		t.Fatalf("dlq events --status done --limit 2 through dlq serve:\n%s", out)
 	}
+	t.Logf("dlq events --status done --limit 2:\n%s", out)
 }

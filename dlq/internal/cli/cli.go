@@ -130,7 +130,8 @@ KAFKA_TLS_CA_FILE, KAFKA_SASL_MECHANISM, KAFKA_SASL_USER, KAFKA_SASL_PASSWORD,
 HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider, route and serve
 HOOKLINE_PROVIDERS (the providers and routes a setting may name, and the redrive
 policies serve applies); for serve HOOKLINE_ADMIN_ADDR (default
-127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN; for trace and serve
+127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN (trace and events ask the serve
+there when it holds the index); for trace, events and serve
 HOOKLINE_TRACE_DIR (the trace index, default data/dlq-trace); USER.
 `
 

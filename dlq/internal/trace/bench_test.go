@@ -34,13 +34,7 @@ import (
 //	HOOKLINE_TRACE_BENCH_KEYS=10000000 HOOKLINE_TRACE_BENCH_DIR=/tmp/trace10m \
 //	  go test -run '^$' -bench BenchmarkTraceLookup -benchtime 20000x -timeout 2h ./dlq/internal/trace/
 func BenchmarkTraceLookup(b *testing.B) {
-	n := 100_000
-	if v := os.Getenv("HOOKLINE_TRACE_BENCH_KEYS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			b.Fatalf("HOOKLINE_TRACE_BENCH_KEYS=%q: want a positive number", v)
-		}
-	}
+	n := benchKeys(b)
 	names := topics.NewNames("bench.", []string{"1m"})
 	small := benchIndex(b, names, b.TempDir(), 1000)
 	defer small.Close()
@@ -70,6 +64,19 @@ func BenchmarkTraceLookup(b *testing.B) {
 			b.ReportMetric(float64(worst.Microseconds()), "max-µs")
 		})
 	}
+}
+
+// benchKeys is HOOKLINE_TRACE_BENCH_KEYS, 100,000 when unset.
+func benchKeys(b *testing.B) int {
+	v := os.Getenv("HOOKLINE_TRACE_BENCH_KEYS")
+	if v == "" {
+		return 100_000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("HOOKLINE_TRACE_BENCH_KEYS=%q: want a positive number", v)
+	}
+	return n
 }
 
 func benchKey(i int) string { return fmt.Sprintf("stripe:evt_%09d", i) }
@@ -141,13 +148,7 @@ func benchIndex(b *testing.B, names topics.Names, dir string, n int) *Index {
 //	HOOKLINE_TRACE_BENCH_KEYS=10000000 HOOKLINE_TRACE_BENCH_DIR=/tmp/events10m \
 //	  go test -run '^$' -bench BenchmarkEventsList -benchtime 2000x -timeout 3h ./dlq/internal/trace/
 func BenchmarkEventsList(b *testing.B) {
-	n := 100_000
-	if v := os.Getenv("HOOKLINE_TRACE_BENCH_KEYS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			b.Fatalf("HOOKLINE_TRACE_BENCH_KEYS=%q: want a positive number", v)
-		}
-	}
+	n := benchKeys(b)
 	names := topics.NewNames("bench.", []string{"1m"})
 	dir := os.Getenv("HOOKLINE_TRACE_BENCH_DIR")
 	if dir == "" {

@@ -32,7 +32,8 @@ var evOutcomes = []evOutcome{
 }
 
 // TestEventsView drives the console's Events view in headless Chromium at
-// 1400 and 390 px: the outcomes of five deliveries newest first, then
+// 1400 and 390 px: the outcomes of 55 deliveries newest first, in two
+// pages (older, newer), then
 // filtered by provider, route, event type, status, since and until (each
 // showing exactly its rows), a row's trace id, its Trace link opening the
 // key's trace, no sideways scroll at 390 px. dlq events lists the same rows
@@ -44,14 +45,22 @@ func TestEventsView(t *testing.T) {
 	sys, _ := withEntries(t, dead{"stripe", "evt_ev_b", headers.DeadPermanent, 4 * time.Minute})
 	cl := kafkatest.Client(t, sys.Brokers)
 	now := time.Now()
-	for _, o := range evOutcomes {
+	// 50 held outcomes of provider bulk between evt_ev_a and evt_ev_e: the
+	// list is two pages.
+	outcomes := evOutcomes
+	for i := range 50 {
+		outcomes = append(outcomes, evOutcome{fmt.Sprintf("bulk:%02d", i), "bulk", "lane1", "bulk.evt", "held", 6*time.Minute + time.Duration(i)*time.Second, ""})
+	}
+	var recs []*kgo.Record
+	for _, o := range outcomes {
 		at := now.Add(-o.ago)
 		r := &kgo.Record{Topic: sys.Names.Outcomes, Key: []byte(o.key), Timestamp: at,
 			Value: fmt.Appendf(nil, `{"key":%q,"provider":%q,"event_type":%q,"status":%q,"attempt":1,"origin":"ingest","duration_ms":5,"time":%q,"route":%q%s}`,
 				o.key, o.provider, o.event, o.status, headers.FormatTime(at), o.route, o.extra)}
-		if err := cl.ProduceSync(t.Context(), r).FirstErr(); err != nil {
-			t.Fatal(err)
-		}
+		recs = append(recs, r)
+	}
+	if err := cl.ProduceSync(t.Context(), recs...).FirstErr(); err != nil {
+		t.Fatal(err)
 	}
 
 	// dlq events reads the index itself while no dlq serve holds it.
@@ -87,19 +96,25 @@ func TestEventsView(t *testing.T) {
 	); err != nil {
 		t.Fatal(err)
 	}
-	// Every outcome, newest first, once the index has read them all.
-	all := []string{"github:ev-d", "github:ev-c", "stripe:evt_ev_b", "stripe:evt_ev_a", "stripe:evt_ev_e"}
+	// Every outcome, newest first, 50 a page, once the index has read them
+	// all.
+	var bulk []string
+	for i := range 50 {
+		bulk = append(bulk, fmt.Sprintf("bulk:%02d", i))
+	}
+	first := append([]string{"github:ev-d", "github:ev-c", "stripe:evt_ev_b", "stripe:evt_ev_a"}, bulk[:46]...)
+	second := append(bulk[46:], "stripe:evt_ev_e")
 	for deadline := time.Now().Add(wait); ; {
 		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#events-form button[type=submit]"))); err != nil {
 			t.Fatal(err)
 		}
 		waitPage(t, ctx, "the Events view loads", `document.getElementById("v-events").dataset.loaded !== undefined && !document.getElementById("v-events").hasAttribute("aria-busy")`, view, wait)
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](shown))
-		if got == strings.Join(all, " ") {
+		if got == strings.Join(first, " ") {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("the Events view shows %q, want %q", got, strings.Join(all, " "))
+			t.Fatalf("the Events view shows %q, want %q", got, strings.Join(first, " "))
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
@@ -107,6 +122,20 @@ func TestEventsView(t *testing.T) {
 		t.Errorf("trace id shown for stripe:evt_ev_a: %q, want %s", id, evTraceID)
 	}
 	screenshot(t, ctx, shots, "events-1400.png")
+	// Older, then newer again.
+	page := func(button string, keys []string) {
+		t.Helper()
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(button))); err != nil {
+			t.Fatal(err)
+		}
+		want := strings.Join(keys, " ")
+		waitPage(t, ctx, button+" shows "+want, fmt.Sprintf(`!document.getElementById("v-events").hasAttribute("aria-busy") && %s === %q`, shown, want), shown, wait)
+	}
+	page("#ev-older", second)
+	if off, _ := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.getElementById("ev-older").disabled`)); !off {
+		t.Error("older is enabled on the last page")
+	}
+	page("#ev-newer", first)
 
 	for _, width := range []int{1400, 390} {
 		at := fmt.Sprintf("%d px", width)
@@ -119,7 +148,7 @@ func TestEventsView(t *testing.T) {
 		filter(at, map[string]string{"route": "crm"}, "stripe:evt_ev_b")
 		filter(at, map[string]string{"event_type": "invoice.paid"}, "stripe:evt_ev_b", "stripe:evt_ev_a")
 		filter(at, map[string]string{"status": "done"}, "github:ev-d", "stripe:evt_ev_a", "stripe:evt_ev_e")
-		filter(at, map[string]string{"since": "1h"}, all[:4]...)
+		filter(at, map[string]string{"since": "1h", "status": "done"}, "github:ev-d", "stripe:evt_ev_a")
 		filter(at, map[string]string{"until": "1h"}, "stripe:evt_ev_e")
 		filter(at, map[string]string{"provider": "stripe", "route": "billing", "status": "done", "since": "1h"}, "stripe:evt_ev_a")
 		noHorizontalScroll(t, ctx, at)

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/route"
 )
 
@@ -679,5 +682,38 @@ func TestSigningIsRedacted(t *testing.T) {
 		if strings.Contains(out, fmt.Sprint([]byte(testSigningKey1))[1:10]) {
 			t.Fatalf("%q shows secret bytes", out)
 		}
+	}
+}
+
+// TestFilterHeadersForwarded: a header a route's filter reads is copied
+// with the record (ForwardHeaders), whatever case the file writes it in,
+// so the processor's RequestOf finds it; the preset's own list is left
+// as it was.
+func TestFilterHeadersForwarded(t *testing.T) {
+	r := mustParse(t, `
+providers:
+  gh:
+    preset: github
+    secret_env: [S1]
+    routes:
+      a: {filter: {headers: {X-Team: core}}, destination: {url: "http://x/"}}
+  plain: {preset: github, secret_env: [S1], destination: {url: "http://x/"}}
+`, env{"S1": testSecret1})
+	h := http.Header{}
+	h.Set("X-Team", "core")
+	h.Set("X-GitHub-Event", "push")
+	var names []string
+	for _, fh := range mustGet(t, r, "gh").ForwardHeaders(h) {
+		names = append(names, fh.Name)
+	}
+	if !slices.Contains(names, "x-team") {
+		t.Errorf("forwarded %v, want x-team among them", names)
+	}
+	if got := mustGet(t, r, "plain").ForwardHeaders(h); slices.ContainsFunc(got, func(fh Header) bool { return fh.Name == "x-team" }) {
+		t.Errorf("a provider without the filter forwards %v", got)
+	}
+	rec := headers.IngestRecord("raw", "k", "push", []byte(`{}`), headers.IngestMeta{HTTP: []kgo.RecordHeader{{Key: "x-team", Value: []byte("core")}}})
+	if got := mustGet(t, r, "gh").Match(RequestOf(rec), nil); len(got) != 1 {
+		t.Errorf("the record with the copied header matched %v", got)
 	}
 }

@@ -6,9 +6,16 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/dlq/internal/rules"
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/testkit/corpus"
+	"github.com/hookline/hookline/pkg/testkit/kafkatest"
+	"github.com/hookline/hookline/pkg/topics"
 )
 
 // rulesFile is a providers file with a filtered route, a where route and
@@ -138,5 +145,60 @@ func TestRulesTestUsage(t *testing.T) {
 	}
 	if code, _, errs := run(map[string]string{}, "rules", "test", "github", "--body", body); code != 2 || !strings.Contains(errs, "needs HOOKLINE_PROVIDERS") {
 		t.Errorf("without the file: exit %d, %q", code, errs)
+	}
+}
+
+// TestRulesTestStored: --from-raw and --from-dlq take a stored delivery
+// (kfake): its event type, body and copied headers, as the processor saw
+// them; the provider comes from the record.
+func TestRulesTestStored(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "providers.yaml")
+	if err := os.WriteFile(file, []byte(rulesFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	names := topics.NewNames("", nil)
+	addrs := kafkatest.Fake(t, kfake.SeedTopics(1, names.Raw, names.DLQ, names.DLQStatus))
+	cl := kafkatest.Client(t, addrs)
+	body := []byte(`{"action":"closed","pull_request":{"merged":true,"base":{"ref":"main"}}}`)
+	raw := headers.IngestRecord(names.Raw, "github:d1", "pull_request", body, headers.IngestMeta{
+		Provider: "github", ReceivedAt: time.Now(),
+		HTTP: []kgo.RecordHeader{{Key: "user-agent", Value: []byte("GitHub-Hookshot/1")}},
+	})
+	dead := headers.IngestRecord(names.DLQ, "github:d1", "pull_request", body, headers.IngestMeta{Provider: "github", ReceivedAt: time.Now()})
+	headers.Set(dead, headers.DeadReason, headers.DeadPermanent)
+	if err := cl.ProduceSync(t.Context(), raw, dead).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	env := map[string]string{"HOOKLINE_PROVIDERS": file, "KAFKA_BROKERS": strings.Join(addrs, ",")}
+	for _, tc := range []struct {
+		args    []string
+		matched bool // the route merged (the DLQ copy has no user-agent)
+	}{
+		{[]string{"--from-raw", "0:0"}, true},
+		{[]string{"github", "--from-dlq", "0:0"}, false},
+	} {
+		code, out, errs := run(env, append([]string{"rules", "test", "--json"}, tc.args...)...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", tc.args, code, errs)
+		}
+		var res rules.Result
+		if err := json.Unmarshal([]byte(out), &res); err != nil {
+			t.Fatalf("%v: %v: %s", tc.args, err, out)
+		}
+		if len(res.Events) != 1 || res.Events[0].EventType != "pull_request" || res.Events[0].Key != "github:d1" {
+			t.Fatalf("%v: %s", tc.args, out)
+		}
+		for _, r := range res.Events[0].Routes {
+			if r.Route == "merged" && r.Matched != tc.matched {
+				t.Errorf("%v: merged %+v, want matched %v", tc.args, r, tc.matched)
+			}
+		}
+	}
+	if code, _, errs := run(env, "rules", "test", "--from-raw", "0:9"); code != 2 {
+		t.Errorf("a ref past the end: exit %d, %s", code, errs)
+	}
+	if code, _, errs := run(env, "rules", "test", "stripe", "--from-raw", "0:0"); code != 2 || !strings.Contains(errs, `is of provider "github"`) {
+		t.Errorf("another provider: exit %d, %s", code, errs)
 	}
 }

@@ -3,6 +3,7 @@ package route
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -178,15 +179,7 @@ func (c *cond) eval(v any, ok bool, hdr func(string) (string, bool)) (bool, *con
 		}
 		return false, at
 	case kAnd:
-		var at *cond
-		for _, s := range c.subs {
-			h, a := s.eval(v, ok, hdr)
-			if !h {
-				return false, a
-			}
-			at = a
-		}
-		return true, at
+		return allHold(c.subs, v, ok, hdr, c)
 	}
 	// The scalar operators: on an array, any element.
 	if !ok {
@@ -224,7 +217,13 @@ func (c *cond) evalObject(v any, ok bool, hdr func(string) (string, bool)) (bool
 		}
 		at = a
 	}
-	for _, s := range c.subs {
+	return allHold(c.subs, v, ok, hdr, at)
+}
+
+// allHold applies every condition of subs to v: the first that fails
+// decides, else the last (at when there is none).
+func allHold(subs []*cond, v any, ok bool, hdr func(string) (string, bool), at *cond) (bool, *cond) {
+	for _, s := range subs {
 		h, a := s.eval(v, ok, hdr)
 		if !h {
 			return false, a
@@ -632,7 +631,7 @@ func (p *filterParser) headers(n *yaml.Node, pl Place) *cond {
 		fpl.Path = "/" + name
 		if fc := p.value(v, fpl, true); fc != nil {
 			c.fields = append(c.fields, field{name: name, c: fc})
-			if !containsString(p.names, name) {
+			if !slices.Contains(p.names, name) {
 				p.names = append(p.names, name)
 			}
 		}
@@ -655,15 +654,6 @@ func validHeaderName(s string) bool {
 		}
 	}
 	return true
-}
-
-func containsString(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // escape writes a key as a JSON pointer token.

@@ -1,7 +1,8 @@
 // Package route decides which events a route of a provider takes, and
-// names routes: a route's event type globs and where conditions on the JSON
-// body, and for an otherwise route the other routes it yields to (Matcher,
-// ParseWhere), the body parsed once for all the routes that
+// names routes: a route's event type globs, where conditions on the JSON
+// body and filter on the body and headers (filter.go), and for an
+// otherwise route the other routes it yields to (Matcher, ParseWhere,
+// ParseFilter, and Explain: which part decided), the body parsed once for all the routes that
 // look at it (Doc), the name of a provider-level destination's route
 // (Default) and the key of per-route maps (Key). The routes themselves,
 // with their destinations and policies, are the providers package's.

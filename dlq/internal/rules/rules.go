@@ -89,13 +89,13 @@ type Transformed struct {
 // provider derives no event from (and no EventType) is an error saying so.
 // Cost: the provider's event derivation and one Explain per event.
 func Test(p *providers.Provider, in Input, tr Transformer) (Result, error) {
-	res := Result{Provider: p.Name, Source: in.Source}
+	res := Result{Provider: p.Name, Source: in.Source, Events: []EventResult{}}
 	evs, err := events(p, in)
 	if err != nil {
 		return res, err
 	}
 	for _, ev := range evs {
-		er := EventResult{EventType: ev.Type, Key: ev.Key, Unrouted: true}
+		er := EventResult{EventType: ev.Type, Key: ev.Key, Unrouted: true, Routes: []RouteResult{}}
 		for _, v := range p.Explain(ev.Request) {
 			rr := verdict(v)
 			if rr.Matched {

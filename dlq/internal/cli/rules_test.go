@@ -43,15 +43,23 @@ providers:
         destination: {url: "http://rest.internal/"}
 `
 
+// writeRulesFile writes rulesFile into a new folder: the folder and the
+// file's path.
+func writeRulesFile(t *testing.T) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	file = filepath.Join(dir, "providers.yaml")
+	if err := os.WriteFile(file, []byte(rulesFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file
+}
+
 // TestRulesTestBody: dlq rules test --body on a real pull_request payload,
 // closed but not merged, then merged: the verdict and the deciding
 // operator, in the table and in JSON.
 func TestRulesTestBody(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "providers.yaml")
-	if err := os.WriteFile(file, []byte(rulesFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := writeRulesFile(t)
 	var closed []byte
 	for _, ex := range corpus.GitHub(t) {
 		if ex.Event == "pull_request" && ex.Action == "closed" {
@@ -117,11 +125,7 @@ func TestRulesTestBody(t *testing.T) {
 
 // TestRulesTestUsage: mistakes are usage errors (exit 2).
 func TestRulesTestUsage(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "providers.yaml")
-	if err := os.WriteFile(file, []byte(rulesFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	dir, file := writeRulesFile(t)
 	body := filepath.Join(dir, "b.json")
 	if err := os.WriteFile(body, []byte(`{}`), 0o600); err != nil {
 		t.Fatal(err)
@@ -152,11 +156,7 @@ func TestRulesTestUsage(t *testing.T) {
 // (kfake): its event type, body and copied headers, as the processor saw
 // them; the provider comes from the record.
 func TestRulesTestStored(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "providers.yaml")
-	if err := os.WriteFile(file, []byte(rulesFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	_, file := writeRulesFile(t)
 	names := topics.NewNames("", nil)
 	addrs := kafkatest.Fake(t, kfake.SeedTopics(1, names.Raw, names.DLQ, names.DLQStatus))
 	cl := kafkatest.Client(t, addrs)

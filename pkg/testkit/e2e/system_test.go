@@ -26,6 +26,7 @@ func skipShort(t *testing.T) {
 // every accepted key is done exactly once and every re-send is dropped.
 func TestSteadyFlowWithDuplicates(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	steadyFlow(t, e2e.Options{Partitions: 6})
 }
 
@@ -212,6 +213,7 @@ func TestMembersJoinAndLeaveUnderFlow(t *testing.T) {
 // calls nobody.
 func TestRetriesDeadLettersAndReplay(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	sys := e2e.New(t, e2e.Options{Tiers: "1s,2s,3s", Partitions: 4})
 	// A breaker that trips on the failing share would only slow the test.
 	env := map[string]string{"HOOKLINE_BREAKER_COOLDOWN": "1s"}

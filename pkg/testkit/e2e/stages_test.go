@@ -13,21 +13,24 @@ import (
 // E2E_FLAGS in the Makefile):
 //
 //  1. Alone: a scenario that calls neither besideParallel nor quietParallel
-//     runs by itself, in turn, before the others. Those whose claims are
+//     runs by itself, in turn, before the others. The ones whose claims are
 //     latencies under a load they make themselves stay here (the isolation,
-//     priority and sibling-routes scenarios, the alert within seconds), and
-//     so do the heaviest (every service killed at 1,000 deliveries/s,
-//     members joining and leaving at 500/s) and the one whose kills must
-//     fall within a 30 s flow while a restarted processor has calls in
-//     flight (TestIsolationKilledWithSlowCallsInFlight).
-//  2. Beside (besideParallel): scenarios that flow at most a few hundred
-//     deliveries a second, spend their time waiting (brokers stopped and
-//     started, retry tiers of seconds, a processor restarted) and claim
-//     only counts (lost 0, doubled 0, calls per key, order per entity),
-//     bounds that a kill or a restart sets (calls in flight, one batch),
-//     or times of a minute, each on its own topics, groups and services
-//     (the two on private brokers on their own brokers too): at most
-//     besideSlots of them at once, slowest first (besideOrder).
+//     priority and sibling-routes scenarios, the alert), and so does
+//     TestIsolationKilledWithSlowCallsInFlight, whose two kills must fall
+//     within a 30 s flow, each once a restarted processor has calls in
+//     flight again.
+//  2. Beside (besideParallel): scenarios whose claims are counts (lost 0,
+//     doubled 0, calls per key, order per entity), bounds a kill, a
+//     rebalance or a restart sets (calls in flight, one batch: not a time),
+//     or waits of a minute or more, and which already allow for a loaded
+//     machine (flows capped at four times their plan so that every kill
+//     falls under flow however long a restart takes; settling for minutes),
+//     each on its own topics, groups and services (the two on private
+//     brokers on their own brokers too): at most besideSlots at once,
+//     slowest first (besideOrder). Most of their time is spent waiting
+//     (for a broker, a retry tier, a rate): the heaviest, every service
+//     killed under 1,000 deliveries/s, used about 110 CPU seconds (its
+//     processes and the shared broker) in a run of two minutes.
 //  3. Quiet (quietParallel): the two scenarios whose claims are to the
 //     second (a pause followed within a second, a drain within 10 % of its
 //     rate, one probe per cool-down) run beside each other only, after
@@ -43,17 +46,21 @@ const besideSlots = 3
 // (bin/test-times), so that none is left running alone at the end; one not
 // listed comes after these, in the order go test runs them.
 var besideOrder = []string{
+	"TestSIGKILLEveryService",
 	"TestBrokerRestartsUnderFlow",
 	"TestBrokerKilledInCluster",
 	"TestDestinationMovedToRoutes",
+	"TestMembersJoinAndLeaveUnderFlow",
 	"TestRoutesUnderChaos",
 	"TestRetriesDeadLettersAndReplay",
 	"TestOrderedEntitiesKilled",
 	"TestOrderingAddedUnderFlow",
+	"TestSteadyFlowSecureBroker",
 	"TestSteadyFlowWithDuplicates",
 	"TestGitHubCorpus",
 	"TestOrderedEntities",
 	"TestOrderedOnDead",
+	"TestSecureWrongPasswordProcessorRetrier",
 }
 
 // quietScenarios counts the scenarios that called quietParallel: they hold

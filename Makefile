@@ -50,9 +50,9 @@ GO_TEST   := HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -json -count=1 -timeou
 TEST_FIRST := processor pkg/testkit/kafkatest retrier dlq processor/internal/consume \
 	schemas/schemathesis ingest pkg/bench/e2e
 # The scenarios run in three stages (pkg/testkit/e2e/stages_test.go): those whose claims
-# are latencies, and the heaviest, one at a time; then those that mostly wait and claim
-# counts and bounds, three at a time, slowest first; then the two quiet ones beside each
-# other. The stages need a parallel slot for each scenario of the last two.
+# are latencies one at a time; then those whose claims are counts and bounds a kill sets,
+# three at a time, slowest first; then the two quiet ones beside each other. The stages
+# need a parallel slot for each scenario of the last two.
 E2E_FLAGS := -parallel 16
 test: build $(KAFKA_DEP)
 	$(GO) run ./pkg/testkit/kafkatest/sweep

@@ -52,8 +52,8 @@ TEST_FIRST := processor pkg/testkit/kafkatest retrier dlq processor/internal/con
 # The scenarios run in three stages (pkg/testkit/e2e/stages_test.go): those whose claims
 # are latencies one at a time; then those whose claims are counts and bounds a kill sets,
 # three at a time, slowest first; then the two quiet ones beside each other. The stages
-# need a parallel slot for each scenario of the last two.
-E2E_FLAGS := -parallel 16
+# need a parallel slot for each scenario of the last two (17 today).
+E2E_FLAGS := -parallel 32
 test: build $(KAFKA_DEP)
 	$(GO) run ./pkg/testkit/kafkatest/sweep
 	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport

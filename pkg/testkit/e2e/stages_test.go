@@ -9,8 +9,8 @@ import (
 	"time"
 )
 
-// The scenarios run in three stages (make test gives go test -parallel 16,
-// E2E_FLAGS in the Makefile):
+// The scenarios run in three stages (make test gives go test -parallel 32,
+// E2E_FLAGS in the Makefile: more than the scenarios of stages 2 and 3):
 //
 //  1. Alone: a scenario that calls neither besideParallel nor quietParallel
 //     runs by itself, in turn, before the others. The ones whose claims are
@@ -72,10 +72,11 @@ var beside = struct {
 	mu         sync.Mutex
 	cond       *sync.Cond
 	registered []string        // every stage-2 scenario, in the order it called besideParallel
+	waiting    map[string]bool // waiting for a slot
 	admitted   map[string]bool // started (or ended)
 	running    int
 	ended      sync.WaitGroup // stage 2 over: quietParallel waits on it
-}{admitted: map[string]bool{}}
+}{waiting: map[string]bool{}, admitted: map[string]bool{}}
 
 func init() { beside.cond = sync.NewCond(&beside.mu) }
 
@@ -98,13 +99,16 @@ func besideParallel(t *testing.T) {
 	start := time.Now()
 	beside.mu.Lock()
 	// Every scenario registered before any of them gets here (go test
-	// starts the parallel ones once the others have ended); with a slot
-	// for each, the order below holds. With fewer, one waiting for go
-	// test's slot could hold up the rest: then the first to come is first.
-	strict := parallelSlots(t) >= len(beside.registered)+quietScenarios
-	for beside.running >= besideSlots || (strict && !nextBeside(name)) {
+	// starts the parallel ones once the others have ended). With a go test
+	// slot for each, every one of them gets here and besideOrder holds.
+	// With fewer, one waiting for go test's slot could hold up the rest:
+	// then the first in besideOrder of those here goes first.
+	all := parallelSlots(t) >= len(beside.registered)+quietScenarios
+	beside.waiting[name] = true
+	for beside.running >= besideSlots || !nextBeside(name, all) {
 		beside.cond.Wait()
 	}
+	delete(beside.waiting, name)
 	beside.running++
 	beside.admitted[name] = true
 	beside.cond.Broadcast()
@@ -122,8 +126,9 @@ func besideParallel(t *testing.T) {
 }
 
 // nextBeside reports whether name comes first, in besideOrder, of the
-// stage-2 scenarios not yet admitted. beside.mu is held.
-func nextBeside(name string) bool {
+// stage-2 scenarios not yet admitted (all), or of those waiting for a slot
+// (!all). beside.mu is held.
+func nextBeside(name string, all bool) bool {
 	rank := func(n string) int {
 		if i := slices.Index(besideOrder, n); i >= 0 {
 			return i
@@ -131,7 +136,11 @@ func nextBeside(name string) bool {
 		return len(besideOrder) + slices.Index(beside.registered, n)
 	}
 	for _, n := range beside.registered {
-		if !beside.admitted[n] && rank(n) < rank(name) {
+		ahead := !beside.admitted[n]
+		if !all {
+			ahead = beside.waiting[n]
+		}
+		if ahead && rank(n) < rank(name) {
 			return false
 		}
 	}

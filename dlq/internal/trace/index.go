@@ -153,6 +153,12 @@ type Event struct {
 	// ReplayOf: a suppressed outcome's (ingest took the delivery for a
 	// replay of the one with this key).
 	ReplayOf string `json:"replay_of,omitempty"`
+	// Transform, TransformSHA256 and TransformSkipped: an outcome's, for
+	// a route with a transform (the script, its content's hash, and
+	// whether it skipped the event).
+	Transform        string `json:"transform,omitempty"`
+	TransformSHA256  string `json:"transform_sha256,omitempty"`
+	TransformSkipped bool   `json:"transform_skipped,omitempty"`
 }
 
 // Event kinds.
@@ -237,6 +243,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 		ev.Kind, ev.Status, ev.Attempt, ev.Origin, ev.DurationMS, ev.Error = KindOutcome, o.Status, o.Attempt, o.Origin, o.DurationMS, o.Error
 		ev.Tier, ev.Reason, ev.ReplayID, ev.Lane, ev.Provider, ev.EventType = o.Tier, o.DeadReason, o.ReplayID, o.Lane, o.Provider, o.EventType
 		ev.Route, ev.ReplayOf = o.Route, o.ReplayOf
+		ev.Transform, ev.TransformSHA256, ev.TransformSkipped = o.Transform, o.TransformSHA256, o.TransformSkipped
 		if t, err := headers.ParseTime(o.Time); err == nil {
 			ev.At = t
 		}

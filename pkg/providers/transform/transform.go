@@ -238,14 +238,12 @@ type engine struct {
 	parse     goja.Callable // JSON.parse
 	stringify goja.Callable // JSON.stringify
 
-	calls uint64 // calls made, numbering them from 1
-
-	mu     sync.Mutex // guards running against the watchdog
-	call   uint64     // the running call's number; 0: none
-	start  time.Time
-	alloc0 uint64
-	timer  *time.Timer
-	sample [1]metrics.Sample
+	mu      sync.Mutex // guards running against the watchdog
+	running bool       // a call runs
+	start   time.Time
+	alloc0  uint64
+	timer   *time.Timer
+	sample  [1]metrics.Sample
 }
 
 const allocsMetric = "/gc/heap/allocs:bytes"
@@ -344,28 +342,28 @@ func (e *engine) handler(s *Script) (goja.Callable, error) {
 	return fn, nil
 }
 
-// watch arms the watchdog for call n.
-func (e *engine) watch(s *Script, n uint64) {
+// watch arms the watchdog for the call starting now.
+func (e *engine) watch(s *Script) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.call, e.start = n, time.Now()
+	e.running, e.start = true, time.Now()
 	metrics.Read(e.sample[:])
 	e.alloc0 = e.sample[0].Value.Uint64()
-	check := func() { e.check(s, n) }
 	if e.timer == nil {
-		e.timer = time.AfterFunc(min(checkEvery, s.Limits.Timeout), check)
+		e.timer = time.AfterFunc(min(checkEvery, s.Limits.Timeout), func() { e.check(s) })
 		return
 	}
 	e.timer.Reset(min(checkEvery, s.Limits.Timeout))
 }
 
-// check is the watchdog's tick: it interrupts call n past its bounds, or
-// looks again later.
-func (e *engine) check(s *Script, n uint64) {
+// check is the watchdog's tick: it interrupts the running call past its
+// bounds, or looks again later. A tick of a call that ended finds none
+// running, or the next call, which it checks against that call's start.
+func (e *engine) check(s *Script) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.call != n {
-		return // that call ended
+	if !e.running {
+		return
 	}
 	var sample [1]metrics.Sample
 	sample[0].Name = allocsMetric
@@ -384,15 +382,14 @@ func (e *engine) check(s *Script, n uint64) {
 func (e *engine) unwatch() {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.call = 0
+	e.running = false
 	e.timer.Stop()
 	e.vm.ClearInterrupt()
 }
 
 // run is one call.
 func (e *engine) run(s *Script, in Request) (Result, error) {
-	e.calls++ // one goroutine runs an engine at a time
-	e.watch(s, e.calls)
+	e.watch(s)
 	defer e.unwatch()
 	fn, err := e.handler(s)
 	if err != nil {

@@ -112,14 +112,21 @@ func TestMisbehaving(t *testing.T) {
 		{name: "fetch", body: `return {body: fetch("https://example.com")}`, want: "fetch: no network"},
 		{name: "require", body: `return {body: require("fs").readFileSync("/etc/passwd")}`, want: "require: no modules or files"},
 		{name: "typed arrays absent", body: `return {body: new Uint8Array(1e9)}`, want: "Uint8Array is not defined"},
-		{name: "state on an intrinsic", body: `"use strict"; Array.prototype.seen = 1; return {body: 1}`, want: "threw: TypeError"},
+		{name: "state on an intrinsic", body: `(function() { "use strict"; Array.prototype.seen = 1 })(); return {body: 1}`, want: "threw: TypeError"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			lim := lim
 			if tc.memory {
 				lim.Timeout = MaxTimeout
 			}
-			s := mustCompile(t, `function transform(r) { `+tc.body+` }`, lim)
+			// Two good calls first (a body that is not JSON): the engine
+			// that misbehaves is one used before.
+			s := mustCompile(t, `function transform(r) { if (r.body === null) return {body: 1}; `+tc.body+` }`, lim)
+			for range 2 {
+				if _, err := s.Run(Request{Body: []byte("not JSON")}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			start := time.Now()
 			_, err := s.Run(sample)
 			took := time.Since(start)

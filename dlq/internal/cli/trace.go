@@ -208,7 +208,11 @@ func printSteps(w io.Writer, steps []trace.Event) {
 				detail = strings.TrimPrefix(detail+"; error: "+short(s.Error, 120), "; ")
 			}
 			if s.Transform != "" {
-				detail = strings.TrimPrefix(detail+"; transform "+s.Transform+" sha256:"+short(s.TransformSHA256, 12), "; ")
+				sha := s.TransformSHA256
+				if len(sha) > 12 {
+					sha = sha[:12]
+				}
+				detail = strings.TrimPrefix(detail+"; transform "+s.Transform+" sha256:"+sha, "; ")
 			}
 			if s.DurationMS > 0 {
 				detail = strings.TrimSpace(detail + fmt.Sprintf(" (%d ms)", s.DurationMS))

@@ -15,6 +15,7 @@
 //	GET  /status            the status report and verdict (dlq status --json), when Config.Status is set
 //	POST /backfills         start a backfill of a route ({"provider","route","since",...}; dry_run answers its report), when Config.Backfills is set
 //	GET  /backfills, /backfills/{id}  the backfills this process started, and one with its progress
+//	POST /rules/test        per route of a provider, whether a delivery ({"provider","body","headers","event_type"} or {"from_dlq"|"from_raw"}) matches and why, when Config.Providers is set
 //	GET  /ui/               the console (static: HTML, JS and CSS, no data; it reads the API)
 //	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
@@ -94,6 +95,7 @@ type Config struct {
 	// Status, when set, serves GET /status (status.Collect).
 	Status func(ctx context.Context) (status.Report, error)
 	// Backfills, when set with Providers, serves POST and GET /backfills.
+	// Providers, when set, serves POST /rules/test.
 	Backfills *backfill.Jobs
 	Providers *providers.Registry
 	// Hosts are the host names, lower case, that requests may name in
@@ -169,6 +171,9 @@ func (s *Server) Handler() http.Handler {
 		bf.POST("", s.startBackfill)
 		bf.GET("", s.backfills)
 		bf.GET("/:id", s.backfillJob)
+	}
+	if s.cfg.Providers != nil {
+		r.POST("/rules/test", s.auth, s.testRules)
 	}
 	r.NoRoute(s.auth, func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no such route") })
 	return r

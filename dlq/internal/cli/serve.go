@@ -49,6 +49,9 @@ Serves the DLQ admin API and the console page on HOOKLINE_ADMIN_ADDR (default
                           {"total","counts":[{"tier","provider","route","records","oldest"}],"oldest","records":[...],"offset","limit"}
   GET  /status            dlq status --json over the last 5m: {"verdict","reasons","raw":{"lag","oldest_unprocessed_at",...},
                           "totals",...,"providers":[{"provider",...,"routes":[...]}]} (dlq help status)
+  POST /rules/test        with HOOKLINE_PROVIDERS: {"provider","body","headers":{"K":"V"},"event_type"} or
+                          {"from_dlq":"3:17"} or {"from_raw":"0:42"}: per route, whether it matches and why
+                          (dlq rules test --json's answer; dlq help rules)
   GET  /ui/               the console: overview (/status), dead letters, trace, waiting; pause/resume/drain
   GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
                           hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds,

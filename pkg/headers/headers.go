@@ -94,14 +94,19 @@ const (
 	// DeadInvalidPayload: the body failed its provider's schema
 	// (hookline.invalid-payload); the destination was never called.
 	DeadInvalidPayload = "invalid_payload"
+	// DeadTransformFailed: the route's transform (providers file
+	// transform:) threw, passed its time or memory bound, or returned
+	// what is not a request; the destination was never called. The
+	// record's error history has the script's error.
+	DeadTransformFailed = "transform_failed"
 )
 
 // IsDeadReason reports whether s is a value of hookline.dead-reason
-// (permanent, exhausted or invalid_payload), for the tools that filter by
-// them.
+// (permanent, exhausted, invalid_payload or transform_failed), for the
+// tools that filter by them.
 func IsDeadReason(s string) bool {
 	switch s {
-	case DeadPermanent, DeadExhausted, DeadInvalidPayload:
+	case DeadPermanent, DeadExhausted, DeadInvalidPayload, DeadTransformFailed:
 		return true
 	}
 	return false

@@ -375,7 +375,7 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 		p.Redrive = rd
 	}
 	if c.Routes != nil {
-		errs = append(errs, c.buildRoutes(p, lookupEnv, mode)...)
+		errs = append(errs, c.buildRoutes(p, dir, lookupEnv, mode)...)
 	}
 	errs = append(errs, c.buildSchemas(p, dir)...)
 	errs = append(errs, c.buildTTLs(p)...)

@@ -221,8 +221,18 @@ func printSteps(w io.Writer, steps []trace.Event) {
 			case "suppressed":
 				detail = "suppressed as a replay of " + s.ReplayOf + " (ingest: the same signed bytes within the provider's replay_window; nothing produced)"
 			}
+			if s.TransformSkipped {
+				detail = "skipped by its transform: nothing sent"
+			}
 			if s.Error != "" {
 				detail = strings.TrimPrefix(detail+"; error: "+short(s.Error, 120), "; ")
+			}
+			if s.Transform != "" {
+				sha := s.TransformSHA256
+				if len(sha) > 12 {
+					sha = sha[:12]
+				}
+				detail = strings.TrimPrefix(detail+"; transform "+s.Transform+" sha256:"+sha, "; ")
 			}
 			if s.DurationMS > 0 {
 				detail = strings.TrimSpace(detail + fmt.Sprintf(" (%d ms)", s.DurationMS))

@@ -169,6 +169,12 @@ type Event struct {
 	ReplayOf string `json:"replay_of,omitempty"`
 	// TraceID: an outcome's trace id (its trace_id), when it has one.
 	TraceID string `json:"trace_id,omitempty"`
+	// Transform, TransformSHA256 and TransformSkipped: an outcome's, for
+	// a route with a transform (the script, its content's hash, and
+	// whether it skipped the event).
+	Transform        string `json:"transform,omitempty"`
+	TransformSHA256  string `json:"transform_sha256,omitempty"`
+	TransformSkipped bool   `json:"transform_skipped,omitempty"`
 }
 
 // Event kinds.
@@ -253,6 +259,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 		ev.Kind, ev.Status, ev.Attempt, ev.Origin, ev.DurationMS, ev.Error = KindOutcome, o.Status, o.Attempt, o.Origin, o.DurationMS, o.Error
 		ev.Tier, ev.Reason, ev.ReplayID, ev.Lane, ev.Provider, ev.EventType = o.Tier, o.DeadReason, o.ReplayID, o.Lane, o.Provider, o.EventType
 		ev.Route, ev.ReplayOf, ev.TraceID = o.Route, o.ReplayOf, o.TraceID
+		ev.Transform, ev.TransformSHA256, ev.TransformSkipped = o.Transform, o.TransformSHA256, o.TransformSkipped
 		if t, err := headers.ParseTime(o.Time); err == nil {
 			ev.At = t
 		}

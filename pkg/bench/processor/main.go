@@ -12,6 +12,9 @@
 //     backlog (most of it parked in the destination's lane and drained from
 //     there), against the in-flight bound 64/50 ms = 1,280/s (target >=
 //     0.9x);
+//   - transform (-transform-n, -transform-rounds): the same backlog for
+//     one topic route without and with a typical transform, alternating,
+//     events/s with over without (target >= 0.5);
 //   - fan-out (-routes-n, -routes-rounds): the same backlog for a provider
 //     with one topic route and for one with three (every event matches
 //     every route), alternated round by round on the same processor: CPU
@@ -51,6 +54,9 @@ func main() {
 	fan := fanOut{}
 	flag.IntVar(&fan.n, "routes-n", 50000, "events a round of the fan-out comparison, for each of the one-route and three-route providers (0: no comparison)")
 	flag.IntVar(&fan.rounds, "routes-rounds", 2, "rounds of the fan-out comparison, each one route then three (1 to 10)")
+	tc := transformCmp{}
+	flag.IntVar(&tc.n, "transform-n", 20000, "events a round of the transform comparison, for each of the routes without and with a transform (0: no comparison)")
+	flag.IntVar(&tc.rounds, "transform-rounds", 3, "rounds of the transform comparison, each without then with (1 to 10)")
 	flag.Parse()
 	if *parts < 1 || *parts > 1000 {
 		fmt.Fprintf(os.Stderr, "bench: -partitions=%d: want 1 to 1000\n", *parts)
@@ -60,8 +66,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -routes-n=%d -routes-rounds=%d: want at least 0 events and 1 to 10 rounds\n", fan.n, fan.rounds)
 		os.Exit(2)
 	}
+	if tc.n < 0 || tc.rounds < 1 || tc.rounds > 10 {
+		fmt.Fprintf(os.Stderr, "bench: -transform-n=%d -transform-rounds=%d: want at least 0 events and 1 to 10 rounds\n", tc.n, tc.rounds)
+		os.Exit(2)
+	}
 	partitions = int32(*parts)
-	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan) })
+	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan, tc) })
 }
 
 // fanOut shapes the fan-out comparison: n events a phase, rounds rounds.
@@ -70,7 +80,7 @@ type fanOut struct{ n, rounds int }
 // partitions of every topic of the run (-partitions).
 var partitions int32 = 12
 
-func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
+func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp) (err error) {
 	r, err := loadtest.NewRun("bench-processor", []string{"processor", "dlq"}, kgo.ProducerBatchMaxBytes(2<<20), kgo.RecordPartitioner(topics.Partitioner()))
 	if err != nil {
 		return err
@@ -92,6 +102,10 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 
 	prefix := r.Prefix("bench-proc")
 	prov := filepath.Join(tmp, "providers.yaml")
+	tfYAML, err := transformProvidersYAML(tmp, prefix, tc)
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(prov, []byte(fmt.Sprintf(`providers:
   fast:
     preset: generic
@@ -102,7 +116,7 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
     secret_env: [BENCH_SECRET]
     signature: {header: X-Sig}
     destination: {url: "http://%s/hook", timeout: 5s}
-`, ln.Addr())+routeProviders(prefix, fan)), 0o600); err != nil {
+`, ln.Addr())+routeProviders(prefix, fan)+tfYAML), 0o600); err != nil {
 		return err
 	}
 	names := topics.NewNames(prefix, []string{"1m", "5m", "15m", "1h", "6h"})
@@ -171,8 +185,13 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 		return fmt.Errorf("slow destination phase: %w", err)
 	}
 	rss, _ := loadtest.RSS(proc.Pid())
-	var fanRes, ordRes [][2]result
+	var fanRes, ordRes, tfRes [][2]result
 	var bfRes result
+	if tc.n > 0 {
+		if tfRes, err = transformRounds(ctx, proc, metrics, tc, produce); err != nil {
+			return err
+		}
+	}
 	if fan.n > 0 {
 		fanStart := time.Now()
 		if fanRes, err = fanOutRounds(ctx, proc, metrics, fan, produce); err != nil {
@@ -210,6 +229,9 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 		printFanOut(fan, fanRes)
 		printOrdered(fan, ordRes)
 		printBackfill(bfRes, fanRes)
+	}
+	if tc.n > 0 {
+		printTransform(tc, tfRes)
 	}
 	return nil
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/transform"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
 	"github.com/hookline/hookline/pkg/topics"
@@ -93,6 +94,9 @@ type System struct {
 	mu     sync.Mutex
 	ingest string  // base URL of the running ingest
 	ledger *Ledger // started by the first Ledger call
+
+	scriptsMu sync.Mutex
+	scripts   map[string]*transform.Script // provider/route -> its transform, compiled once (Transformed)
 }
 
 // New prepares a system: topics of its own, a destination server, a

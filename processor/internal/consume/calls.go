@@ -56,6 +56,9 @@ type callRecord struct {
 	tok   *recordToken
 	// eventType is its event_type label (setup.eventTypeLabel).
 	eventType string
+	// sent are the requests its routes' transforms returned: what their
+	// calls send instead of the record's body and headers.
+	sent sends
 
 	mu       sync.Mutex
 	admitted bool
@@ -194,9 +197,7 @@ func destination(ctx context.Context, d *delivery) called {
 	if ln.adm.Paused() {
 		return parked(admission.ErrPaused)
 	}
-	ln.inflight.Inc()
-	start := time.Now()
-	err := ln.h.Handle(ctx, deliver.Delivery{
+	dl := deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
 		Route:       ln.route,
@@ -205,7 +206,13 @@ func destination(ctx context.Context, d *delivery) called {
 		Body:        r.Value,
 		ContentType: headers.Value(r, headers.ContentType),
 		Headers:     headers.HTTP(r),
-	})
+	}
+	if req := d.rec.sent.of(ln.route); req != nil { // its transform's request
+		dl.Body, dl.ContentType, dl.Headers = req.Body, req.ContentType, req.Headers
+	}
+	ln.inflight.Inc()
+	start := time.Now()
+	err := ln.h.Handle(ctx, dl)
 	took := time.Since(start)
 	ln.inflight.Dec()
 	switch {

@@ -236,6 +236,9 @@ type procOptions struct {
 	// providersYAML, when set, is the providers file (routes tests);
 	// handlers are then keyed as the Router takes them.
 	providersYAML string
+	// files are written beside the providers file (name -> content): the
+	// transforms it names.
+	files map[string]string
 	// holdsEvery is Config.HoldsEvery; 0: its default.
 	holdsEvery time.Duration
 	// eventTypeLabels is Config.EventTypeLabels.
@@ -253,6 +256,11 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 	}
 	if o.providersYAML != "" {
 		yml = o.providersYAML
+	}
+	for name, content := range o.files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	path := filepath.Join(dir, "providers.yaml")
 	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {

@@ -278,6 +278,12 @@ const (
 	// classified like a call's (a route gone from the providers file is
 	// permanent, a provider this processor does not know is retryable).
 	ResultRefused
+	// ResultTransformFailed: not called; the route's transform failed
+	// (Err is the script's error): dead as transform_failed.
+	ResultTransformFailed
+	// ResultSkipped: not called; the route's transform skipped the event
+	// (returned null): the route is done with the key.
+	ResultSkipped
 )
 
 // Answered is the result of a call (or of a route with nothing to call):
@@ -297,6 +303,10 @@ func HeldBehind(e *HeldError) Result { return Result{Kind: ResultHeld, Err: e, H
 func InvalidPayload(reason string) Result {
 	return Result{Kind: ResultInvalid, Err: &InvalidPayloadError{Reason: reason}}
 }
+
+// TransformFailed is the result of a record whose route's transform
+// failed with err.
+func TransformFailed(err error) Result { return Result{Kind: ResultTransformFailed, Err: err} }
 
 // Refused is the result of a record not called that fails as a call
 // would have, with err.
@@ -353,6 +363,9 @@ type Effect struct {
 	// Held is the number of a ToTier copy held behind its entity's head
 	// (hookline.held, holds.go); 0: not held.
 	Held int
+	// Skipped says, of a done outcome, that the route's transform skipped
+	// the event: nothing was called or written.
+	Skipped bool
 }
 
 // Step returns the key's next state and the records to write for a
@@ -368,6 +381,8 @@ type Effect struct {
 //	parked                          parked, same attempt     changelog, lane, outcome parked
 //	held                            retrying, same attempt   changelog, tier (numbered copy), outcome held
 //	invalid                         dead                     changelog, DLQ invalid_payload, outcome dead
+//	transform failed                dead                     changelog, DLQ transform_failed, outcome dead
+//	skipped by its transform        done                     changelog, outcome done (skipped)
 //
 // retry.Classify tells retryable from permanent, and a Retry-After picks
 // a longer tier. The state expires pol.TTL after a.Now; while retrying,
@@ -419,10 +434,16 @@ func stepRoute(st *State, a Arrival, result Result, pol Policy) (State, []Effect
 		tier := max(he.Tier, 1)
 		next.ExpiresAt = now.Add(max(ttl, 2*pol.Schedule.Tier(tier)))
 		return next, []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt, Held: he.Seq}, {Kind: ToOutcomes, Status: StatusHeld, Tier: tier}}
-	case ResultInvalid:
+	case ResultInvalid, ResultTransformFailed:
 		next.Status, next.ReplayIDs = StatusDead, replayIDs(st, a)
 		reason := headers.DeadInvalidPayload
+		if result.Kind == ResultTransformFailed {
+			reason = headers.DeadTransformFailed
+		}
 		return next, []Effect{{Kind: ToChangelog}, {Kind: ToDLQ, DeadReason: reason, Attempt: attempt}, {Kind: ToOutcomes, Status: StatusDead, DeadReason: reason}}
+	case ResultSkipped:
+		next.Status, next.ReplayIDs = StatusDone, replayIDs(st, a)
+		return next, []Effect{{Kind: ToChangelog}, {Kind: ToOutcomes, Status: StatusDone, Skipped: true}}
 	case ResultParked:
 		next.Status, next.NextAttempt = StatusParked, attempt
 		next.ExpiresAt = now.Add(max(ttl, 7*24*time.Hour))

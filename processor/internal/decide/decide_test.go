@@ -256,6 +256,16 @@ func stepRows() []stepRow {
 			effects: toDLQ(headers.DeadInvalidPayload, 1),
 		},
 		{
+			name: "transform failed: dead without a call, on a retry too", a: withSeen(retryAt(2), firstSeen), result: TransformFailed(errors.New("transform t.js: time limit reached (100ms)")), ttl: ttl,
+			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toDLQ(headers.DeadTransformFailed, 2),
+		},
+		{
+			name: "skipped by its transform: done, nothing called", a: withSeen(ingest, firstSeen), result: Result{Kind: ResultSkipped}, ttl: ttl,
+			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: []Effect{{Kind: ToChangelog}, {Kind: ToOutcomes, Status: StatusDone, Skipped: true}},
+		},
+		{
 			name: "refused as a route gone: permanent, dead without a call", a: withSeen(retryAt(3), firstSeen), result: Refused(retry.Permanent(errors.New("route gone"))), ttl: ttl,
 			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
 			effects: toDLQ(headers.DeadPermanent, 3),

@@ -83,7 +83,9 @@ bench-ingest: build $(KAFKA_DEP)
 ## Then the fan-out comparison (issue 22): one topic route against three, alternated; BENCH_FLAGS='-routes-n 50000
 ## -routes-rounds 2' are its defaults, -routes-n 0 leaves it out. Then the backfill (issue 24): a topic route added to the
 ## one-route provider, `dlq backfill` of its events, against first-seen events to one topic route; then ordering
-## (issue 24): one topic route unordered / ordered over 10,000 entities, alternated.
+## (issue 24): one topic route unordered / ordered over 10,000 entities, alternated. Before the fan-out, the schema
+## comparison (issue 32): GitHub's example payloads without schema / with GitHub's schema per event type, alternated
+## (-schema-n 10000 -schema-rounds 2; -schema-n 0 leaves it out).
 bench-processor: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-processor ./pkg/bench/processor
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-processor $(BENCH_FLAGS)

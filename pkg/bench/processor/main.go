@@ -17,7 +17,11 @@
 //     every route), alternated round by round on the same processor: CPU
 //     per delivery with three routes against CPU per event with one
 //     (target <= 0.6x; the read, dedup and transaction are shared), and
-//     events/s with three against events/s with one (target >= 0.5x).
+//     events/s with three against events/s with one (target >= 0.5x);
+//   - the schema check (-schema-n, -schema-rounds; schema.go): GitHub's
+//     example payloads for a provider without schema and for one with
+//     GitHub's schema per event type, alternated: the processor's CPU per
+//     event that the check adds.
 //
 // Restore speed is BenchmarkRestore in processor/internal/restore. Every load
 // is bounded and stays on loopback; the broker is reached as the services
@@ -51,6 +55,9 @@ func main() {
 	fan := fanOut{}
 	flag.IntVar(&fan.n, "routes-n", 50000, "events a round of the fan-out comparison, for each of the one-route and three-route providers (0: no comparison)")
 	flag.IntVar(&fan.rounds, "routes-rounds", 2, "rounds of the fan-out comparison, each one route then three (1 to 10)")
+	sb := schemaBench{}
+	flag.IntVar(&sb.n, "schema-n", 10000, "events a phase of the schema comparison, for each of the providers without and with a schema (0: no comparison)")
+	flag.IntVar(&sb.rounds, "schema-rounds", 2, "rounds of the schema comparison, each without schema then with (1 to 10)")
 	flag.Parse()
 	if *parts < 1 || *parts > 1000 {
 		fmt.Fprintf(os.Stderr, "bench: -partitions=%d: want 1 to 1000\n", *parts)
@@ -60,8 +67,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -routes-n=%d -routes-rounds=%d: want at least 0 events and 1 to 10 rounds\n", fan.n, fan.rounds)
 		os.Exit(2)
 	}
+	if sb.n < 0 || sb.rounds < 1 || sb.rounds > 10 {
+		fmt.Fprintf(os.Stderr, "bench: -schema-n=%d -schema-rounds=%d: want at least 0 events and 1 to 10 rounds\n", sb.n, sb.rounds)
+		os.Exit(2)
+	}
 	partitions = int32(*parts)
-	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan) })
+	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan, sb) })
 }
 
 // fanOut shapes the fan-out comparison: n events a phase, rounds rounds.
@@ -70,7 +81,7 @@ type fanOut struct{ n, rounds int }
 // partitions of every topic of the run (-partitions).
 var partitions int32 = 12
 
-func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
+func run(ctx context.Context, n, slowN int, fan fanOut, sb schemaBench) (err error) {
 	r, err := loadtest.NewRun("bench-processor", []string{"processor", "dlq"}, kgo.ProducerBatchMaxBytes(2<<20), kgo.RecordPartitioner(topics.Partitioner()))
 	if err != nil {
 		return err
@@ -91,6 +102,10 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 	defer slow.Close()
 
 	prefix := r.Prefix("bench-proc")
+	schemaEntries, err := schemaProviders(prefix, sb)
+	if err != nil {
+		return err
+	}
 	prov := filepath.Join(tmp, "providers.yaml")
 	if err := os.WriteFile(prov, []byte(fmt.Sprintf(`providers:
   fast:
@@ -102,7 +117,7 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
     secret_env: [BENCH_SECRET]
     signature: {header: X-Sig}
     destination: {url: "http://%s/hook", timeout: 5s}
-`, ln.Addr())+routeProviders(prefix, fan)), 0o600); err != nil {
+`, ln.Addr())+routeProviders(prefix, fan)+schemaEntries), 0o600); err != nil {
 		return err
 	}
 	names := topics.NewNames(prefix, []string{"1m", "5m", "15m", "1h", "6h"})
@@ -171,6 +186,13 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 		return fmt.Errorf("slow destination phase: %w", err)
 	}
 	rss, _ := loadtest.RSS(proc.Pid())
+	var schemaRes [][2]result
+	var meanBody int
+	if sb.n > 0 { // before the fan-out: the backfill takes the events from the fan-out's start
+		if schemaRes, meanBody, err = schemaRounds(ctx, proc, metrics, cl, names.Raw, sb); err != nil {
+			return err
+		}
+	}
 	var fanRes, ordRes [][2]result
 	var bfRes result
 	if fan.n > 0 {
@@ -206,6 +228,9 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 	fmt.Printf("CPU per duplicate / per first-seen: %.2f (target <= 0.5)\n", dup.cpuPerEvent()/first.cpuPerEvent())
 	fmt.Printf("50 ms destination, 64 in flight: %.0f events/s = %.2f of the in-flight bound 64/50ms (target >= 0.9)\n", slowRes.rate(), slowRes.rate()/1280)
 	fmt.Printf("processor RSS at the end: %.0f MB\n", float64(rss)/1e6)
+	if sb.n > 0 {
+		printSchema(sb, meanBody, schemaRes)
+	}
 	if fan.n > 0 {
 		printFanOut(fan, fanRes)
 		printOrdered(fan, ordRes)

@@ -99,6 +99,20 @@ func arrayIndex(tok string) (int, bool) {
 	return n, err == nil
 }
 
+// plainString says whether raw is a JSON string literal whose value is its
+// bytes between the quotes: no escape, no control character, valid UTF-8.
+func plainString(raw []byte) bool {
+	if len(raw) < 2 || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c == '\\' || c == '"' || c < 0x20 {
+			return false
+		}
+	}
+	return utf8.Valid(raw)
+}
+
 // Scalar returns a JSON string's value or a number's literal text. ok is
 // false for null, booleans, objects and arrays; isNull tells null apart.
 func Scalar(raw json.RawMessage) (s string, ok, isNull bool) {
@@ -108,6 +122,9 @@ func Scalar(raw json.RawMessage) (s string, ok, isNull bool) {
 	}
 	switch c := raw[0]; {
 	case c == '"':
+		if plainString(raw) {
+			return string(raw[1 : len(raw)-1]), true, false
+		}
 		if err := json.Unmarshal(raw, &s); err != nil {
 			return "", false, false
 		}
@@ -124,17 +141,103 @@ func Scalar(raw json.RawMessage) (s string, ok, isNull bool) {
 // read several fields of a body for the price of one parse.
 type Object map[string]json.RawMessage
 
-// ParseObject parses body as a JSON object. Cost: one pass over the body and
-// a copy of each top-level member.
+// ParseObject parses body as a JSON object. A member named twice is the
+// last one, as encoding/json has it. Each member's value is a slice of
+// body, not a copy: body must not change while the Object is used. Cost:
+// one validating pass over the body without allocation (json.Valid), one
+// pass over its top level, a map entry per top-level member.
 func ParseObject(body []byte) (Object, error) {
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("body is not valid UTF-8 (JSON must be)")
 	}
-	var o Object
-	if err := json.Unmarshal(body, &o); err != nil || o == nil {
-		return nil, fmt.Errorf("body is not a JSON object")
+	if !json.Valid(body) {
+		return nil, errNotObject
+	}
+	// body is valid JSON from here on: the scan below only finds where
+	// each member's name and value end.
+	i := skipSpace(body, 0)
+	if body[i] != '{' {
+		return nil, errNotObject
+	}
+	o := Object{}
+	for i = skipSpace(body, i+1); body[i] != '}'; {
+		end := stringEnd(body, i)
+		name, err := unquote(body[i:end])
+		if err != nil {
+			return nil, errNotObject
+		}
+		i = skipSpace(body, skipSpace(body, end)+1) // past ':'
+		vend := valueEnd(body, i)
+		o[name] = json.RawMessage(body[i:vend:vend])
+		if i = skipSpace(body, vend); body[i] == ',' {
+			i = skipSpace(body, i+1)
+		}
 	}
 	return o, nil
+}
+
+var errNotObject = fmt.Errorf("body is not a JSON object")
+
+// skipSpace is the index of the first byte at or after i that is not JSON
+// whitespace.
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
+}
+
+// stringEnd is the index just past the string that starts at b[i] ('"').
+func stringEnd(b []byte, i int) int {
+	for j := i + 1; j < len(b); j++ {
+		switch b[j] {
+		case '\\':
+			j++
+		case '"':
+			return j + 1
+		}
+	}
+	return len(b)
+}
+
+// valueEnd is the index just past the value that starts at b[i], in valid
+// JSON.
+func valueEnd(b []byte, i int) int {
+	switch b[i] {
+	case '"':
+		return stringEnd(b, i)
+	case '{', '[':
+		depth := 0
+		for j := i; j < len(b); j++ {
+			switch b[j] {
+			case '"':
+				j = stringEnd(b, j) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				if depth--; depth == 0 {
+					return j + 1
+				}
+			}
+		}
+		return len(b)
+	}
+	j := i
+	for j < len(b) && b[j] != ',' && b[j] != '}' && b[j] != ']' && b[j] != ' ' && b[j] != '\t' && b[j] != '\n' && b[j] != '\r' {
+		j++
+	}
+	return j
+}
+
+// unquote is a JSON string's value; q is a whole string literal, quotes
+// included, from valid JSON.
+func unquote(q []byte) (string, error) {
+	if bytes.IndexByte(q, '\\') < 0 {
+		return string(q[1 : len(q)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(q, &s)
+	return s, err
 }
 
 // Str follows member names down nested objects and returns the string or

@@ -74,7 +74,9 @@ test-unit:
 ## bench-* program (a shorter run: `make bench-retrier BENCH_FLAGS='-n 10000 -idle 10s'`; -h lists them).
 bench: bench-ingest bench-processor bench-state bench-retrier bench-e2e
 
-## bench-ingest: ingest against a bare gin handler, same load, same run.
+## bench-ingest: ingest against a minimal gin + franz-go handler (acks=all) and a bare gin handler, rounds alternated
+## in one run (BENCH_FLAGS='-c 256 -d 10s -rounds 3' are its defaults); -corpus github: GitHub's example payloads
+## without schema and with GitHub's schema (on_invalid: dlq, then reject), alternated (-rounds 5 by default).
 bench-ingest: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/loadgen ./pkg/bench/ingest
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(BENCH_FLAGS)

@@ -144,13 +144,13 @@ type Object map[string]json.RawMessage
 // ParseObject parses body as a JSON object. A member named twice is the
 // last one, as encoding/json has it. Each member's value is a slice of
 // body, not a copy: body must not change while the Object is used. Cost:
-// one validating pass over the body without allocation (json.Valid), one
+// one validating pass over the body without allocation (valid.go), one
 // pass over its top level, a map entry per top-level member.
 func ParseObject(body []byte) (Object, error) {
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("body is not valid UTF-8 (JSON must be)")
 	}
-	if !json.Valid(body) {
+	if !valid(body) {
 		return nil, errNotObject
 	}
 	// body is valid JSON from here on: the scan below only finds where

@@ -3,6 +3,7 @@ package jsonptr
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 	"unicode/utf8"
 )
@@ -51,4 +52,37 @@ func checkObject(t *testing.T, b []byte) {
 			t.Fatalf("%q: member %q = %q, encoding/json %q", b, k, got[k], v)
 		}
 	}
+}
+
+// validSeeds are documents valid must judge as json.Valid does.
+var validSeeds = []string{
+	`0`, `-0`, `-`, `01`, `1.`, `1.5`, `1e`, `1e+`, `1E-7`, `-1.25e10`, `.5`, `+1`,
+	`"a"`, `"\u00e9\n\/"`, `"\x"`, `"\u12g4"`, "\"\x01\"", "\"\xff\"", `"unterminated`,
+	`true`, `tru`, `false`, `null`, `nul`, `[]`, `[1,]`, `[,1]`, `[1 2]`, `{"a":}`, `{"a":1,"b":[true,{"c":null}]}`,
+	` {} `, "\t[\n]\r", `{}x`, `{} {}`, `{"a" : 1 }`, `{1:2}`, `[[[[]]]]`, ``, ` `,
+}
+
+// TestValid: valid judges the seeds, and documents nested at and past
+// encoding/json's bound, as json.Valid does.
+func TestValid(t *testing.T) {
+	seeds := append(append([]string(nil), validSeeds...), objectSeeds...)
+	for _, depth := range []int{maxDepth - 1, maxDepth, maxDepth + 1} {
+		seeds = append(seeds, strings.Repeat("[", depth)+strings.Repeat("]", depth))
+	}
+	for _, s := range seeds {
+		if got, want := valid([]byte(s)), json.Valid([]byte(s)); got != want {
+			t.Errorf("valid(%.40q) = %v, json.Valid %v", s, got, want)
+		}
+	}
+}
+
+func FuzzValid(f *testing.F) {
+	for _, s := range append(append([]string(nil), validSeeds...), objectSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if got, want := valid(b), json.Valid(b); got != want {
+			t.Fatalf("valid(%q) = %v, json.Valid %v", b, got, want)
+		}
+	})
 }

@@ -3,6 +3,8 @@ package jsonptr
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"reflect"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -85,4 +87,44 @@ func FuzzValid(f *testing.F) {
 			t.Fatalf("valid(%q) = %v, json.Valid %v", b, got, want)
 		}
 	})
+}
+
+// decodeRef is Decode as encoding/json's Decoder reads a document.
+func decodeRef(doc []byte) (v any, ok bool) {
+	if !utf8.Valid(doc) {
+		return nil, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, false
+	}
+	return v, true
+}
+
+// TestDecode: Decode reads each seed as encoding/json's Decoder does;
+// FuzzDecode goes on from them.
+func TestDecode(t *testing.T) {
+	for _, s := range append(append([]string(nil), validSeeds...), objectSeeds...) {
+		checkDecode(t, []byte(s))
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	for _, s := range append(append([]string(nil), validSeeds...), objectSeeds...) {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) { checkDecode(t, b) })
+}
+
+func checkDecode(t *testing.T, b []byte) {
+	t.Helper()
+	got, ok := Decode(b)
+	want, wantOK := decodeRef(b)
+	if ok != wantOK || !reflect.DeepEqual(got, want) {
+		t.Fatalf("Decode(%q) = %#v, %v; encoding/json %#v, %v", b, got, ok, want, wantOK)
+	}
 }

@@ -51,16 +51,8 @@ func (v validator) value(i, depth int) (int, bool) {
 			if i, ok = v.value(skipSpace(b, i+1), depth+1); !ok {
 				return i, false
 			}
-			if i = skipSpace(b, i); i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ',':
-				i = skipSpace(b, i+1)
-			case '}':
-				return i + 1, true
-			default:
-				return i, false
+			if i, ok = v.next(i, '}'); !ok || b[i-1] == '}' {
+				return i, ok
 			}
 		}
 	case c == '[':
@@ -76,16 +68,8 @@ func (v validator) value(i, depth int) (int, bool) {
 			if i, ok = v.value(i, depth+1); !ok {
 				return i, false
 			}
-			if i = skipSpace(b, i); i >= len(b) {
-				return i, false
-			}
-			switch b[i] {
-			case ',':
-				i = skipSpace(b, i+1)
-			case ']':
-				return i + 1, true
-			default:
-				return i, false
+			if i, ok = v.next(i, ']'); !ok || b[i-1] == ']' {
+				return i, ok
 			}
 		}
 	case c == '-' || ('0' <= c && c <= '9'):
@@ -96,6 +80,23 @@ func (v validator) value(i, depth int) (int, bool) {
 		return v.literal(i, "false")
 	case c == 'n':
 		return v.literal(i, "null")
+	}
+	return i, false
+}
+
+// next reads what follows a member or an element at b[i]: past a ',' and
+// the space after it (b[i-1] is then not closer), or just past closer; ok
+// is false for anything else.
+func (v validator) next(i int, closer byte) (int, bool) {
+	b := v.b
+	if i = skipSpace(b, i); i >= len(b) {
+		return i, false
+	}
+	switch b[i] {
+	case ',':
+		return skipSpace(b, i+1), true
+	case closer:
+		return i + 1, true
 	}
 	return i, false
 }

@@ -75,7 +75,9 @@ test-unit:
 ## bench-* program (a shorter run: `make bench-retrier BENCH_FLAGS='-n 10000 -idle 10s'`; -h lists them).
 bench: bench-ingest bench-processor bench-state bench-retrier bench-e2e
 
-## bench-ingest: ingest against a bare gin handler, same load, same run.
+## bench-ingest: ingest against a minimal gin + franz-go handler (acks=all) and a bare gin handler, rounds alternated
+## in one run (BENCH_FLAGS='-c 256 -d 10s -rounds 3' are its defaults); -corpus github: GitHub's example payloads
+## without schema and with GitHub's schema (on_invalid: dlq, then reject), alternated (-rounds 5 by default).
 bench-ingest: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/loadgen ./pkg/bench/ingest
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(BENCH_FLAGS)
@@ -84,7 +86,9 @@ bench-ingest: build $(KAFKA_DEP)
 ## Then the fan-out comparison (issue 22): one topic route against three, alternated; BENCH_FLAGS='-routes-n 50000
 ## -routes-rounds 2' are its defaults, -routes-n 0 leaves it out. Then the backfill (issue 24): a topic route added to the
 ## one-route provider, `dlq backfill` of its events, against first-seen events to one topic route; then ordering
-## (issue 24): one topic route unordered / ordered over 10,000 entities, alternated.
+## (issue 24): one topic route unordered / ordered over 10,000 entities, alternated. Before the fan-out, the schema
+## comparison (issue 32): GitHub's example payloads without schema / with GitHub's schema per event type, alternated
+## (-schema-n 10000 -schema-rounds 2; -schema-n 0 leaves it out).
 bench-processor: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-processor ./pkg/bench/processor
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-processor $(BENCH_FLAGS)

@@ -52,10 +52,13 @@ const (
 	// BackfillMissing or BackfillAgain.
 	Backfill = "hookline.backfill"
 	// InvalidPayload marks a record whose body failed its provider's
-	// schema (providers file schema:, on_invalid: dlq): ingest accepted
-	// it, and the processor dead-letters it as DeadInvalidPayload without
-	// a call. Its value is a short reason (at most MaxInvalidPayloadBytes):
-	// the schema file and the first violation. Absent on a valid record.
+	// schema (providers file schema:, on_invalid: dlq): the processor
+	// checks it, dead-letters it as DeadInvalidPayload without a call and
+	// sets this on the DLQ copy. A fresh record may carry it from an
+	// ingest of an earlier version, which checked such bodies itself; the
+	// processor keeps that verdict. Its value is a short reason (at most
+	// MaxInvalidPayloadBytes): the schema file and the first violations.
+	// Absent on a valid record.
 	InvalidPayload = "hookline.invalid-payload"
 
 	// DefaultRoute is the route a record without hookline.route is for,

@@ -20,7 +20,11 @@
 //     every route), alternated round by round on the same processor: CPU
 //     per delivery with three routes against CPU per event with one
 //     (target <= 0.6x; the read, dedup and transaction are shared), and
-//     events/s with three against events/s with one (target >= 0.5x).
+//     events/s with three against events/s with one (target >= 0.5x);
+//   - the schema check (-schema-n, -schema-rounds; schema.go): GitHub's
+//     example payloads for a provider without schema and for one with
+//     GitHub's schema per event type, alternated: the processor's CPU per
+//     event that the check adds.
 //
 // Restore speed is BenchmarkRestore in processor/internal/restore. Every load
 // is bounded and stays on loopback; the broker is reached as the services
@@ -57,6 +61,9 @@ func main() {
 	tc := transformCmp{}
 	flag.IntVar(&tc.n, "transform-n", 20000, "events a round of the transform comparison, for each of the routes without and with a transform (0: no comparison)")
 	flag.IntVar(&tc.rounds, "transform-rounds", 3, "rounds of the transform comparison, each without then with (1 to 10)")
+	sb := schemaBench{}
+	flag.IntVar(&sb.n, "schema-n", 10000, "events a phase of the schema comparison, for each of the providers without and with a schema (0: no comparison)")
+	flag.IntVar(&sb.rounds, "schema-rounds", 2, "rounds of the schema comparison, each without schema then with (1 to 10)")
 	flag.Parse()
 	if *parts < 1 || *parts > 1000 {
 		fmt.Fprintf(os.Stderr, "bench: -partitions=%d: want 1 to 1000\n", *parts)
@@ -70,8 +77,12 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -transform-n=%d -transform-rounds=%d: want at least 0 events and 1 to 10 rounds\n", tc.n, tc.rounds)
 		os.Exit(2)
 	}
+	if sb.n < 0 || sb.rounds < 1 || sb.rounds > 10 {
+		fmt.Fprintf(os.Stderr, "bench: -schema-n=%d -schema-rounds=%d: want at least 0 events and 1 to 10 rounds\n", sb.n, sb.rounds)
+		os.Exit(2)
+	}
 	partitions = int32(*parts)
-	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan, tc) })
+	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan, tc, sb) })
 }
 
 // fanOut shapes the fan-out comparison: n events a phase, rounds rounds.
@@ -80,7 +91,7 @@ type fanOut struct{ n, rounds int }
 // partitions of every topic of the run (-partitions).
 var partitions int32 = 12
 
-func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp) (err error) {
+func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp, sb schemaBench) (err error) {
 	r, err := loadtest.NewRun("bench-processor", []string{"processor", "dlq"}, kgo.ProducerBatchMaxBytes(2<<20), kgo.RecordPartitioner(topics.Partitioner()))
 	if err != nil {
 		return err
@@ -101,6 +112,10 @@ func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp) (err er
 	defer slow.Close()
 
 	prefix := r.Prefix("bench-proc")
+	schemaEntries, err := schemaProviders(prefix, sb)
+	if err != nil {
+		return err
+	}
 	prov := filepath.Join(tmp, "providers.yaml")
 	tfYAML, err := transformProvidersYAML(tmp, prefix, tc)
 	if err != nil {
@@ -116,7 +131,7 @@ func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp) (err er
     secret_env: [BENCH_SECRET]
     signature: {header: X-Sig}
     destination: {url: "http://%s/hook", timeout: 5s}
-`, ln.Addr())+routeProviders(prefix, fan)+tfYAML), 0o600); err != nil {
+`, ln.Addr())+routeProviders(prefix, fan)+tfYAML+schemaEntries), 0o600); err != nil {
 		return err
 	}
 	names := topics.NewNames(prefix, []string{"1m", "5m", "15m", "1h", "6h"})
@@ -185,6 +200,13 @@ func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp) (err er
 		return fmt.Errorf("slow destination phase: %w", err)
 	}
 	rss, _ := loadtest.RSS(proc.Pid())
+	var schemaRes [][2]result
+	var meanBody int
+	if sb.n > 0 { // before the fan-out: the backfill takes the events from the fan-out's start
+		if schemaRes, meanBody, err = schemaRounds(ctx, proc, metrics, cl, names.Raw, sb); err != nil {
+			return err
+		}
+	}
 	var fanRes, ordRes, tfRes [][2]result
 	var bfRes result
 	if tc.n > 0 {
@@ -225,6 +247,9 @@ func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp) (err er
 	fmt.Printf("CPU per duplicate / per first-seen: %.2f (target <= 0.5)\n", dup.cpuPerEvent()/first.cpuPerEvent())
 	fmt.Printf("50 ms destination, 64 in flight: %.0f events/s = %.2f of the in-flight bound 64/50ms (target >= 0.9)\n", slowRes.rate(), slowRes.rate()/1280)
 	fmt.Printf("processor RSS at the end: %.0f MB\n", float64(rss)/1e6)
+	if sb.n > 0 {
+		printSchema(sb, meanBody, schemaRes)
+	}
 	if fan.n > 0 {
 		printFanOut(fan, fanRes)
 		printOrdered(fan, ordRes)

@@ -577,6 +577,11 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 		case decide.ToDLQ:
 			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.Err, e.DeadReason == headers.DeadExhausted)
 			headers.Set(dr, headers.DeadReason, e.DeadReason)
+			if ipe := (*decide.InvalidPayloadError)(nil); errors.As(c.Err, &ipe) {
+				// The reason, whoever found it: ingest (its header,
+				// kept) or this processor's check (invalid.go).
+				headers.SetInvalidPayload(dr, ipe.Reason)
+			}
 			setRoute(dr, e.Route)
 			setHeld(dr, 0)
 			out = append(out, dr)

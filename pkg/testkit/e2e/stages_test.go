@@ -55,6 +55,7 @@ var besideOrder = []string{
 	"TestRetriesDeadLettersAndReplay",
 	"TestOrderedEntitiesKilled",
 	"TestOrderingAddedUnderFlow",
+	"TestTransformsUnderKills",
 	"TestSteadyFlowSecureBroker",
 	"TestSteadyFlowWithDuplicates",
 	"TestGitHubCorpus",

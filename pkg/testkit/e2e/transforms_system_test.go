@@ -19,6 +19,9 @@ import (
 // for the body sent, computed here by the same code.
 func TestTransformsUnderKills(t *testing.T) {
 	skipShort(t)
+	// Its claims are counts and bytes (lost, doubled, each body the
+	// script's output), which hold beside other scenarios' load.
+	besideParallel(t)
 	deliveries, rate, kills := e2e.EnvCount(t, "HOOKLINE_E2E_TRANSFORM_DELIVERIES", 1500, 1), 150.0, e2e.EnvCount(t, "HOOKLINE_E2E_TRANSFORM_KILLS", 2, 1)
 	const batch = 64
 	routes := []e2e.Route{

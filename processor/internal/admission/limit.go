@@ -10,9 +10,9 @@ import (
 // Each call's answer is a Signal; the limit grows by one per window of
 // calls that succeeded at a steady latency (additive increase), and is cut
 // to limitBackoff of itself on an overload answer (429, 503, a timeout, a
-// connection error) or a latency past latencyTolerance times the
-// destination's baseline (multiplicative decrease), at most once per
-// window: the calls started before a cut answer on the old limit, so
+// connection error) or a recent latency (an average over about the last
+// ten successes) past latencyTolerance times the long-run one (over about
+// the last 500) (multiplicative decrease), at most once per window: the calls started before a cut answer on the old limit, so
 // their answers do not cut again. Until the first cut the limit doubles
 // per window (slow start), from initialLimit.
 //
@@ -30,16 +30,20 @@ const (
 	// about (1+limitBackoff)/2 of a receiver's capacity, and a small
 	// capacity (8) sees about one overload answer per 20 calls at worst.
 	limitBackoff = 0.7
-	// latencyTolerance: a call slower than this many times the baseline
+	// latencyTolerance: a recent latency this many times the long-run one
 	// counts as overload.
 	latencyTolerance = 2.0
-	// baselineWindow is how many calls a baseline (the shortest call
-	// latency) is kept before the next window's minimum takes over, so a
-	// receiver that becomes slower for good is not cut for ever.
-	baselineWindow = 500
-	// minBaselineSamples is how many successful calls set a baseline
-	// before latency counts at all.
-	minBaselineSamples = 10
+	// recentWeight and longWeight are the weights of a success's latency
+	// in the recent and the long-run averages (exponentially weighted):
+	// about the last 10 and the last 500 successes. One slow call (a pause
+	// of the processor itself) does not cut; ten in a row do; a receiver
+	// that becomes slower for good moves the long-run average in a few
+	// hundred calls and is not cut for ever.
+	recentWeight = 0.1
+	longWeight   = 0.002
+	// minLatencySamples is how many successes the averages need before
+	// latency counts at all.
+	minLatencySamples = 10
 	// HoldRetryAfter is the shortest Retry-After that says a receiver is
 	// out for a while rather than busy for a moment: the limit drops to 1
 	// and does not grow before the date the receiver named, so the
@@ -88,10 +92,10 @@ type Limiter struct {
 	ssthresh  float64
 	window    uint64 // counts cuts; a call started in an older window does not cut
 	inflight  int
-	baseline  time.Duration // 0: none yet
-	nextBase  time.Duration // this window's minimum
-	samples   int           // successful calls in this baseline window
-	holdUntil time.Time     // no growth before (a long Retry-After)
+	recent    float64   // latency averages, seconds (observe)
+	long      float64   //
+	samples   int       // successes averaged
+	holdUntil time.Time // no growth before (a long Retry-After)
 }
 
 // NewLimiter returns a limiter for a destination of at most max calls in
@@ -129,6 +133,7 @@ func (l *Limiter) Done(t Ticket, s Sample) int {
 	if s.Signal == Succeeded {
 		l.observe(s.Took)
 	}
+	slow := s.Signal == Succeeded && l.slow()
 	switch {
 	case s.Signal == Overloaded && s.RetryAfter >= HoldRetryAfter:
 		back := max(l.limit*limitBackoff, 1) // slow start back up to there after the date
@@ -138,7 +143,7 @@ func (l *Limiter) Done(t Ticket, s Sample) int {
 		l.cut(1)
 		l.ssthresh = back
 		l.holdUntil = s.At.Add(s.RetryAfter)
-	case s.Signal == Overloaded || s.Signal == Succeeded && l.slow(s.Took):
+	case s.Signal == Overloaded || slow:
 		if t.window == l.window { // once per window
 			l.cut(l.limit * limitBackoff)
 		}
@@ -168,23 +173,19 @@ func (l *Limiter) cut(to float64) {
 	l.window++
 }
 
-// observe keeps the baseline: the shortest latency of the last window of
-// successful calls.
+// observe adds a success's latency to the averages.
 func (l *Limiter) observe(took time.Duration) {
-	if l.nextBase == 0 || took < l.nextBase {
-		l.nextBase = took
+	x := took.Seconds()
+	if l.samples == 0 {
+		l.recent, l.long = x, x
 	}
 	l.samples++
-	switch {
-	case l.baseline == 0 && l.samples >= minBaselineSamples,
-		l.samples >= baselineWindow:
-		l.baseline, l.nextBase, l.samples = l.nextBase, 0, 0
-	case l.baseline != 0 && took < l.baseline:
-		l.baseline = took
-	}
+	l.recent += recentWeight * (x - l.recent)
+	l.long += longWeight * (x - l.long)
 }
 
-// slow reports whether took is past the tolerance over the baseline.
-func (l *Limiter) slow(took time.Duration) bool {
-	return l.baseline > 0 && float64(took) > latencyTolerance*float64(l.baseline)
+// slow reports whether the recent latency is past the tolerance over the
+// long-run one.
+func (l *Limiter) slow() bool {
+	return l.samples >= minLatencySamples && l.recent > latencyTolerance*l.long
 }

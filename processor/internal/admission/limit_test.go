@@ -118,20 +118,32 @@ func TestLimiterOncePerWindow(t *testing.T) {
 	}
 }
 
-// TestLimiterLatency: once minBaselineSamples successes set a baseline, a
-// success slower than latencyTolerance times it cuts like an overload
-// answer; one within it does not.
+// TestLimiterLatency: once minLatencySamples successes are averaged, one
+// slow success does not cut (a pause of the processor's own), a run of
+// them that takes the recent average past latencyTolerance times the
+// long-run one does, once.
 func TestLimiterLatency(t *testing.T) {
 	l := NewLimiter(64)
 	l.limit, l.ssthresh = 20, 20
-	for range minBaselineSamples {
-		l.Done(l.Start(), ok(10*time.Millisecond))
+	ms := time.Millisecond
+	for range minLatencySamples {
+		l.Done(l.Start(), ok(10*ms))
 	}
-	if got := l.Done(l.Start(), ok(19*time.Millisecond)); got != 20 {
-		t.Fatalf("1.9× the baseline: %d, want 20", got)
+	if got := l.Done(l.Start(), ok(100*ms)); got != 20 {
+		t.Fatalf("one call 10x slower: %d, want 20", got)
 	}
-	if got := l.Done(l.Start(), ok(21*time.Millisecond)); got != 14 {
-		t.Fatalf("2.1× the baseline: %d, want 14", got)
+	cuts := 0
+	for range 10 {
+		if got := l.Done(l.Start(), ok(40*ms)); got != 20 {
+			if got != 14 {
+				t.Fatalf("a run of calls 4x slower: limit %d, want 20 or a cut to 14", got)
+			}
+			cuts++
+			break
+		}
+	}
+	if cuts != 1 {
+		t.Fatal("ten calls 4x slower in a row did not cut the limit")
 	}
 }
 

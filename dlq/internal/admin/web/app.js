@@ -319,6 +319,7 @@ function renderOverview(rep, provs, routes) {
       let st = r.state + (r.state === 'draining' ? ' at ' + r.rate + '/s' : '');
       if (r.paused_by) st += ' (held by its ' + r.paused_by + ' setting)';
       st += heldText(r.held);
+      if (r.concurrency_limit != null) st += ' · ' + r.concurrency_limit + ' of ' + r.max_inflight + ' calls at a time';
       const nameCell = cell('Provider / route', '↳ ' + rname + ' · ' + r.priority);
       tr.classList.add('has-routes');
       rtr.append(nameCell, verdictCell(reasonsOf(rep, rname, false)), cell('Deliveries', st + setBy(rown)),

@@ -336,7 +336,14 @@ func (h *HTTP) Handle(ctx context.Context, d Delivery) error {
 		res = failed
 		return se
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		// A 429 is a destination that works and is busy: its load is the
+		// adaptive limit's business (the admission chain), and counting
+		// it would open the breaker on the few refusals a limit finding
+		// the receiver's capacity costs. A 503 is a failure.
 		res = failed
+		if code == http.StatusTooManyRequests {
+			res = succeeded
+		}
 		now := h.now()
 		if after := parseRetryAfter(resp.Header.Get("Retry-After"), now, h.maxRA); after > 0 {
 			return &retry.RetryAfterError{Err: se, After: after, Until: now.Add(after)}

@@ -27,9 +27,10 @@ const (
 	// max_inflight); slow start doubles it per window.
 	initialLimit = 4
 	// limitBackoff is the multiplicative decrease: the limit averages
-	// about (1+limitBackoff)/2 of a receiver's capacity, and a small
-	// capacity (8) sees about one overload answer per 20 calls at worst.
-	limitBackoff = 0.7
+	// about (1+limitBackoff)/2 of a receiver's capacity (0.9), and a small
+	// capacity (8) sees about one overload answer per 14 calls, one of 32
+	// one per 170 (docs/processor.md).
+	limitBackoff = 0.8
 	// latencyTolerance: a recent latency this many times the long-run one
 	// counts as overload.
 	latencyTolerance = 2.0

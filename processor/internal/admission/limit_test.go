@@ -50,10 +50,11 @@ func TestLimiterAIMD(t *testing.T) {
 		{"slow start", ok(10 * ms), 7},
 		{"neutral", Sample{Signal: Neutral, At: t0}, 7},
 		{"slow start", ok(10 * ms), 8},
-		{"429", Sample{Signal: Overloaded, Took: ms, At: t0}, 5}, // 8 × 0.7 = 5.6
-		{"additive", ok(10 * ms), 5},                             // 5.6 + 1/5.6 = 5.78
-		{"additive", ok(10 * ms), 5},
-		{"additive", ok(10 * ms), 6},
+		{"429", Sample{Signal: Overloaded, Took: ms, At: t0}, 6}, // 8 × 0.8 = 6.4
+		{"additive", ok(10 * ms), 6},                             // 6.4 + 1/6.4 = 6.56
+		{"additive", ok(10 * ms), 6},                             // 6.71
+		{"additive", ok(10 * ms), 6},                             // 6.86
+		{"additive", ok(10 * ms), 7},                             // 7.01
 	})
 	for range 200 {
 		l.Done(l.Start(), ok(10*time.Millisecond))
@@ -61,9 +62,9 @@ func TestLimiterAIMD(t *testing.T) {
 	if got := NewLimiter(12); got.Limit() != initialLimit {
 		t.Fatalf("a new limiter starts at %d, want %d", got.Limit(), initialLimit)
 	}
-	// Growth needs the limit in use: 200 lone calls do not raise a limit of 6.
-	if got := l.Limit(); got != 6 {
-		t.Fatalf("after calls that did not use the limit: %d, want 6", got)
+	// Growth needs the limit in use: 200 lone calls do not raise a limit of 7.
+	if got := l.Limit(); got != 7 {
+		t.Fatalf("after calls that did not use the limit: %d, want 7", got)
 	}
 	for range 400 {
 		runSteps(t, l, []step{{"grow", ok(10 * time.Millisecond), l.limitAfterSuccess()}})
@@ -105,16 +106,16 @@ func TestLimiterOncePerWindow(t *testing.T) {
 	for i := range before {
 		before[i] = l.Start()
 	}
-	if got := l.Done(before[0], Sample{Signal: Overloaded, At: t0}); got != 14 {
-		t.Fatalf("first 429: %d, want 14", got)
+	if got := l.Done(before[0], Sample{Signal: Overloaded, At: t0}); got != 16 {
+		t.Fatalf("first 429: %d, want 16", got)
 	}
 	for _, tk := range before[1:] {
-		if got := l.Done(tk, Sample{Signal: Overloaded, At: t0}); got != 14 {
-			t.Fatalf("429 of a call started before the cut: %d, want 14", got)
+		if got := l.Done(tk, Sample{Signal: Overloaded, At: t0}); got != 16 {
+			t.Fatalf("429 of a call started before the cut: %d, want 16", got)
 		}
 	}
-	if got := l.Done(l.Start(), Sample{Signal: Overloaded, At: t0}); got != 9 {
-		t.Fatalf("429 of a call started after the cut: %d, want 9", got)
+	if got := l.Done(l.Start(), Sample{Signal: Overloaded, At: t0}); got != 12 {
+		t.Fatalf("429 of a call started after the cut: %d, want 12", got)
 	}
 }
 
@@ -135,8 +136,8 @@ func TestLimiterLatency(t *testing.T) {
 	cuts := 0
 	for range 10 {
 		if got := l.Done(l.Start(), ok(40*ms)); got != 20 {
-			if got != 14 {
-				t.Fatalf("a run of calls 4x slower: limit %d, want 20 or a cut to 14", got)
+			if got != 16 {
+				t.Fatalf("a run of calls 4x slower: limit %d, want 20 or a cut to 16", got)
 			}
 			cuts++
 			break
@@ -161,15 +162,15 @@ func TestLimiterHold(t *testing.T) {
 		t.Fatalf("before the date: %d, want 1", got)
 	}
 	late := Sample{Signal: Succeeded, Took: time.Millisecond, At: t0.Add(time.Minute)}
-	for want := 2; want <= 28; want++ {
+	for want := 2; want <= 32; want++ {
 		runSteps(t, l, []step{{"slow start after the date", late, want}})
 	}
-	runSteps(t, l, []step{{"additive above 28", late, 28}})
+	runSteps(t, l, []step{{"additive above 32", late, 32}})
 
 	short := NewLimiter(64)
 	short.limit, short.ssthresh = 40, 40
-	if got := short.Done(short.Start(), Sample{Signal: Overloaded, RetryAfter: time.Second, At: t0}); got != 28 {
-		t.Fatalf("Retry-After 1s: %d, want an ordinary cut to 28", got)
+	if got := short.Done(short.Start(), Sample{Signal: Overloaded, RetryAfter: time.Second, At: t0}); got != 32 {
+		t.Fatalf("Retry-After 1s: %d, want an ordinary cut to 32", got)
 	}
 }
 

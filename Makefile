@@ -38,7 +38,7 @@ observe:
 	compose/observe.sh
 
 ## test: every test, against a real broker: the packages first, then the
-## whole-system scenarios alone (they kill services and load both cores).
+## whole-system scenarios in three stages (alone, beside each other, quiet).
 ## Test topics and groups that killed runs left are swept before and after
 ## (pkg/testkit/kafkatest/sweep); the end lists the slowest packages and tests
 ## (pkg/testkit/testreport), writes every one's time to bin/test-times and the closing line
@@ -49,10 +49,11 @@ GO_TEST   := HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -json -count=1 -timeou
 # left running alone at the end. A folder no longer there is left out.
 TEST_FIRST := processor pkg/testkit/kafkatest retrier dlq processor/internal/consume \
 	schemas/schemathesis ingest pkg/bench/e2e
-# The scenarios run one at a time but for two pairs at the end: the two on private brokers
-# beside each other, then the two quiet ones; the pairing takes four slots
-# (pkg/testkit/e2e/broker_chaos_test.go, privateBrokersParallel).
-E2E_FLAGS := -parallel 4
+# The scenarios run in three stages (pkg/testkit/e2e/stages_test.go): those whose claims
+# are latencies one at a time; then those whose claims are counts and bounds a kill sets,
+# three at a time, slowest first; then the two quiet ones beside each other. The stages
+# need a parallel slot for each scenario of the last two (17 today).
+E2E_FLAGS := -parallel 32
 test: build $(KAFKA_DEP)
 	$(GO) run ./pkg/testkit/kafkatest/sweep
 	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport

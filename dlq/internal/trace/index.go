@@ -1,4 +1,6 @@
-// Package trace is the index behind `dlq trace KEY` and `GET /events/{key}`:
+// Package trace is the index behind `dlq trace KEY` and `GET /events/{key}`,
+// and behind `dlq events` and `GET /events` (list.go: every outcome as a
+// row, newest first, found by provider, route, event type and status):
 // every record of a key on webhooks.raw, webhooks.outcomes, the retry tiers
 // and webhooks.dlq, with the resolutions of webhooks.dlq-status, kept in a
 // Badger directory so that a key's path is one prefix read whatever the
@@ -70,6 +72,8 @@ type Index struct {
 	db        *badger.DB
 	names     topics.Names
 	retention time.Duration
+	// listBudget is ListBudget (tests make it smaller).
+	listBudget int
 }
 
 // Open opens (or creates) the index. Badger is tuned small, like the
@@ -101,7 +105,17 @@ func Open(o Options) (*Index, error) {
 	if r <= 0 {
 		r = DefaultRetention
 	}
-	return &Index{db: db, names: o.Names, retention: r}, nil
+	ix := &Index{db: db, names: o.Names, retention: r, listBudget: ListBudget}
+	start := time.Now()
+	n, err := ix.migrateList()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("trace index %s: events list: %w", o.Dir, err)
+	}
+	if n > 0 && o.Logger != nil {
+		o.Logger.Info("trace index: events list built from the outcomes it held", "rows", n, "took", time.Since(start).String())
+	}
+	return ix, nil
 }
 
 // Close closes the Badger files.
@@ -156,6 +170,8 @@ type Event struct {
 	// ReplayOf: a suppressed outcome's (ingest took the delivery for a
 	// replay of the one with this key).
 	ReplayOf string `json:"replay_of,omitempty"`
+	// TraceID: an outcome's trace id (its trace_id), when it has one.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Event kinds.
@@ -231,7 +247,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 			ev.Kind = KindAccepted
 		}
 	case "outcomes":
-		o, err := outcome.Decode(r.Value)
+		o, err := decodeOutcome(r.Value)
 		if err != nil {
 			ev.Kind, ev.Status, ev.Error = KindOutcome, statusUnreadable, "outcome record: "+err.Error()
 			ev.routed()
@@ -239,7 +255,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 		}
 		ev.Kind, ev.Status, ev.Attempt, ev.Origin, ev.DurationMS, ev.Error = KindOutcome, o.Status, o.Attempt, o.Origin, o.DurationMS, o.Error
 		ev.Tier, ev.Reason, ev.ReplayID, ev.Lane, ev.Provider, ev.EventType = o.Tier, o.DeadReason, o.ReplayID, o.Lane, o.Provider, o.EventType
-		ev.Route, ev.ReplayOf = o.Route, o.ReplayOf
+		ev.Route, ev.ReplayOf, ev.TraceID = o.Route, o.ReplayOf, o.TraceID
 		if t, err := headers.ParseTime(o.Time); err == nil {
 			ev.At = t
 		}
@@ -256,6 +272,24 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 	}
 	ev.routed()
 	return ev, true
+}
+
+// tracedOutcome is an outcome record with the trace id a traced processor
+// writes beside its fields (trace_id; absent otherwise). Declared here, not
+// read from outcome.Outcome, so that the index reads it whichever writes it.
+type tracedOutcome struct {
+	outcome.Outcome
+	TraceID string `json:"trace_id"`
+}
+
+// decodeOutcome reads an outcome record as outcome.Decode does, with its
+// trace id.
+func decodeOutcome(b []byte) (tracedOutcome, error) {
+	o := tracedOutcome{Outcome: outcome.Outcome{Partition: -1, Offset: -1}}
+	if err := json.Unmarshal(b, &o); err != nil {
+		return tracedOutcome{}, err
+	}
+	return o, nil
 }
 
 // routed sets the event's route as Event.Route says: none on a step of
@@ -366,6 +400,9 @@ func (ix *Index) Apply(recs []*kgo.Record, pos []Position) error {
 		e := badger.NewEntry(eventKey(string(r.Key), ev), v)
 		e.ExpiresAt = expires(ev.At)
 		if err := wb.SetEntry(e); err != nil {
+			return err
+		}
+		if err := listRow(wb.SetEntry, string(r.Key), ev, e.ExpiresAt); err != nil {
 			return err
 		}
 		if ev.Kind == KindDeadLetter {

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-compare lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-adaptive bench-compare lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -111,6 +111,12 @@ bench-retrier: build $(KAFKA_DEP)
 bench-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BENCH_FLAGS)
+
+## bench-adaptive: adaptive delivery (issue 34) against a receiver of hidden capacity C = 32, then 8, then 64:
+## goodput against what C allows and the 429 share, adaptive beside fixed limits of 64 and 8 (-runs N, -phase D).
+bench-adaptive: build $(KAFKA_DEP)
+	$(GO) build -o $(BIN)/bench-adaptive ./pkg/bench/adaptive
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-adaptive $(BENCH_FLAGS)
 
 ## bench-compare: bench-processor and bench-e2e of OLD=<rev> (built in a temporary worktree) and of this tree,
 ## alternated in one run on one broker, ROUNDS=3 rounds; ratios new/old pair by pair (pkg/bench/compare.sh:

@@ -19,18 +19,24 @@ import (
 
 // Header names (DESIGN §3, contract).
 const (
-	Provider        = "hookline.provider"
-	EventType       = "hookline.event-type"
-	IdempotencyKey  = "hookline.idempotency-key"
-	ReceivedAt      = "hookline.received-at"
-	RequestID       = "hookline.request-id"
-	ContentType     = "hookline.content-type"
-	Origin          = "hookline.origin"
-	Attempt         = "hookline.attempt"
-	Errors          = "hookline.errors"
-	FirstSeenAt     = "hookline.first-seen-at"
-	ReplayID        = "hookline.replay-id"
-	DueAt           = "hookline.due-at"
+	Provider       = "hookline.provider"
+	EventType      = "hookline.event-type"
+	IdempotencyKey = "hookline.idempotency-key"
+	ReceivedAt     = "hookline.received-at"
+	RequestID      = "hookline.request-id"
+	ContentType    = "hookline.content-type"
+	Origin         = "hookline.origin"
+	Attempt        = "hookline.attempt"
+	Errors         = "hookline.errors"
+	FirstSeenAt    = "hookline.first-seen-at"
+	ReplayID       = "hookline.replay-id"
+	DueAt          = "hookline.due-at"
+	// RetryAfter is, on a retry-tier record, the date the destination's
+	// Retry-After named (429 or 503; capped by HOOKLINE_RETRY_AFTER_MAX),
+	// in the hookline.due-at format: hookline.due-at is not earlier
+	// unless the route's retry tiers are all shorter. Absent when the
+	// last failure asked for no wait.
+	RetryAfter      = "hookline.retry-after"
 	DeadReason      = "hookline.dead-reason"
 	SourceTopic     = "hookline.source.topic"
 	SourcePartition = "hookline.source.partition"

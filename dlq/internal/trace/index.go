@@ -158,6 +158,9 @@ type Event struct {
 	// Tier and DueAt: a retry tier's record (Tier also on a retrying outcome).
 	Tier  string `json:"tier,omitempty"`
 	DueAt string `json:"due_at,omitempty"`
+	// RetryAfter: a retry tier's record, the date the destination's
+	// Retry-After named (hookline.retry-after): why it waits until DueAt.
+	RetryAfter string `json:"retry_after,omitempty"`
 	// Ref, Reason, Errors: a DLQ entry's ref, dead reason and error count;
 	// Resolution its resolution when the trace was read.
 	Ref        string            `json:"ref,omitempty"`
@@ -264,7 +267,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 			ev.At = t
 		}
 	case "retry":
-		ev.Kind, ev.Tier, ev.DueAt = KindWaiting, tier, h(headers.DueAt)
+		ev.Kind, ev.Tier, ev.DueAt, ev.RetryAfter = KindWaiting, tier, h(headers.DueAt), h(headers.RetryAfter)
 		if es, err := headers.GetErrors(r); err == nil && len(es) > 0 {
 			ev.Errors, ev.Error = len(es), es[len(es)-1].Error
 		}

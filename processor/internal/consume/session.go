@@ -15,6 +15,7 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers/transform"
+	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/offsets"
@@ -570,7 +571,11 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 				cause = nil // waiting behind its entity's head is no failed attempt
 			}
 			tr := p.failedRecord(p.cfg.Names.Retry[e.Tier-1], r, a, next, e.Attempt, cause, true)
-			headers.SetTime(tr, headers.DueAt, p.cfg.Schedule.DueAt(a.Now, e.Tier, p.cfg.Jitter, rand.Float64))
+			headers.SetTime(tr, headers.DueAt, retry.NotBefore(p.cfg.Schedule.DueAt(a.Now, e.Tier, p.cfg.Jitter, rand.Float64), e.NotBefore))
+			headers.Delete(tr, headers.RetryAfter) // an earlier failure's
+			if !e.RetryAfter.IsZero() {
+				headers.SetTime(tr, headers.RetryAfter, e.RetryAfter)
+			}
 			setRoute(tr, e.Route)
 			setHeld(tr, e.Held)
 			out = append(out, tr)

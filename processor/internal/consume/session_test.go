@@ -218,7 +218,7 @@ func runProcessor(t *testing.T, f *fakeKafka, id string, handlers map[string]del
 type procOptions struct {
 	maxPending  int
 	priority    map[string]string // provider -> class
-	maxInflight map[string]int    // provider -> destination.max_inflight
+	maxInflight map[string]int    // provider -> destination.max_inflight, fixed (adaptive: false)
 	standbys    int               // StandbyReplicas
 	// standbyEvery is Config.StandbyEvery; 0: its default.
 	standbyEvery time.Duration
@@ -250,9 +250,9 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 	dir := t.TempDir()
 	yml := "providers:\n"
 	for name := range handlers {
-		slots := cmp.Or(o.maxInflight[name], 4)
-		yml += fmt.Sprintf("  %s: {preset: stripe, secret_env: [S], priority: %s, destination: {url: \"http://%s.invalid/\", max_inflight: %d}}\n",
-			name, cmp.Or(o.priority[name], "normal"), name, slots)
+		slots, fixed := o.maxInflight[name]
+		yml += fmt.Sprintf("  %s: {preset: stripe, secret_env: [S], priority: %s, destination: {url: \"http://%s.invalid/\", max_inflight: %d, adaptive: %v}}\n",
+			name, cmp.Or(o.priority[name], "normal"), name, cmp.Or(slots, 4), !fixed)
 	}
 	if o.providersYAML != "" {
 		yml = o.providersYAML

@@ -366,6 +366,16 @@ type Effect struct {
 	// Skipped says, of a done outcome, that the route's transform skipped
 	// the event: nothing was called or written.
 	Skipped bool
+	// RetryAfter is, on a ToTier copy, the date the destination's
+	// Retry-After named (hookline.retry-after); zero: it named none.
+	// NotBefore is the same date when the tier chosen is at least as long
+	// as the wait asked for: the copy's hookline.due-at is then not
+	// earlier than it, though the call itself took time after Arrival.Now
+	// (the tier's delay counts from Now, the date from the answer). Zero
+	// when the route's tiers are all shorter: the last tier's delay caps
+	// the wait, and a copy due long after the records behind it would
+	// hold them back in the tier's partition.
+	RetryAfter, NotBefore time.Time
 }
 
 // Step returns the key's next state and the records to write for a
@@ -385,7 +395,8 @@ type Effect struct {
 //	skipped by its transform        done                     changelog, outcome done (skipped)
 //
 // retry.Classify tells retryable from permanent, and a Retry-After picks
-// a longer tier. The state expires pol.TTL after a.Now; while retrying,
+// the first tier at least as long as the wait it asked for (the last tier
+// when none is) and sets the tier copy's RetryAfter and NotBefore. The state expires pol.TTL after a.Now; while retrying,
 // not before twice the tier's delay (the longest a retry can be parked
 // with full jitter), so a short TTL cannot forget a key whose retry is
 // still on its way; while parked, not before 7 days (the lane's
@@ -464,7 +475,11 @@ func stepRoute(st *State, a Arrival, result Result, pol Policy) (State, []Effect
 		if tier, ok := pol.Schedule.Route(attempt, d); ok {
 			next.Status, next.NextAttempt = StatusRetrying, attempt+1
 			next.ExpiresAt = now.Add(max(ttl, 2*pol.Schedule.Tier(tier)))
-			return next, []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt + 1}, {Kind: ToOutcomes, Status: StatusRetrying, Tier: tier}}
+			tc := Effect{Kind: ToTier, Tier: tier, Attempt: attempt + 1, RetryAfter: d.Until}
+			if pol.Schedule.Tier(tier) >= d.After {
+				tc.NotBefore = d.Until
+			}
+			return next, []Effect{{Kind: ToChangelog}, tc, {Kind: ToOutcomes, Status: StatusRetrying, Tier: tier}}
 		}
 		reason := headers.DeadPermanent
 		if d.Retryable {

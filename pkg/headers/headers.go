@@ -57,6 +57,13 @@ const (
 	// a call. Its value is a short reason (at most MaxInvalidPayloadBytes):
 	// the schema file and the first violation. Absent on a valid record.
 	InvalidPayload = "hookline.invalid-payload"
+	// Traceparent and Tracestate are the W3C Trace Context of the span
+	// that wrote the record (package tracing), present only when tracing
+	// is on: ingest's request span on a raw record, the processor's span
+	// of the attempt on a retry-tier, lane or DLQ copy, the retrier's on
+	// a record it moved. The next reader continues that trace.
+	Traceparent = "traceparent"
+	Tracestate  = "tracestate"
 
 	// DefaultRoute is the route a record without hookline.route is for,
 	// and the one route of a provider with a provider-level destination.

@@ -30,6 +30,7 @@ func (o *Outcome) AppendJSON(b []byte) []byte {
 	b = appendOptional(b, `,"replay_of":`, o.ReplayOf)
 	b = strconv.AppendInt(append(b, `,"partition":`...), int64(o.Partition), 10)
 	b = strconv.AppendInt(append(b, `,"offset":`...), o.Offset, 10)
+	b = appendOptional(b, `,"trace_id":`, o.TraceID)
 	return append(b, '}')
 }
 

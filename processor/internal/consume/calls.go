@@ -7,9 +7,12 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/tracing"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
@@ -44,6 +47,7 @@ type called struct {
 type delivery struct {
 	rec *callRecord
 	ln  *lane
+	tr  *tracing.Tracer // nil: tracing off
 }
 
 // callRecord is the record its routes' calls share: its admission in its
@@ -194,9 +198,13 @@ func destination(ctx context.Context, d *delivery) called {
 	if ln.adm.Paused() {
 		return parked(admission.ErrPaused)
 	}
+	var span trace.Span
+	if d.tr.On() {
+		ctx, span = startCall(ctx, d.tr, r, ln.route, a.Provider, a.Attempt)
+	}
 	ln.inflight.Inc()
 	start := time.Now()
-	err := ln.h.Handle(ctx, deliver.Delivery{
+	dv := deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
 		Route:       ln.route,
@@ -205,8 +213,15 @@ func destination(ctx context.Context, d *delivery) called {
 		Body:        r.Value,
 		ContentType: headers.Value(r, headers.ContentType),
 		Headers:     headers.HTTP(r),
-	})
+	}
+	if span != nil {
+		dv.Traceparent, dv.Tracestate = d.tr.Traceparent(ctx)
+	}
+	err := ln.h.Handle(ctx, dv)
 	took := time.Since(start)
+	if span != nil {
+		endCall(span, err)
+	}
 	ln.inflight.Dec()
 	switch {
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
@@ -214,6 +229,6 @@ func destination(ctx context.Context, d *delivery) called {
 	case errors.Is(err, deliver.ErrCircuitOpen):
 		return parked(err) // refused by the breaker before any call
 	}
-	ln.handler.WithLabelValues(d.rec.eventType).Observe(took.Seconds())
+	obs.Observe(ctx, ln.handler.WithLabelValues(d.rec.eventType), took.Seconds())
 	return called{res: decide.Answered(err, took)}
 }

@@ -32,8 +32,9 @@ run: build
 
 ## observe: Prometheus and Alertmanager (Debian's prometheus and prometheus-alertmanager packages,
 ## no Docker) in the foreground, scraping what `make run` runs, evaluating compose/prometheus/alerts.yml
-## and notifying the receivers set in the environment (HOOKLINE_ALERT_*; docs/operating.md, Monitoring).
-## Prints both URLs; Ctrl-C stops both.
+## and notifying the receivers set in the environment (HOOKLINE_ALERT_*; docs/operating.md, Monitoring);
+## and Jaeger, the tracing backend (compose/jaeger/install.sh builds it once; OTLP on 127.0.0.1:4318,
+## UI on 127.0.0.1:16686; docs/operating.md, Tracing). Prints the URLs; Ctrl-C stops them all.
 observe:
 	compose/observe.sh
 

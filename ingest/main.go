@@ -135,7 +135,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Version:       selftest.Version(),
 	})
 
-	tracer, err := tracing.Setup(ctx, "ingest", tracing.Lookup(lookupEnv))
+	tracer, err := tracing.Setup(ctx, "ingest", cfg.Tracing)
 	if err != nil {
 		return err
 	}

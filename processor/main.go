@@ -144,7 +144,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	health.Set("kafka", nil) // topics ensured above
 	health.Set("restore", nil)
 
-	tracer, err := tracing.Setup(ctx, "processor", tracing.Lookup(lookupEnv))
+	tracer, err := tracing.Setup(ctx, "processor", cfg.Tracing)
 	if err != nil {
 		return err
 	}

@@ -64,7 +64,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	}
 	health.Set("kafka", nil) // topics ensured
 
-	tracer, err := tracing.Setup(ctx, "retrier", tracing.Lookup(lookupEnv))
+	tracer, err := tracing.Setup(ctx, "retrier", cfg.Tracing)
 	if err != nil {
 		return err
 	}

@@ -183,6 +183,25 @@ func Set(r *kgo.Record, name, value string) {
 	r.Headers = append(out, kgo.RecordHeader{Key: name, Value: []byte(value)})
 }
 
+// TraceID is the trace id of r's traceparent header (W3C Trace Context:
+// version-traceid-spanid-flags), "" when it has none or it is malformed.
+func TraceID(r *kgo.Record) string {
+	tp := Value(r, Traceparent)
+	if len(tp) != 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return ""
+	}
+	id := tp[3:35]
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return ""
+		}
+	}
+	if id == "00000000000000000000000000000000" {
+		return ""
+	}
+	return id
+}
+
 // Delete removes every header named name.
 func Delete(r *kgo.Record, name string) {
 	out := r.Headers[:0]

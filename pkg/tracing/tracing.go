@@ -5,7 +5,7 @@
 // (Keep).
 //
 // Tracing is off unless the environment names an exporter or an OTLP
-// endpoint (docs/operating.md, Tracing). Off, Setup returns nil, and every
+// endpoint (docs/operating.md, Tracing; Read, Settings.On). Off, Setup returns nil, and every
 // method of a nil *Tracer does nothing and allocates nothing: callers on a
 // hot path test On() before they build attributes.
 package tracing
@@ -15,7 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +30,7 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/headers"
 )
 
@@ -56,52 +57,124 @@ type Tracer struct {
 	prop propagation.TraceContext
 }
 
-// Getenv reads one environment variable (os.Getenv; tests pass a map's).
-type Getenv func(string) string
-
-// Lookup is the Getenv of a service's lookupEnv (os.LookupEnv in
-// production).
-func Lookup(lookupEnv func(string) (string, bool)) Getenv {
-	return func(name string) string { v, _ := lookupEnv(name); return v }
+// Settings are the standard OpenTelemetry variables hookline reads
+// itself (Read); the exporter reads the rest of OTEL_EXPORTER_OTLP_*
+// (headers, timeout, TLS) and the batcher OTEL_BSP_* from the process's
+// environment.
+type Settings struct {
+	Disabled       bool   // OTEL_SDK_DISABLED
+	Exporter       string // OTEL_TRACES_EXPORTER: "", otlp or none
+	Endpoint       string // OTEL_EXPORTER_OTLP_ENDPOINT
+	TracesEndpoint string // OTEL_EXPORTER_OTLP_TRACES_ENDPOINT
+	Protocol       string // OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else OTEL_EXPORTER_OTLP_PROTOCOL
+	Sampler        sdktrace.Sampler
+	ServiceName    string // OTEL_SERVICE_NAME
 }
 
-// Setup returns the tracer of service (ingest, processor, retrier, dlq)
-// configured by the standard OpenTelemetry variables, or nil when tracing
-// is off: OTEL_SDK_DISABLED=true, OTEL_TRACES_EXPORTER=none, or neither
-// OTEL_TRACES_EXPORTER nor an OTLP endpoint (OTEL_EXPORTER_OTLP_ENDPOINT,
-// OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) set.
-//
-// On, spans go by OTLP (OTEL_TRACES_EXPORTER=otlp, the only exporter),
-// over http/protobuf or grpc (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, else
-// OTEL_EXPORTER_OTLP_PROTOCOL, default http/protobuf), to the endpoint,
-// headers, timeout and TLS the exporter reads from OTEL_EXPORTER_OTLP_*,
-// in batches (OTEL_BSP_*). The sampler is OTEL_TRACES_SAMPLER and
-// OTEL_TRACES_SAMPLER_ARG (default parentbased_always_on), and spans that
-// Keep starts are always sampled. service.name is OTEL_SERVICE_NAME, else
-// hookline-<service>; OTEL_RESOURCE_ATTRIBUTES adds to the resource.
-func Setup(ctx context.Context, service string, env Getenv) (*Tracer, error) {
-	if env == nil {
-		env = os.Getenv
+// On reports whether the settings ask for traces: not OTEL_SDK_DISABLED,
+// not OTEL_TRACES_EXPORTER=none, and an exporter or an OTLP endpoint
+// named.
+func (s Settings) On() bool {
+	switch {
+	case s.Disabled, s.Exporter == "none":
+		return false
+	case s.Exporter == "":
+		return s.Endpoint != "" || s.TracesEndpoint != ""
 	}
-	if !enabled(env) {
+	return true
+}
+
+// Read reads the tracing settings with r, recording a wrong value as r
+// does any other (so a service names it at start with the rest).
+func Read(r *envconf.Reader) Settings {
+	s := Settings{
+		Disabled:       r.Bool("OTEL_SDK_DISABLED", false),
+		Exporter:       r.String("OTEL_TRACES_EXPORTER", ""),
+		Endpoint:       r.String("OTEL_EXPORTER_OTLP_ENDPOINT", ""),
+		TracesEndpoint: r.String("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", ""),
+		ServiceName:    r.String("OTEL_SERVICE_NAME", ""),
+	}
+	bad := func(name, value, want string) { r.Add(&envconf.Error{Name: name, Value: value, Want: want}) }
+	if s.Exporter != "" && s.Exporter != "otlp" && s.Exporter != "none" {
+		bad("OTEL_TRACES_EXPORTER", s.Exporter, "otlp or none (hookline exports traces by OTLP only)")
+	}
+	for _, name := range []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		if v := r.String(name, ""); v != "" {
+			if u, err := url.Parse(v); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				bad(name, v, "an http(s) URL, such as http://collector:4318")
+			}
+		}
+	}
+	proto := r.String("OTEL_EXPORTER_OTLP_PROTOCOL", "")
+	if tp := r.String("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", ""); tp != "" {
+		if tp != "http/protobuf" && tp != "grpc" {
+			bad("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", tp, "http/protobuf or grpc")
+		}
+		s.Protocol = tp
+	} else {
+		s.Protocol = proto
+	}
+	if proto != "" && proto != "http/protobuf" && proto != "grpc" {
+		bad("OTEL_EXPORTER_OTLP_PROTOCOL", proto, "http/protobuf or grpc")
+	}
+	name, arg := r.String("OTEL_TRACES_SAMPLER", ""), r.String("OTEL_TRACES_SAMPLER_ARG", "")
+	ratio := 1.0
+	if arg != "" {
+		f, err := strconv.ParseFloat(arg, 64)
+		if err != nil || f < 0 || f > 1 {
+			bad("OTEL_TRACES_SAMPLER_ARG", arg, "a ratio from 0 to 1, such as 0.01")
+		} else {
+			ratio = f
+		}
+	}
+	switch name {
+	case "", "parentbased_always_on":
+		s.Sampler = sdktrace.ParentBased(sdktrace.AlwaysSample())
+	case "always_on":
+		s.Sampler = sdktrace.AlwaysSample()
+	case "always_off":
+		s.Sampler = sdktrace.NeverSample()
+	case "parentbased_always_off":
+		s.Sampler = sdktrace.ParentBased(sdktrace.NeverSample())
+	case "traceidratio":
+		s.Sampler = sdktrace.TraceIDRatioBased(ratio)
+	case "parentbased_traceidratio":
+		s.Sampler = sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+	default:
+		bad("OTEL_TRACES_SAMPLER", name, "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio")
+	}
+	return s
+}
+
+// Setup returns the tracer of service (ingest, processor, retrier)
+// configured by s, or nil when s asks for no traces (Settings.On).
+//
+// On, spans go by OTLP over http/protobuf (the default) or grpc to the
+// endpoint (the exporter's default, localhost, when none is named), in
+// batches. The sampler is s.Sampler (default parentbased_always_on), and
+// spans that Keep starts are always sampled. service.name is
+// OTEL_SERVICE_NAME, else hookline-<service>; OTEL_RESOURCE_ATTRIBUTES
+// adds to the resource.
+func Setup(ctx context.Context, service string, s Settings) (*Tracer, error) {
+	if !s.On() {
 		return nil, nil
 	}
-	if e := strings.TrimSpace(env("OTEL_TRACES_EXPORTER")); e != "" && e != "otlp" {
-		return nil, fmt.Errorf("OTEL_TRACES_EXPORTER=%s: hookline exports otlp or none", e)
-	}
-	sampler, err := samplerFrom(env)
+	exp, err := exporter(ctx, s)
 	if err != nil {
 		return nil, err
 	}
-	exp, err := exporter(ctx, env)
-	if err != nil {
-		return nil, err
+	name := s.ServiceName
+	if name == "" {
+		name = "hookline-" + service
 	}
-	res, err := resource.New(ctx,
-		resource.WithAttributes(semconv.ServiceName("hookline-"+service)),
-		resource.WithFromEnv(), resource.WithTelemetrySDK())
+	res, err := resource.New(ctx, resource.WithFromEnv(), resource.WithTelemetrySDK(),
+		resource.WithAttributes(semconv.ServiceName(name)))
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES: %w", err)
+	}
+	sampler := s.Sampler
+	if sampler == nil {
+		sampler = sdktrace.ParentBased(sdktrace.AlwaysSample())
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
 		sdktrace.WithSampler(keepSampler{sampler}))
@@ -114,42 +187,15 @@ func NewForTest(tp *sdktrace.TracerProvider) *Tracer {
 	return &Tracer{tp: tp, t: tp.Tracer("test")}
 }
 
-// enabled reports whether the environment asks for traces.
-func enabled(env Getenv) bool {
-	if strings.EqualFold(strings.TrimSpace(env("OTEL_SDK_DISABLED")), "true") {
-		return false
-	}
-	switch strings.TrimSpace(env("OTEL_TRACES_EXPORTER")) {
-	case "none":
-		return false
-	case "":
-		return env("OTEL_EXPORTER_OTLP_ENDPOINT") != "" || env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT") != ""
-	}
-	return true
-}
-
-func exporter(ctx context.Context, env Getenv) (sdktrace.SpanExporter, error) {
-	name, proto := "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", env("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
-	if proto == "" {
-		name, proto = "OTEL_EXPORTER_OTLP_PROTOCOL", env("OTEL_EXPORTER_OTLP_PROTOCOL")
-	}
+func exporter(ctx context.Context, s Settings) (sdktrace.SpanExporter, error) {
 	var (
 		exp sdktrace.SpanExporter
 		err error
 	)
-	// The endpoint is passed on from env, which a test may have set
-	// without the process's environment; the exporters read the rest of
-	// OTEL_EXPORTER_OTLP_* (headers, timeout, TLS) themselves.
-	traces, base := env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"), strings.TrimSuffix(env("OTEL_EXPORTER_OTLP_ENDPOINT"), "/")
-	switch proto {
-	case "", "http/protobuf":
-		var opts []otlptracehttp.Option
-		if traces != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(traces))
-		} else if base != "" {
-			opts = append(opts, otlptracehttp.WithEndpointURL(base+"/v1/traces"))
-		}
-		exp, err = otlptracehttp.New(ctx, opts...)
+	// The endpoint is passed on from s, which a test may have read from
+	// its own environment rather than the process's.
+	traces, base := s.TracesEndpoint, strings.TrimSuffix(s.Endpoint, "/")
+	switch s.Protocol {
 	case "grpc":
 		var opts []otlptracegrpc.Option
 		if traces == "" {
@@ -159,50 +205,19 @@ func exporter(ctx context.Context, env Getenv) (sdktrace.SpanExporter, error) {
 			opts = append(opts, otlptracegrpc.WithEndpointURL(traces))
 		}
 		exp, err = otlptracegrpc.New(ctx, opts...)
-	default:
-		return nil, fmt.Errorf("%s=%s: want http/protobuf or grpc", name, proto)
+	default: // http/protobuf
+		var opts []otlptracehttp.Option
+		if traces != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(traces))
+		} else if base != "" {
+			opts = append(opts, otlptracehttp.WithEndpointURL(base+"/v1/traces"))
+		}
+		exp, err = otlptracehttp.New(ctx, opts...)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("otlp trace exporter: %w", err)
 	}
 	return exp, nil
-}
-
-// samplerFrom reads OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG as the
-// SDK does, so that Setup can wrap the result in keepSampler.
-func samplerFrom(env Getenv) (sdktrace.Sampler, error) {
-	name := strings.TrimSpace(env("OTEL_TRACES_SAMPLER"))
-	ratio := func() (float64, error) {
-		arg := strings.TrimSpace(env("OTEL_TRACES_SAMPLER_ARG"))
-		if arg == "" {
-			return 1, nil
-		}
-		f, err := strconv.ParseFloat(arg, 64)
-		if err != nil || f < 0 || f > 1 {
-			return 0, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG=%s: want a ratio from 0 to 1", arg)
-		}
-		return f, nil
-	}
-	switch name {
-	case "", "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample()), nil
-	case "always_on":
-		return sdktrace.AlwaysSample(), nil
-	case "always_off":
-		return sdktrace.NeverSample(), nil
-	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample()), nil
-	case "traceidratio", "parentbased_traceidratio":
-		f, err := ratio()
-		if err != nil {
-			return nil, err
-		}
-		if name == "traceidratio" {
-			return sdktrace.TraceIDRatioBased(f), nil
-		}
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(f)), nil
-	}
-	return nil, fmt.Errorf("OTEL_TRACES_SAMPLER=%s: want always_on, always_off, traceidratio or their parentbased_ forms", name)
 }
 
 // keepSampler samples what the configured sampler samples, and every span

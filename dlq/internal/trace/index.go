@@ -153,6 +153,10 @@ type Event struct {
 	// ReplayOf: a suppressed outcome's (ingest took the delivery for a
 	// replay of the one with this key).
 	ReplayOf string `json:"replay_of,omitempty"`
+	// TraceID is the step's W3C trace id, when tracing was on: an
+	// outcome's trace_id (its attempt's trace), or the trace of a record's
+	// traceparent header; empty otherwise.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Event kinds.
@@ -214,6 +218,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 	ev := Event{At: r.Timestamp.UTC(), Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		Provider: h(headers.Provider), Route: h(headers.Route), EventType: h(headers.EventType), Origin: h(headers.Origin), ReplayID: h(headers.ReplayID)}
 	ev.Attempt, _ = headers.GetAttempt(r)
+	ev.TraceID = headers.TraceID(r)
 	switch kind {
 	case "raw":
 		ev.RequestID, ev.ReceivedAt = h(headers.RequestID), h(headers.ReceivedAt)
@@ -236,7 +241,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 		}
 		ev.Kind, ev.Status, ev.Attempt, ev.Origin, ev.DurationMS, ev.Error = KindOutcome, o.Status, o.Attempt, o.Origin, o.DurationMS, o.Error
 		ev.Tier, ev.Reason, ev.ReplayID, ev.Lane, ev.Provider, ev.EventType = o.Tier, o.DeadReason, o.ReplayID, o.Lane, o.Provider, o.EventType
-		ev.Route, ev.ReplayOf = o.Route, o.ReplayOf
+		ev.Route, ev.ReplayOf, ev.TraceID = o.Route, o.ReplayOf, o.TraceID
 		if t, err := headers.ParseTime(o.Time); err == nil {
 			ev.At = t
 		}

@@ -19,7 +19,7 @@ import (
 // out, its copy for the raw topic: the next attempt continues it.
 func (mv *Mover) traceMove(ctx context.Context, r, out *kgo.Record, tier string) trace.Span {
 	tr := mv.cfg.Tracer
-	ctx, span := tr.StartAt(tr.Extract(ctx, r), "retry "+tier, trace.SpanKindConsumer, r.Timestamp,
+	ctx, span := tr.StartAt(tr.Extract(ctx, r), "retry "+r.Topic, trace.SpanKindConsumer, r.Timestamp,
 		semconv.MessagingSystemKafka, semconv.MessagingOperationTypeProcess,
 		semconv.MessagingDestinationName(r.Topic),
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(int(r.Partition))),

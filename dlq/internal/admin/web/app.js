@@ -499,6 +499,21 @@ function stepDetail(s) {
   return '';
 }
 
+// traceIDLink is a step's trace id, linked to the tracing backend when
+// dlq serve has its URL (HOOKLINE_TRACE_URL, in the page's
+// hookline-trace-url meta tag); null for a step without one.
+function traceIDLink(id) {
+  if (!id) return null;
+  const meta = document.querySelector('meta[name="hookline-trace-url"]');
+  const url = meta ? meta.content : '';
+  if (!url) return el('span', 'trace ' + id, 'trace-id');
+  const a = el('a', 'trace ' + id, 'trace-id');
+  a.href = url.replace('{trace_id}', encodeURIComponent(id));
+  a.target = '_blank';
+  a.rel = 'noopener noreferrer';
+  return a;
+}
+
 // showTrace shows the key's whole path: where it stands, where each route
 // stands with its latest outcome, then every step with its route.
 async function showTrace(key) {
@@ -539,6 +554,8 @@ async function showTrace(key) {
     const tr = el('tr');
     tr.append(el('td', shortTime(s.at), 'nowrap'), el('td', s.route || 'every route', s.route ? 'route' : 'quiet'),
       el('td', s.kind === 'outcome' ? s.status : s.kind), el('td', s.attempt || '–'), el('td', stepDetail(s), 'err'));
+    const link = traceIDLink(s.trace_id);
+    if (link) tr.lastChild.append(' ', link);
     body.append(tr);
   }
   $('trace').dataset.key = key;

@@ -177,7 +177,7 @@ func Setup(ctx context.Context, service string, s Settings) (*Tracer, error) {
 		sampler = sdktrace.ParentBased(sdktrace.AlwaysSample())
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res),
-		sdktrace.WithSampler(keepSampler{sampler}))
+		sdktrace.WithSampler(KeepFailures(sampler)))
 	return &Tracer{tp: tp, t: tp.Tracer("github.com/hookline/hookline/" + service)}, nil
 }
 
@@ -219,6 +219,10 @@ func exporter(ctx context.Context, s Settings) (sdktrace.SpanExporter, error) {
 	}
 	return exp, nil
 }
+
+// KeepFailures is the sampler Setup installs: next's decisions, and every
+// span Keep starts sampled. Tests build their tracer provider with it.
+func KeepFailures(next sdktrace.Sampler) sdktrace.Sampler { return keepSampler{next} }
 
 // keepSampler samples what the configured sampler samples, and every span
 // started with AttrKept (Keep).

@@ -140,3 +140,47 @@ func TestKeep(t *testing.T) {
 		t.Errorf("under a sampled span: Keep changed the context or exported %d spans, want the one", len(exp2.GetSpans()))
 	}
 }
+
+// BenchmarkRecordPath is what the processor does per record and call
+// with tracing: continue the record's context, a consumer span, a client
+// span with its traceparent, the context onto a copy, the outcome's
+// trace id. Off (a nil Tracer, no OTEL_* set) against on with the span
+// dropped (1 % sampling's usual case) and sampled (to a sink that drops
+// what it is given: the export is not counted).
+func BenchmarkRecordPath(b *testing.B) {
+	on := func(s sdktrace.Sampler) *Tracer {
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(KeepFailures(s)), sdktrace.WithSpanProcessor(sdktrace.NewSimpleSpanProcessor(tracetest.NewNoopExporter())))
+		b.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+		return NewForTest(tp)
+	}
+	for _, bc := range []struct {
+		name string
+		tr   *Tracer
+	}{
+		{"off", nil},
+		{"on-dropped", on(sdktrace.NeverSample())},
+		{"on-sampled", on(sdktrace.AlwaysSample())},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			in := &kgo.Record{Headers: []kgo.RecordHeader{{Key: headers.Provider, Value: []byte("stripe")},
+				{Key: headers.Traceparent, Value: []byte("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")}}}
+			b.ReportAllocs()
+			for b.Loop() {
+				tr := bc.tr
+				ctx := context.Background()
+				var span trace.Span
+				if tr.On() {
+					ctx, span = tr.Start(tr.Extract(ctx, in), "process webhooks.raw", trace.SpanKindConsumer)
+					cctx, call := tr.Start(ctx, "POST", trace.SpanKindClient)
+					_, _ = tr.Traceparent(cctx)
+					call.End()
+					out := &kgo.Record{Headers: append([]kgo.RecordHeader(nil), in.Headers...)}
+					tr.Inject(ctx, out)
+					_ = TraceID(ctx)
+					span.End()
+				}
+				_ = TraceID(ctx) // what obs.Observe asks on every observation
+			}
+		})
+	}
+}

@@ -86,7 +86,7 @@ func TestPriorityMatrix(t *testing.T) {
 					t.Errorf("key %s, want %s", d.Events[0].Key, want)
 				}
 			}
-			got := p.Match(d.Events[0].Type, d.Events[0].Body, nil)
+			got := p.Match(route.Request{EventType: d.Events[0].Type, Body: d.Events[0].Body}, nil)
 			if len(got) != 1 || got[0].Name != row.route {
 				t.Fatalf("%s goes to %d routes (%v), want route %s only", row.eventType, len(got), got, row.route)
 			}
@@ -108,7 +108,7 @@ func TestPriorityMatrix(t *testing.T) {
 	for _, name := range reg.Names() {
 		p, _ := reg.Get(name)
 		for _, typ := range []string{"no.row.names.this", ""} {
-			if got := p.Match(typ, []byte(`{}`), nil); len(got) != 1 || got[0].Priority != providers.PriorityNormal {
+			if got := p.Match(route.Request{EventType: typ, Body: []byte(`{}`)}, nil); len(got) != 1 || got[0].Priority != providers.PriorityNormal {
 				t.Errorf("%s: an event of type %q goes to %d routes (%v), want the Default row's route alone", name, typ, len(got), got)
 			}
 		}

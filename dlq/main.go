@@ -19,6 +19,7 @@ func main() {
 	err := cli.Run(ctx, cli.Env{
 		Args:      os.Args[1:],
 		Lookup:    os.LookupEnv,
+		Stdin:     os.Stdin,
 		Stdout:    os.Stdout,
 		Stderr:    os.Stderr,
 		StderrTTY: isTerminal(os.Stderr),

@@ -2,7 +2,8 @@
 // them honest: every relative link and #anchor in README.md and docs/*.md
 // resolves, every "DESIGN §N" citation in the code names a section of
 // docs/design.md, and every environment variable the services read is in
-// the configuration table of docs/operating.md.
+// the configuration table of docs/operating.md; examples_test.go runs the
+// README's examples.
 package docs
 
 import (

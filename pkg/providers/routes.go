@@ -6,11 +6,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"slices"
 	"strings"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
 
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/glob"
 	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/topics"
@@ -38,20 +41,92 @@ type Route struct {
 	// records are delivered at once.
 	HoldOnDead bool
 
-	match route.Matcher // Events compiled and where
+	// Filter is filter: conditions on the body and the request headers
+	// (route.Filter); nil: none.
+	Filter *route.Filter
+
+	match route.Matcher // Events compiled, where and Filter
 }
 
-// Matches reports whether an event of eventType with body goes to the
-// route: its type matches one of Events (or Events is nil), and every where
-// condition holds on the body parsed as JSON (a body that is not JSON, or a
-// pointer that resolves to nothing, does not match); for the otherwise
-// route, no other route of its provider matches. An empty eventType
-// matches only a route without Events. Cost: no allocation for a route
-// without where; with where, one parse of the body; for the otherwise
-// route, a match per other route.
-func (rt *Route) Matches(eventType string, body []byte) bool {
+// Matches reports whether an event goes to the route: its type matches one
+// of Events (or Events is nil), every where condition holds on the body
+// parsed as JSON (a body that is not JSON, or a pointer that resolves to
+// nothing, does not match), and its filter holds on the body and headers;
+// for the otherwise route, no other route of its provider matches. An
+// empty event type matches only a route without Events. Cost: no
+// allocation for a route without where or filter; with them, one parse of
+// the body; for the otherwise route, a match per other route.
+func (rt *Route) Matches(req route.Request) bool {
 	var doc route.Doc
-	return rt.match.Match(eventType, body, &doc)
+	return rt.match.Match(req, &doc)
+}
+
+// RequestOf is the request a record carries, as a route's rule sees it: its
+// event type header, its value, and the request headers ingest copied
+// with it (a filter's headers among them). Cost: a closure; each header
+// read is a scan of the record's headers.
+func RequestOf(r *kgo.Record) route.Request {
+	return route.Request{
+		EventType: headers.Value(r, headers.EventType),
+		Body:      r.Value,
+		Header:    func(name string) (string, bool) { return headers.Get(r, headers.HTTPName(name)) },
+	}
+}
+
+// HTTPRequest is the request an HTTP delivery would be, as a route's rule
+// sees it. Only the headers ForwardHeaders copies reach the processor; a
+// filter's headers are always among them, so a filter reads the same
+// either way.
+func HTTPRequest(eventType string, body []byte, h http.Header) route.Request {
+	return route.Request{
+		EventType: eventType,
+		Body:      body,
+		Header: func(name string) (string, bool) {
+			vs := h.Values(name)
+			if len(vs) == 0 {
+				return "", false
+			}
+			return vs[0], true
+		},
+	}
+}
+
+// RouteVerdict is one route's answer for an event (Provider.Explain):
+// whether it takes it and which part of its rule decided. YieldedTo is, for
+// the otherwise route that did not match, the first other route that did.
+type RouteVerdict struct {
+	Route *Route
+	route.Verdict
+	YieldedTo string
+}
+
+// Explain gives, for each route in name order, whether the event goes to
+// it and why: the processor's own matching (Match takes exactly the routes
+// Explain says match). Cost: Match's, and a slice of the routes.
+func (p *Provider) Explain(req route.Request) []RouteVerdict {
+	var (
+		doc       route.Doc
+		out       = make([]RouteVerdict, 0, len(p.routes))
+		matched   string
+		otherwise = -1
+	)
+	for _, rt := range p.routes {
+		if rt.Otherwise {
+			otherwise = len(out)
+			out = append(out, RouteVerdict{Route: rt})
+			continue
+		}
+		v := rt.match.Explain(req, &doc)
+		if v.Matched && matched == "" {
+			matched = rt.Name
+		}
+		out = append(out, RouteVerdict{Route: rt, Verdict: v})
+	}
+	if otherwise >= 0 {
+		out[otherwise].Verdict = route.Verdict{Matched: matched == "", By: route.ByOtherwise, Yielded: -1}
+		out[otherwise].YieldedTo = matched
+	}
+	return out
 }
 
 // Routes returns the provider's routes in name order: those of its
@@ -86,8 +161,9 @@ func (p *Provider) Route(name string) (*Route, bool) {
 // Route.Matches): those it matches, else the provider's otherwise route if
 // it has one. It returns the extended slice; none appended: the event is
 // unrouted. Cost: no allocation when dst has room and no route has a
-// where; with where, one parse of the body whatever the number of routes.
-func (p *Provider) Match(eventType string, body []byte, dst []*Route) []*Route {
+// where or a filter; with them, one parse of the body whatever the number
+// of routes.
+func (p *Provider) Match(req route.Request, dst []*Route) []*Route {
 	var (
 		doc       route.Doc
 		n         = len(dst)
@@ -98,7 +174,7 @@ func (p *Provider) Match(eventType string, body []byte, dst []*Route) []*Route {
 			otherwise = rt
 			continue
 		}
-		if rt.match.Match(eventType, body, &doc) {
+		if rt.match.Match(req, &doc) {
 			dst = append(dst, rt)
 		}
 	}
@@ -144,6 +220,7 @@ func (s Signing) MarshalJSON() ([]byte, error) { return json.Marshal(s.String())
 type routeConfig struct {
 	Events      *stringList          `yaml:"events"`
 	Where       map[string]yaml.Node `yaml:"where"`
+	Filter      yaml.Node            `yaml:"filter"` // Kind 0: not set
 	Otherwise   bool                 `yaml:"otherwise"`
 	Destination *destinationConfig   `yaml:"destination"`
 	Signing     *signingConfig       `yaml:"signing"`
@@ -203,6 +280,11 @@ func (c *providerConfig) buildRoutes(p *Provider, lookupEnv func(string) (string
 		}
 		p.routes = append(p.routes, rt)
 		p.Priority = max(p.Priority, rt.Priority)
+		if rt.Filter != nil {
+			for _, h := range rt.Filter.HeaderNames() { // copied with the record, for the processor's filter
+				p.forward = appendForward(slices.Clip(p.forward), h)
+			}
+		}
 	}
 	if err := p.yieldOtherwise(); err != nil {
 		errs = append(errs, err)
@@ -264,6 +346,9 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 	if c.Otherwise && c.Where != nil {
 		errs = append(errs, fmt.Errorf("where: set beside otherwise: true: the otherwise route takes every event no other route matches; give this condition a route of its own"))
 	}
+	if c.Otherwise && c.Filter.Kind != 0 {
+		errs = append(errs, fmt.Errorf("filter: set beside otherwise: true: the otherwise route takes every event no other route matches; give this filter a route of its own"))
+	}
 	if c.Events != nil {
 		if len(*c.Events) == 0 {
 			errs = append(errs, fmt.Errorf("events: empty: list event type globs, or leave events out for every event"))
@@ -284,6 +369,13 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 	var werrs []error
 	rt.match.Where, werrs = route.ParseWhere(c.Where)
 	errs = append(errs, werrs...)
+	if c.Filter.Kind != 0 {
+		f, ferrs := route.ParseFilter(&c.Filter)
+		for _, err := range ferrs {
+			errs = append(errs, fmt.Errorf("filter: %w", err))
+		}
+		rt.Filter, rt.match.Filter = f, f
+	}
 	if c.Destination == nil {
 		errs = append(errs, fmt.Errorf("destination: required: {url: ...} or {topic: ...}"))
 	} else {

@@ -16,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/route"
 )
 
@@ -135,7 +138,7 @@ providers:
 		t.Fatalf("Route(default) = %v, %v", got, ok)
 	}
 	for _, typ := range []string{"invoice.paid", "", "anything at all"} {
-		if got := p.Match(typ, []byte("not json"), nil); len(got) != 1 || got[0] != rt {
+		if got := p.Match(route.Request{EventType: typ, Body: []byte("not json")}, nil); len(got) != 1 || got[0] != rt {
 			t.Errorf("Match(%q) = %v, want the default route", typ, routeNames(got))
 		}
 	}
@@ -147,7 +150,7 @@ providers:
 	if nowhere.Routes() != nil || nowhere.Priority != PriorityLow {
 		t.Fatalf("a provider without destination: Routes %v, priority %v", nowhere.Routes(), nowhere.Priority)
 	}
-	if got := nowhere.Match("x", nil, nil); got != nil {
+	if got := nowhere.Match(route.Request{EventType: "x"}, nil); got != nil {
 		t.Fatalf("Match on a provider that delivers nowhere = %v", got)
 	}
 	named := mustGet(t, r, "named")
@@ -225,6 +228,14 @@ func TestRouteErrors(t *testing.T) {
 			[]string{`provider "s": route "r1": events:`, "257 bytes"}},
 		{"glob twice", route("        events: [\"a.*\", \"a.*\"]\n        destination: {url: \"http://x/\"}\n"),
 			[]string{`provider "s": route "r1": events: "a.*" is listed twice`}},
+		{"filter unknown operator", route("        filter:\n          body: {action: {$equals: closed}}\n        destination: {url: \"http://x/\"}\n"),
+			[]string{`provider "s": route "r1": filter: line 8:27: body/action: unknown operator "$equals"`}},
+		{"filter wrong operand", route("        filter: {body: {n: {$gt: [1]}}}\n        destination: {url: \"http://x/\"}\n"),
+			[]string{`provider "s": route "r1": filter: line 7:34: body/n: $gt wants a number or a string`}},
+		{"filter bad pointer", route("        filter: {body: {\"/a~\": 1}}\n        destination: {url: \"http://x/\"}\n"),
+			[]string{`provider "s": route "r1": filter: line 7:25: body: JSON pointer "/a~": ~ must be followed by 0 or 1`}},
+		{"filter beside otherwise", route("        otherwise: true\n        filter: {body: {a: 1}}\n        destination: {url: \"http://x/\"}\n"),
+			[]string{`provider "s": route "r1": filter: set beside otherwise: true`}},
 		{"where pointer without slash", route("        where: {\"data/x\": 1}\n        destination: {url: \"http://x/\"}\n"),
 			[]string{`provider "s": route "r1": where: JSON pointer "data/x" must be empty or start with /`}},
 		{"where pointer bad escape", route("        where: {\"/a~2\": 1}\n        destination: {url: \"http://x/\"}\n"),
@@ -355,12 +366,12 @@ providers:
 // agrees with it (a backfill of one route takes what Match gives it).
 func checkMatch(t *testing.T, p *Provider, typ, body string, want []string) {
 	t.Helper()
-	got := routeNames(p.Match(typ, []byte(body), nil))
+	got := routeNames(p.Match(route.Request{EventType: typ, Body: []byte(body)}, nil))
 	if !slices.Equal(got, want) {
 		t.Fatalf("Match = %v, want %v", got, want)
 	}
 	for _, rt := range p.Routes() {
-		if m := rt.Matches(typ, []byte(body)); m != slices.Contains(want, rt.Name) {
+		if m := rt.Matches(route.Request{EventType: typ, Body: []byte(body)}); m != slices.Contains(want, rt.Name) {
 			t.Errorf("route %s: Matches = %v, disagrees with Match", rt.Name, m)
 		}
 	}
@@ -402,7 +413,7 @@ func TestMatch(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { checkMatch(t, p, tc.typ, tc.body, tc.want) })
 	}
 	dst := make([]*Route, 1, 8)
-	if got := p.Match("invoice.paid", nil, dst); len(got) != 3 || got[0] != nil || got[1].Name != "all" {
+	if got := p.Match(route.Request{EventType: "invoice.paid"}, dst); len(got) != 3 || got[0] != nil || got[1].Name != "all" {
 		t.Fatalf("Match does not append to dst: %v", got)
 	}
 }
@@ -473,7 +484,7 @@ func TestOtherwise(t *testing.T) {
 		t.Error("otherwise: false made an otherwise route")
 	}
 	dst := make([]*Route, 1, 8)
-	if got := s.Match("customer.created", nil, dst); len(got) != 2 || got[0] != nil || got[1] != rest {
+	if got := s.Match(route.Request{EventType: "customer.created"}, dst); len(got) != 2 || got[0] != nil || got[1] != rest {
 		t.Fatalf("Match does not append the otherwise route to dst: %v", got)
 	}
 }
@@ -534,11 +545,11 @@ func TestMatchAllocs(t *testing.T) {
 	body := []byte(`{"id":"evt_1","type":"invoice.paid"}`)
 	dst := make([]*Route, 0, 4)
 	if n := testing.AllocsPerRun(100, func() {
-		dst = typed.Match("invoice.paid", body, dst[:0])
-		dst = plain.Match("invoice.paid", body, dst[:0])
-		_ = crm.Matches("customer.created", body)
-		dst = other.Match("customer.created", body, dst[:0])
-		_ = rest.Matches("customer.created", body)
+		dst = typed.Match(route.Request{EventType: "invoice.paid", Body: body}, dst[:0])
+		dst = plain.Match(route.Request{EventType: "invoice.paid", Body: body}, dst[:0])
+		_ = crm.Matches(route.Request{EventType: "customer.created", Body: body})
+		dst = other.Match(route.Request{EventType: "customer.created", Body: body}, dst[:0])
+		_ = rest.Matches(route.Request{EventType: "customer.created", Body: body})
 	}); n != 0 {
 		t.Fatalf("%v allocations per run, want 0", n)
 	}
@@ -671,5 +682,38 @@ func TestSigningIsRedacted(t *testing.T) {
 		if strings.Contains(out, fmt.Sprint([]byte(testSigningKey1))[1:10]) {
 			t.Fatalf("%q shows secret bytes", out)
 		}
+	}
+}
+
+// TestFilterHeadersForwarded: a header a route's filter reads is copied
+// with the record (ForwardHeaders), whatever case the file writes it in,
+// so the processor's RequestOf finds it; the preset's own list is left
+// as it was.
+func TestFilterHeadersForwarded(t *testing.T) {
+	r := mustParse(t, `
+providers:
+  gh:
+    preset: github
+    secret_env: [S1]
+    routes:
+      a: {filter: {headers: {X-Team: core}}, destination: {url: "http://x/"}}
+  plain: {preset: github, secret_env: [S1], destination: {url: "http://x/"}}
+`, env{"S1": testSecret1})
+	h := http.Header{}
+	h.Set("X-Team", "core")
+	h.Set("X-GitHub-Event", "push")
+	var names []string
+	for _, fh := range mustGet(t, r, "gh").ForwardHeaders(h) {
+		names = append(names, fh.Name)
+	}
+	if !slices.Contains(names, "x-team") {
+		t.Errorf("forwarded %v, want x-team among them", names)
+	}
+	if got := mustGet(t, r, "plain").ForwardHeaders(h); slices.ContainsFunc(got, func(fh Header) bool { return fh.Name == "x-team" }) {
+		t.Errorf("a provider without the filter forwards %v", got)
+	}
+	rec := headers.IngestRecord("raw", "k", "push", []byte(`{}`), headers.IngestMeta{HTTP: []kgo.RecordHeader{{Key: "x-team", Value: []byte("core")}}})
+	if got := mustGet(t, r, "gh").Match(RequestOf(rec), nil); len(got) != 1 {
+		t.Errorf("the record with the copied header matched %v", got)
 	}
 }

@@ -322,6 +322,24 @@ func deadLetters(t *testing.T, sys *e2e.System, n int) {
 	}
 }
 
+// outcomeKey is the key of the outcome outcomes puts on webhooks.outcomes:
+// GET /events lists it.
+const outcomeKey = "stripe:evt_fuzz_0"
+
+// outcomes puts one outcome record (the first dead letter's, traced) on
+// webhooks.outcomes, so that GET /events has a row to list.
+func outcomes(t *testing.T, sys *e2e.System) {
+	t.Helper()
+	at := time.Now().Add(-5 * time.Minute)
+	r := &kgo.Record{Topic: sys.Names.Outcomes, Key: []byte(outcomeKey), Timestamp: at,
+		Value: fmt.Appendf(nil, `{"key":%q,"provider":"stripe","event_type":"invoice.paid","status":"dead","attempt":1,"origin":"ingest","duration_ms":4,`+
+			`"error":"destination: HTTP 400 Bad Request","time":%q,"dead_reason":"permanent","route":"default","trace_id":"4bf92f3577b34da6a3ce929d0e0e4736","partition":0,"offset":0}`,
+			outcomeKey, headers.FormatTime(at))}
+	if err := kafkatest.Client(t, sys.Brokers).ProduceSync(t.Context(), r).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitingKey is the key of the record waiting puts in a retry tier: a
 // key with "/", which GET /events/{key} takes as the rest of the path. It
 // is dlq.openapi.yaml's own example of such a key ("slashes"), so that the
@@ -373,6 +391,7 @@ func TestSchemathesis(t *testing.T) {
 	sys.EnsureTopics()
 	deadLetters(t, sys, 5)
 	waiting(t, sys)
+	outcomes(t, sys)
 	ing := sys.StartIngest()
 	dlq := sys.StartDLQServe(token, nil)
 	t.Run("ingest", func(t *testing.T) {
@@ -462,7 +481,7 @@ func TestSchemathesis(t *testing.T) {
 		byStatus := conform(t, doc, xs)
 		// The routes over the trace index and the parked records were
 		// reached past the token: a key traced, /parked listing the
-		// waiting record.
+		// waiting record, /events listing the outcome.
 		reached := map[string]bool{}
 		for _, x := range xs {
 			u, _ := url.Parse(x.Request.URL)
@@ -475,9 +494,11 @@ func TestSchemathesis(t *testing.T) {
 				}
 			case u.Path == "/parked" && strings.Contains(x.Response.Content.Text, `"key":"`+waitingKey+`"`):
 				reached["GET /parked 200 listing "+waitingKey] = true
+			case u.Path == "/events" && strings.Contains(x.Response.Content.Text, `"key":"`+outcomeKey+`"`):
+				reached["GET /events 200 listing "+outcomeKey] = true
 			}
 		}
-		for _, r := range []string{"GET /events/{key} 200", "GET /events/" + waitingKey + " 200", "GET /parked 200 listing " + waitingKey} {
+		for _, r := range []string{"GET /events/{key} 200", "GET /events/" + waitingKey + " 200", "GET /parked 200 listing " + waitingKey, "GET /events 200 listing " + outcomeKey} {
 			if !reached[r] {
 				t.Errorf("schemathesis never got %s", r)
 			}

@@ -10,11 +10,13 @@
 //	POST /providers/{name}/pause, /resume, /rate  {"rate": N} or ?rate=N for /rate; "by" or ?by= (default "api")
 //	GET  /routes            every route's own setting, when Config.Settings is set
 //	POST /routes/{provider}/{route}/pause, /resume, /rate  as /providers/{name}/...
+//	GET  /events            the events list, newest first (trace.go): ?provider= &route= &event_type= &status= &since= &until= &limit= &cursor=, when Config.Events is set
 //	GET  /events/{key}      the key's trace (trace.go), when Config.Trace is set
 //	GET  /parked            what waits in the retry tiers and lanes: ?tier= &provider= &route= &limit= &offset=, when Config.Parked is set
 //	GET  /status            the status report and verdict (dlq status --json), when Config.Status is set
 //	POST /backfills         start a backfill of a route ({"provider","route","since",...}; dry_run answers its report), when Config.Backfills is set
 //	GET  /backfills, /backfills/{id}  the backfills this process started, and one with its progress
+//	POST /rules/test        per route of a provider, whether a delivery ({"provider","body","headers","event_type"} or {"from_dlq"|"from_raw"}) matches and why, when Config.Providers is set
 //	GET  /ui/               the console (static: HTML, JS and CSS, no data; it reads the API)
 //	GET  /metrics           Prometheus: the DLQ's counts (Metrics), when Config.Metrics is set
 //
@@ -90,12 +92,15 @@ type Config struct {
 	// one there (provider-wide or a route's) and is required with it.
 	Settings    *settings.Live
 	SetProvider func(context.Context, control.Setting) error
-	// Trace, when set, serves GET /events/{key} (trace.go); Parked GET /parked.
+	// Trace, when set, serves GET /events/{key} (trace.go); Events GET
+	// /events; Parked GET /parked.
 	Trace  func(key string) (trace.Trace, error)
+	Events func(ctx context.Context, f trace.ListFilter, cursor string, limit int) (trace.ListPage, error)
 	Parked func(ctx context.Context, f parked.Filter, offset, limit int) (parked.Report, error)
 	// Status, when set, serves GET /status (status.Collect).
 	Status func(ctx context.Context) (status.Report, error)
 	// Backfills, when set with Providers, serves POST and GET /backfills.
+	// Providers, when set, serves POST /rules/test.
 	Backfills *backfill.Jobs
 	Providers *providers.Registry
 	// Hosts are the host names, lower case, that requests may name in
@@ -164,6 +169,9 @@ func (s *Server) Handler() http.Handler {
 	if s.cfg.Trace != nil {
 		r.GET("/events/*key", s.auth, s.events)
 	}
+	if s.cfg.Events != nil {
+		r.GET("/events", s.auth, s.listEvents)
+	}
 	if s.cfg.Parked != nil {
 		r.GET("/parked", s.auth, s.parked)
 	}
@@ -175,6 +183,9 @@ func (s *Server) Handler() http.Handler {
 		bf.POST("", s.startBackfill)
 		bf.GET("", s.backfills)
 		bf.GET("/:id", s.backfillJob)
+	}
+	if s.cfg.Providers != nil {
+		r.POST("/rules/test", s.auth, s.testRules)
 	}
 	r.NoRoute(s.auth, func(c *gin.Context) { fail(c, http.StatusNotFound, "not_found", "no such route") })
 	return r

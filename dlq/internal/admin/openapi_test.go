@@ -38,6 +38,9 @@ import (
 // path.
 const traceKey = "github:octo/repo/7"
 
+// traceID is the trace id of the dead letter's outcome.
+const traceID = "4bf92f3577b34da6a3ce929d0e0e4736"
+
 // laneRoute is the route of github whose lane holds traceKey too.
 const laneRoute = "ci"
 
@@ -54,7 +57,7 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 	gin.SetMode(gin.TestMode)
 	names := topics.NewNames("", []string{"5m"})
 	lane := names.Lane("github") + "." + laneRoute
-	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.Raw, names.DLQ, names.DLQStatus, names.Retry[0], lane))
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(1, names.Control), kfake.SeedTopics(2, names.Raw, names.DLQ, names.DLQStatus, names.Retry[0], lane, names.Outcomes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +100,12 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 		headers.SetAttempt(r, 1)
 		invoices = append(invoices, r)
 	}
+	// The dead letter's outcome, traced, before GET /status's window: a
+	// row of GET /events.
+	out := &kgo.Record{Topic: names.Outcomes, Key: []byte("stripe:evt_oa"), Timestamp: now.Add(-10 * time.Minute),
+		Value: []byte(`{"key":"stripe:evt_oa","provider":"stripe","event_type":"invoice.paid","status":"dead","attempt":1,"origin":"ingest","duration_ms":12,` +
+			`"error":"HTTP 400","time":"` + headers.FormatTime(now.Add(-10*time.Minute)) + `","dead_reason":"permanent","route":"default","trace_id":"` + traceID + `","partition":0,"offset":0}`)}
+	invoices = append(invoices, out)
 	if err := cl.ProduceSync(t.Context(), append([]*kgo.Record{accepted, waiting, laned}, invoices...)...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
@@ -162,6 +171,7 @@ func openAPIServer(t *testing.T, down bool) (h http.Handler, ref string, fail *b
 			return control.Write(ctx, cl, names.Control, s)
 		},
 		Trace:     ix.Trace,
+		Events:    ix.List,
 		Parked:    pr.Read,
 		Backfills: jobs,
 		Providers: file,
@@ -263,6 +273,18 @@ func TestOpenAPI(t *testing.T) {
 		{name: "trace no token", h: up, method: "GET", path: "/events/" + traceKey, status: 401},
 		{name: "trace unknown key", h: up, method: "GET", path: "/events/stripe:evt_nope", auth: auth, status: 404},
 		{name: "trace index closed", h: down, method: "GET", path: "/events/" + traceKey, auth: auth, status: 500},
+		{name: "events", h: up, method: "GET", path: "/events", auth: auth, status: 200},
+		{name: "events filtered", h: up, method: "GET", path: "/events?provider=stripe&route=default&event_type=invoice.paid&status=dead&since=1h&until=2099-01-01&limit=1", auth: auth, status: 200},
+		{name: "events none", h: up, method: "GET", path: "/events?status=done&limit=&cursor=", auth: auth, status: 200},
+		{name: "events next page", h: up, method: "GET", path: "/events?cursor=AAAAAAAAAAAAAAAAAAAAAAAAAAA", auth: auth, status: 200},
+		{name: "events bad status", h: up, method: "GET", path: "/events?status=ok", auth: auth, status: 400},
+		{name: "events bad route", h: up, method: "GET", path: "/events?route=Ci.2", auth: auth, status: 400},
+		{name: "events bad since", h: up, method: "GET", path: "/events?since=yesterday", auth: auth, status: 400},
+		{name: "events bad until", h: up, method: "GET", path: "/events?until=-1h", auth: auth, status: 400},
+		{name: "events bad limit", h: up, method: "GET", path: "/events?limit=501", auth: auth, status: 400},
+		{name: "events bad cursor", h: up, method: "GET", path: "/events?cursor=nope", auth: auth, status: 400},
+		{name: "events no token", h: up, method: "GET", path: "/events", status: 401},
+		{name: "events index closed", h: down, method: "GET", path: "/events", auth: auth, status: 500},
 		{name: "parked", h: up, method: "GET", path: "/parked", auth: auth, status: 200},
 		{name: "parked filtered", h: up, method: "GET", path: "/parked?tier=5m&provider=github&limit=1&offset=0", auth: auth, status: 200},
 		{name: "parked of a route", h: up, method: "GET", path: "/parked?provider=github&route=" + laneRoute, auth: auth, status: 200},
@@ -294,6 +316,15 @@ func TestOpenAPI(t *testing.T) {
 		{name: "backfill unknown route", h: up, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"nope","since":"1h","by":"m"}`, status: 400},
 		{name: "backfill without by", h: up, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"crm","since":"1h"}`, status: 400},
 		{name: "backfill dry run kafka down", h: down, method: "POST", path: "/backfills", auth: auth, body: `{"provider":"stripe","route":"crm","since":"1h","dry_run":true}`, status: 502},
+		{name: "rules test", h: up, method: "POST", path: "/rules/test", auth: auth, body: `{"provider":"stripe","body":"{\"id\":\"evt_1\",\"type\":\"invoice.paid\"}"}`, status: 200},
+		{name: "rules test with event type", h: up, method: "POST", path: "/rules/test", auth: auth, body: `{"provider":"stripe","body_base64":"e30=","event_type":"customer.created","headers":{"X-A":"1"}}`, status: 200},
+		{name: "rules test from the DLQ", h: up, method: "POST", path: "/rules/test", auth: auth, body: `{"from_dlq":"` + ref + `"}`, status: 200},
+		{name: "rules test no input", h: up, method: "POST", path: "/rules/test", auth: auth, body: `{"provider":"stripe"}`, status: 400},
+		{name: "rules test no event", h: up, method: "POST", path: "/rules/test", auth: auth, body: `{"provider":"stripe","body":"{}"}`, status: 400},
+		{name: "rules test unknown provider", h: up, method: "POST", path: "/rules/test", auth: auth, body: `{"provider":"nope","body":"{}"}`, status: 404},
+		{name: "rules test missing raw record", h: up, method: "POST", path: "/rules/test", auth: auth, body: `{"from_raw":"0:999"}`, status: 404},
+		{name: "rules test no token", h: up, method: "POST", path: "/rules/test", body: `{}`, status: 401},
+		{name: "rules test kafka down", h: down, method: "POST", path: "/rules/test", auth: auth, body: `{"from_dlq":"0:0"}`, status: 502},
 		{name: "unrouted no token", h: up, method: "DELETE", path: "/dlq", status: 401},
 		{name: "unrouted", h: up, method: "GET", path: "/nope", auth: auth, status: 404},
 		{name: "misdirected host", h: up, method: "GET", path: "/nope", host: "attacker.example", status: 421}, // on listed paths too (TestHostChecked)
@@ -451,6 +482,19 @@ func TestOpenAPITraceAndParked(t *testing.T) {
 	rep = report{}
 	if get("/parked?route=default&tier=lane", &rep); rep.Total != 0 {
 		t.Errorf("the route default's lane records: %+v, want none", rep)
+	}
+
+	// GET /events lists the dead letter's outcome, with its trace id.
+	var page struct {
+		Events []struct {
+			Key, Provider, Route, Status string
+			TraceID                      string `json:"trace_id"`
+		}
+		NextCursor string `json:"next_cursor"`
+	}
+	get("/events?provider=stripe&status=dead", &page)
+	if len(page.Events) != 1 || page.Events[0].Key != "stripe:evt_oa" || page.Events[0].Route != "default" || page.Events[0].TraceID != traceID || page.NextCursor != "" {
+		t.Errorf("GET /events: %+v", page)
 	}
 
 	// GET /status counts the same records per route: github's key

@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/hookline/hookline/dlq/internal/parked"
+	"github.com/hookline/hookline/dlq/internal/store"
 	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/control"
 )
@@ -33,6 +35,50 @@ func (s *Server) events(c *gin.Context) {
 		fail(c, http.StatusInternalServerError, "internal", err.Error())
 	default:
 		c.JSON(http.StatusOK, t)
+	}
+}
+
+// GET /events?provider=&route=&event_type=&status=&since=&until=&limit=&cursor=:
+// one page of trace.ListPage. since and until take what store.ParseSince
+// takes (a duration back from now or a time); a cursor is one an earlier
+// page gave.
+func (s *Server) listEvents(c *gin.Context) {
+	f := trace.ListFilter{Provider: c.Query("provider"), Route: c.Query("route"), EventType: c.Query("event_type"), Status: c.Query("status")}
+	var errs []error
+	if f.Route != "" {
+		errs = append(errs, control.CheckRoute(f.Route))
+	}
+	if f.Status != "" {
+		errs = append(errs, trace.CheckStatus(f.Status))
+	}
+	now := time.Now()
+	for _, b := range []struct {
+		name string
+		t    *time.Time
+	}{{"since", &f.Since}, {"until", &f.Until}} {
+		if v := c.Query(b.name); v != "" {
+			t, err := store.ParseSince(v, now)
+			if err != nil {
+				err = fmt.Errorf("%s %w", b.name, err)
+			}
+			*b.t = t
+			errs = append(errs, err)
+		}
+	}
+	limit, err := queryInt(c, "limit", trace.DefaultListLimit, 1, trace.MaxListLimit)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		fail(c, http.StatusBadRequest, "bad_request", err.Error())
+		return
+	}
+	page, err := s.cfg.Events(c.Request.Context(), f, c.Query("cursor"), limit)
+	switch {
+	case errors.Is(err, trace.ErrBadCursor):
+		fail(c, http.StatusBadRequest, "bad_request", err.Error())
+	case err != nil:
+		fail(c, http.StatusInternalServerError, "internal", err.Error())
+	default:
+		c.JSON(http.StatusOK, page)
 	}
 }
 

@@ -101,7 +101,7 @@ func Record(topic string, src *kgo.Record, route, id string, again bool) *kgo.Re
 // Matches reports whether the record r of webhooks.raw is one the spec
 // backfills: accepted by ingest (not a retry, replay or backfill) for the
 // provider, in the time range, of an event type Events takes, and going
-// to the route (its events and where). It returns the event type.
+// to the route (its events, where and filter). It returns the event type.
 func (s *Spec) Matches(r *kgo.Record) (string, bool) {
 	if o := headers.Value(r, headers.Origin); o != "" && o != headers.OriginIngest {
 		return "", false
@@ -110,7 +110,7 @@ func (s *Spec) Matches(r *kgo.Record) (string, bool) {
 		return "", false
 	}
 	ev := headers.Value(r, headers.EventType)
-	if !s.Events.Match(ev) || !s.Route.Matches(ev, r.Value) {
+	if !s.Events.Match(ev) || !s.Route.Matches(providers.RequestOf(r)) {
 		return "", false
 	}
 	return ev, true

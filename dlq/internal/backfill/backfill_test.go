@@ -120,7 +120,7 @@ func TestMatchesOtherwise(t *testing.T) {
 			if _, ok := s.Matches(r); ok != tc.want {
 				t.Fatalf("Matches = %v, want %v", ok, tc.want)
 			}
-			routes := s.Provider.Match(tc.typ, []byte(tc.body), nil)
+			routes := s.Provider.Match(route.Request{EventType: tc.typ, Body: []byte(tc.body)}, nil)
 			if taken := len(routes) == 1 && routes[0] == s.Route; tc.events.Match(tc.typ) && taken != tc.want {
 				t.Fatalf("the processor's routes %v disagree with the backfill", routes)
 			}

@@ -1,5 +1,5 @@
 // Package cli is the dlq command (DESIGN §8): list, show, replay, stats,
-// resolve, trace, parked, status, health-report, backfill, provider, route and serve, each a function over
+// resolve, trace, events, parked, status, health-report, backfill, provider, route and serve, each a function over
 // parsed flags, printing tables for people or, with --json, one JSON object
 // per line for programs.
 //
@@ -32,6 +32,8 @@ type Env struct {
 	Args []string
 	// Lookup reads an environment variable (os.LookupEnv in production).
 	Lookup func(string) (string, bool)
+	// Stdin is read by dlq rules test --body - (nil: none).
+	Stdin io.Reader
 	// Stdout carries results; Stderr progress, warnings and logs.
 	Stdout, Stderr io.Writer
 	// StderrTTY says Stderr is a terminal: replay progress is then shown
@@ -53,11 +55,15 @@ Usage:
               [--dry-run] [--rate N/s] [--wait DUR] [--by NAME] [--note TEXT] [--progress] [--json]
   dlq stats   [--provider P] [--route R] [--json]
   dlq trace   KEY [--json]
+  dlq events  [--provider P] [--route R] [--event TYPE] [--status S] [--since DUR|TIME] [--until DUR|TIME]
+              [--limit N] [--cursor C] [--json]
   dlq parked  [--tier T] [--provider P] [--route R] [--limit N] [--offset N] [--json]
   dlq status  [--window DUR] [--json]
   dlq health-report [--email ADDR,...] [--window DUR] [--print]
   dlq backfill PROVIDER/ROUTE --since DUR|TIME [--until DUR|TIME] [--events GLOB,...]
               [--again] [--id ID] [--rate N/s] [--dry-run] [--progress] [--json]
+  dlq rules test PROVIDER --body FILE [--header 'K: V']... [--event TYPE] [--json]
+  dlq rules test [PROVIDER] (--from-dlq REF | --from-raw PARTITION:OFFSET) [--json]
   dlq resolve <partition>:<offset>... --resolution ignored|manual_fix --note TEXT [--by NAME] [--json]
   dlq provider pause|resume NAME [--by NAME] [--json]
   dlq provider rate NAME --rate N/s [--by NAME] [--json]
@@ -94,6 +100,9 @@ replay   re-produces to webhooks.raw with hookline.origin=replay,
 stats    counts by provider, by provider/route, by reason and by resolution;
          the oldest entries (--provider and --route narrow them).
 trace    a key's whole path in time order and where it stands now (dlq help trace).
+events   recent deliveries newest first, one row per outcome, found by
+         provider, route, event type, status and time, with each key's
+         trace id (dlq help events).
 parked   what waits in the retry tiers and the destinations' lanes (dlq help parked).
 status   is it healthy? per provider and route: accepted, done, retrying,
          parked, dead letters, breaker, setting; webhooks.raw's lag and
@@ -106,6 +115,9 @@ backfill delivers again, to one route only, the events webhooks.raw holds
          from a time range: by default where the route has no state for
          the key (a route added since), with --again also where it is done,
          once per backfill id (dlq help backfill).
+rules    tries a provider's routes on one delivery before they go live:
+         per route, whether it matches and which part of its rule (events,
+         where, filter and its operator) decided (dlq help rules).
 resolve  records that an entry needs no replay: ignored or manual_fix, with
          a note and who (--by, default $USER).
 provider pauses a provider's deliveries, every route of it (they wait,
@@ -122,10 +134,11 @@ not exist.
 
 Environment: KAFKA_BROKERS (default 127.0.0.1:9092), KAFKA_TLS,
 KAFKA_TLS_CA_FILE, KAFKA_SASL_MECHANISM, KAFKA_SASL_USER, KAFKA_SASL_PASSWORD,
-HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider, route and serve
+HOOKLINE_TOPIC_PREFIX, HOOKLINE_MAX_BODY_BYTES; for provider, route, rules and serve
 HOOKLINE_PROVIDERS (the providers and routes a setting may name, and the redrive
 policies serve applies); for serve HOOKLINE_ADMIN_ADDR (default
-127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN; for trace and serve
+127.0.0.1:8081) and HOOKLINE_ADMIN_TOKEN (trace and events ask the serve
+there when it holds the index); for trace, events and serve
 HOOKLINE_TRACE_DIR (the trace index, default data/dlq-trace); USER.
 `
 
@@ -206,6 +219,8 @@ func runCommand(ctx context.Context, env Env) error {
 		return runRoute(ctx, env, args)
 	case "serve":
 		return runServe(ctx, env, args)
+	case "events":
+		return runEvents(ctx, env, args)
 	case "trace":
 		return runTrace(ctx, env, args)
 	case "parked":
@@ -216,8 +231,10 @@ func runCommand(ctx context.Context, env Env) error {
 		return runBackfill(ctx, env, args)
 	case "health-report":
 		return runHealthReport(ctx, env, args)
+	case "rules":
+		return runRules(ctx, env, args)
 	}
-	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, parked, status, health-report, backfill, provider, route, serve or help", cmd)
+	return usagef("unknown command %q: want list, show, replay, stats, resolve, trace, events, parked, status, health-report, backfill, rules, provider, route, serve or help", cmd)
 }
 
 // commandHelp is the usage of each command, for `dlq <command> -h`.
@@ -231,9 +248,11 @@ var commandHelp = map[string]string{
 	"route":    routeHelp,
 	"serve":    serveHelp,
 	"trace":    traceHelp,
+	"events":   eventsHelp,
 	"parked":   parkedHelp,
 	"status":   statusHelp,
 	"backfill": backfillHelp,
+	"rules":    rulesHelp,
 
 	"health-report": reportHelp,
 }

@@ -61,6 +61,11 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"resolve", "1:2", "--resolution", "ignored"}, user, "--note"},
 		{[]string{"resolve", "1:2", "--resolution", "ignored", "--note", "x"}, nil, "--by"},
 		{[]string{"stats", "x"}, nil, "no arguments"},
+		{[]string{"events", "x"}, nil, "no arguments"},
+		{[]string{"events", "--status", "ok"}, nil, "status \"ok\""},
+		{[]string{"events", "--route", "Billing"}, nil, "route"},
+		{[]string{"events", "--limit", "501"}, nil, "--limit 501"},
+		{[]string{"events", "--since", "soon", "--until", "later"}, nil, "--until"},
 		{[]string{"list"}, map[string]string{"KAFKA_BROKERS": "nohost"}, "no port"},
 		{[]string{"serve"}, map[string]string{"HOOKLINE_ADMIN_ADDR": ":8081"}, "not loopback"},
 		{[]string{"serve"}, map[string]string{"HOOKLINE_ADMIN_ADDR": "10.1.2.3:8081"}, "HOOKLINE_ADMIN_TOKEN"},
@@ -77,7 +82,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestHelp(t *testing.T) {
-	for _, args := range [][]string{{"help"}, {"--help"}, {"help", "serve"}, {"replay", "-h"}, {"list", "--help"}} {
+	for _, args := range [][]string{{"help"}, {"--help"}, {"help", "serve"}, {"help", "events"}, {"events", "-h"}, {"replay", "-h"}, {"list", "--help"}} {
 		code, out, _ := run(nil, args...)
 		if code != 0 || !strings.Contains(out, "usage") && !strings.Contains(out, "Usage") {
 			t.Errorf("dlq %s: exit %d\n%s", strings.Join(args, " "), code, out)

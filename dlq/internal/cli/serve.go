@@ -42,6 +42,9 @@ Serves the DLQ admin API and the console page on HOOKLINE_ADMIN_ADDR (default
   POST /providers/{name}/rate     {"rate":5} or ?rate=5 (or 5/s, 300/m): drain at N calls/s; 0 clears the cap
   GET  /routes            every route's own setting: {"routes":[{"provider","route","state",...}],"caught_up"}
   POST /routes/{provider}/{route}/pause, /resume, /rate   as /providers/{name}/..., for one route
+  GET  /events           recent deliveries, newest first: one row per outcome (?provider= &route= &event_type=
+                          &status= &since= &until= &limit= &cursor=): {"events":[{"at","key","provider","route",
+                          "event_type","status","attempt",...,"trace_id"}],"next_cursor","limit","seeks"} (dlq help events)
   GET  /events/{key}      the key's trace: {"key","provider","now":{"state","route",...},"routes":[{"route","now",
                           "last_outcome",...}],"steps":[...],"accepted","attempts","duplicates","unrouted","replays",
                           "dead_letters"} (dlq help trace); 404 for an unknown key
@@ -49,7 +52,10 @@ Serves the DLQ admin API and the console page on HOOKLINE_ADMIN_ADDR (default
                           {"total","counts":[{"tier","provider","route","records","oldest"}],"oldest","records":[...],"offset","limit"}
   GET  /status            dlq status --json over the last 5m: {"verdict","reasons","raw":{"lag","oldest_unprocessed_at",...},
                           "totals",...,"providers":[{"provider",...,"routes":[...]}]} (dlq help status)
-  GET  /ui/               the console: overview (/status), dead letters, trace, waiting; pause/resume/drain
+  POST /rules/test        with HOOKLINE_PROVIDERS: {"provider","body","headers":{"K":"V"},"event_type"} or
+                          {"from_dlq":"3:17"} or {"from_raw":"0:42"}: per route, whether it matches and why
+                          (dlq rules test --json's answer; dlq help rules)
+  GET  /ui/               the console: overview (/status), dead letters, events, trace, waiting; pause/resume/drain
   GET  /metrics           Prometheus: hookline_dlq_entries, hookline_dlq_unresolved_entries,
                           hookline_dlq_oldest_unresolved_age_seconds, hookline_dlq_tally_timestamp_seconds,
                           hookline_dlq_provider_paused{provider}, hookline_dlq_provider_rate{provider},
@@ -207,6 +213,7 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		Settings:    live,
 		SetProvider: a.writeSetting,
 		Trace:       ix.Trace,
+		Events:      ix.List,
 		Parked:      a.parkedReader().Read,
 		Status:      collect,
 		Backfills:   jobs,

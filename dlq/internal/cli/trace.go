@@ -90,53 +90,73 @@ func runTrace(ctx context.Context, env Env, args []string) error {
 // errIndexBusy: another process (dlq serve) holds the index directory.
 var errIndexBusy = errors.New("trace index held by another process")
 
-func localTrace(ctx context.Context, env Env, cfg config, key string) (trace.Trace, error) {
+func localTrace(ctx context.Context, env Env, cfg config, key string) (t trace.Trace, err error) {
+	err = withIndex(ctx, env, cfg, func(ix *trace.Index) error {
+		t, err = ix.Trace(key)
+		return err
+	})
+	return t, err
+}
+
+// withIndex opens the trace index, reads the topics into it up to where
+// they end now, and calls fn with it; errIndexBusy when a dlq serve holds
+// it.
+func withIndex(ctx context.Context, env Env, cfg config, fn func(*trace.Index) error) error {
 	a, err := connect(env)
 	if err != nil {
-		return trace.Trace{}, err
+		return err
 	}
 	defer a.close()
 	log := obs.NewLogger(env.Stderr, slog.LevelWarn, "dlq")
 	ix, err := trace.Open(trace.Options{Dir: cfg.TraceDir, Names: a.names, Retention: cfg.Topics.DLQRetention, Logger: log})
 	if err != nil {
 		if errors.Is(err, badgerdb.ErrHeld) {
-			return trace.Trace{}, errIndexBusy
+			return errIndexBusy
 		}
-		return trace.Trace{}, err
+		return err
 	}
 	defer ix.Close()
 	if err := trace.NewFeeder(ix, a.newClient, kadm.NewClient(a.cl), log).CatchUp(ctx, 5*time.Second); err != nil {
-		return trace.Trace{}, err
+		return err
 	}
-	return ix.Trace(key)
+	return fn(ix)
 }
 
 // remoteTrace asks a running dlq serve.
 func remoteTrace(ctx context.Context, cfg config, key string) (trace.Trace, error) {
+	var t trace.Trace
+	code, body, err := askServe(ctx, cfg, "/events/"+url.PathEscape(key))
+	switch {
+	case err != nil:
+		return t, err
+	case code == http.StatusOK:
+		return t, json.Unmarshal(body, &t)
+	case code == http.StatusNotFound:
+		return t, fmt.Errorf("%q: %w", key, trace.ErrUnknownKey)
+	}
+	return t, fmt.Errorf("dlq serve at %s answered %d: %s", cfg.AdminAddr, code, strings.TrimSpace(string(body)))
+}
+
+// askServe makes a GET of path to the dlq serve that holds the index and
+// returns its status and body.
+func askServe(ctx context.Context, cfg config, path string) (int, []byte, error) {
 	if cfg.AdminToken == "" {
-		return trace.Trace{}, fmt.Errorf("%w (%s): set HOOKLINE_ADMIN_TOKEN to ask the dlq serve holding it, or HOOKLINE_TRACE_DIR to another directory", errIndexBusy, cfg.TraceDir)
+		return 0, nil, fmt.Errorf("%w (%s): set HOOKLINE_ADMIN_TOKEN to ask the dlq serve holding it, or HOOKLINE_TRACE_DIR to another directory", errIndexBusy, cfg.TraceDir)
 	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cfg.AdminAddr+"/events/"+url.PathEscape(key), nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+cfg.AdminAddr+path, nil)
 	if err != nil {
-		return trace.Trace{}, err
+		return 0, nil, err
 	}
 	req.Header.Set("Authorization", "Bearer "+cfg.AdminToken)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return trace.Trace{}, fmt.Errorf("ask dlq serve at %s: %w", cfg.AdminAddr, err)
+		return 0, nil, fmt.Errorf("ask dlq serve at %s: %w", cfg.AdminAddr, err)
 	}
 	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	switch resp.StatusCode {
-	case http.StatusOK:
-		var t trace.Trace
-		return t, json.Unmarshal(body, &t)
-	case http.StatusNotFound:
-		return trace.Trace{}, fmt.Errorf("%q: %w", key, trace.ErrUnknownKey)
-	}
-	return trace.Trace{}, fmt.Errorf("dlq serve at %s answered %s: %s", cfg.AdminAddr, resp.Status, strings.TrimSpace(string(body)))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	return resp.StatusCode, body, err
 }
 
 // printTrace writes the trace grouped: where the key stands, the steps of

@@ -194,19 +194,39 @@ func (s *Store) getAll(ctx context.Context, refs []Ref) ([]*Entry, error) {
 	return out, nil
 }
 
-// read reads the one record at ref, within spans.
+// RawRecord reads the webhooks.raw record at ref (partition:offset), for
+// a tool that takes a stored delivery as input (dlq rules test
+// --from-raw). Errors wrap ErrNotFound as Get's do.
+func (s *Store) RawRecord(ctx context.Context, ref Ref) (*kgo.Record, error) {
+	spans, err := s.bounds(ctx, s.names.Raw)
+	if err != nil {
+		return nil, err
+	}
+	e, err := s.readAt(ctx, s.names.Raw, spans, ref)
+	if err != nil {
+		return nil, err
+	}
+	return e.Record, nil
+}
+
+// read reads the one DLQ record at ref, within spans.
 func (s *Store) read(ctx context.Context, spans map[int32]span, ref Ref) (*Entry, error) {
+	return s.readAt(ctx, s.names.DLQ, spans, ref)
+}
+
+// readAt reads the one record of topic at ref, within spans.
+func (s *Store) readAt(ctx context.Context, topic string, spans map[int32]span, ref Ref) (*Entry, error) {
 	sp, ok := spans[ref.Partition]
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("%s: %w: %s has no partition %d", ref, ErrNotFound, s.names.DLQ, ref.Partition)
+		return nil, fmt.Errorf("%s: %w: %s has no partition %d", ref, ErrNotFound, topic, ref.Partition)
 	case ref.Offset < sp.start:
 		return nil, fmt.Errorf("%s: %w: partition %d starts at offset %d now (older records are past retention)", ref, ErrNotFound, ref.Partition, sp.start)
 	case ref.Offset >= sp.end:
 		return nil, fmt.Errorf("%s: %w: partition %d ends at offset %d", ref, ErrNotFound, ref.Partition, sp.end)
 	}
 	var found *Entry
-	err := s.scan(ctx, s.names.DLQ, map[int32]span{ref.Partition: {start: ref.Offset, end: ref.Offset + 1}}, func(r *kgo.Record) {
+	err := s.scan(ctx, topic, map[int32]span{ref.Partition: {start: ref.Offset, end: ref.Offset + 1}}, func(r *kgo.Record) {
 		if r.Offset == ref.Offset {
 			found = entry(r, true)
 		}

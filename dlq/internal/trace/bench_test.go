@@ -1,13 +1,21 @@
 package trace
 
 import (
+	"context"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/dgraph-io/badger/v4"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
@@ -26,13 +34,7 @@ import (
 //	HOOKLINE_TRACE_BENCH_KEYS=10000000 HOOKLINE_TRACE_BENCH_DIR=/tmp/trace10m \
 //	  go test -run '^$' -bench BenchmarkTraceLookup -benchtime 20000x -timeout 2h ./dlq/internal/trace/
 func BenchmarkTraceLookup(b *testing.B) {
-	n := 100_000
-	if v := os.Getenv("HOOKLINE_TRACE_BENCH_KEYS"); v != "" {
-		var err error
-		if n, err = strconv.Atoi(v); err != nil || n < 1 {
-			b.Fatalf("HOOKLINE_TRACE_BENCH_KEYS=%q: want a positive number", v)
-		}
-	}
+	n := benchKeys(b)
 	names := topics.NewNames("bench.", []string{"1m"})
 	small := benchIndex(b, names, b.TempDir(), 1000)
 	defer small.Close()
@@ -64,18 +66,42 @@ func BenchmarkTraceLookup(b *testing.B) {
 	}
 }
 
+// benchKeys is HOOKLINE_TRACE_BENCH_KEYS, 100,000 when unset.
+func benchKeys(b *testing.B) int {
+	v := os.Getenv("HOOKLINE_TRACE_BENCH_KEYS")
+	if v == "" {
+		return 100_000
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		b.Fatalf("HOOKLINE_TRACE_BENCH_KEYS=%q: want a positive number", v)
+	}
+	return n
+}
+
 func benchKey(i int) string { return fmt.Sprintf("stripe:evt_%09d", i) }
 
-// benchIndex opens the index in dir and, unless it already holds n keys
-// (a marker file says so), writes n keys through Apply.
-func benchIndex(b *testing.B, names topics.Names, dir string, n int) *Index {
+// openBench opens the index in dir and returns the path of the marker
+// file to write once it is filled, "" when that file says it is already.
+func openBench(b *testing.B, names topics.Names, dir, name string) (*Index, string) {
 	b.Helper()
 	ix, err := Open(Options{Dir: dir, Names: names})
 	if err != nil {
 		b.Fatal(err)
 	}
-	marker := fmt.Sprintf("%s/bench-keys-%d", dir, n)
+	marker := filepath.Join(dir, name)
 	if _, err := os.Stat(marker); err == nil {
+		return ix, ""
+	}
+	return ix, marker
+}
+
+// benchIndex opens the index in dir and, unless it already holds n keys
+// (a marker file says so), writes n keys through Apply.
+func benchIndex(b *testing.B, names topics.Names, dir string, n int) *Index {
+	b.Helper()
+	ix, marker := openBench(b, names, dir, fmt.Sprintf("bench-keys-%d", n))
+	if marker == "" {
 		return ix
 	}
 	start := time.Now()
@@ -101,6 +127,201 @@ func benchIndex(b *testing.B, names topics.Names, dir string, n int) *Index {
 	if n >= 100_000 {
 		b.Logf("built an index of %d keys (%d entries) in %s", n, 2*n, time.Since(start).Round(time.Second))
 	}
+	if err := os.WriteFile(marker, nil, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return ix
+}
+
+// BenchmarkEventsList times Index.List (GET /events, dlq events) in an
+// index of HOOKLINE_TRACE_BENCH_KEYS deliveries (default 100,000), each an
+// accepted record on raw and one outcome, spread over five days: four
+// providers (60/25/10/5 %), three routes, 20 event types (the last one 1 %
+// of them), statuses done 90 %, retrying 6 %, duplicate 3 %, dead 1 %.
+// Each query kind is a sub-benchmark reporting p50-µs and p99-µs (one
+// page of 50 per iteration, from a random point in time for the deep
+// ones) and seeks (positions read per page, mean); the build reports the
+// index's size (Badger LSM and value log) and the process's resident memory
+// after it. HOOKLINE_TRACE_BENCH_DIR keeps the index for a second run, as
+// BenchmarkTraceLookup does.
+//
+//	HOOKLINE_TRACE_BENCH_KEYS=10000000 HOOKLINE_TRACE_BENCH_DIR=/tmp/events10m \
+//	  go test -run '^$' -bench BenchmarkEventsList -benchtime 2000x -timeout 3h ./dlq/internal/trace/
+func BenchmarkEventsList(b *testing.B) {
+	n := benchKeys(b)
+	names := topics.NewNames("bench.", []string{"1m"})
+	dir := os.Getenv("HOOKLINE_TRACE_BENCH_DIR")
+	if dir == "" {
+		dir = b.TempDir()
+	}
+	base := time.Now().Add(-6 * 24 * time.Hour).Truncate(time.Second)
+	span := 5 * 24 * time.Hour
+	ix := listBenchIndex(b, names, dir, n, base, span)
+	defer ix.Close()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.Logf("index of %d deliveries: %d MiB on disk; process RSS %d MiB (peak %d MiB), Go heap in use %d MiB", n, dirSize(dir)>>20, procKB("VmRSS")>>10, procKB("VmHWM")>>10, ms.HeapInuse>>20)
+	for _, p := range []byte{pEvent, pList, pField} {
+		entries, bytes := prefixSize(b, ix, p)
+		b.Logf("entries %q: %d, %d MiB of keys and values before compression", p, entries, bytes>>20)
+	}
+	rareType := benchEventType(19)
+	kinds := []struct {
+		name string
+		f    func(rng *rand.Rand) ListFilter
+	}{
+		{"newest", func(*rand.Rand) ListFilter { return ListFilter{} }},
+		{"deep", func(rng *rand.Rand) ListFilter {
+			return ListFilter{Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
+		}},
+		{"provider", func(rng *rand.Rand) ListFilter {
+			return ListFilter{Provider: "stripe", Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
+		}},
+		{"status-dead", func(rng *rand.Rand) ListFilter {
+			return ListFilter{Status: "dead", Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
+		}},
+		{"provider+route+status", func(rng *rand.Rand) ListFilter {
+			return ListFilter{Provider: "github", Route: "crm", Status: "retrying", Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
+		}},
+		{"rare-type+dead", func(*rand.Rand) ListFilter { return ListFilter{EventType: rareType, Status: "dead"} }},
+		{"hour-window", func(rng *rand.Rand) ListFilter {
+			s := base.Add(time.Duration(rng.Int64N(int64(span - time.Hour))))
+			return ListFilter{Since: s, Until: s.Add(time.Hour), Provider: "shopify"}
+		}},
+	}
+	ctx := context.Background()
+	for _, k := range kinds {
+		b.Run(k.name, func(b *testing.B) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			var took []time.Duration
+			seeks := 0
+			for b.Loop() {
+				f := k.f(rng)
+				start := time.Now()
+				p, err := ix.List(ctx, f, "", 50)
+				took = append(took, time.Since(start))
+				if err != nil {
+					b.Fatal(err)
+				}
+				seeks += p.Seeks
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds()), "p50-µs")
+			b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-µs")
+			b.ReportMetric(float64(seeks)/float64(len(took)), "seeks")
+		})
+	}
+}
+
+func benchEventType(i int) string { return fmt.Sprintf("type.%02d", i) }
+
+// prefixSize counts the entries under prefix and their keys' and values'
+// bytes.
+func prefixSize(b *testing.B, ix *Index, prefix byte) (n, size int64) {
+	err := ix.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{prefix}})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+			size += int64(len(it.Item().Key())) + it.Item().ValueSize()
+		}
+		return nil
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	return n, size
+}
+
+// dirSize is the bytes the files in dir take on disk (blocks allocated:
+// Badger's value log files are preallocated, sparse).
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return nil
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			n += st.Blocks * 512
+		} else {
+			n += fi.Size()
+		}
+		return nil
+	})
+	return n
+}
+
+// procKB reads a VmRSS-like line of /proc/self/status, in KiB (0 where
+// there is none).
+func procKB(name string) int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, name+":"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// listBenchIndex opens the index in dir and, unless a marker says it holds
+// n deliveries already, writes them through Apply.
+func listBenchIndex(b *testing.B, names topics.Names, dir string, n int, base time.Time, span time.Duration) *Index {
+	b.Helper()
+	ix, marker := openBench(b, names, dir, fmt.Sprintf("list-bench-%d", n))
+	if marker == "" {
+		return ix
+	}
+	start := time.Now()
+	providers := []string{"stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe",
+		"github", "github", "github", "github", "github", "shopify", "shopify", "calcom"}
+	routes := []string{"default", "billing", "crm"}
+	const batch = 10_000
+	recs := make([]*kgo.Record, 0, 2*batch)
+	for i := 0; i < n; i += batch {
+		recs = recs[:0]
+		for j := i; j < min(n, i+batch); j++ {
+			h := uint64(j) * 0x9E3779B97F4A7C15 // a spread of j, the same every run
+			key := benchKey(j)
+			provider, route := providers[h%20], routes[(h>>8)%3]
+			event := benchEventType(int((h >> 16) % 19))
+			if (h>>24)%100 == 0 {
+				event = benchEventType(19)
+			}
+			status := "done"
+			switch s := (h >> 32) % 100; {
+			case s == 0:
+				status = "dead"
+			case s < 4:
+				status = "duplicate"
+				route = ""
+			case s < 10:
+				status = "retrying"
+			}
+			at := base.Add(time.Duration(j) * (span / time.Duration(n)))
+			raw := headers.IngestRecord(names.Raw, key, event, nil, headers.IngestMeta{Provider: provider, ReceivedAt: at, RequestID: fmt.Sprintf("%032x", j), ContentType: "application/json"})
+			raw.Partition, raw.Offset, raw.Timestamp = int32(j%12), int64(j/12), at
+			out := &kgo.Record{Topic: names.Outcomes, Key: []byte(key), Partition: int32(j % 12), Offset: int64(j / 12), Timestamp: at.Add(3 * time.Millisecond),
+				Value: fmt.Appendf(nil, `{"key":%q,"provider":%q,"event_type":%q,"status":%q,"attempt":1,"origin":"ingest","duration_ms":3,"time":%q,"route":%q,"trace_id":"%032x","partition":%d,"offset":%d}`,
+					key, provider, event, status, headers.FormatTime(at.Add(3*time.Millisecond)), route, h, j%12, j/12)}
+			recs = append(recs, raw, out)
+		}
+		if err := ix.Apply(recs, []Position{{Topic: names.Raw, Partition: 0, Next: int64(i + batch)}}); err != nil {
+			b.Fatal(err)
+		}
+		if done := i + batch; done%1_000_000 == 0 {
+			fmt.Fprintf(os.Stderr, "list bench: %d of %d deliveries written, %s\n", done, n, time.Since(start).Round(time.Second))
+		}
+	}
+	b.Logf("built an index of %d deliveries (%d outcomes) in %s", n, n, time.Since(start).Round(time.Second))
 	if err := os.WriteFile(marker, nil, 0o600); err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,6 @@
-// Package trace is the index behind `dlq trace KEY` and `GET /events/{key}`:
+// Package trace is the index behind `dlq trace KEY` and `GET /events/{key}`,
+// and behind `dlq events` and `GET /events` (list.go: every outcome as a
+// row, newest first, found by provider, route, event type and status):
 // every record of a key on webhooks.raw, webhooks.outcomes, the retry tiers
 // and webhooks.dlq, with the resolutions of webhooks.dlq-status, kept in a
 // Badger directory so that a key's path is one prefix read whatever the
@@ -70,6 +72,8 @@ type Index struct {
 	db        *badger.DB
 	names     topics.Names
 	retention time.Duration
+	// listBudget is ListBudget (tests make it smaller).
+	listBudget int
 }
 
 // Open opens (or creates) the index. Badger is tuned small, like the
@@ -101,7 +105,17 @@ func Open(o Options) (*Index, error) {
 	if r <= 0 {
 		r = DefaultRetention
 	}
-	return &Index{db: db, names: o.Names, retention: r}, nil
+	ix := &Index{db: db, names: o.Names, retention: r, listBudget: ListBudget}
+	start := time.Now()
+	n, err := ix.migrateList()
+	if err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("trace index %s: events list: %w", o.Dir, err)
+	}
+	if n > 0 && o.Logger != nil {
+		o.Logger.Info("trace index: events list built from the outcomes it held", "rows", n, "took", time.Since(start).String())
+	}
+	return ix, nil
 }
 
 // Close closes the Badger files.
@@ -368,6 +382,9 @@ func (ix *Index) Apply(recs []*kgo.Record, pos []Position) error {
 		e := badger.NewEntry(eventKey(string(r.Key), ev), v)
 		e.ExpiresAt = expires(ev.At)
 		if err := wb.SetEntry(e); err != nil {
+			return err
+		}
+		if err := listRow(wb.SetEntry, string(r.Key), ev, e.ExpiresAt); err != nil {
 			return err
 		}
 		if ev.Kind == KindDeadLetter {

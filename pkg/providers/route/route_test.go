@@ -113,10 +113,10 @@ func TestMatcher(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var doc Doc
-			if got := tc.m.Match(tc.typ, []byte(tc.body), &doc); got != tc.want {
+			if got := tc.m.Match(Request{EventType: tc.typ, Body: []byte(tc.body)}, &doc); got != tc.want {
 				t.Errorf("Match = %v, want %v", got, tc.want)
 			}
-			if got := otherwise.Match(tc.typ, []byte(tc.body), &doc); got != tc.wantElse {
+			if got := otherwise.Match(Request{EventType: tc.typ, Body: []byte(tc.body)}, &doc); got != tc.wantElse {
 				t.Errorf("otherwise.Match on the same Doc = %v, want %v", got, tc.wantElse)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"gopkg.in/yaml.v3"
 
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/route"
 )
 
 // TestProvidersFileWithoutRoutes: the harness's file without routes is the
@@ -91,7 +92,7 @@ func TestProvidersFileRoutes(t *testing.T) {
 	s.routes = o.Routes
 	for _, typ := range []string{"invoice.paid", "payment_intent.succeeded", "customer.created", ""} {
 		var loaded []string
-		for _, r := range p.Match(typ, NewTypedEvent("stripe", "1", typ).Body, nil) {
+		for _, r := range p.Match(route.Request{EventType: typ, Body: NewTypedEvent("stripe", "1", typ).Body}, nil) {
 			loaded = append(loaded, r.Name)
 		}
 		kit := s.routesOf("stripe:1", typ, nil)
@@ -138,7 +139,7 @@ func TestProvidersFileOtherwise(t *testing.T) {
 	for typ, want := range map[string][]string{"invoice.paid": {"billing"}, "customer.created": {"rest"}, "": {"rest"}} {
 		var loaded []string
 		body := NewTypedEvent("stripe", "1", typ).Body
-		for _, r := range p.Match(typ, body, nil) {
+		for _, r := range p.Match(route.Request{EventType: typ, Body: body}, nil) {
 			loaded = append(loaded, r.Name)
 		}
 		if kit := s.routesOf("stripe:1", typ, body); !reflect.DeepEqual(loaded, want) || !reflect.DeepEqual(kit, want) {

@@ -264,3 +264,70 @@ func TestOtherwiseRoute(t *testing.T) {
 		t.Errorf("%d calls to routes the events do not go to", n)
 	}
 }
+
+// filterYAML is one provider, shop, with a route big whose filter reads
+// the body and a copied request header, and an otherwise route rest.
+const filterYAML = `providers:
+  shop:
+    preset: stripe
+    secret_env: [S]
+    routes:
+      big:
+        events: ["invoice.*"]
+        filter:
+          body: {amount: {$gte: 100}, $not: {status: void}}
+          headers: {x-tier: {$in: [gold, platinum]}}
+        destination: {url: "http://big.invalid/"}
+      rest: {otherwise: true, destination: {url: "http://rest.invalid/"}}
+`
+
+// TestFilterRoute: the processor's plan takes a route's filter, on the
+// body and on the request headers ingest copied with the record: an event
+// the filter holds on goes to its route; one it fails on (by the body, by
+// the header, or with the header missing) goes to the otherwise route.
+func TestFilterRoute(t *testing.T) {
+	f := newFakeKafka(t)
+	adm := kadm.NewClient(f.client(t))
+	if _, err := adm.CreateTopics(context.Background(), 1, 1, nil, f.names.RouteLane("shop", "big"), f.names.RouteLane("shop", "rest")); err != nil {
+		t.Fatal(err)
+	}
+	dest := &routeCalls{}
+	runProcessorWith(t, f, "p1", map[string]deliver.Handler{"shop/big": dest, "shop/rest": dest}, procOptions{providersYAML: filterYAML})
+	cl := f.client(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	cases := []struct{ key, body, tier, route string }{
+		{"big1", `{"amount":150,"status":"open"}`, "Gold", "rest"}, // header values are case-sensitive
+		{"big2", `{"amount":150,"status":"open"}`, "gold", "big"},
+		{"small", `{"amount":5}`, "gold", "rest"},
+		{"void", `{"amount":500,"status":"void"}`, "platinum", "rest"},
+		{"nohdr", `{"amount":150}`, "", "rest"},
+	}
+	for _, tc := range cases {
+		var hs []kgo.RecordHeader
+		if tc.tier != "" {
+			hs = append(hs, kgo.RecordHeader{Key: "x-tier", Value: []byte(tc.tier)})
+		}
+		r := headers.IngestRecord(f.names.Raw, tc.key, "invoice.paid", []byte(tc.body), headers.IngestMeta{Provider: "shop", ReceivedAt: time.Now(), HTTP: hs})
+		r.Partition = 0
+		if err := cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "an outcome of each key", func() bool {
+		out := f.outcomes(t)
+		for _, tc := range cases {
+			if len(out[tc.key]) != 1 {
+				return false
+			}
+		}
+		return true
+	})
+	out := f.outcomes(t)
+	for _, tc := range cases {
+		if got := outcomeOf(out, tc.key, tc.route); len(got) != 1 || got[0] != outcome.StatusDone {
+			t.Errorf("%s: outcomes %+v, want done on route %s", tc.key, out[tc.key], tc.route)
+		}
+		if n := dest.count(tc.route, tc.key); n != 1 {
+			t.Errorf("%s: %d calls to route %s, want 1", tc.key, n, tc.route)
+		}
+	}
+}

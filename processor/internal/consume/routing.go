@@ -104,7 +104,7 @@ func (p *setup) routeOf(r *kgo.Record, a decide.Arrival) string {
 }
 
 // matching appends the targets a fresh ingest record goes to: each route
-// of its provider its event type and body match. filed is false for a
+// of its provider its event type, body and headers match. filed is false for a
 // provider delivered nowhere.
 func (p *setup) matching(r *kgo.Record, provider string, dst []*target) (ts []*target, filed bool) {
 	if !p.routes.filed[provider] {
@@ -119,7 +119,7 @@ func (p *setup) matching(r *kgo.Record, provider string, dst []*target) (ts []*t
 		return append(dst, p.target(provider, route.Default)), true
 	}
 	var buf [4]*providers.Route
-	for _, rt := range pr.Match(headers.Value(r, headers.EventType), r.Value, buf[:0]) {
+	for _, rt := range pr.Match(providers.RequestOf(r), buf[:0]) {
 		if t := p.target(provider, rt.Name); t != nil {
 			dst = append(dst, t)
 		}

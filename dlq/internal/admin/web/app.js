@@ -1,5 +1,6 @@
 // The hookline console: an overview of GET /status (refreshed while it is
-// shown), the dead letters (GET /dlq...), a key's trace (GET /events/{key}),
+// shown), the dead letters (GET /dlq...), the events list (GET /events,
+// filtered, paged by cursor), a key's trace (GET /events/{key}),
 // what waits in the tiers and lanes (GET /status, GET /parked), and the
 // pause, resume and drain of providers and routes (POST /providers/...,
 // /routes/...). Every API call carries "Authorization: Bearer <token>"; the
@@ -14,8 +15,8 @@ const TOKEN = 'hookline.dlq.token';
 const BY = 'hookline.dlq.by';
 const PAGE = 50;
 const REFRESH_MS = 5000;
-const VIEWS = ['overview', 'dlq', 'trace', 'waiting'];
-const state = { offset: 0, total: 0, current: null, seq: 0, traceSeq: 0, view: 'overview', overviewBusy: false, refused: false, lastReport: null };
+const VIEWS = ['overview', 'dlq', 'events', 'trace', 'waiting'];
+const state = { evCursor: '', evBack: [], evNext: '', evSeq: 0, offset: 0, total: 0, current: null, seq: 0, traceSeq: 0, view: 'overview', overviewBusy: false, refused: false, lastReport: null };
 
 const $ = (id) => document.getElementById(id);
 
@@ -130,6 +131,15 @@ function shortTime(t) {
   return (t || '').replace('T', ' ').replace(/\.\d+Z$/, 'Z');
 }
 
+// emptyRow says, across a table's cols columns, that it has no rows.
+function emptyRow(body, text, cols) {
+  const tr = el('tr');
+  const td = el('td', text, 'empty');
+  td.colSpan = cols;
+  tr.append(td);
+  body.append(tr);
+}
+
 function tag(text, cls) {
   return text ? el('span', text, 'tag ' + (cls || text)) : el('span', '–');
 }
@@ -139,13 +149,7 @@ async function loadList() {
   state.total = page.total;
   const body = $('entries').tBodies[0];
   body.replaceChildren();
-  if (page.entries.length === 0) {
-    const tr = el('tr');
-    const td = el('td', 'No entries match.', 'empty');
-    td.colSpan = 10;
-    tr.append(td);
-    body.append(tr);
-  }
+  if (page.entries.length === 0) emptyRow(body, 'No entries match.', 10);
   for (const e of page.entries) {
     const tr = el('tr');
     tr.dataset.ref = e.ref;
@@ -295,13 +299,7 @@ function renderOverview(rep, provs, routes) {
 
   const body = $('ov-table').tBodies[0];
   body.replaceChildren();
-  if (rep.providers.length === 0) {
-    const tr = el('tr');
-    const td = el('td', 'No provider: nothing is in the providers file or the topics yet.', 'empty');
-    td.colSpan = 10;
-    tr.append(td);
-    body.append(tr);
-  }
+  if (rep.providers.length === 0) emptyRow(body, 'No provider: nothing is in the providers file or the topics yet.', 10);
   for (const p of rep.providers) {
     const own = settingOf(provs, p.provider, '');
     const tr = el('tr', null, 'provider');
@@ -390,13 +388,7 @@ async function setSetting(path, name, verb, rate) {
 function waitingRows(id, rows, key) {
   const body = $(id).tBodies[0];
   body.replaceChildren();
-  if (rows.length === 0) {
-    const tr = el('tr');
-    const td = el('td', 'Nothing waits.', 'empty');
-    td.colSpan = 5;
-    tr.append(td);
-    body.append(tr);
-  }
+  if (rows.length === 0) emptyRow(body, 'Nothing waits.', 5);
   for (const w of rows) {
     const tr = el('tr');
     tr.append(cell(key === 'tier' ? 'Tier' : 'Priority', w[key]), cell('Records', w.records), cell('Due now', w.due_now),
@@ -442,6 +434,67 @@ async function loadWaiting() {
   } finally {
     v.removeAttribute('aria-busy');
   }
+}
+
+// eventsQuery is the Events view's filters and the page's cursor.
+function eventsQuery() {
+  const f = new FormData($('events-form'));
+  const q = new URLSearchParams();
+  for (const name of ['provider', 'route', 'event_type', 'status', 'since', 'until']) {
+    const v = (f.get(name) || '').trim();
+    if (v) q.set(name, v);
+  }
+  q.set('limit', PAGE);
+  if (state.evCursor) q.set('cursor', state.evCursor);
+  return q;
+}
+
+// statusDetail says where an outcome sent its delivery, and its error.
+function statusDetail(d) {
+  return [d.tier ? 'to tier ' + d.tier : '', d.lane && d.status === 'parked' ? 'in ' + d.lane : '', d.reason || '', d.error || ''].filter(Boolean).join('; ');
+}
+
+// loadEvents shows one page of the events list (GET /events): one row per
+// outcome, newest first, each linking to its key's trace.
+async function loadEvents() {
+  const seq = ++state.evSeq;
+  const v = $('v-events');
+  v.setAttribute('aria-busy', 'true');
+  let page;
+  try {
+    page = await api('GET', '/events?' + eventsQuery().toString());
+  } catch (err) {
+    if (seq === state.evSeq) {
+      failed(err, 'events-error');
+      v.removeAttribute('aria-busy');
+    }
+    return;
+  }
+  if (seq !== state.evSeq) return; // other filters or another page were asked for since
+  const body = $('ev-table').tBodies[0];
+  body.replaceChildren();
+  if (page.events.length === 0) emptyRow(body, page.next_cursor ? 'None on this stretch: older ones may match.' : 'No outcome matches.', 8);
+  for (const d of page.events) {
+    const tr = el('tr');
+    tr.dataset.key = d.key;
+    tr.dataset.status = d.status;
+    const key = cell('Key', d.key, 'key');
+    key.append(' ', traceLink(d.key));
+    const st = cell('Status');
+    st.append(tag(d.status));
+    tr.append(cell('At', shortTime(d.at), 'nowrap'), key, cell('Provider / route', d.provider + (d.route ? '/' + d.route : '')),
+      cell('Event', d.event_type || '–'), st, cell('Attempt', d.attempt || '–'), cell('Trace id', d.trace_id ? '' : '–', 'trace-id'),
+      cell('Detail', statusDetail(d) || '–', 'err'));
+    if (d.trace_id) tr.children[6].append(traceIDLink(d.trace_id, d.trace_id));
+    body.append(tr);
+  }
+  state.evNext = page.next_cursor;
+  $('ev-older').disabled = !page.next_cursor;
+  $('ev-newer').disabled = state.evBack.length === 0;
+  $('ev-page').textContent = 'page ' + (state.evBack.length + 1) + (page.events.length ? ', ' + page.events.length + (page.events.length === 1 ? ' row' : ' rows') : '');
+  line('events-error', '', '');
+  v.dataset.loaded = clock(new Date());
+  v.removeAttribute('aria-busy');
 }
 
 function dlRow(dl, name, value) {
@@ -499,15 +552,16 @@ function stepDetail(s) {
   return '';
 }
 
-// traceIDLink is a step's trace id, linked to the tracing backend when
+// traceIDLink is a step's trace id (shown as text, default "trace <id>"), linked to the tracing backend when
 // dlq serve has its URL (HOOKLINE_TRACE_URL, in the page's
 // hookline-trace-url meta tag); null for a step without one.
-function traceIDLink(id) {
+function traceIDLink(id, text) {
   if (!id) return null;
+  if (text === undefined) text = 'trace ' + id;
   const meta = document.querySelector('meta[name="hookline-trace-url"]');
   const url = meta ? meta.content : '';
-  if (!url) return el('span', 'trace ' + id, 'trace-id');
-  const a = el('a', 'trace ' + id, 'trace-id');
+  if (!url) return el('span', text, 'trace-id');
+  const a = el('a', text, 'trace-id');
   a.href = url.replace('{trace_id}', encodeURIComponent(id));
   a.target = '_blank';
   a.rel = 'noopener noreferrer';
@@ -702,6 +756,7 @@ function reload() {
     case 'overview': return refreshOverview();
     case 'dlq': return refresh();
     case 'waiting': return loadWaiting();
+    case 'events': return loadEvents();
     case 'trace': {
       const key = $('trace-key').value.trim();
       return key ? showTrace(key) : Promise.resolve();
@@ -743,6 +798,9 @@ function init() {
   $('filters').addEventListener('submit', (ev) => { ev.preventDefault(); state.offset = 0; refresh(); });
   $('newer').addEventListener('click', () => { state.offset = Math.max(0, state.offset - PAGE); refresh(); });
   $('older').addEventListener('click', () => { state.offset += PAGE; refresh(); });
+  $('events-form').addEventListener('submit', (ev) => { ev.preventDefault(); state.evCursor = ''; state.evBack = []; loadEvents(); });
+  $('ev-older').addEventListener('click', () => { state.evBack.push(state.evCursor); state.evCursor = state.evNext; loadEvents(); });
+  $('ev-newer').addEventListener('click', () => { state.evCursor = state.evBack.pop() || ''; loadEvents(); });
   $('d-replay').addEventListener('click', () => { if (state.current) replay(state.current); });
   $('d-resolve').addEventListener('click', resolve);
   $('trace-form').addEventListener('submit', (ev) => {

@@ -148,7 +148,7 @@ if await "$prom_url/-/ready" && await "$am_url/-/ready" && jaeger_ready; then
     echo "observe: ready. Prometheus: $prom_url (firing and pending alerts: $prom_url/alerts; targets: $prom_url/targets)"
     echo "observe: Alertmanager: $am_url (notifications, silences)"
     if [ -n "$jaeger" ]; then
-      echo "observe: Jaeger: $jaeger_url (traces); OTLP on http://$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR and grpc $HOOKLINE_OBSERVE_OTLP_GRPC_ADDR:"
+      echo "observe: Jaeger: $jaeger_url (traces: $jaeger_url/api/traces/{id}; the UI page needs HOOKLINE_JAEGER_UI_ASSETS); OTLP on http://$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR and grpc $HOOKLINE_OBSERVE_OTLP_GRPC_ADDR:"
       echo "observe:   OTEL_EXPORTER_OTLP_ENDPOINT=http://$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR make run; HOOKLINE_TRACE_URL=$jaeger_url/trace/{trace_id} for dlq serve"
     fi
     for t in "${targets[@]}"; do echo "observe: scraping ${t% *} at ${t#* } every $HOOKLINE_OBSERVE_SCRAPE_INTERVAL"; done

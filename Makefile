@@ -32,8 +32,9 @@ run: build
 
 ## observe: Prometheus and Alertmanager (Debian's prometheus and prometheus-alertmanager packages,
 ## no Docker) in the foreground, scraping what `make run` runs, evaluating compose/prometheus/alerts.yml
-## and notifying the receivers set in the environment (HOOKLINE_ALERT_*; docs/operating.md, Monitoring).
-## Prints both URLs; Ctrl-C stops both.
+## and notifying the receivers set in the environment (HOOKLINE_ALERT_*; docs/operating.md, Monitoring);
+## and Jaeger, the tracing backend (compose/jaeger/install.sh builds it once; OTLP on 127.0.0.1:4318,
+## UI on 127.0.0.1:16686; docs/operating.md, Tracing). Prints the URLs; Ctrl-C stops them all.
 observe:
 	compose/observe.sh
 
@@ -108,6 +109,7 @@ bench-retrier: build $(KAFKA_DEP)
 
 ## bench-e2e: POST to `done` outcome through ingest, processor and retrier: events/s and 202-to-outcome latency against ProducerPerformance;
 ## then isolation (a slow destination beside a fast one) and ordering (issue 24: an ordered provider at half load; one entity failing beside 1,000 others).
+## BENCH_FLAGS=-tracing runs only the tracing comparison instead (issue 35): off, on at 1 %, on at 100 %, alternated (-tracing-rounds, -tracing-rate).
 bench-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BENCH_FLAGS)

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # `make observe`: a real Prometheus and a real Alertmanager, from Debian's
-# prometheus and prometheus-alertmanager packages (no Docker), in the
-# foreground. Prometheus scrapes the services `make run` starts (on the
+# prometheus and prometheus-alertmanager packages (no Docker), and Jaeger
+# (built from the module compose/jaeger pins, by compose/jaeger/install.sh:
+# once, minutes when cold), in the foreground. Jaeger takes OTLP from the
+# services (OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318) and keeps
+# the traces in memory. Prometheus scrapes the services `make run` starts (on the
 # addresses run.sh gives them, from the same variables), evaluates
 # compose/prometheus/alerts.yml and sends what fires to Alertmanager, which
 # notifies the receivers configured in the environment
@@ -18,7 +21,11 @@
 #   HOOKLINE_OBSERVE_EVAL_INTERVAL=15s
 #   HOOKLINE_OBSERVE_RULES=compose/prometheus/alerts.yml
 #   HOOKLINE_OBSERVE_DATA_DIR (unset: the temporary folder, removed at the end)
-#   HOOKLINE_OBSERVE_READY_TIMEOUT=60 (seconds to wait for both to answer)
+#   HOOKLINE_OBSERVE_READY_TIMEOUT=60 (seconds to wait for each to answer)
+#   HOOKLINE_OBSERVE_JAEGER=on (off: no Jaeger)
+#   HOOKLINE_OBSERVE_JAEGER_UI_ADDR=127.0.0.1:16686 (the UI and its query API)
+#   HOOKLINE_OBSERVE_OTLP_HTTP_ADDR=127.0.0.1:4318  HOOKLINE_OBSERVE_OTLP_GRPC_ADDR=127.0.0.1:4317
+#   HOOKLINE_OBSERVE_JAEGER_HEALTH_ADDR=127.0.0.1:13133  HOOKLINE_OBSERVE_JAEGER_QUERY_GRPC_ADDR=127.0.0.1:16685
 # The scrape targets, as compose/run.sh sets them (the same defaults); a
 # variable set to the empty string leaves its service out:
 #   HOOKLINE_INGEST_ADDR=:8080  HOOKLINE_PROCESSOR_METRICS_ADDR=:9101
@@ -36,6 +43,12 @@ say() { printf 'observe: %s\n' "$*" >&2; }
 : "${HOOKLINE_OBSERVE_EVAL_INTERVAL:=15s}"
 : "${HOOKLINE_OBSERVE_RULES:=compose/prometheus/alerts.yml}"
 : "${HOOKLINE_OBSERVE_READY_TIMEOUT:=60}"
+: "${HOOKLINE_OBSERVE_JAEGER:=on}"
+: "${HOOKLINE_OBSERVE_JAEGER_UI_ADDR:=127.0.0.1:16686}"
+: "${HOOKLINE_OBSERVE_OTLP_HTTP_ADDR:=127.0.0.1:4318}"
+: "${HOOKLINE_OBSERVE_OTLP_GRPC_ADDR:=127.0.0.1:4317}"
+: "${HOOKLINE_OBSERVE_JAEGER_HEALTH_ADDR:=127.0.0.1:13133}"
+: "${HOOKLINE_OBSERVE_JAEGER_QUERY_GRPC_ADDR:=127.0.0.1:16685}"
 # Unset: run.sh's default; empty: not scraped.
 ingest_addr=${HOOKLINE_INGEST_ADDR-:8080}
 processor_addr=${HOOKLINE_PROCESSOR_METRICS_ADDR-:9101}
@@ -48,6 +61,12 @@ if [ -z "$prometheus" ] || [ -z "$alertmanager" ]; then
   say "prometheus and alertmanager must be on PATH: apt-get install prometheus prometheus-alertmanager (Debian, Ubuntu)"
   exit 1
 fi
+jaeger=""
+case "$HOOKLINE_OBSERVE_JAEGER" in
+  on) jaeger=$(compose/jaeger/install.sh) || { say "Jaeger could not be built (compose/jaeger/install.sh); HOOKLINE_OBSERVE_JAEGER=off runs without it"; exit 1; } ;;
+  off) ;;
+  *) say "HOOKLINE_OBSERVE_JAEGER=$HOOKLINE_OBSERVE_JAEGER: want on or off"; exit 1 ;;
+esac
 [ -r "$HOOKLINE_OBSERVE_RULES" ] || { say "HOOKLINE_OBSERVE_RULES=$HOOKLINE_OBSERVE_RULES: no such file"; exit 1; }
 rules=$(cd "$(dirname "$HOOKLINE_OBSERVE_RULES")" && pwd)/$(basename "$HOOKLINE_OBSERVE_RULES")
 
@@ -114,13 +133,26 @@ await() { # URL: 0 once it answers 2xx; 1 on Ctrl-C, a process gone or the deadl
     sleep 0.2
   done
 }
-if await "$prom_url/-/ready" && await "$am_url/-/ready"; then
+jaeger_url="http://$HOOKLINE_OBSERVE_JAEGER_UI_ADDR"
+if [ -n "$jaeger" ]; then
+  # compose/jaeger/config.yaml reads its addresses from these.
+  export HOOKLINE_JAEGER_UI_ADDR=$HOOKLINE_OBSERVE_JAEGER_UI_ADDR HOOKLINE_JAEGER_OTLP_HTTP_ADDR=$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR \
+    HOOKLINE_JAEGER_OTLP_GRPC_ADDR=$HOOKLINE_OBSERVE_OTLP_GRPC_ADDR HOOKLINE_JAEGER_HEALTH_ADDR=$HOOKLINE_OBSERVE_JAEGER_HEALTH_ADDR \
+    HOOKLINE_JAEGER_QUERY_GRPC_ADDR=$HOOKLINE_OBSERVE_JAEGER_QUERY_GRPC_ADDR
+  start jaeger "$jaeger" --config compose/jaeger/config.yaml
+fi
+jaeger_ready() { [ -z "$jaeger" ] || await "$jaeger_url/"; }
+if await "$prom_url/-/ready" && await "$am_url/-/ready" && jaeger_ready; then
   {
     echo
     echo "observe: ready. Prometheus: $prom_url (firing and pending alerts: $prom_url/alerts; targets: $prom_url/targets)"
     echo "observe: Alertmanager: $am_url (notifications, silences)"
+    if [ -n "$jaeger" ]; then
+      echo "observe: Jaeger: $jaeger_url (traces: $jaeger_url/api/traces/{id}; the UI page needs HOOKLINE_JAEGER_UI_ASSETS); OTLP on http://$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR and grpc $HOOKLINE_OBSERVE_OTLP_GRPC_ADDR:"
+      echo "observe:   OTEL_EXPORTER_OTLP_ENDPOINT=http://$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR make run; HOOKLINE_TRACE_URL=$jaeger_url/trace/{trace_id} for dlq serve"
+    fi
     for t in "${targets[@]}"; do echo "observe: scraping ${t% *} at ${t#* } every $HOOKLINE_OBSERVE_SCRAPE_INTERVAL"; done
-    echo "observe: rules: $rules; Ctrl-C stops Prometheus and Alertmanager."
+    echo "observe: rules: $rules; Ctrl-C stops ${names[*]}."
     echo
   } >&2
 elif [ "$stopped" = 0 ]; then

@@ -9,15 +9,17 @@ import (
 	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/startup"
+	"github.com/hookline/hookline/pkg/tracing"
 )
 
 // config is everything ingest reads from its environment.
 type config struct {
 	startup.Common
-	Addr            string        // HOOKLINE_INGEST_ADDR
-	ProvidersFile   string        // HOOKLINE_PROVIDERS or --providers
-	ProduceDeadline time.Duration // HOOKLINE_PRODUCE_DEADLINE
-	ShutdownTimeout time.Duration // HOOKLINE_SHUTDOWN_TIMEOUT
+	Tracing         tracing.Settings // OTEL_* (pkg/tracing)
+	Addr            string           // HOOKLINE_INGEST_ADDR
+	ProvidersFile   string           // HOOKLINE_PROVIDERS or --providers
+	ProduceDeadline time.Duration    // HOOKLINE_PRODUCE_DEADLINE
+	ShutdownTimeout time.Duration    // HOOKLINE_SHUTDOWN_TIMEOUT
 	// Server holds the HTTP server's timeouts (HOOKLINE_INGEST_*_TIMEOUT).
 	Server serverTimeouts
 	// IPLimit is HOOKLINE_IP_RATE_LIMIT with HOOKLINE_TRUSTED_PROXIES; nil: off.
@@ -55,6 +57,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		Trusted:            envconf.Parse(r, "HOOKLINE_TRUSTED_PROXIES", nil, "", api.ParseTrustedProxies),
 		ReplayCacheEntries: r.Int("HOOKLINE_REPLAY_CACHE_ENTRIES", api.DefaultReplayCacheEntries, 0, maxReplayCacheEntries),
 		EventTypeLabels:    typelabel.ReadEnv(r),
+		Tracing:            tracing.Read(r),
 	}
 	c.Server = serverTimeouts{
 		ReadHeader: r.Duration("HOOKLINE_INGEST_READ_HEADER_TIMEOUT", 5*time.Second, time.Nanosecond, 0),

@@ -25,7 +25,8 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_REPLAY_CACHE_ENTRIES", Value: "-1", Says: `HOOKLINE_REPLAY_CACHE_ENTRIES="-1": want a whole number from 0 to 10000000`},
 		envconftest.EventTypeLabels,
 	)
-	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad, envconftest.SharedCombined...)
+	bad = append(bad, envconftest.Tracing...)
+	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad, append(envconftest.TracingAny, envconftest.SharedCombined...)...)
 
 	// Trusted proxies without the limit they serve.
 	_, err := loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", "HOOKLINE_TRUSTED_PROXIES": "10.0.0.0/8"}))

@@ -30,6 +30,7 @@ import (
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/startup"
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/pkg/tracing"
 )
 
 func main() {
@@ -134,6 +135,11 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Version:       selftest.Version(),
 	})
 
+	tracer, err := tracing.Setup(ctx, "ingest", cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer tracer.Flush(log)
 	srv := api.New(api.Config{
 		Providers:          reg,
 		Publisher:          gate,
@@ -148,6 +154,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		ReplayCacheEntries: cfg.ReplayCacheEntries,
 		OutcomesTopic:      names.Outcomes,
 		EventTypeLabels:    cfg.EventTypeLabels,
+		Tracer:             tracer,
 	})
 	hs := &http.Server{
 		Handler:           srv.Handler(),

@@ -9,6 +9,7 @@ import (
 	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/startup"
+	"github.com/hookline/hookline/pkg/tracing"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
 )
@@ -16,9 +17,10 @@ import (
 // config is everything the processor reads from its environment.
 type config struct {
 	startup.Common
-	MetricsAddr   string // HOOKLINE_METRICS_ADDR
-	ProvidersFile string // HOOKLINE_PROVIDERS or --providers
-	StateDir      string // HOOKLINE_STATE_DIR
+	Tracing       tracing.Settings // OTEL_* (pkg/tracing)
+	MetricsAddr   string           // HOOKLINE_METRICS_ADDR
+	ProvidersFile string           // HOOKLINE_PROVIDERS or --providers
+	StateDir      string           // HOOKLINE_STATE_DIR
 	// InstanceID is HOOKLINE_INSTANCE_ID; empty: the one kept in the state
 	// dir, which run reads (or writes) before it starts.
 	InstanceID         string
@@ -51,6 +53,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		InstanceID:    r.String("HOOKLINE_INSTANCE_ID", ""),
 		MaxInflight:   r.Int("HOOKLINE_MAX_INFLIGHT", 64, 1, 4096),
 		MaxPending:    r.Int("HOOKLINE_MAX_PENDING", 10000, 1, 1000000),
+		Tracing:       tracing.Read(r),
 		// Polling stops at this many body bytes read and not committed.
 		MaxPendingBytes: int64(r.Int("HOOKLINE_MAX_PENDING_BYTES", 256<<20, 1<<20, 1<<40)),
 		// Badger's memtables and caches, the cache of recent states and the

@@ -31,8 +31,9 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_TRANSACTION_TIMEOUT", Value: "1s", Says: `HOOKLINE_TRANSACTION_TIMEOUT="1s": want a duration from 5s to 15m`},
 		envconftest.Bad{Name: "HOOKLINE_BATCH_TIMEOUT", Value: "20s", Says: `HOOKLINE_BATCH_TIMEOUT="20s": no longer used; a destination call is bounded by its own destination.timeout`},
 	)
+	bad = append(bad, envconftest.Tracing...)
 	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad,
-		append([]string{"HOOKLINE_STATE_DIR"}, envconftest.SharedCombined...)...)
+		append([]string{"HOOKLINE_STATE_DIR"}, append(envconftest.TracingAny, envconftest.SharedCombined...)...)...)
 }
 
 // TestConfigReadme: the configuration table (docs/operating.md) and the variables the

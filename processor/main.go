@@ -26,6 +26,7 @@ import (
 	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/startup"
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/pkg/tracing"
 	"github.com/hookline/hookline/processor/internal/consume"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
@@ -143,6 +144,11 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	health.Set("kafka", nil) // topics ensured above
 	health.Set("restore", nil)
 
+	tracer, err := tracing.Setup(ctx, "processor", cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer tracer.Flush(log)
 	proc, err := consume.New(consume.Config{
 		Names:              names,
 		Schedule:           cfg.Retry,
@@ -168,6 +174,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Logger:          log,
 		Registry:        svc.Metrics,
 		Health:          health,
+		Tracer:          tracer,
 	})
 	if err != nil {
 		return err

@@ -3,6 +3,7 @@ package main
 import (
 	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/startup"
+	"github.com/hookline/hookline/pkg/tracing"
 )
 
 // config is everything the retrier reads from its environment. It needs no
@@ -13,7 +14,8 @@ import (
 // processor applies it when it computes hookline.due-at.
 type config struct {
 	startup.Common
-	MetricsAddr string // HOOKLINE_METRICS_ADDR, default :9102
+	Tracing     tracing.Settings // OTEL_* (pkg/tracing)
+	MetricsAddr string           // HOOKLINE_METRICS_ADDR, default :9102
 }
 
 // loadConfig reads the configuration; the error names every wrong
@@ -24,6 +26,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 	c := config{
 		Common:      startup.ReadCommon(r),
 		MetricsAddr: r.Addr("HOOKLINE_METRICS_ADDR", ":9102"),
+		Tracing:     tracing.Read(r),
 	}
 	return c, r.Err()
 }

@@ -11,7 +11,8 @@ import (
 // is named by its own message, and all of them at once.
 func TestConfigBadValues(t *testing.T) {
 	bad := envconftest.Common(envconftest.Bad{Name: "HOOKLINE_METRICS_ADDR", Value: "9102", Says: `HOOKLINE_METRICS_ADDR="9102": want host:port or :port, such as :9102`})
-	envconftest.Check(t, loadConfig, nil, bad, envconftest.SharedCombined...)
+	bad = append(bad, envconftest.Tracing...)
+	envconftest.Check(t, loadConfig, nil, bad, append(envconftest.TracingAny, envconftest.SharedCombined...)...)
 
 	c, err := loadConfig(envconftest.Env(map[string]string{"HOOKLINE_RETRY_TIERS": "1s,2s,3s", "HOOKLINE_RETRY_JITTER": "0.2"}))
 	if err != nil || c.MetricsAddr != ":9102" || c.Retry.String() != "1s,2s,3s" || c.Jitter != 0.2 {

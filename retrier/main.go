@@ -20,6 +20,7 @@ import (
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/startup"
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/pkg/tracing"
 	"github.com/hookline/hookline/retrier/internal/tier"
 )
 
@@ -63,6 +64,11 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	}
 	health.Set("kafka", nil) // topics ensured
 
+	tracer, err := tracing.Setup(ctx, "retrier", cfg.Tracing)
+	if err != nil {
+		return err
+	}
+	defer tracer.Flush(log)
 	mover, err := tier.New(tier.Config{
 		Names:      names,
 		Schedule:   cfg.Retry,
@@ -70,6 +76,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		Logger:     log,
 		Registry:   svc.Metrics,
 		Health:     health,
+		Tracer:     tracer,
 		// A copy for raw fits raw's max.message.bytes.
 		MaxRecordBytes: cfg.Topics.MaxRecordBytes(),
 	})

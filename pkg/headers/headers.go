@@ -66,6 +66,13 @@ const (
 	// MaxInvalidPayloadBytes): the schema file and the first violations.
 	// Absent on a valid record.
 	InvalidPayload = "hookline.invalid-payload"
+	// Traceparent and Tracestate are the W3C Trace Context of the span
+	// that wrote the record (package tracing), present only when tracing
+	// is on: ingest's request span on a raw record, the processor's span
+	// of the attempt on a retry-tier, lane or DLQ copy, the retrier's on
+	// a record it moved. The next reader continues that trace.
+	Traceparent = "traceparent"
+	Tracestate  = "tracestate"
 
 	// DefaultRoute is the route a record without hookline.route is for,
 	// and the one route of a provider with a provider-level destination.
@@ -188,6 +195,25 @@ func Set(r *kgo.Record, name, value string) {
 		}
 	}
 	r.Headers = append(out, kgo.RecordHeader{Key: name, Value: []byte(value)})
+}
+
+// TraceID is the trace id of r's traceparent header (W3C Trace Context:
+// version-traceid-spanid-flags), "" when it has none or it is malformed.
+func TraceID(r *kgo.Record) string {
+	tp := Value(r, Traceparent)
+	if len(tp) != 55 || tp[2] != '-' || tp[35] != '-' || tp[52] != '-' {
+		return ""
+	}
+	id := tp[3:35]
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return ""
+		}
+	}
+	if id == "00000000000000000000000000000000" {
+		return ""
+	}
+	return id
 }
 
 // Delete removes every header named name.

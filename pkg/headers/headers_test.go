@@ -107,3 +107,22 @@ func TestSetInvalidPayload(t *testing.T) {
 		t.Error("IsDeadReason takes what is no reason")
 	}
 }
+
+func TestTraceID(t *testing.T) {
+	for _, tc := range []struct{ traceparent, want string }{
+		{"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "0af7651916cd43dd8448eb211c80319c"},
+		{"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00", "0af7651916cd43dd8448eb211c80319c"},
+		{"00-00000000000000000000000000000000-b7ad6b7169203331-01", ""},
+		{"00-0AF7651916CD43DD8448EB211C80319C-b7ad6b7169203331-01", ""},
+		{"00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331", ""},
+		{"", ""},
+	} {
+		r := &kgo.Record{}
+		if tc.traceparent != "" {
+			Set(r, Traceparent, tc.traceparent)
+		}
+		if got := TraceID(r); got != tc.want {
+			t.Errorf("TraceID(%q) = %q, want %q", tc.traceparent, got, tc.want)
+		}
+	}
+}

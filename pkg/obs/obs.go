@@ -23,6 +23,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/envconf"
+	"github.com/hookline/hookline/pkg/tracing"
 )
 
 // NewLogger returns a JSON logger at level (ReadLogLevel reads it). The
@@ -113,9 +114,24 @@ func (h *Health) Readyz(w http.ResponseWriter, _ *http.Request) {
 	})
 }
 
-// Metrics serves the registry in the Prometheus text format.
+// Metrics serves the registry in the Prometheus text format, or in
+// OpenMetrics when the scraper asks for it (Prometheus does): the format
+// that carries the latency histograms' exemplars (Observe).
 func Metrics(reg *prometheus.Registry) http.Handler {
-	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg, EnableOpenMetrics: true})
+}
+
+// Observe observes v on h, with the trace id of ctx's span as the
+// exemplar (label trace_id) when that span is sampled, so that a
+// latency bucket links to a trace. Cost off: one context lookup.
+func Observe(ctx context.Context, h prometheus.Observer, v float64) {
+	if id := tracing.TraceID(ctx); id != "" {
+		if eo, ok := h.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, prometheus.Labels{"trace_id": id})
+			return
+		}
+	}
+	h.Observe(v)
 }
 
 // Mux serves /healthz, /readyz and /metrics: the side port of the processor

@@ -35,6 +35,7 @@ func (o *Outcome) AppendJSON(b []byte) []byte {
 	}
 	b = strconv.AppendInt(append(b, `,"partition":`...), int64(o.Partition), 10)
 	b = strconv.AppendInt(append(b, `,"offset":`...), o.Offset, 10)
+	b = appendOptional(b, `,"trace_id":`, o.TraceID)
 	return append(b, '}')
 }
 

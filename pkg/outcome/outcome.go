@@ -42,6 +42,9 @@ type Outcome struct {
 	// allows a record without them; Decode gives -1 then).
 	Partition int32 `json:"partition"`
 	Offset    int64 `json:"offset"`
+	// TraceID is the W3C trace id of the attempt's span when tracing is
+	// on and the span was sampled (or kept: a failure); else absent.
+	TraceID string `json:"trace_id,omitempty"`
 }
 
 // Statuses (the schema's enum), spelled here once: decide's key statuses

@@ -36,12 +36,14 @@
 package admin
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"embed"
 	"errors"
 	"fmt"
+	"html"
 	"io"
 	"log/slog"
 	"net"
@@ -104,8 +106,12 @@ type Config struct {
 	// Hosts are the host names, lower case, that requests may name in
 	// their Host header besides IP addresses and localhost
 	// (HOOKLINE_ADMIN_HOSTS); any other is answered 421 (hostAllowed).
-	Hosts  []string
-	Logger *slog.Logger
+	Hosts []string
+	// TraceURL is the tracing backend's page of a trace, {trace_id} for
+	// the id (HOOKLINE_TRACE_URL): the console links each step's trace
+	// id there. Empty: the ids are shown unlinked.
+	TraceURL string
+	Logger   *slog.Logger
 }
 
 // Server serves the admin API and the console page.
@@ -137,7 +143,7 @@ func (s *Server) Handler() http.Handler {
 	r := gin.New()
 	r.Use(gin.Recovery(), s.logRequests, secureHeaders, s.checkHost)
 	r.GET("/", func(c *gin.Context) { c.Redirect(http.StatusFound, "/ui/") })
-	r.GET("/ui/", s.static("web/index.html", "text/html; charset=utf-8"))
+	r.GET("/ui/", s.index)
 	r.GET("/ui/app.js", s.static("web/app.js", "text/javascript; charset=utf-8"))
 	r.GET("/ui/style.css", s.static("web/style.css", "text/css; charset=utf-8"))
 	if s.cfg.Metrics != nil {
@@ -251,6 +257,24 @@ func (s *Server) static(name, contentType string) gin.HandlerFunc {
 		}
 		c.Data(http.StatusOK, contentType, b)
 	}
+}
+
+// traceURLMeta is the console's tag that holds Config.TraceURL, empty in
+// web/index.html.
+const traceURLMeta = `<meta name="hookline-trace-url" content="">`
+
+// index serves the console's page with Config.TraceURL in its
+// hookline-trace-url meta tag.
+func (s *Server) index(c *gin.Context) {
+	b, err := web.ReadFile("web/index.html")
+	if err != nil {
+		fail(c, http.StatusInternalServerError, "internal", err.Error())
+		return
+	}
+	if s.cfg.TraceURL != "" {
+		b = bytes.Replace(b, []byte(traceURLMeta), []byte(`<meta name="hookline-trace-url" content="`+html.EscapeString(s.cfg.TraceURL)+`">`), 1)
+	}
+	c.Data(http.StatusOK, "text/html; charset=utf-8", b)
 }
 
 type errorBody struct {

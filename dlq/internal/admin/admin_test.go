@@ -202,3 +202,25 @@ func TestHostChecked(t *testing.T) {
 		}
 	}
 }
+
+// TestTraceURLInPage: the console's page carries HOOKLINE_TRACE_URL in its
+// hookline-trace-url meta tag (escaped), empty without it, and app.js
+// links each step's trace id there.
+func TestTraceURLInPage(t *testing.T) {
+	gin.SetMode(gin.TestMode)
+	for _, tc := range []struct{ url, want string }{
+		{"", `<meta name="hookline-trace-url" content="">`},
+		{`http://jaeger:16686/trace/{trace_id}?a=1&b="2"`, `<meta name="hookline-trace-url" content="http://jaeger:16686/trace/{trace_id}?a=1&amp;b=&#34;2&#34;">`},
+	} {
+		h := New(Config{Token: token, TraceURL: tc.url, Hosts: []string{"example.com"}}).Handler() // httptest's Host
+		if page := do(h, "GET", "/ui/", "", "").Body.String(); !strings.Contains(page, tc.want) {
+			t.Errorf("TraceURL %q: the page lacks %s", tc.url, tc.want)
+		}
+	}
+	js := do(server(t), "GET", "/ui/app.js", "", "").Body.String()
+	for _, want := range []string{`meta[name="hookline-trace-url"]`, "traceIDLink(s.trace_id)", "url.replace('{trace_id}', encodeURIComponent(id))"} {
+		if !strings.Contains(js, want) {
+			t.Errorf("app.js lacks %s", want)
+		}
+	}
+}

@@ -54,6 +54,11 @@ type config struct {
 	// AdminHosts is HOOKLINE_ADMIN_HOSTS (serve): the host names, besides
 	// IP addresses and localhost, that serve answers to (admin.Config.Hosts).
 	AdminHosts []string
+	// TraceURL is HOOKLINE_TRACE_URL (serve): the tracing backend's page
+	// of one trace, {trace_id} standing for the id, such as
+	// http://jaeger:16686/trace/{trace_id}; the console links each step's
+	// trace there. Empty: the console shows the trace ids unlinked.
+	TraceURL string
 	// ProcessorMetrics is HOOKLINE_PROCESSOR_METRICS (status, serve,
 	// health-report): the processors' /metrics URLs, separated by commas or
 	// spaces, read for the records in flight and the deliveries completed
@@ -94,6 +99,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		MetricsInterval: r.Duration("HOOKLINE_DLQ_METRICS_INTERVAL", DefaultMetricsInterval, 100*time.Millisecond, 0),
 		TraceDir:        r.String("HOOKLINE_TRACE_DIR", DefaultTraceDir),
 		AdminHosts:      hostList(r.String("HOOKLINE_ADMIN_HOSTS", "")),
+		TraceURL:        r.String("HOOKLINE_TRACE_URL", ""),
 		HeldAfter:       r.Duration("HOOKLINE_HELD_ALERT_AFTER", status.DefaultHeldAfter, time.Minute, 0),
 		Report: reportConfig{
 			To:       addressList(r.String("HOOKLINE_HEALTH_REPORT_TO", "")),
@@ -141,6 +147,12 @@ func (c config) validate() error {
 			errs = append(errs, &envconf.Error{Name: "HOOKLINE_ADMIN_HOSTS", Value: strings.Join(c.AdminHosts, ","),
 				Want: "host names (no port) separated by commas, such as dlq.internal,dlq"})
 			break
+		}
+	}
+	if c.TraceURL != "" {
+		if pu, err := url.Parse(c.TraceURL); err != nil || (pu.Scheme != "http" && pu.Scheme != "https") || pu.Host == "" || !strings.Contains(c.TraceURL, "{trace_id}") {
+			errs = append(errs, &envconf.Error{Name: "HOOKLINE_TRACE_URL", Value: c.TraceURL,
+				Want: "an http(s) URL with {trace_id} where the trace id goes, such as http://jaeger:16686/trace/{trace_id}"})
 		}
 	}
 	errs = append(errs, c.Report.validate()...)

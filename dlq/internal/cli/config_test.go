@@ -23,6 +23,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_ALERT_SMTP_HOST", Value: "smtp.example.com", Says: `HOOKLINE_ALERT_SMTP_HOST="smtp.example.com": want host:port, such as smtp.example.com:587`},
 		envconftest.Bad{Name: "HOOKLINE_ALERT_EMAIL_FROM", Value: "hookline at example", Says: `HOOKLINE_ALERT_EMAIL_FROM="hookline at example": want an e-mail address, such as hookline@example.com`},
 		envconftest.Bad{Name: "HOOKLINE_ALERT_SMTP_REQUIRE_TLS", Value: "maybe", Says: `HOOKLINE_ALERT_SMTP_REQUIRE_TLS="maybe": want true or false`},
+		envconftest.Bad{Name: "HOOKLINE_TRACE_URL", Value: "http://jaeger:16686/trace/", Says: `HOOKLINE_TRACE_URL="http://jaeger:16686/trace/": want an http(s) URL with {trace_id} where the trace id goes, such as http://jaeger:16686/trace/{trace_id}`},
 		envconftest.Bad{Name: "HOOKLINE_ADMIN_HOSTS", Value: "dlq.internal, evil.example:80", Says: `HOOKLINE_ADMIN_HOSTS="dlq.internal,evil.example:80": want host names (no port) separated by commas, such as dlq.internal,dlq`},
 	)
 	envconftest.Check(t, loadConfig, nil, bad, append([]string{"HOOKLINE_PROVIDERS", "HOOKLINE_TRACE_DIR", "HOOKLINE_ALERT_SMTP_USERNAME", "HOOKLINE_ALERT_SMTP_PASSWORD"}, envconftest.SharedCombined...)...)

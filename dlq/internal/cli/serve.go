@@ -219,6 +219,7 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		Backfills:   jobs,
 		Providers:   file,
 		Hosts:       a.cfg.AdminHosts,
+		TraceURL:    a.cfg.TraceURL,
 		Logger:      log,
 	})
 	hs := &http.Server{

@@ -253,6 +253,9 @@ func printSteps(w io.Writer, steps []trace.Event) {
 		if s.Attempt > 0 {
 			att = fmt.Sprint(s.Attempt)
 		}
+		if s.TraceID != "" {
+			detail = strings.TrimPrefix(detail+"; trace "+s.TraceID, "; ")
+		}
 		row(tw, s.At.UTC().Format("2006-01-02 15:04:05.000Z"), step, att, detail)
 	}
 	tw.Flush()

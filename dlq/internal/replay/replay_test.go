@@ -33,6 +33,7 @@ func dlqEntry(p int32, o int64, key string, errs int) *store.Entry {
 		{headers.DeadReason, headers.DeadExhausted}, {headers.SourceTopic, "webhooks.retry.5m"},
 		{headers.SourcePartition, "3"}, {headers.SourceOffset, "17"}, {headers.Route, "billing"},
 		{headers.InvalidPayload, "schema invoice.json: at '/id': got number, want string"},
+		{headers.Traceparent, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"},
 	} {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
 	}
@@ -63,6 +64,9 @@ func TestRecord(t *testing.T) {
 		// The entry's route goes with it: the replay is delivered to
 		// that route only, never to the provider's other routes.
 		headers.Route: "billing",
+		// The dead-lettering attempt's trace context: the replay's
+		// processing continues that trace (operating.md, Tracing).
+		headers.Traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
 	} {
 		if got := headers.Value(out, name); got != want {
 			t.Errorf("%s = %q, want %q", name, got, want)

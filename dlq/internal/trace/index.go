@@ -170,7 +170,9 @@ type Event struct {
 	// ReplayOf: a suppressed outcome's (ingest took the delivery for a
 	// replay of the one with this key).
 	ReplayOf string `json:"replay_of,omitempty"`
-	// TraceID: an outcome's trace id (its trace_id), when it has one.
+	// TraceID is the step's W3C trace id, when tracing was on: an
+	// outcome's trace_id (its attempt's trace), or the trace of a record's
+	// traceparent header; empty otherwise.
 	TraceID string `json:"trace_id,omitempty"`
 	// Transform, TransformSHA256 and TransformSkipped: an outcome's, for
 	// a route with a transform (the script, its content's hash, and
@@ -239,6 +241,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 	ev := Event{At: r.Timestamp.UTC(), Topic: r.Topic, Partition: r.Partition, Offset: r.Offset,
 		Provider: h(headers.Provider), Route: h(headers.Route), EventType: h(headers.EventType), Origin: h(headers.Origin), ReplayID: h(headers.ReplayID)}
 	ev.Attempt, _ = headers.GetAttempt(r)
+	ev.TraceID = headers.TraceID(r)
 	switch kind {
 	case "raw":
 		ev.RequestID, ev.ReceivedAt = h(headers.RequestID), h(headers.ReceivedAt)
@@ -253,7 +256,7 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 			ev.Kind = KindAccepted
 		}
 	case "outcomes":
-		o, err := decodeOutcome(r.Value)
+		o, err := outcome.Decode(r.Value)
 		if err != nil {
 			ev.Kind, ev.Status, ev.Error = KindOutcome, statusUnreadable, "outcome record: "+err.Error()
 			ev.routed()
@@ -279,24 +282,6 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 	}
 	ev.routed()
 	return ev, true
-}
-
-// tracedOutcome is an outcome record with the trace id a traced processor
-// writes beside its fields (trace_id; absent otherwise). Declared here, not
-// read from outcome.Outcome, so that the index reads it whichever writes it.
-type tracedOutcome struct {
-	outcome.Outcome
-	TraceID string `json:"trace_id"`
-}
-
-// decodeOutcome reads an outcome record as outcome.Decode does, with its
-// trace id.
-func decodeOutcome(b []byte) (tracedOutcome, error) {
-	o := tracedOutcome{Outcome: outcome.Outcome{Partition: -1, Offset: -1}}
-	if err := json.Unmarshal(b, &o); err != nil {
-		return tracedOutcome{}, err
-	}
-	return o, nil
 }
 
 // routed sets the event's route as Event.Route says: none on a step of

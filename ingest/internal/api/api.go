@@ -32,6 +32,7 @@ import (
 	"github.com/hookline/hookline/pkg/providers/signature"
 	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/pkg/tracing"
 )
 
 // Publisher makes records durable; *publish.Publisher in production.
@@ -77,6 +78,9 @@ type Config struct {
 	// (HOOKLINE_EVENT_TYPE_LABELS; package typelabel); 0: the file's
 	// names only.
 	EventTypeLabels int
+	// Tracer traces each webhook request (a server span continuing the
+	// request's traceparent) onto its records' headers; nil: off.
+	Tracer *tracing.Tracer
 }
 
 // Server answers webhook requests.
@@ -177,6 +181,9 @@ type accepted struct {
 func (s *Server) webhook(c *gin.Context) {
 	s.m.inFlight.Inc()
 	defer s.m.inFlight.Dec()
+	if s.cfg.Tracer.On() {
+		defer s.traced(c)()
+	}
 	receivedAt := s.cfg.Now()
 	reqID := requestID(c.GetHeader("X-Request-Id"))
 	c.Header("X-Request-Id", reqID)
@@ -285,6 +292,9 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		ContentType: ct,
 		HTTP:        fwd,
 	}, d.Events)
+	if s.cfg.Tracer.On() {
+		s.traceRecords(c, recs)
+	}
 
 	// Kafka refuses a record over the topic's max.message.bytes (body limit
 	// plus HeaderRoom): say so now, as 413, rather than produce it.
@@ -310,7 +320,7 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		return ae
 	}
 	produced = true
-	s.m.ackSeconds.WithLabelValues(p.Name).Observe(time.Since(start).Seconds())
+	obs.Observe(c.Request.Context(), s.m.ackSeconds.WithLabelValues(p.Name), time.Since(start).Seconds())
 	s.m.bodyBytes.WithLabelValues(p.Name).Observe(float64(len(body)))
 	for _, ev := range d.Events { // one record each
 		s.m.records.WithLabelValues(p.Name, s.types.Label(p.Name, ev.Type)).Inc()

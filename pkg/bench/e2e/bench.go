@@ -72,6 +72,8 @@ type bench struct {
 	reg     *providers.Registry // signs the posts
 	pad     string
 	tiers   string // HOOKLINE_RETRY_TIERS of the services (benchTiers)
+	// extraEnv is added to every service's environment (tracing.go).
+	extraEnv []string
 }
 
 // benchTiers are the services' retry tiers: short, so phase 7's failing
@@ -251,6 +253,7 @@ func (b *bench) start(ctx context.Context) error {
 	common := []string{"HOOKLINE_TOPIC_PREFIX=" + b.names.Prefix,
 		fmt.Sprintf("HOOKLINE_PARTITIONS=%d", b.cfg.Partitions), "HOOKLINE_PROVIDERS=" + prov,
 		"BENCH_E2E_SECRET=" + secret, "HOOKLINE_LOG_LEVEL=warn", "HOOKLINE_RETRY_TIERS=" + b.tiers}
+	common = append(common, b.extraEnv...)
 	addrs := make([]string, 3)
 	for i := range addrs {
 		a, err := loadtest.FreeAddr()

@@ -59,12 +59,18 @@ func main() {
 	flag.IntVar(&c.OrdFailEntities, "ord-fail-entities", c.OrdFailEntities, "entities of ordering phases 6 and 7, without and with one failing (8..100,000)")
 	flag.Float64Var(&c.OrdRate, "ord-rate", c.OrdRate, "events/s of ordering phases 6 and 7 (1..10,000)")
 	flag.DurationVar(&c.OrdDur, "ord-d", c.OrdDur, "length of ordering phases 6 and 7 each (up to 5m; the failing entity needs 4 events: -ord-rate × -ord-d ≥ 4 × -ord-fail-entities)")
+	flag.BoolVar(&c.Tracing, "tracing", false, "run only the tracing comparison (tracing.go): off, on at 1%, on at 100%, alternated")
+	flag.IntVar(&c.TracingRounds, "tracing-rounds", c.TracingRounds, "rounds of the tracing comparison (1..10)")
+	flag.Float64Var(&c.TracingRate, "tracing-rate", c.TracingRate, "open-loop rate of the tracing comparison, events/s (1..100,000)")
 	flag.Parse()
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
 		os.Exit(2)
 	}
 	loadtest.Main("bench-e2e", func(ctx context.Context) error {
+		if c.Tracing {
+			return runTracing(ctx, c, os.Stdout)
+		}
 		_, err := run(ctx, c, os.Stdout)
 		return err
 	})
@@ -92,6 +98,11 @@ type config struct {
 	OrdEntities, OrdFailEntities int
 	OrdRate                      float64
 	OrdDur                       time.Duration
+	// Tracing runs only the tracing comparison (tracing.go), TracingRounds
+	// times, its open loop at TracingRate.
+	Tracing       bool
+	TracingRounds int
+	TracingRate   float64
 }
 
 // isolation is the isolation scenario with this run's phase lengths.
@@ -105,7 +116,8 @@ func defaultConfig() config {
 	return config{Conns: 64, Closed: 10 * time.Second, Open: 10 * time.Second, OpenFraction: 0.5,
 		PerfRecords: 100000, BodySize: 1024, Partitions: 12, Warmup: 2 * time.Second, Drain: 90 * time.Second,
 		IsoAlone: isolation.Default().Alone, IsoTogether: isolation.Default().Together,
-		OrdEntities: 10000, OrdFailEntities: 1000, OrdRate: 200, OrdDur: 25 * time.Second}
+		OrdEntities: 10000, OrdFailEntities: 1000, OrdRate: 200, OrdDur: 25 * time.Second,
+		TracingRounds: 1, TracingRate: 1000}
 }
 
 func (c config) validate() error {
@@ -134,6 +146,10 @@ func (c config) validate() error {
 		return fmt.Errorf("-ord-fail-entities %d: want 8..100,000 (entity 7 fails)", c.OrdFailEntities)
 	case c.OrdRate < 1 || c.OrdRate > 10000:
 		return fmt.Errorf("-ord-rate %g: want 1..10,000 events/s", c.OrdRate)
+	case c.TracingRounds < 1 || c.TracingRounds > 10:
+		return fmt.Errorf("-tracing-rounds %d: want 1..10", c.TracingRounds)
+	case c.TracingRate < 1 || c.TracingRate > 100000:
+		return fmt.Errorf("-tracing-rate %g: want 1..100,000 events/s", c.TracingRate)
 	case c.OrdDur <= 0 || c.OrdDur > 5*time.Minute:
 		return fmt.Errorf("-ord-d %s: want up to 5m", c.OrdDur)
 	case c.OrdRate*c.OrdDur.Seconds() < 4*float64(c.OrdFailEntities):

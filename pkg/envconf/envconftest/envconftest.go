@@ -50,6 +50,23 @@ var Shared = []Bad{
 // TLS): pkg/kafkaconf's tests cover those.
 var SharedCombined = []string{"KAFKA_TLS_CA_FILE", "KAFKA_SASL_USER", "KAFKA_SASL_PASSWORD"}
 
+// Tracing are bad values of the OTEL_* variables pkg/tracing reads
+// (ingest, processor, retrier); TracingAny are those that take any value.
+var Tracing = []Bad{
+	{"OTEL_SDK_DISABLED", "maybe", `OTEL_SDK_DISABLED="maybe": want true or false`},
+	{"OTEL_TRACES_EXPORTER", "zipkin", `OTEL_TRACES_EXPORTER="zipkin": want otlp or none (hookline exports traces by OTLP only)`},
+	{"OTEL_EXPORTER_OTLP_ENDPOINT", "collector:4318", `OTEL_EXPORTER_OTLP_ENDPOINT="collector:4318": want an http(s) URL, such as http://collector:4318`},
+	{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "collector", `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="collector": want an http(s) URL, such as http://collector:4318`},
+	{"OTEL_EXPORTER_OTLP_PROTOCOL", "http/json", `OTEL_EXPORTER_OTLP_PROTOCOL="http/json": want http/protobuf or grpc`},
+	{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "thrift", `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="thrift": want http/protobuf or grpc`},
+	{"OTEL_TRACES_SAMPLER", "sometimes", `OTEL_TRACES_SAMPLER="sometimes": want always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio`},
+	{"OTEL_TRACES_SAMPLER_ARG", "2", `OTEL_TRACES_SAMPLER_ARG="2": want a ratio from 0 to 1, such as 0.01`},
+}
+
+// TracingAny are the OTEL_* variables pkg/tracing reads that no value
+// makes wrong.
+var TracingAny = []string{"OTEL_SERVICE_NAME"}
+
 // Retry are bad values of HOOKLINE_RETRY_TIERS and HOOKLINE_RETRY_JITTER.
 var Retry = []Bad{
 	{"HOOKLINE_RETRY_TIERS", "5m,1m", `HOOKLINE_RETRY_TIERS="5m,1m": tier 2 (1m) is not longer than tier 1 (5m)`},

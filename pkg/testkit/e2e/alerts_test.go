@@ -300,7 +300,8 @@ func startObserve(t *testing.T, env map[string]string) *observe {
 	o.prom = "http://" + promAddr
 	o.cmd = exec.Command(filepath.Join(proctest.RepoRoot(), "compose", "observe.sh"))
 	o.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + o.tmp,
-		"HOOKLINE_OBSERVE_PROMETHEUS_ADDR=" + promAddr, "HOOKLINE_OBSERVE_ALERTMANAGER_ADDR=" + amAddr}
+		"HOOKLINE_OBSERVE_PROMETHEUS_ADDR=" + promAddr, "HOOKLINE_OBSERVE_ALERTMANAGER_ADDR=" + amAddr,
+		"HOOKLINE_OBSERVE_JAEGER=off"} // Jaeger: TestTraceOfARetriedDelivery
 	for k, v := range env {
 		o.cmd.Env = append(o.cmd.Env, k+"="+v)
 	}

@@ -8,10 +8,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/retry"
+	"github.com/hookline/hookline/pkg/tracing"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
@@ -46,6 +49,7 @@ type called struct {
 type delivery struct {
 	rec *callRecord
 	ln  *lane
+	tr  *tracing.Tracer // nil: tracing off
 }
 
 // callRecord is the record its routes' calls share: its admission in its
@@ -251,6 +255,10 @@ func destination(ctx context.Context, d *delivery) called {
 	if ln.adm.Paused() {
 		return parked(admission.ErrPaused)
 	}
+	var span trace.Span
+	if d.tr.On() {
+		ctx, span = startCall(ctx, d.tr, r, ln.route, a.Provider, a.Attempt)
+	}
 	dl := deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
@@ -264,10 +272,16 @@ func destination(ctx context.Context, d *delivery) called {
 	if req := d.rec.sent.of(ln.route); req != nil { // its transform's request
 		dl.Body, dl.ContentType, dl.Headers = req.Body, req.ContentType, req.Headers
 	}
+	if span != nil {
+		dl.Traceparent, dl.Tracestate = d.tr.Traceparent(ctx)
+	}
 	ln.inflight.Inc()
 	start := time.Now()
 	err := ln.h.Handle(ctx, dl)
 	took := time.Since(start)
+	if span != nil {
+		endCall(span, err)
+	}
 	ln.inflight.Dec()
 	switch {
 	case ctx.Err() != nil && errors.Is(err, ctx.Err()):
@@ -275,6 +289,6 @@ func destination(ctx context.Context, d *delivery) called {
 	case errors.Is(err, deliver.ErrCircuitOpen):
 		return parked(err) // refused by the breaker before any call
 	}
-	ln.handler.WithLabelValues(d.rec.eventType).Observe(took.Seconds())
+	obs.Observe(ctx, ln.handler.WithLabelValues(d.rec.eventType), took.Seconds())
 	return called{res: decide.Answered(err, took)}
 }

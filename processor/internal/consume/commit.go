@@ -87,6 +87,7 @@ func (s *session) Committed(batch []*result) {
 		s.drop(res.item)
 		s.release(res)
 		res.settled.close()
+		endSpan(res.span, nil)
 		if res.change != nil {
 			if o, ok := s.overlay[res.change.Key]; ok && o.seq == res.seq {
 				delete(s.overlay, res.change.Key)

@@ -15,6 +15,7 @@ import (
 	"github.com/hookline/hookline/pkg/providers/typelabel"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/pkg/tracing"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/restore"
@@ -98,9 +99,11 @@ type Config struct {
 	// InstanceID names the instance in errors (HOOKLINE_INSTANCE_ID).
 	InstanceID string
 	Logger     *slog.Logger
-	Registry   prometheus.Registerer
-	Health     *obs.Health
-	Now        func() time.Time
+	// Tracer traces each record's decision and calls (trace.go); nil: off.
+	Tracer   *tracing.Tracer
+	Registry prometheus.Registerer
+	Health   *obs.Health
+	Now      func() time.Time
 }
 
 // setup is the processor as New built it: its configuration, metrics and

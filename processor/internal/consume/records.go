@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/retry"
+	"github.com/hookline/hookline/pkg/tracing"
 	"github.com/hookline/hookline/processor/internal/decide"
 )
 
@@ -60,7 +62,8 @@ func arrival(r *kgo.Record, now time.Time) (decide.Arrival, error) {
 }
 
 // outcomeRecord builds the outcome of one record.
-func (p *setup) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, e decide.Effect) *kgo.Record {
+// ctx's trace, when sampled, is its trace id.
+func (p *setup) outcomeRecord(ctx context.Context, r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, e decide.Effect) *kgo.Record {
 	o := outcome.Outcome{
 		Key:        string(r.Key),
 		Provider:   a.Provider,
@@ -74,6 +77,9 @@ func (p *setup) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, to
 		Partition:  r.Partition,
 		Offset:     r.Offset,
 		Route:      e.Route,
+	}
+	if p.cfg.Tracer.On() {
+		o.TraceID = tracing.TraceID(ctx)
 	}
 	if err != nil {
 		o.Error = headers.CutError(err.Error())

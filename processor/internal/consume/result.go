@@ -2,6 +2,7 @@ package consume
 
 import (
 	"github.com/twmb/franz-go/pkg/kgo"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/processor/internal/state"
@@ -39,6 +40,9 @@ type result struct {
 	// settled is closed once the result committed or was dropped; nil
 	// for a result its chain does not wait for (ordering.go, barrier).
 	settled *settled
+	// span is the record's process span, ended at its commit; nil when
+	// tracing is off (trace.go).
+	span trace.Span
 }
 
 // stat is one outcome a result wrote, for the outcome metrics.

@@ -233,6 +233,7 @@ func (s *session) dropResult(res *result) {
 	s.drop(res.item)
 	s.release(res)
 	res.settled.close()
+	endSpan(res.span, errAbandoned)
 }
 
 // run takes one record through its path, top to bottom: its arrival and
@@ -244,20 +245,36 @@ func (s *session) dropResult(res *result) {
 // record was abandoned (its partition went away, or the processor
 // stops): it is then read again by the partition's next owner.
 func (s *session) run(it *item) (*result, error) {
-	r := it.r
 	if it.ow.gone() {
 		return nil, nil
 	}
+	if !s.p.cfg.Tracer.On() {
+		return s.runIn(it.ow.context(), it)
+	}
+	ctx, span := s.p.startProcess(it.ow.context(), it.r)
+	res, err := s.runIn(ctx, it)
+	if res == nil {
+		endSpan(span, errAbandoned)
+		return nil, err
+	}
+	res.span = span
+	return res, err
+}
+
+// runIn is run in ctx: the partition's context, with the record's span
+// when tracing is on.
+func (s *session) runIn(ctx context.Context, it *item) (*result, error) {
+	r := it.r
 	a, err := s.p.arrivalOf(r)
 	if err != nil {
-		return s.poisoned(it, a, err), nil
+		return s.poisoned(ctx, it, a, err), nil
 	}
 	cur, err := s.stateOf(r.Partition, string(r.Key))
 	if err != nil {
 		return nil, err
 	}
 	if process, why := decide.Admit(cur, a); !process {
-		return s.skipped(it, a, why), nil
+		return s.skipped(ctx, it, a, why), nil
 	}
 	in, ord, sent, err := s.planInput(it, a, cur)
 	if err != nil {
@@ -265,16 +282,16 @@ func (s *session) run(it *item) (*result, error) {
 	}
 	pl := decide.MakePlan(in)
 	if pl.Skip != "" {
-		return s.skipped(it, a, pl.Skip), nil
+		return s.skipped(ctx, it, a, pl.Skip), nil
 	}
 	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted, eventType: s.p.eventTypeLabel(a.Provider, r), sent: sent}
-	results, ok := s.execute(it.ow.context(), rec, pl)
+	results, ok := s.execute(ctx, rec, pl)
 	it.admitted = rec.admitted
 	if !ok {
 		releaseToken(rec.tok)
 		return nil, nil
 	}
-	return s.settled(&result{item: *it, tok: rec.tok}, pl, routeResults{pl.Steps, results, sent}, decide.Settle(pl, results), ord)
+	return s.settled(ctx, &result{item: *it, tok: rec.tok}, pl, routeResults{pl.Steps, results, sent}, decide.Settle(pl, results), ord)
 }
 
 // arrivalOf is the record's arrival (its headers, now), with the route it
@@ -297,20 +314,25 @@ func (p *setup) arrivalOf(r *kgo.Record) (decide.Arrival, error) {
 
 // poisoned is the result of a malformed record: to the DLQ as permanent,
 // no state touched.
-func (s *session) poisoned(it *item, a decide.Arrival, err error) *result {
+func (s *session) poisoned(ctx context.Context, it *item, a decide.Arrival, err error) *result {
 	r := it.r
 	s.p.cfg.Logger.Warn("malformed record sent to the DLQ", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset, "err", err)
 	res := &result{item: *it, tok: &recordToken{tokens: s.tokens}}
-	res.out.Records = []*kgo.Record{s.p.poisonRecord(r, a.Now, err)}
+	dr := s.p.poisonRecord(r, a.Now, err)
+	if s.p.cfg.Tracer.On() {
+		ctx = s.p.keep(ctx, r, err, headers.DeadPermanent)
+		s.p.cfg.Tracer.Inject(ctx, dr)
+	}
+	res.out.Records = []*kgo.Record{dr}
 	res.stats = []stat{{provider: "unknown", status: outcome.StatusDead, origin: "unknown"}}
 	return res
 }
 
 // skipped is the result of a record Admit skipped: its outcome only.
-func (s *session) skipped(it *item, a decide.Arrival, why string) *result {
+func (s *session) skipped(ctx context.Context, it *item, a decide.Arrival, why string) *result {
 	p := s.p
 	res := &result{item: *it, tok: &recordToken{tokens: s.tokens}}
-	res.out.Records = []*kgo.Record{p.outcomeRecord(res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
+	res.out.Records = []*kgo.Record{p.outcomeRecord(ctx, res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
 	res.stats = []stat{{provider: p.providerLabel(a.Provider), route: a.Route, status: outcome.StatusDuplicate, origin: a.Origin}}
 	if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
 		p.cfg.Logger.Debug("skipped", "key", string(res.r.Key), "origin", a.Origin, "attempt", a.Attempt, "why", why)
@@ -448,7 +470,7 @@ func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) 
 			results[i] = st.Result
 			continue
 		}
-		d := &delivery{rec: rec, ln: s.p.target(rec.a.Provider, st.Route.Name).lane}
+		d := &delivery{rec: rec, ln: s.p.target(rec.a.Provider, st.Route.Name).lane, tr: s.p.cfg.Tracer}
 		if n == 1 { // the common case: no goroutine
 			c := s.calls(ctx, d)
 			if c.abandoned {
@@ -480,10 +502,10 @@ func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) 
 // write, the key's next state (the store gets its binary form) and the
 // entity's holds when they changed, and puts them in the overlay; nil
 // when the partition went away meanwhile.
-func (s *session) settled(res *result, pl decide.Plan, results routeResults, st decide.Settled, ord *ordered) (*result, error) {
+func (s *session) settled(ctx context.Context, res *result, pl decide.Plan, results routeResults, st decide.Settled, ord *ordered) (*result, error) {
 	r, key, a := res.r, string(res.r.Key), pl.In.Arrival
 	var err error
-	if res.out.Records, err = s.records(r, a, st.State, st.Effects, results); err != nil {
+	if res.out.Records, err = s.records(ctx, r, a, st.State, st.Effects, results); err != nil {
 		return nil, err
 	}
 	if ord != nil {
@@ -549,9 +571,28 @@ func (rr routeResults) of(route string) decide.Result {
 // breaker is parked again at the lane's end. Retry-tier and DLQ copies
 // carry hookline.route too; a topic route's delivery (decide.ToTopic) is
 // the exact record with hookline.route, to its topic.
-func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, results routeResults) ([]*kgo.Record, error) {
+//
+// With tracing on, every copy carries the trace context of the record's
+// span (or of the span keep started for a failure the sampler dropped),
+// and the outcomes name its trace.
+func (s *session) records(ctx context.Context, r *kgo.Record, a decide.Arrival, next decide.State, effects []decide.Effect, results routeResults) (out []*kgo.Record, err error) {
 	p := s.p
-	out := make([]*kgo.Record, 0, len(effects))
+	if p.cfg.Tracer.On() {
+		ctx = p.traceSettle(ctx, r, effects, func(route string) error {
+			if c := results.of(route); c.Kind == decide.ResultCalled {
+				return c.Err
+			}
+			return nil
+		})
+		defer func() {
+			for _, o := range out {
+				if o.Topic != p.cfg.Names.Changelog && o.Topic != p.cfg.Names.Outcomes {
+					p.cfg.Tracer.Inject(ctx, o)
+				}
+			}
+		}()
+	}
+	out = make([]*kgo.Record, 0, len(effects))
 	for _, e := range effects {
 		c := results.of(e.Route)
 		switch e.Kind {
@@ -608,7 +649,7 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			setHeld(tc, 0)
 			out = append(out, tc)
 		case decide.ToOutcomes:
-			out = append(out, p.outcomeRecord(r, a, string(e.Status), c.Took, c.Err, e))
+			out = append(out, p.outcomeRecord(ctx, r, a, string(e.Status), c.Took, c.Err, e))
 		}
 	}
 	return out, nil

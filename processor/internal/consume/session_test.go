@@ -30,6 +30,7 @@ import (
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/pkg/tracing"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/offsets"
@@ -243,6 +244,8 @@ type procOptions struct {
 	holdsEvery time.Duration
 	// eventTypeLabels is Config.EventTypeLabels.
 	eventTypeLabels int
+	// tracer is Config.Tracer; nil: off.
+	tracer *tracing.Tracer
 }
 
 func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string]deliver.Handler, o procOptions) (stop func() error) {
@@ -297,6 +300,7 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 		StandbyEvery:    o.standbyEvery,
 		HoldsEvery:      o.holdsEvery,
 		EventTypeLabels: o.eventTypeLabels,
+		Tracer:          o.tracer,
 		Logger:          log, Registry: o.metrics, Health: cmp.Or(o.health, obs.NewHealth("restore", "control")),
 	})
 	if err != nil {

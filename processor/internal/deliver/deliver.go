@@ -41,6 +41,10 @@ type Delivery struct {
 	// Headers are the provider headers to forward: lower-case names without
 	// the "http." prefix, as headers.HTTP(record) returns them.
 	Headers []kgo.RecordHeader
+	// Traceparent and Tracestate are the W3C Trace Context of the call's
+	// span, sent as the traceparent and tracestate headers (replacing any
+	// forwarded ones); empty when tracing is off.
+	Traceparent, Tracestate string
 }
 
 // Handler processes one delivery. The returned error is classified with

@@ -420,6 +420,13 @@ func (h *HTTP) header(d Delivery) (http.Header, error) {
 		}
 		hdr.Set(kv.name, kv.value)
 	}
+	if d.Traceparent != "" { // the call's span, not a forwarded one
+		hdr.Set("Traceparent", d.Traceparent)
+		hdr.Del("Tracestate")
+		if d.Tracestate != "" && httpguts.ValidHeaderFieldValue(d.Tracestate) {
+			hdr.Set("Tracestate", d.Tracestate)
+		}
+	}
 	return hdr, nil
 }
 

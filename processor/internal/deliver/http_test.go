@@ -477,3 +477,34 @@ func TestHandleUserClientRedirectsOff(t *testing.T) {
 		t.Error("the caller's client was modified")
 	}
 }
+
+// TestHandleTraceparent: the call's trace context is sent as traceparent
+// and tracestate, replacing forwarded ones; without it (tracing off) a
+// forwarded traceparent goes on as before.
+func TestHandleTraceparent(t *testing.T) {
+	const mine = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	forwarded := []kgo.RecordHeader{{Key: "traceparent", Value: []byte("00-11111111111111111111111111111111-2222222222222222-01")},
+		{Key: "tracestate", Value: []byte("vendor=x")}}
+	for _, tc := range []struct {
+		name                  string
+		parent, state         string
+		wantParent, wantState string
+	}{
+		{"tracing on", mine, "", mine, ""},
+		{"tracing on, with state", mine, "hookline=1", mine, "hookline=1"},
+		{"tracing off", "", "", string(forwarded[0].Value), "vendor=x"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var got http.Header
+			srv := mustServer(t, func(w http.ResponseWriter, r *http.Request) { got = r.Header; w.WriteHeader(204) })
+			h := mustHTTP(t, HTTPOptions{URL: srv.URL})
+			d := Delivery{Key: "k", Provider: "acme", Attempt: 1, Headers: forwarded, Traceparent: tc.parent, Tracestate: tc.state}
+			if err := h.Handle(t.Context(), d); err != nil {
+				t.Fatalf("Handle: %v", err)
+			}
+			if got.Get("Traceparent") != tc.wantParent || got.Get("Tracestate") != tc.wantState || len(got.Values("Traceparent")) != 1 {
+				t.Errorf("traceparent %v, tracestate %q; want %q, %q", got.Values("Traceparent"), got.Get("Tracestate"), tc.wantParent, tc.wantState)
+			}
+		})
+	}
+}

@@ -39,12 +39,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/hookline/hookline/pkg/fetcherr"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/topics"
+	"github.com/hookline/hookline/pkg/tracing"
 )
 
 // Defaults of the tunables in Config.
@@ -89,6 +91,8 @@ type Config struct {
 	Registry   prometheus.Registerer
 	// Health, when set, gets check "kafka": failing while moves fail.
 	Health *obs.Health
+	// Tracer traces each move (trace.go); nil: off.
+	Tracer *tracing.Tracer
 	// MaxRecordBytes is the largest record the topics take
 	// (topics.Env.MaxRecordBytes): a copy for raw is made to fit it
 	// (headers.Fit) before it is produced. Zero: the default body limit
@@ -229,6 +233,7 @@ func (mv *Mover) move(ctx context.Context, cl *kgo.Client, fs kgo.Fetches) {
 	var (
 		batches []*batch
 		out     []*kgo.Record
+		spans   []trace.Span // tracing on: out's
 	)
 	fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) == 0 {
@@ -249,13 +254,20 @@ func (mv *Mover) move(ctx context.Context, cl *kgo.Client, fs kgo.Fetches) {
 			mv.holds.pause(b.p) // stop fetching it now; parked below
 		}
 		for _, r := range fp.Records[:b.n] {
-			out = append(out, outgoing(r, mv.cfg.Names.Raw, mv.cfg.MaxRecordBytes))
+			o := outgoing(r, mv.cfg.Names.Raw, mv.cfg.MaxRecordBytes)
+			if mv.cfg.Tracer.On() {
+				spans = append(spans, mv.traceMove(ctx, r, o, ti.name))
+			}
+			out = append(out, o)
 		}
 		batches = append(batches, b)
 	})
 
 	errs := produce(ctx, cl, out)
 	acked := mv.cfg.Now()
+	for i, sp := range spans {
+		endMove(sp, errs[i])
+	}
 
 	commits := map[string]map[int32]kgo.EpochOffset{}
 	rewinds := map[string]map[int32]kgo.EpochOffset{}

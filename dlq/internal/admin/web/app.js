@@ -484,8 +484,9 @@ async function loadEvents() {
     const st = cell('Status');
     st.append(tag(d.status));
     tr.append(cell('At', shortTime(d.at), 'nowrap'), key, cell('Provider / route', d.provider + (d.route ? '/' + d.route : '')),
-      cell('Event', d.event_type || '–'), st, cell('Attempt', d.attempt || '–'), cell('Trace id', d.trace_id || '–', 'trace-id'),
+      cell('Event', d.event_type || '–'), st, cell('Attempt', d.attempt || '–'), cell('Trace id', d.trace_id ? '' : '–', 'trace-id'),
       cell('Detail', statusDetail(d) || '–', 'err'));
+    if (d.trace_id) tr.children[6].append(traceIDLink(d.trace_id, d.trace_id));
     body.append(tr);
   }
   state.evNext = page.next_cursor;
@@ -552,6 +553,22 @@ function stepDetail(s) {
   return '';
 }
 
+// traceIDLink is a step's trace id (shown as text, default "trace <id>"), linked to the tracing backend when
+// dlq serve has its URL (HOOKLINE_TRACE_URL, in the page's
+// hookline-trace-url meta tag); null for a step without one.
+function traceIDLink(id, text) {
+  if (!id) return null;
+  if (text === undefined) text = 'trace ' + id;
+  const meta = document.querySelector('meta[name="hookline-trace-url"]');
+  const url = meta ? meta.content : '';
+  if (!url) return el('span', text, 'trace-id');
+  const a = el('a', text, 'trace-id');
+  a.href = url.replace('{trace_id}', encodeURIComponent(id));
+  a.target = '_blank';
+  a.rel = 'noopener noreferrer';
+  return a;
+}
+
 // showTrace shows the key's whole path: where it stands, where each route
 // stands with its latest outcome, then every step with its route.
 async function showTrace(key) {
@@ -592,6 +609,8 @@ async function showTrace(key) {
     const tr = el('tr');
     tr.append(el('td', shortTime(s.at), 'nowrap'), el('td', s.route || 'every route', s.route ? 'route' : 'quiet'),
       el('td', s.kind === 'outcome' ? s.status : s.kind), el('td', s.attempt || '–'), el('td', stepDetail(s), 'err'));
+    const link = traceIDLink(s.trace_id);
+    if (link) tr.lastChild.append(' ', link);
     body.append(tr);
   }
   $('trace').dataset.key = key;

@@ -29,6 +29,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
@@ -133,20 +134,27 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) (err e
 	ingHalf := openLoop(ctx, client, "http://"+ingestAddr, reqs, half, dur)
 	bareHalf := openLoop(ctx, client, "http://"+bareAddr, reqs, half, dur)
 
+	rec := report.NewRecorder("bench-ingest")
 	fmt.Printf("%-34s %10s %9s %9s %8s\n", "phase", "req/s", "p50 ms", "p99 ms", "errors")
 	for _, r := range []struct {
-		name string
-		res  loadtest.Result
+		name, key string
+		res       loadtest.Result
 	}{
-		{"bare gin 202, max", bareMax},
-		{"ingest (acks=all), max", ingMax},
-		{fmt.Sprintf("bare gin 202, %.0f req/s", half), bareHalf},
-		{fmt.Sprintf("ingest, %.0f req/s (half of max)", half), ingHalf},
+		{"bare gin 202, max", "bare max", bareMax},
+		{"ingest (acks=all), max", "ingest max", ingMax},
+		{fmt.Sprintf("bare gin 202, %.0f req/s", half), "bare half", bareHalf},
+		{fmt.Sprintf("ingest, %.0f req/s (half of max)", half), "ingest half", ingHalf},
 	} {
 		fmt.Printf("%-34s %10.0f %9.2f %9.2f %8d\n", r.name, r.res.Rate(), ms(r.res.Pct(50)), ms(r.res.Pct(99)), r.res.Errors)
+		recordResult(rec, r.key, r.res)
 	}
 	fmt.Printf("ratio ingest/bare max throughput: %.2f (target >= 0.50)\n", ingMax.Rate()/bareMax.Rate())
 	fmt.Printf("ingest p99 at half of max: %.2f ms (target <= 10 ms)\n", ms(ingHalf.Pct(99)))
+	rec.Add("ratio ingest/bare max req/s", ingMax.Rate()/bareMax.Rate(), "ratio")
+	rec.Add("ratio ingest/bare p99 at max", float64(ingMax.Pct(99))/float64(bareMax.Pct(99)), "ratio")
+	if err := rec.WriteEnv(); err != nil {
+		return err
+	}
 	if ingMax.Errors > 0 || ingHalf.Errors > 0 {
 		return fmt.Errorf("ingest answered %d requests with something other than 202", ingMax.Errors+ingHalf.Errors)
 	}
@@ -177,6 +185,14 @@ func signedBodies(n, size int) ([]request, error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// recordResult records a phase's req/s, p50, p99 and errors as printed.
+func recordResult(rec *report.Recorder, phase string, res loadtest.Result) {
+	rec.Add(phase+" req/s", res.Rate(), "req/s")
+	rec.Add(phase+" p50", ms(res.Pct(50)), "ms")
+	rec.Add(phase+" p99", ms(res.Pct(99)), "ms")
+	rec.Add(phase+" errors", float64(res.Errors), "requests")
+}
 
 func send(ctx context.Context, c *http.Client, base string, r request) error {
 	return post(ctx, c, base+"/webhooks/stripe", r.body, "Stripe-Signature", r.sig)

@@ -40,6 +40,7 @@ import (
 	"os"
 	"time"
 
+	benchreport "github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
@@ -65,8 +66,13 @@ func main() {
 		os.Exit(2)
 	}
 	loadtest.Main("bench-e2e", func(ctx context.Context) error {
-		_, err := run(ctx, c, os.Stdout)
-		return err
+		rep, err := run(ctx, c, os.Stdout)
+		if err != nil {
+			return err
+		}
+		rec := benchreport.NewRecorder("bench-e2e")
+		rep.record(rec)
+		return rec.WriteEnv()
 	})
 }
 

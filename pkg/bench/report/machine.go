@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"runtime"
 	"strings"
@@ -63,20 +64,30 @@ func cpuModel() string {
 var kafkaVersionRE = regexp.MustCompile(`<kafka\.version>([^<]+)</kafka\.version>`)
 
 // kafkaVersion is the version the local broker's jars are fetched at
-// (compose/kafka/pom.xml, read from the working directory, the repository
-// root under make), unless HOOKLINE_BENCH_KAFKA_VERSION says otherwise.
+// (compose/kafka/pom.xml, looked for from the working directory up, as a
+// test runs in its package's folder), unless HOOKLINE_BENCH_KAFKA_VERSION
+// says otherwise.
 func kafkaVersion() string {
 	if v := os.Getenv(EnvKafkaVersion); v != "" {
 		return v
 	}
-	b, err := os.ReadFile("compose/kafka/pom.xml")
+	dir, err := os.Getwd()
 	if err != nil {
 		return "unknown"
 	}
-	if m := kafkaVersionRE.FindSubmatch(b); m != nil {
-		return string(m[1])
+	for {
+		if b, err := os.ReadFile(filepath.Join(dir, "compose", "kafka", "pom.xml")); err == nil {
+			if m := kafkaVersionRE.FindSubmatch(b); m != nil {
+				return string(m[1])
+			}
+			return "unknown"
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "unknown"
+		}
+		dir = up
 	}
-	return "unknown"
 }
 
 func osName() string {

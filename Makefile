@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-compare lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -70,9 +70,25 @@ test-e2e: build $(KAFKA_DEP)
 test-unit:
 	KAFKA_BROKERS= $(GO) test -count=1 -short ./...
 
-## bench: every benchmark target. The programs live in pkg/bench/; BENCH_FLAGS goes to one
-## bench-* program (a shorter run: `make bench-retrier BENCH_FLAGS='-n 10000 -idle 10s'`; -h lists them).
-bench: bench-ingest bench-processor bench-state bench-retrier bench-e2e
+## bench: every benchmark target, their figures in one report file, BENCH_REPORT (default
+## bin/bench-<UTC time>.json): the machine's description and every figure and ratio the programs
+## print (docs/performance.md, "The benchmark report"). The programs live in pkg/bench/; BENCH_FLAGS
+## goes to one bench-* program (a shorter run: `make bench-retrier BENCH_FLAGS='-n 10000 -idle 10s'`;
+## -h lists them). A bench-* target alone writes to the file HOOKLINE_BENCH_REPORT names, if set.
+ifndef BENCH_REPORT
+  BENCH_REPORT := $(BIN)/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
+endif
+BENCH_TARGETS := bench-ingest bench-processor bench-state bench-retrier bench-e2e
+bench: $(KAFKA_DEP)
+	$(GO) run ./pkg/bench/report/cmd/bench-report start $(BENCH_REPORT)
+	HOOKLINE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(MAKE) $(BENCH_TARGETS)
+	$(GO) run ./pkg/bench/report/cmd/bench-report end $(BENCH_REPORT)
+
+## bench-diff: each figure of two bench reports, old, new and new/old, marking those that moved
+## more than THRESHOLD (default 0.1, 10 %): make bench-diff A=old.json B=new.json
+bench-diff:
+	@test -n "$(A)" -a -n "$(B)" || { echo "bench-diff: A=<old report> B=<new report> are required" >&2; exit 2; }
+	$(GO) run ./pkg/bench/report/cmd/bench-report compare -threshold $(or $(THRESHOLD),0.1) $(A) $(B)
 
 ## bench-ingest: ingest against a bare gin handler, same load, same run.
 bench-ingest: build $(KAFKA_DEP)

@@ -1,7 +1,9 @@
 // Command bench-idle measures what each service costs while nothing
 // happens: ingest, processor, retrier and `dlq serve` started against the
 // broker with no traffic, then each one's CPU time (/proc/<pid>/stat) over
-// -d, -rounds times, as a share of one core, and its RSS at the end.
+// -d, -rounds times, as a share of one core, how often its threads were
+// switched in (context switches per second: its wake-ups), and its RSS at
+// the end.
 //
 //	make bench-idle BENCH_FLAGS='-d 30s -rounds 3'
 package main
@@ -13,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -91,13 +94,15 @@ func run(ctx context.Context, dur time.Duration, rounds int, settle time.Duratio
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-	pct := make([][]float64, len(svcs)) // per service, per round
+	pct := make([][]float64, len(svcs))   // per service, per round
+	wakes := make([][]float64, len(svcs)) // context switches per second
 	for round := 1; round <= rounds; round++ {
 		load := report.LoadAverage()
 		cpu0, err := cpus(procs)
 		if err != nil {
 			return err
 		}
+		sw0 := switches(procs)
 		t0 := time.Now()
 		select {
 		case <-time.After(dur):
@@ -109,15 +114,17 @@ func run(ctx context.Context, dur time.Duration, rounds int, settle time.Duratio
 		if err != nil {
 			return err
 		}
+		sw1 := switches(procs)
 		fmt.Printf("round %d (load average %v):", round, load)
 		for i, s := range svcs {
 			pct[i] = append(pct[i], 100*(cpu1[i]-cpu0[i]).Seconds()/el.Seconds())
-			fmt.Printf("  %s %.3f%%", s.name, pct[i][round-1])
+			wakes[i] = append(wakes[i], float64(sw1[i]-sw0[i])/el.Seconds())
+			fmt.Printf("  %s %.3f%% (%.0f switches/s)", s.name, pct[i][round-1], wakes[i][round-1])
 		}
 		fmt.Println()
 	}
 	rec := report.NewRecorder("bench-idle")
-	fmt.Printf("\n%-10s %28s %10s %9s\n", "service", "CPU, % of a core (min-max)", "target", "RSS MiB")
+	fmt.Printf("\n%-10s %28s %14s %9s %12s\n", "service", "CPU, % of a core (min-max)", "target", "RSS MiB", "switches/s")
 	for i, s := range svcs {
 		rss, _ := loadtest.RSS(procs[i].Pid())
 		lo, med, hi := spread(pct[i])
@@ -125,8 +132,10 @@ func run(ctx context.Context, dur time.Duration, rounds int, settle time.Duratio
 		if med > TargetPct {
 			verdict = "NOT met"
 		}
-		fmt.Printf("%-10s %12.3f (%.3f-%.3f) %5.1f%% %s %9.1f\n", s.name, med, lo, hi, TargetPct, verdict, float64(rss)/(1<<20))
+		_, wmed, _ := spread(wakes[i])
+		fmt.Printf("%-10s %12.3f (%.3f-%.3f) %5.1f%% %-7s %9.1f %12.0f\n", s.name, med, lo, hi, TargetPct, verdict, float64(rss)/(1<<20), wmed)
 		rec.AddRuns("idle CPU "+s.name, "% of a core", pct[i])
+		rec.AddRuns("idle context switches "+s.name, "switches/s", wakes[i])
 		rec.Add("idle RSS "+s.name, float64(rss)/(1<<20), "MiB")
 	}
 	for _, p := range procs {
@@ -150,6 +159,29 @@ func cpus(procs []*loadtest.Proc) ([]time.Duration, error) {
 		out[i] = c
 	}
 	return out, nil
+}
+
+// switches sums the voluntary and involuntary context switches of every
+// thread of each process (/proc/<pid>/task/*/status): how often it woke.
+// A process that cannot be read counts 0.
+func switches(procs []*loadtest.Proc) []int64 {
+	out := make([]int64, len(procs))
+	for i, p := range procs {
+		tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", p.Pid()))
+		for _, t := range tasks {
+			b, err := os.ReadFile(t)
+			if err != nil {
+				continue // the thread ended
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if k, v, ok := strings.Cut(l, ":"); ok && strings.HasSuffix(k, "ctxt_switches") {
+					n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+					out[i] += n
+				}
+			}
+		}
+	}
+	return out
 }
 
 // spread is the minimum, median and maximum of xs (not empty).

@@ -184,8 +184,9 @@ func switches(procs []*loadtest.Proc) []int64 {
 	return out
 }
 
-// spread is the minimum, median and maximum of xs (not empty).
+// spread is the minimum, median (the mean of the middle two for an even
+// count, as in the report) and maximum of xs (not empty).
 func spread(xs []float64) (lo, med, hi float64) {
 	s := slices.Sorted(slices.Values(xs))
-	return s[0], s[len(s)/2], s[len(s)-1]
+	return s[0], (s[(len(s)-1)/2] + s[len(s)/2]) / 2, s[len(s)-1]
 }

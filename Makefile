@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-adaptive bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -38,7 +38,7 @@ observe:
 	compose/observe.sh
 
 ## test: every test, against a real broker: the packages first, then the
-## whole-system scenarios alone (they kill services and load both cores).
+## whole-system scenarios in three stages (alone, beside each other, quiet).
 ## Test topics and groups that killed runs left are swept before and after
 ## (pkg/testkit/kafkatest/sweep); the end lists the slowest packages and tests
 ## (pkg/testkit/testreport), writes every one's time to bin/test-times and the closing line
@@ -49,10 +49,11 @@ GO_TEST   := HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(GO) test -json -count=1 -timeou
 # left running alone at the end. A folder no longer there is left out.
 TEST_FIRST := processor pkg/testkit/kafkatest retrier dlq processor/internal/consume \
 	schemas/schemathesis ingest pkg/bench/e2e
-# The scenarios run one at a time but for two pairs at the end: the two on private brokers
-# beside each other, then the two quiet ones; the pairing takes four slots
-# (pkg/testkit/e2e/broker_chaos_test.go, privateBrokersParallel).
-E2E_FLAGS := -parallel 4
+# The scenarios run in three stages (pkg/testkit/e2e/stages_test.go): those whose claims
+# are latencies one at a time; then those whose claims are counts and bounds a kill sets,
+# three at a time, slowest first; then the two quiet ones beside each other. The stages
+# need a parallel slot for each scenario of the last two (17 today).
+E2E_FLAGS := -parallel 32
 test: build $(KAFKA_DEP)
 	$(GO) run ./pkg/testkit/kafkatest/sweep
 	$(GO) build -o $(BIN)/testreport ./pkg/testkit/testreport
@@ -90,7 +91,9 @@ bench-diff:
 	@test -n "$(A)" -a -n "$(B)" || { echo "bench-diff: A=<old report> B=<new report> are required" >&2; exit 2; }
 	$(GO) run ./pkg/bench/report/cmd/bench-report compare -threshold $(or $(THRESHOLD),0.1) $(A) $(B)
 
-## bench-ingest: ingest against a bare gin handler, same load, same run.
+## bench-ingest: ingest against a minimal gin + franz-go handler (acks=all) and a bare gin handler, rounds alternated
+## in one run (BENCH_FLAGS='-c 256 -d 10s -rounds 3' are its defaults); -corpus github: GitHub's example payloads
+## without schema and with GitHub's schema (on_invalid: dlq, then reject), alternated (-rounds 5 by default).
 bench-ingest: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/loadgen ./pkg/bench/ingest
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(BENCH_FLAGS)
@@ -99,7 +102,9 @@ bench-ingest: build $(KAFKA_DEP)
 ## Then the fan-out comparison (issue 22): one topic route against three, alternated; BENCH_FLAGS='-routes-n 50000
 ## -routes-rounds 2' are its defaults, -routes-n 0 leaves it out. Then the backfill (issue 24): a topic route added to the
 ## one-route provider, `dlq backfill` of its events, against first-seen events to one topic route; then ordering
-## (issue 24): one topic route unordered / ordered over 10,000 entities, alternated.
+## (issue 24): one topic route unordered / ordered over 10,000 entities, alternated. Before the fan-out, the schema
+## comparison (issue 32): GitHub's example payloads without schema / with GitHub's schema per event type, alternated
+## (-schema-n 10000 -schema-rounds 2; -schema-n 0 leaves it out).
 bench-processor: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-processor ./pkg/bench/processor
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-processor $(BENCH_FLAGS)
@@ -128,6 +133,12 @@ bench-e2e: build $(KAFKA_DEP)
 bench-idle: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-idle ./pkg/bench/idle
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-idle $(BENCH_FLAGS)
+
+## bench-adaptive: adaptive delivery (issue 34) against a receiver of hidden capacity C = 32, then 8, then 64:
+## goodput against what C allows and the 429 share, adaptive beside fixed limits of 64 and 8 (-runs N, -phase D).
+bench-adaptive: build $(KAFKA_DEP)
+	$(GO) build -o $(BIN)/bench-adaptive ./pkg/bench/adaptive
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-adaptive $(BENCH_FLAGS)
 
 ## bench-compare: bench-processor and bench-e2e of OLD=<rev> (built in a temporary worktree) and of this tree,
 ## alternated in one run on one broker, ROUNDS=3 rounds; ratios new/old pair by pair (pkg/bench/compare.sh:

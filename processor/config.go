@@ -7,7 +7,9 @@ import (
 
 	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/providers/typelabel"
+	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/startup"
+	"github.com/hookline/hookline/processor/internal/deliver"
 	"github.com/hookline/hookline/processor/internal/state"
 )
 
@@ -29,6 +31,7 @@ type config struct {
 	StandbyReplicas    int           // HOOKLINE_STANDBY_REPLICAS
 	BreakerFailures    int           // HOOKLINE_BREAKER_FAILURES
 	BreakerCooldown    time.Duration // HOOKLINE_BREAKER_COOLDOWN
+	RetryAfterMax      time.Duration // HOOKLINE_RETRY_AFTER_MAX
 	SessionTimeout     time.Duration // HOOKLINE_SESSION_TIMEOUT
 	TransactionTimeout time.Duration // HOOKLINE_TRANSACTION_TIMEOUT
 	EventTypeLabels    int           // HOOKLINE_EVENT_TYPE_LABELS (package typelabel)
@@ -61,6 +64,9 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		EventTypeLabels: typelabel.ReadEnv(r),
 		BreakerFailures: r.Int("HOOKLINE_BREAKER_FAILURES", 5, -1, 1000000),
 		BreakerCooldown: r.Duration("HOOKLINE_BREAKER_COOLDOWN", 30*time.Second, time.Nanosecond, 0),
+		// The longest wait a destination's Retry-After may ask for; a retry
+		// tier holds at most a day (retry.MaxTier).
+		RetryAfterMax: r.Duration("HOOKLINE_RETRY_AFTER_MAX", deliver.DefaultMaxRetryAfter, time.Second, retry.MaxTier),
 		// How long the group waits for a processor that died (kill -9, lost
 		// host) before its partitions go to another member or to its
 		// restart: processing of those partitions stops for this long.

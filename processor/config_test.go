@@ -26,6 +26,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.EventTypeLabels,
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_FAILURES", Value: "-2", Says: `HOOKLINE_BREAKER_FAILURES="-2": want a whole number from -1 to 1000000`},
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_COOLDOWN", Value: "0s", Says: `HOOKLINE_BREAKER_COOLDOWN="0s": want a positive duration such as 30s`},
+		envconftest.Bad{Name: "HOOKLINE_RETRY_AFTER_MAX", Value: "48h", Says: `HOOKLINE_RETRY_AFTER_MAX="48h"`},
 		envconftest.Bad{Name: "HOOKLINE_SESSION_TIMEOUT", Value: "5s", Says: `HOOKLINE_SESSION_TIMEOUT="5s": want a duration from 6s to 5m (the broker's default group.min/max.session.timeout.ms)`},
 		envconftest.Bad{Name: "HOOKLINE_TRANSACTION_TIMEOUT", Value: "1s", Says: `HOOKLINE_TRANSACTION_TIMEOUT="1s": want a duration from 5s to 15m`},
 		envconftest.Bad{Name: "HOOKLINE_BATCH_TIMEOUT", Value: "20s", Says: `HOOKLINE_BATCH_TIMEOUT="20s": no longer used; a destination call is bounded by its own destination.timeout`},

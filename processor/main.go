@@ -226,6 +226,7 @@ func buildRouter(reg *providers.Registry, cfg config) (*deliver.Router, error) {
 				Timeout:         d.Timeout,
 				BreakerFailures: cfg.BreakerFailures,
 				BreakerCooldown: cfg.BreakerCooldown,
+				MaxRetryAfter:   cfg.RetryAfterMax,
 			}
 			if rl := d.RateLimit; rl != nil {
 				o.RatePerSecond, o.Burst = rl.PerSecond, rl.Burst

@@ -20,6 +20,7 @@ package envconf
 import (
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"strconv"
 	"strings"
@@ -241,6 +242,17 @@ func (r *Reader) Bytes(name string, def, lo, hi int64) int64 {
 	if v == "" {
 		return def
 	}
+	n, err := ParseBytes(v)
+	if err != nil || n < lo || n > hi {
+		r.fail(name, v, fmt.Sprintf("bytes from %s to %s, such as %s", Size(lo), Size(hi), Size(def)))
+		return def
+	}
+	return n
+}
+
+// ParseBytes reads a byte count as Bytes does: a whole number of bytes,
+// or one with a KiB, MiB or GiB suffix.
+func ParseBytes(v string) (int64, error) {
 	num, unit := v, int64(1)
 	for _, u := range byteUnits {
 		if n, ok := strings.CutSuffix(v, u.suffix); ok {
@@ -249,11 +261,10 @@ func (r *Reader) Bytes(name string, def, lo, hi int64) int64 {
 		}
 	}
 	n, err := strconv.ParseInt(num, 10, 64)
-	if err != nil || n < 0 || n > hi/unit || n*unit < lo || n*unit > hi {
-		r.fail(name, v, fmt.Sprintf("bytes from %s to %s, such as %s", Size(lo), Size(hi), Size(def)))
-		return def
+	if err != nil || n < 0 || n > math.MaxInt64/unit {
+		return 0, fmt.Errorf("%q is not a byte count (write it like 32MiB, 512KiB or 1000)", v)
 	}
-	return n * unit
+	return n * unit, nil
 }
 
 // Size prints n bytes in the syntax Bytes reads, with the largest unit that

@@ -19,18 +19,24 @@ import (
 
 // Header names (DESIGN §3, contract).
 const (
-	Provider        = "hookline.provider"
-	EventType       = "hookline.event-type"
-	IdempotencyKey  = "hookline.idempotency-key"
-	ReceivedAt      = "hookline.received-at"
-	RequestID       = "hookline.request-id"
-	ContentType     = "hookline.content-type"
-	Origin          = "hookline.origin"
-	Attempt         = "hookline.attempt"
-	Errors          = "hookline.errors"
-	FirstSeenAt     = "hookline.first-seen-at"
-	ReplayID        = "hookline.replay-id"
-	DueAt           = "hookline.due-at"
+	Provider       = "hookline.provider"
+	EventType      = "hookline.event-type"
+	IdempotencyKey = "hookline.idempotency-key"
+	ReceivedAt     = "hookline.received-at"
+	RequestID      = "hookline.request-id"
+	ContentType    = "hookline.content-type"
+	Origin         = "hookline.origin"
+	Attempt        = "hookline.attempt"
+	Errors         = "hookline.errors"
+	FirstSeenAt    = "hookline.first-seen-at"
+	ReplayID       = "hookline.replay-id"
+	DueAt          = "hookline.due-at"
+	// RetryAfter is, on a retry-tier record, the date the destination's
+	// Retry-After named (429 or 503; capped by HOOKLINE_RETRY_AFTER_MAX),
+	// in the hookline.due-at format: hookline.due-at is not earlier
+	// unless the route's retry tiers are all shorter. Absent when the
+	// last failure asked for no wait.
+	RetryAfter      = "hookline.retry-after"
 	DeadReason      = "hookline.dead-reason"
 	SourceTopic     = "hookline.source.topic"
 	SourcePartition = "hookline.source.partition"
@@ -52,10 +58,13 @@ const (
 	// BackfillMissing or BackfillAgain.
 	Backfill = "hookline.backfill"
 	// InvalidPayload marks a record whose body failed its provider's
-	// schema (providers file schema:, on_invalid: dlq): ingest accepted
-	// it, and the processor dead-letters it as DeadInvalidPayload without
-	// a call. Its value is a short reason (at most MaxInvalidPayloadBytes):
-	// the schema file and the first violation. Absent on a valid record.
+	// schema (providers file schema:, on_invalid: dlq): the processor
+	// checks it, dead-letters it as DeadInvalidPayload without a call and
+	// sets this on the DLQ copy. A fresh record may carry it from an
+	// ingest of an earlier version, which checked such bodies itself; the
+	// processor keeps that verdict. Its value is a short reason (at most
+	// MaxInvalidPayloadBytes): the schema file and the first violations.
+	// Absent on a valid record.
 	InvalidPayload = "hookline.invalid-payload"
 
 	// DefaultRoute is the route a record without hookline.route is for,
@@ -94,14 +103,19 @@ const (
 	// DeadInvalidPayload: the body failed its provider's schema
 	// (hookline.invalid-payload); the destination was never called.
 	DeadInvalidPayload = "invalid_payload"
+	// DeadTransformFailed: the route's transform (providers file
+	// transform:) threw, passed its time or memory bound, or returned
+	// what is not a request; the destination was never called. The
+	// record's error history has the script's error.
+	DeadTransformFailed = "transform_failed"
 )
 
 // IsDeadReason reports whether s is a value of hookline.dead-reason
-// (permanent, exhausted or invalid_payload), for the tools that filter by
-// them.
+// (permanent, exhausted, invalid_payload or transform_failed), for the
+// tools that filter by them.
 func IsDeadReason(s string) bool {
 	switch s {
-	case DeadPermanent, DeadExhausted, DeadInvalidPayload:
+	case DeadPermanent, DeadExhausted, DeadInvalidPayload, DeadTransformFailed:
 		return true
 	}
 	return false

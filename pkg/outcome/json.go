@@ -28,6 +28,11 @@ func (o *Outcome) AppendJSON(b []byte) []byte {
 	b = appendOptional(b, `,"lane":`, o.Lane)
 	b = appendOptional(b, `,"route":`, o.Route)
 	b = appendOptional(b, `,"replay_of":`, o.ReplayOf)
+	b = appendOptional(b, `,"transform":`, o.Transform)
+	b = appendOptional(b, `,"transform_sha256":`, o.TransformSHA256)
+	if o.TransformSkipped {
+		b = append(b, `,"transform_skipped":true`...)
+	}
 	b = strconv.AppendInt(append(b, `,"partition":`...), int64(o.Partition), 10)
 	b = strconv.AppendInt(append(b, `,"offset":`...), o.Offset, 10)
 	return append(b, '}')

@@ -15,6 +15,7 @@ func TestOutcomeJSONMatchesMarshal(t *testing.T) {
 			Time: "2026-03-01T12:00:00.000Z", Partition: 3, Offset: 1187},
 		{Key: "k", Provider: "p", Status: StatusDead, Attempt: 7, Origin: "retry", DurationMS: 12, Error: "HTTP 500: \"boom\" <html> & \\ \n\t\x01",
 			Time: "t", Tier: "1h", DeadReason: "exhausted", ReplayID: "dlq:1:2", Lane: "webhooks.lane.p", Route: "billing", ReplayOf: "p:<first>", Partition: -1, Offset: -5},
+		{Key: "k", Provider: "p", Status: StatusDone, Route: "slack", Transform: "scripts/push-to-slack.js", TransformSHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", TransformSkipped: true},
 		{Key: "calcom:BOOKING_CREATED:ü\u2028\xff", Provider: "gen", EventType: "a/b", Status: StatusParked, Lane: "x"},
 	} {
 		want, err := json.Marshal(o)

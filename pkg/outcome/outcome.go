@@ -30,6 +30,14 @@ type Outcome struct {
 	// ReplayOf is, on a suppressed outcome, the key of the delivery whose
 	// signed bytes the suppressed one repeated.
 	ReplayOf string `json:"replay_of,omitempty"`
+	// Transform and TransformSHA256 name the route's transform (the
+	// script's file as the providers file names it, and the hex SHA-256
+	// of its content) on every outcome of a route that has one.
+	Transform       string `json:"transform,omitempty"`
+	TransformSHA256 string `json:"transform_sha256,omitempty"`
+	// TransformSkipped says, on a done outcome, that the route's
+	// transform skipped the event: nothing was called or written.
+	TransformSkipped bool `json:"transform_skipped,omitempty"`
 	// Partition and Offset are where the record was read (the schema
 	// allows a record without them; Decode gives -1 then).
 	Partition int32 `json:"partition"`

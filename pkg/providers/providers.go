@@ -172,6 +172,11 @@ type Destination struct {
 	// (destination.max_inflight); 0 means the processor's default
 	// (HOOKLINE_MAX_INFLIGHT).
 	MaxInflight int
+	// Fixed keeps the calls in flight at MaxInflight (destination.adaptive:
+	// false); by default the processor adapts them between 1 and
+	// MaxInflight to what the destination answers (docs/processor.md,
+	// adaptive concurrency).
+	Fixed bool
 	// RateLimit bounds the calls the processor makes to this destination
 	// (destination.rate_limit in the file); nil: unlimited.
 	RateLimit *RateLimit

@@ -195,12 +195,14 @@ type retryConfig struct {
 	Tiers *[]string `yaml:"tiers"`
 }
 
-// destinationConfig is {url, timeout, max_inflight, rate_limit} or {topic}.
+// destinationConfig is {url, timeout, max_inflight, adaptive, rate_limit}
+// or {topic}.
 type destinationConfig struct {
 	Topic       string           `yaml:"topic"`
 	URL         string           `yaml:"url"`
 	Timeout     string           `yaml:"timeout"`
 	MaxInflight int              `yaml:"max_inflight"`
+	Adaptive    *bool            `yaml:"adaptive"`
 	RateLimit   *rateLimitConfig `yaml:"rate_limit"`
 }
 
@@ -375,7 +377,7 @@ func (c *providerConfig) build(name, dir string, lookupEnv func(string) (string,
 		p.Redrive = rd
 	}
 	if c.Routes != nil {
-		errs = append(errs, c.buildRoutes(p, lookupEnv, mode)...)
+		errs = append(errs, c.buildRoutes(p, dir, lookupEnv, mode)...)
 	}
 	errs = append(errs, c.buildSchemas(p, dir)...)
 	errs = append(errs, c.buildTTLs(p)...)
@@ -614,6 +616,7 @@ func (c *destinationConfig) build() (*Destination, []error) {
 		errs = append(errs, fmt.Errorf("destination.max_inflight: want 1 to %d (or leave it out for HOOKLINE_MAX_INFLIGHT), got %d", MaxDestinationInflight, c.MaxInflight))
 	}
 	d.MaxInflight = c.MaxInflight
+	d.Fixed = c.Adaptive != nil && !*c.Adaptive
 	if c.RateLimit != nil {
 		rl, err := c.RateLimit.build()
 		if err != nil {
@@ -634,7 +637,7 @@ func (c *destinationConfig) buildTopic() (*Destination, []error) {
 	for _, f := range [...]struct {
 		name string
 		set  bool
-	}{{"url", c.URL != ""}, {"timeout", c.Timeout != ""}, {"max_inflight", c.MaxInflight != 0}, {"rate_limit", c.RateLimit != nil}} {
+	}{{"url", c.URL != ""}, {"timeout", c.Timeout != ""}, {"max_inflight", c.MaxInflight != 0}, {"adaptive", c.Adaptive != nil}, {"rate_limit", c.RateLimit != nil}} {
 		if f.set {
 			errs = append(errs, fmt.Errorf("destination.%s: a topic destination takes no %s (it makes no HTTP call)", f.name, f.name))
 		}

@@ -403,8 +403,20 @@ providers:
   crm: {preset: stripe, secret_env: [S1], destination: {url: "https://crm.example/hook", timeout: 10m, max_inflight: 200}}
 `, testEnv())
 	d := mustGet(t, r, "crm").Destination
-	if d.MaxInflight != 200 || d.Timeout != 10*time.Minute {
-		t.Fatalf("destination %+v, want max_inflight 200 and timeout 10m", d)
+	if d.MaxInflight != 200 || d.Timeout != 10*time.Minute || d.Fixed {
+		t.Fatalf("destination %+v, want max_inflight 200, timeout 10m, adaptive", d)
+	}
+	for _, tc := range []struct {
+		adaptive string
+		fixed    bool
+	}{{"true", false}, {"false", true}} {
+		r := mustParse(t, `
+providers:
+  crm: {preset: stripe, secret_env: [S1], destination: {url: "https://crm.example/hook", adaptive: `+tc.adaptive+`}}
+`, testEnv())
+		if got := mustGet(t, r, "crm").Destination.Fixed; got != tc.fixed {
+			t.Errorf("adaptive: %s: Fixed %v, want %v", tc.adaptive, got, tc.fixed)
+		}
 	}
 }
 

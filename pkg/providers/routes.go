@@ -13,9 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"gopkg.in/yaml.v3"
 
+	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/glob"
 	"github.com/hookline/hookline/pkg/providers/route"
+	"github.com/hookline/hookline/pkg/providers/transform"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -40,6 +42,10 @@ type Route struct {
 	// and done. False (on_dead: release, the default): the entity's later
 	// records are delivered at once.
 	HoldOnDead bool
+	// Transform is the route's transformation (transform:, a JavaScript
+	// file relative to the providers file), compiled at load; nil: the
+	// route sends the request as received.
+	Transform *transform.Script
 
 	// Filter is filter: conditions on the body and the request headers
 	// (route.Filter); nil: none.
@@ -227,6 +233,11 @@ type routeConfig struct {
 	Priority    string               `yaml:"priority"`
 	Retry       *retryConfig         `yaml:"retry"`
 	OnDead      string               `yaml:"on_dead"`
+	// Transform is a JavaScript file, relative to the providers file;
+	// TransformTimeout and TransformMemory bound each call.
+	Transform        string `yaml:"transform"`
+	TransformTimeout string `yaml:"transform_timeout"`
+	TransformMemory  string `yaml:"transform_memory"`
 }
 
 // signingConfig is a route's signing: {secret_env: [...]}.
@@ -251,7 +262,7 @@ func validRouteName(name string) bool {
 
 // buildRoutes checks a provider's routes and sets p.routes and p.Priority
 // (the highest of the routes'). Errors name the route and the field.
-func (c *providerConfig) buildRoutes(p *Provider, lookupEnv func(string) (string, bool), mode secretsMode) []error {
+func (c *providerConfig) buildRoutes(p *Provider, dir string, lookupEnv func(string) (string, bool), mode secretsMode) []error {
 	var errs []error
 	for _, f := range [...]struct {
 		name string
@@ -271,7 +282,7 @@ func (c *providerConfig) buildRoutes(p *Provider, lookupEnv func(string) (string
 	slices.Sort(names)
 	p.Priority = PriorityLow
 	for _, name := range names {
-		rt, rerrs := c.Routes[name].build(name, lookupEnv, mode)
+		rt, rerrs := c.Routes[name].build(name, dir, lookupEnv, mode)
 		for _, err := range rerrs {
 			errs = append(errs, fmt.Errorf("route %q: %w", name, err))
 		}
@@ -331,7 +342,7 @@ func (p *Provider) defaultRoute() {
 	p.routes = []*Route{{Name: route.Default, Destination: p.Destination, Priority: p.Priority, Retry: p.Retry}}
 }
 
-func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), mode secretsMode) (*Route, []error) {
+func (c *routeConfig) build(name, dir string, lookupEnv func(string) (string, bool), mode secretsMode) (*Route, []error) {
 	if !validRouteName(name) {
 		return nil, []error{fmt.Errorf("name must match ^[a-z0-9_-]{1,40}$")}
 	}
@@ -405,6 +416,11 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 		}
 		rt.Retry = rp
 	}
+	if t, err := c.buildTransform(dir); err != nil {
+		errs = append(errs, err)
+	} else {
+		rt.Transform = t
+	}
 	switch c.OnDead {
 	case "", "release":
 	case "hold":
@@ -416,6 +432,35 @@ func (c *routeConfig) build(name string, lookupEnv func(string) (string, bool), 
 		return nil, errs
 	}
 	return rt, nil
+}
+
+// buildTransform compiles the route's transform:, with its bounds
+// (transform_timeout, transform_memory); nil when it has none. A file
+// that cannot be read, does not compile or defines no transform function
+// is an error naming the file.
+func (c *routeConfig) buildTransform(dir string) (*transform.Script, error) {
+	if c.Transform == "" {
+		if c.TransformTimeout != "" || c.TransformMemory != "" {
+			return nil, fmt.Errorf("transform_timeout, transform_memory: set without transform: nothing runs")
+		}
+		return nil, nil
+	}
+	var lim transform.Limits
+	if c.TransformTimeout != "" {
+		d, err := parseDuration(c.TransformTimeout)
+		if err != nil || d <= 0 || d > transform.MaxTimeout {
+			return nil, fmt.Errorf("transform_timeout: %q: want a duration above 0 and at most %s (default %s)", c.TransformTimeout, transform.MaxTimeout, transform.DefaultTimeout)
+		}
+		lim.Timeout = d
+	}
+	if c.TransformMemory != "" {
+		n, err := envconf.ParseBytes(c.TransformMemory)
+		if err != nil || n < 1<<20 || n > transform.MaxMemory {
+			return nil, fmt.Errorf("transform_memory: %q: want from 1MiB to %s (default %s)", c.TransformMemory, envconf.Size(transform.MaxMemory), envconf.Size(transform.DefaultMemory))
+		}
+		lim.Memory = n
+	}
+	return transform.Load(dir, c.Transform, lim)
 }
 
 // build checks the variable names and, when mode reads signing secrets,

@@ -263,6 +263,8 @@ func TestRouteErrors(t *testing.T) {
 			[]string{`provider "s": route "r1": destination.timeout: a topic destination takes no timeout`}},
 		{"topic with max_inflight", route("        destination: {topic: t, max_inflight: 4}\n"),
 			[]string{`provider "s": route "r1": destination.max_inflight: a topic destination takes no max_inflight`}},
+		{"topic with adaptive", route("        destination: {topic: t, adaptive: false}\n"),
+			[]string{`provider "s": route "r1": destination.adaptive: a topic destination takes no adaptive`}},
 		{"topic with a rate limit", route("        destination: {topic: t, rate_limit: {per_second: 1}}\n"),
 			[]string{`provider "s": route "r1": destination.rate_limit: a topic destination takes no rate_limit`}},
 		{"internal topic", route("        destination: {topic: __consumer_offsets}\n"),

@@ -25,8 +25,9 @@ import (
 // listed on a tie); "*" is the fallback, and the only entry an event
 // without a type matches. An event no entry matches is not checked.
 // on_invalid says what an invalid body becomes: dlq (default) is accepted
-// and marked (headers.InvalidPayload) for the processor to dead-letter
-// without a call, reject is refused 422 by ingest. schema_formats says
+// unchecked by ingest, and the processor checks it and dead-letters it
+// without a call (headers.InvalidPayload on its DLQ copy); reject is
+// checked and refused 422 by ingest. schema_formats says
 // whether format is checked: annotate (default, as draft 2019-09 and the
 // common validators do) or assert.
 

@@ -47,6 +47,9 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 type RetryAfterError struct {
 	Err   error
 	After time.Duration
+	// Until is the date the source named (its answer's time plus After),
+	// when the source of the error knows it; zero otherwise.
+	Until time.Time
 }
 
 // RetryAfter marks err as retryable no sooner than after d; a negative d counts
@@ -73,6 +76,8 @@ type Decision struct {
 	// After is the minimum delay the failure asked for (Retry-After); 0 when
 	// it asked for none.
 	After time.Duration
+	// Until is the date it asked for, when known (RetryAfterError.Until).
+	Until time.Time
 }
 
 // Classify decides retry versus dead letter for a handler's error, by
@@ -103,7 +108,7 @@ func Classify(err error) Decision {
 	d := Decision{Retryable: true}
 	var ra *RetryAfterError
 	if errors.As(err, &ra) {
-		d.After = ra.After
+		d.After, d.Until = ra.After, ra.Until
 	}
 	return d
 }

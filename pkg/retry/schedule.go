@@ -251,3 +251,16 @@ func (s Schedule) DueAt(now time.Time, i int, jitter float64, rnd func() float64
 	}
 	return due.UTC()
 }
+
+// NotBefore returns due, or floor when floor is later (a Retry-After's
+// date, decide.Effect.NotBefore), rounded up to the millisecond like
+// DueAt, in UTC. A zero floor leaves due as it is.
+func NotBefore(due, floor time.Time) time.Time {
+	if !floor.After(due) {
+		return due
+	}
+	if t := floor.Truncate(time.Millisecond); t.Before(floor) {
+		floor = t.Add(time.Millisecond)
+	}
+	return floor.UTC()
+}

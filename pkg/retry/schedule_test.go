@@ -317,3 +317,25 @@ func TestOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestNotBefore: a Retry-After's date floors a due time, rounded up to the
+// millisecond; an earlier or zero floor leaves it.
+func TestNotBefore(t *testing.T) {
+	due := time.Date(2026, 1, 1, 0, 1, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name  string
+		floor time.Time
+		want  time.Time
+	}{
+		{"zero floor", time.Time{}, due},
+		{"earlier floor", due.Add(-time.Second), due},
+		{"later floor", due.Add(1500 * time.Millisecond), due.Add(1500 * time.Millisecond)},
+		{"later floor, sub-millisecond", due.Add(time.Second + 1), due.Add(time.Second + time.Millisecond)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := NotBefore(due, tt.floor); !got.Equal(tt.want) {
+				t.Fatalf("NotBefore = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

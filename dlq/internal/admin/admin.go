@@ -326,7 +326,7 @@ func queryInt(c *gin.Context, name string, def, lo, hi int) (int, error) {
 func filterFrom(provider, route, reason, key, since string, now time.Time) (store.Filter, error) {
 	f := store.Filter{Provider: provider, Route: route, Reason: reason, Key: key}
 	if reason != "" && !headers.IsDeadReason(reason) {
-		return f, errors.New("reason " + strconv.Quote(reason) + ": want permanent, exhausted or invalid_payload")
+		return f, errors.New("reason " + strconv.Quote(reason) + ": want permanent, exhausted, invalid_payload or transform_failed")
 	}
 	if route != "" {
 		if err := control.CheckRoute(route); err != nil {

@@ -42,7 +42,7 @@ func (s *Server) testRules(c *gin.Context) {
 		fail(c, http.StatusNotFound, "not_found", "provider "+quote(name)+" is not in the providers file")
 		return
 	}
-	res, err := rules.Test(p, in, nil)
+	res, err := rules.Test(p, in, rules.Transform)
 	if err != nil {
 		fail(c, http.StatusBadRequest, "bad_request", err.Error())
 		return

@@ -22,7 +22,7 @@ type filterFlags struct {
 func addFilterFlags(fs *flag.FlagSet) *filterFlags {
 	f := &filterFlags{since: sinceFlag{now: time.Now}}
 	addPlaceFlags(fs, &f.provider, &f.route)
-	fs.StringVar(&f.reason, "reason", "", "only entries dead-lettered for `REASON`: permanent, exhausted or invalid_payload")
+	fs.StringVar(&f.reason, "reason", "", "only entries dead-lettered for `REASON`: permanent, exhausted, invalid_payload or transform_failed")
 	fs.StringVar(&f.key, "key", "", "only entries whose idempotency key is `KEY`")
 	fs.Var(&f.since, "since", "only entries dead-lettered since `DUR|TIME` (90m, 7d, 2026-03-01T12:00:00Z)")
 	return f
@@ -48,7 +48,7 @@ func checkRoute(route string) error {
 
 func (f *filterFlags) filter() (store.Filter, error) {
 	if f.reason != "" && !headers.IsDeadReason(f.reason) {
-		return store.Filter{}, usagef("--reason %q: want %s, %s or %s", f.reason, headers.DeadPermanent, headers.DeadExhausted, headers.DeadInvalidPayload)
+		return store.Filter{}, usagef("--reason %q: want %s, %s, %s or %s", f.reason, headers.DeadPermanent, headers.DeadExhausted, headers.DeadInvalidPayload, headers.DeadTransformFailed)
 	}
 	if err := checkRoute(f.route); err != nil {
 		return store.Filter{}, err

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -123,7 +125,7 @@ func runRules(ctx context.Context, env Env, args []string) error {
 	if !ok {
 		return usagef("rules test: provider %q is not in %s", name, cfg.ProvidersFile)
 	}
-	res, err := rules.Test(p, in, nil)
+	res, err := rules.Test(p, in, rules.Transform)
 	if err != nil {
 		return usagef("rules test: %v", err)
 	}
@@ -192,6 +194,36 @@ func printRules(w io.Writer, res rules.Result) error {
 		if ev.Unrouted {
 			fmt.Fprintln(w, "  no route takes it: unrouted")
 		}
+		for _, r := range ev.Routes {
+			printTransformed(w, r)
+		}
 	}
 	return nil
+}
+
+// printTransformed writes what a matching route's transform would send:
+// its headers and body, its skip, or its error (transform_failed).
+func printTransformed(w io.Writer, r rules.RouteResult) {
+	t := r.Transformed
+	if t == nil {
+		return
+	}
+	sha := t.SHA256
+	if len(sha) > 12 {
+		sha = sha[:12]
+	}
+	fmt.Fprintf(w, "  route %s, transform %s (sha256:%s): ", cell(r.Route), cell(t.Script), sha)
+	switch {
+	case t.Error != "":
+		fmt.Fprintf(w, "fails, to the DLQ as transform_failed: %s\n", cell(t.Error))
+	case t.Skip:
+		fmt.Fprintln(w, "skips the event: nothing sent")
+	default:
+		fmt.Fprintln(w, "sends")
+		names := slices.Sorted(maps.Keys(t.Headers))
+		for _, k := range names {
+			fmt.Fprintf(w, "    %s: %s\n", k, cell(t.Headers[k]))
+		}
+		fmt.Fprintf(w, "    %s\n", cell(t.Body))
+	}
 }

@@ -155,11 +155,11 @@ func printStatus(w io.Writer, rep status.Report) {
 
 	fmt.Fprintln(w)
 	tw := newTable(w)
-	row(tw, "PROVIDER", "ROUTE", "PRIORITY", "ACCEPTED/S", "DONE", "COMPLETED", "RETRYING", "PARKED", "DUE NOW", "SCHEDULED", "OLDEST WAITING", "DLQ", "OLDEST DLQ", "STATE", "BREAKER")
+	row(tw, "PROVIDER", "ROUTE", "PRIORITY", "ACCEPTED/S", "DONE", "COMPLETED", "RETRYING", "PARKED", "DUE NOW", "SCHEDULED", "OLDEST WAITING", "DLQ", "OLDEST DLQ", "STATE", "BREAKER", "LIMIT")
 	for _, p := range rep.Providers {
 		row(tw, p.Provider, "*", "", fmt.Sprintf("%.2f", p.AcceptedPerSecond), fmt.Sprint(p.Done), count(p.Completed), fmt.Sprint(p.Retrying), fmt.Sprint(p.Parked),
 			dueCells(p.ByTier, rep.At)[0], dueCells(p.ByTier, rep.At)[1], dueCells(p.ByTier, rep.At)[2],
-			fmt.Sprint(p.DLQUnresolved), oldestDLQ(p.Counts), p.State, p.Breaker)
+			fmt.Sprint(p.DLQUnresolved), oldestDLQ(p.Counts), p.State, p.Breaker, "")
 		for _, r := range p.Routes {
 			c := dueCells(r.ByTier, rep.At)
 			state := r.State
@@ -167,7 +167,7 @@ func printStatus(w io.Writer, rep status.Report) {
 				state += " (" + r.PausedBy + ")"
 			}
 			row(tw, "", r.Route, r.Priority, "", fmt.Sprint(r.Done), count(r.Completed), fmt.Sprint(r.Retrying), fmt.Sprint(r.Parked), c[0], c[1], c[2],
-				fmt.Sprint(r.DLQUnresolved), oldestDLQ(r.Counts), state, r.Breaker)
+				fmt.Sprint(r.DLQUnresolved), oldestDLQ(r.Counts), state, r.Breaker, limitCell(r))
 		}
 	}
 	_ = tw.Flush()
@@ -266,4 +266,13 @@ func printHeld(w io.Writer, rep status.Report) {
 	if tw != nil {
 		_ = tw.Flush()
 	}
+}
+
+// limitCell is a route's concurrency limit over its ceiling ("12/64"),
+// "-" when no processor read reports it.
+func limitCell(r status.Route) string {
+	if r.ConcurrencyLimit == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d", *r.ConcurrencyLimit, *r.MaxInflight)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/hookline/hookline/dlq/internal/trace"
 	"github.com/hookline/hookline/pkg/badgerdb"
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/outcome"
 )
@@ -221,14 +222,24 @@ func printSteps(w io.Writer, steps []trace.Event) {
 			case "suppressed":
 				detail = "suppressed as a replay of " + s.ReplayOf + " (ingest: the same signed bytes within the provider's replay_window; nothing produced)"
 			}
+			if s.TransformSkipped {
+				detail = "skipped by its transform: nothing sent"
+			}
 			if s.Error != "" {
 				detail = strings.TrimPrefix(detail+"; error: "+short(s.Error, 120), "; ")
+			}
+			if s.Transform != "" {
+				sha := s.TransformSHA256
+				if len(sha) > 12 {
+					sha = sha[:12]
+				}
+				detail = strings.TrimPrefix(detail+"; transform "+s.Transform+" sha256:"+sha, "; ")
 			}
 			if s.DurationMS > 0 {
 				detail = strings.TrimSpace(detail + fmt.Sprintf(" (%d ms)", s.DurationMS))
 			}
 		case trace.KindWaiting:
-			detail = fmt.Sprintf("tier %s, due %s", s.Tier, s.DueAt)
+			detail = fmt.Sprintf("tier %s, due %s", s.Tier, s.DueAt) + retryAfterText(s.DueAt, s.RetryAfter)
 		case trace.KindDeadLetter:
 			detail = fmt.Sprintf("ref %s, %s, %d errors", s.Ref, s.Reason, s.Errors)
 			if s.Resolution != nil {
@@ -250,7 +261,7 @@ func printSteps(w io.Writer, steps []trace.Event) {
 func nowText(n trace.Now) string {
 	switch n.State {
 	case trace.StateWaiting:
-		return fmt.Sprintf("waiting in retry tier %s, due %s (attempt %d)", n.Tier, n.DueAt, n.NextAttempt)
+		return fmt.Sprintf("waiting in retry tier %s, due %s (attempt %d)", n.Tier, n.DueAt, n.NextAttempt) + retryAfterText(n.DueAt, n.RetryAfter)
 	case trace.StateParked:
 		return fmt.Sprintf("parked in %s since %s, until its destination has room", n.Lane, n.Since)
 	case trace.StateDead:
@@ -267,4 +278,19 @@ func nowText(n trace.Now) string {
 		return "suppressed as a replay of " + n.ReplayOf + " (" + n.Since + "): ingest produced nothing; a real event is delivered when its sender sends it again after the provider's replay_window"
 	}
 	return "accepted, not processed yet"
+}
+
+// retryAfterText says why a retry waits until due when its destination
+// named a date (Retry-After): "" when it named none.
+func retryAfterText(due, retryAfter string) string {
+	if retryAfter == "" {
+		return ""
+	}
+	s := "; the destination asked to be called again no earlier than " + retryAfter + " (Retry-After)"
+	d, derr := headers.ParseTime(due)
+	ra, rerr := headers.ParseTime(retryAfter)
+	if derr == nil && rerr == nil && d.Before(ra) {
+		s += ", later than the route's last retry tier: it is called at the tier's time"
+	}
+	return s
 }

@@ -93,3 +93,23 @@ func inOrder(t *testing.T, out string, order []string) {
 		rest = rest[i+len(want):]
 	}
 }
+
+// TestRetryAfterText: a wait the destination asked for says so, and says
+// when the route's tiers made it shorter.
+func TestRetryAfterText(t *testing.T) {
+	for _, tt := range []struct {
+		name, due, ra, want string
+	}{
+		{"none", "2026-11-26T12:05:00.000Z", "", ""},
+		{"honoured", "2026-11-26T12:05:00.000Z", "2026-11-26T12:04:30.000Z",
+			"; the destination asked to be called again no earlier than 2026-11-26T12:04:30.000Z (Retry-After)"},
+		{"capped by the last tier", "2026-11-26T12:05:00.000Z", "2026-11-26T12:20:00.000Z",
+			"; the destination asked to be called again no earlier than 2026-11-26T12:20:00.000Z (Retry-After), later than the route's last retry tier: it is called at the tier's time"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := retryAfterText(tt.due, tt.ra); got != tt.want {
+				t.Fatalf("got %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}

@@ -8,6 +8,7 @@ package rules
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -33,11 +34,16 @@ type Input struct {
 // point for routes with a transform.
 type Transformer func(p *providers.Provider, rt *providers.Route, ev Event) *Transformed
 
-// Event is one event of the input as the routes see it.
+// Event is one event of the input as the routes see it, with the
+// headers and content type the processor would give a route's transform
+// (a record's copied http.* headers; for a request, those its provider's
+// ingest copies).
 type Event struct {
-	Type    string
-	Key     string
-	Request route.Request
+	Type        string
+	Key         string
+	Request     route.Request
+	Headers     []kgo.RecordHeader
+	ContentType string
 }
 
 // Result is the answer: per event of the input, per route, the verdict.
@@ -116,14 +122,19 @@ func Test(p *providers.Provider, in Input, tr Transformer) (Result, error) {
 func events(p *providers.Provider, in Input) ([]Event, error) {
 	if in.Record != nil {
 		req := providers.RequestOf(in.Record)
-		return []Event{{Type: req.EventType, Key: string(in.Record.Key), Request: req}}, nil
+		return []Event{{Type: req.EventType, Key: string(in.Record.Key), Request: req,
+			Headers: headers.HTTP(in.Record), ContentType: headers.Value(in.Record, headers.ContentType)}}, nil
 	}
 	h := in.Header
 	if h == nil {
 		h = http.Header{}
 	}
+	var copied []kgo.RecordHeader
+	for _, fh := range p.ForwardHeaders(h) {
+		copied = append(copied, kgo.RecordHeader{Key: strings.ToLower(fh.Name), Value: []byte(fh.Value)})
+	}
 	if in.EventType != "" {
-		return []Event{{Type: in.EventType, Request: providers.HTTPRequest(in.EventType, in.Body, h)}}, nil
+		return []Event{{Type: in.EventType, Request: providers.HTTPRequest(in.EventType, in.Body, h), Headers: copied, ContentType: h.Get("Content-Type")}}, nil
 	}
 	d, err := p.Events(h, in.Body)
 	if err != nil {
@@ -131,7 +142,7 @@ func events(p *providers.Provider, in Input) ([]Event, error) {
 	}
 	out := make([]Event, 0, len(d.Events))
 	for _, ev := range d.Events {
-		out = append(out, Event{Type: ev.Type, Key: ev.Key, Request: providers.HTTPRequest(ev.Type, ev.Body, h)})
+		out = append(out, Event{Type: ev.Type, Key: ev.Key, Request: providers.HTTPRequest(ev.Type, ev.Body, h), Headers: copied, ContentType: h.Get("Content-Type")})
 	}
 	return out, nil
 }

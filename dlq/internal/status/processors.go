@@ -25,6 +25,8 @@ const (
 	seriesPending   = "hookline_processor_pending_records"
 	seriesRecords   = "hookline_processor_records_total"
 	seriesStartTime = "process_start_time_seconds"
+	seriesLimit     = "hookline_processor_destination_concurrency_limit"
+	seriesMaxIn     = "hookline_processor_destination_max_inflight"
 	statusDone      = "done"
 )
 
@@ -48,8 +50,21 @@ type Processor struct {
 	InFlight  int        `json:"in_flight"`
 	Completed int        `json:"completed"`
 	StartedAt *time.Time `json:"started_at"`
+	// Limits are its routes' concurrency limits now (adaptive, between 1
+	// and max_inflight; issue 34), by provider and route.
+	Limits []RouteLimit `json:"limits,omitempty"`
 	// Error says why it could not be read; the counts are then 0.
 	Error string `json:"error,omitempty"`
+}
+
+// RouteLimit is one processor's concurrency limit of a route's HTTP
+// destination: the calls it lets in flight now (Limit) and its ceiling
+// (MaxInflight, destination.max_inflight).
+type RouteLimit struct {
+	Provider    string `json:"provider"`
+	Route       string `json:"route"`
+	Limit       int    `json:"limit"`
+	MaxInflight int    `json:"max_inflight"`
 }
 
 // ProcessorMetrics reads each processor's /metrics (HOOKLINE_PROCESSOR_METRICS):
@@ -166,6 +181,7 @@ func scrape(ctx context.Context, client *http.Client, u string) (Processor, map[
 			p.Completed += n
 		}
 	}
+	p.Limits = limits(fams[seriesLimit], fams[seriesMaxIn])
 	if f := fams[seriesStartTime]; f != nil && len(f.GetMetric()) == 1 {
 		sec := f.GetMetric()[0].GetGauge().GetValue()
 		at := time.Unix(0, int64(sec*float64(time.Second))).UTC().Truncate(time.Millisecond)
@@ -179,5 +195,29 @@ func labels(m *dto.Metric) map[string]string {
 	for _, l := range m.GetLabel() {
 		out[l.GetName()] = l.GetValue()
 	}
+	return out
+}
+
+// limits reads the routes' concurrency limits and their ceilings, in
+// provider and route order; nil when the processor reports none (a
+// version before issue 34).
+func limits(limit, maxIn *dto.MetricFamily) []RouteLimit {
+	if limit == nil {
+		return nil
+	}
+	ceil := map[RouteKey]int{}
+	for _, m := range maxIn.GetMetric() {
+		l := labels(m)
+		ceil[RouteKey{l["provider"], control.RouteOr(l["route"])}] = int(m.GetGauge().GetValue())
+	}
+	var out []RouteLimit
+	for _, m := range limit.GetMetric() {
+		l := labels(m)
+		k := RouteKey{l["provider"], control.RouteOr(l["route"])}
+		out = append(out, RouteLimit{Provider: k.Provider, Route: k.Route, Limit: int(m.GetGauge().GetValue()), MaxInflight: ceil[k]})
+	}
+	slices.SortFunc(out, func(a, b RouteLimit) int {
+		return cmp.Or(cmp.Compare(a.Provider, b.Provider), cmp.Compare(a.Route, b.Route))
+	})
 	return out
 }

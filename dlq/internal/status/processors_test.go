@@ -135,3 +135,51 @@ func TestProcessorMetrics(t *testing.T) {
 		t.Errorf("reasons without processors: %q", rep.Reasons)
 	}
 }
+
+// TestProcessorLimits: each processor's routes' concurrency limits and
+// ceilings are read (the route default for an empty route label); a route's
+// in the report is their sum over the processors, null where none reports
+// it.
+func TestProcessorLimits(t *testing.T) {
+	serve := func(limit, maxIn map[[2]string]float64) string {
+		reg := prometheus.NewRegistry()
+		pv := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: seriesPending}, []string{"class"})
+		lv := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: seriesLimit}, []string{"provider", "route"})
+		mv := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: seriesMaxIn}, []string{"provider", "route"})
+		reg.MustRegister(pv, lv, mv)
+		pv.WithLabelValues("normal").Set(0)
+		for k, v := range limit {
+			lv.WithLabelValues(k[0], k[1]).Set(v)
+		}
+		for k, v := range maxIn {
+			mv.WithLabelValues(k[0], k[1]).Set(v)
+		}
+		srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+		t.Cleanup(srv.Close)
+		return srv.URL + "/metrics"
+	}
+	a := serve(map[[2]string]float64{{"stripe", "crm"}: 12, {"slowcrm", ""}: 3}, map[[2]string]float64{{"stripe", "crm"}: 64, {"slowcrm", ""}: 8})
+	b := serve(map[[2]string]float64{{"stripe", "crm"}: 20}, map[[2]string]float64{{"stripe", "crm"}: 64})
+	procs, _ := ProcessorMetrics(t.Context(), http.DefaultClient, []string{a, b})
+	var got []RouteLimit
+	for _, p := range procs {
+		got = append(got, p.Limits...)
+	}
+	if len(got) != 3 {
+		t.Fatalf("limits %+v, want 3", got)
+	}
+	for _, tt := range []struct {
+		k          RouteKey
+		limit, max int
+		reported   bool
+	}{
+		{RouteKey{"stripe", "crm"}, 32, 128, true},
+		{RouteKey{"slowcrm", "default"}, 3, 8, true},
+		{RouteKey{"stripe", "billing"}, 0, 0, false},
+	} {
+		l, m := limitOf(procs, tt.k)
+		if (l != nil) != tt.reported || l != nil && (*l != tt.limit || *m != tt.max) {
+			t.Errorf("%v: limit %v of %v, want %d of %d (reported %v)", tt.k, l, m, tt.limit, tt.max, tt.reported)
+		}
+	}
+}

@@ -130,6 +130,12 @@ type Route struct {
 	BreakerInstance string `json:"breaker_instance,omitempty"`
 	// Held is what is held on the route, from the processors' reports.
 	Held Held `json:"held"`
+	// ConcurrencyLimit is the calls the processors read let in flight to
+	// the route's destination now, summed over them (each adapts its own
+	// between 1 and max_inflight; issue 34), and MaxInflight the sum of
+	// their ceilings; nil when no processor read reports the route.
+	ConcurrencyLimit *int `json:"concurrency_limit"`
+	MaxInflight      *int `json:"max_inflight"`
 }
 
 // Held is what is held on a route of an ordered provider (issue 24), as
@@ -443,6 +449,7 @@ func Build(in Inputs) Report {
 			rt := Route{Route: k.Route, Priority: cmp.Or(in.Known.Priority(name, k.Route), UnknownPriority), Counts: rg.counts(now, withProc)}
 			rt.State, rt.PausedBy, rt.Rate = combine(pset, in.Settings[control.Setting{Provider: name, Route: k.Route}.Name()])
 			rt.Breaker, rt.BreakerInstance = in.Breakers.RouteState(name, k.Route, now)
+			rt.ConcurrencyLimit, rt.MaxInflight = limitOf(in.Processors, k)
 			if rt.Held = held[k]; rt.Held.Oldest == nil {
 				rt.Held.Oldest = []HeldEntity{}
 			}
@@ -568,4 +575,22 @@ func round(d time.Duration) time.Duration {
 		return d.Round(time.Minute)
 	}
 	return d.Round(time.Second)
+}
+
+// limitOf sums the processors' concurrency limits and ceilings of route k;
+// nil when none reports it.
+func limitOf(procs []Processor, k RouteKey) (limit, maxInflight *int) {
+	for _, p := range procs {
+		for _, l := range p.Limits {
+			if l.Provider != k.Provider || l.Route != k.Route {
+				continue
+			}
+			if limit == nil {
+				limit, maxInflight = new(int), new(int)
+			}
+			*limit += l.Limit
+			*maxInflight += l.MaxInflight
+		}
+	}
+	return limit, maxInflight
 }

@@ -158,6 +158,9 @@ type Event struct {
 	// Tier and DueAt: a retry tier's record (Tier also on a retrying outcome).
 	Tier  string `json:"tier,omitempty"`
 	DueAt string `json:"due_at,omitempty"`
+	// RetryAfter: a retry tier's record, the date the destination's
+	// Retry-After named (hookline.retry-after): why it waits until DueAt.
+	RetryAfter string `json:"retry_after,omitempty"`
 	// Ref, Reason, Errors: a DLQ entry's ref, dead reason and error count;
 	// Resolution its resolution when the trace was read.
 	Ref        string            `json:"ref,omitempty"`
@@ -169,6 +172,12 @@ type Event struct {
 	ReplayOf string `json:"replay_of,omitempty"`
 	// TraceID: an outcome's trace id (its trace_id), when it has one.
 	TraceID string `json:"trace_id,omitempty"`
+	// Transform, TransformSHA256 and TransformSkipped: an outcome's, for
+	// a route with a transform (the script, its content's hash, and
+	// whether it skipped the event).
+	Transform        string `json:"transform,omitempty"`
+	TransformSHA256  string `json:"transform_sha256,omitempty"`
+	TransformSkipped bool   `json:"transform_skipped,omitempty"`
 }
 
 // Event kinds.
@@ -253,11 +262,12 @@ func (ix *Index) eventOf(r *kgo.Record) (Event, bool) {
 		ev.Kind, ev.Status, ev.Attempt, ev.Origin, ev.DurationMS, ev.Error = KindOutcome, o.Status, o.Attempt, o.Origin, o.DurationMS, o.Error
 		ev.Tier, ev.Reason, ev.ReplayID, ev.Lane, ev.Provider, ev.EventType = o.Tier, o.DeadReason, o.ReplayID, o.Lane, o.Provider, o.EventType
 		ev.Route, ev.ReplayOf, ev.TraceID = o.Route, o.ReplayOf, o.TraceID
+		ev.Transform, ev.TransformSHA256, ev.TransformSkipped = o.Transform, o.TransformSHA256, o.TransformSkipped
 		if t, err := headers.ParseTime(o.Time); err == nil {
 			ev.At = t
 		}
 	case "retry":
-		ev.Kind, ev.Tier, ev.DueAt = KindWaiting, tier, h(headers.DueAt)
+		ev.Kind, ev.Tier, ev.DueAt, ev.RetryAfter = KindWaiting, tier, h(headers.DueAt), h(headers.RetryAfter)
 		if es, err := headers.GetErrors(r); err == nil && len(es) > 0 {
 			ev.Errors, ev.Error = len(es), es[len(es)-1].Error
 		}

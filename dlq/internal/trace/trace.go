@@ -77,7 +77,10 @@ type Now struct {
 	Route string `json:"route,omitempty"`
 	Tier  string `json:"tier,omitempty"`
 	DueAt string `json:"due_at,omitempty"`
-	Lane  string `json:"lane,omitempty"`
+	// RetryAfter, when waiting: the date the destination's Retry-After
+	// named, the reason for the wait (Event.RetryAfter).
+	RetryAfter string `json:"retry_after,omitempty"`
+	Lane       string `json:"lane,omitempty"`
 	// NextAttempt is the attempt a waiting or parked record will be.
 	NextAttempt int    `json:"next_attempt,omitempty"`
 	Ref         string `json:"ref,omitempty"`
@@ -245,7 +248,7 @@ func foldRoute(route string, evs []Event) RouteTrace {
 	switch rt.Now.State {
 	case StateWaiting:
 		if lastWaiting != nil && lastWaiting.Tier == rt.Now.Tier {
-			rt.Now.DueAt, rt.Now.NextAttempt = lastWaiting.DueAt, lastWaiting.Attempt
+			rt.Now.DueAt, rt.Now.NextAttempt, rt.Now.RetryAfter = lastWaiting.DueAt, lastWaiting.Attempt, lastWaiting.RetryAfter
 		}
 	case StateDead:
 		if lastDead != nil {

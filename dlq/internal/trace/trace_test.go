@@ -47,6 +47,7 @@ func TestTraceFolds(t *testing.T) {
 	headers.Set(tier, headers.Provider, "stripe")
 	headers.SetAttempt(tier, 2)
 	headers.Set(tier, headers.DueAt, due)
+	headers.Set(tier, headers.RetryAfter, due) // the destination named the tier's time
 	headers.SetErrors(tier, []headers.ErrorEntry{{Attempt: 1, At: t0, Error: "HTTP 503", Retryable: true}})
 	retrying := outcomeRecord(names, key, "retrying", 1, t0.Add(time.Millisecond), `,"tier":"1h","error":"HTTP 503"`)
 
@@ -65,8 +66,8 @@ func TestTraceFolds(t *testing.T) {
 	if fmt.Sprint(kinds) != "[accepted outcome waiting]" {
 		t.Fatalf("steps %v, want accepted, outcome, waiting", kinds)
 	}
-	if tr.Now.State != StateWaiting || tr.Now.Tier != "1h" || tr.Now.DueAt != due || tr.Now.NextAttempt != 2 {
-		t.Fatalf("now %+v, want waiting in 1h until its due time, attempt 2", tr.Now)
+	if tr.Now.State != StateWaiting || tr.Now.Tier != "1h" || tr.Now.DueAt != due || tr.Now.NextAttempt != 2 || tr.Now.RetryAfter != due {
+		t.Fatalf("now %+v, want waiting in 1h until its due time, attempt 2, for the destination's Retry-After", tr.Now)
 	}
 	if tr.Steps[0].RequestID != "req-1" || tr.Steps[1].Error != "HTTP 503" || tr.Steps[2].Errors != 1 {
 		t.Fatalf("steps lack request id or errors: %+v", tr.Steps)

@@ -24,10 +24,12 @@ type metrics struct {
 	invalid      *prometheus.CounterVec
 }
 
-// Values of hookline_ingest_invalid_payloads_total's action label.
+// Values of hookline_ingest_invalid_payloads_total's action label. The
+// series had a second action, dlq, while ingest checked bodies for
+// on_invalid: dlq; the processor checks those now, and they are its dead
+// records with reason invalid_payload.
 const (
 	invalidRejected = "rejected" // on_invalid: reject: answered 422
-	invalidAccepted = "dlq"      // accepted, marked for the DLQ
 )
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -64,7 +66,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		}),
 		invalid: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_ingest_invalid_payloads_total",
-			Help: "Events whose body failed their provider's schema (providers file schema:), by provider and action: rejected (on_invalid: reject, answered 422) or dlq (accepted, marked hookline.invalid-payload, dead-lettered by the processor; counted once Kafka acknowledged).",
+			Help: "Events whose body failed their provider's schema (providers file schema:), by provider and action: rejected (on_invalid: reject, answered 422). Ingest checks no body of an on_invalid: dlq provider: the processor does, and dead-letters an invalid one as invalid_payload.",
 		}, []string{"provider", "action"}),
 	}
 	reg.MustRegister(m.requests, m.ackSeconds, m.produceFails, m.sigFails, m.bodyBytes, m.records, m.inFlight, m.invalid)

@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
 
@@ -20,18 +19,24 @@ import (
 // corpusMode is one ingest of the corpus benchmark: its github provider's
 // schema lines.
 type corpusMode struct {
-	name   string
-	schema string // the entry's schema: value; "" for none
-	addr   string
-	proc   *loadtest.Proc
+	name      string
+	schema    string // the entry's schema: value; "" for none
+	onInvalid string // dlq (the processor checks) or reject (ingest checks)
+	addr      string
+	proc      *loadtest.Proc
 }
 
 // runCorpus measures ingest on GitHub's published example payloads
-// (package corpus: 329 payloads of 58 event types, signed, with GitHub's
-// headers) with three providers files, each served by its own ingest
+// (package corpus: the payloads of 58 event types that the independent
+// validator accepts against both schemas below, signed, with GitHub's
+// headers) with four providers files, each served by its own ingest
 // process: none (no schema), per-event (GitHub's schema mapped per event
-// type to each type's own definition) and whole (the whole-provider file,
-// its top-level oneOf), on_invalid: dlq. Each round measures the three in
+// type to each type's own definition, on_invalid: dlq: ingest checks
+// nothing, the processor does), pe-reject (the same, on_invalid:
+// reject: ingest checks each body) and wh-reject (the whole-provider
+// file, its top-level oneOf, on_invalid: reject). The payloads the
+// validator refuses are left out so that reject answers 202 to every one.
+// Each round measures the four in
 // turn, closed loop for dur each, so they share the machine's state; the
 // ratio of each to none is taken per round and the range over rounds
 // printed. Replay recognition is off (HOOKLINE_REPLAY_CACHE_ENTRIES=0):
@@ -41,9 +46,21 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 	if name != "github" {
 		return fmt.Errorf("-corpus %q: the corpus is github", name)
 	}
-	exs, err := corpus.LoadGitHub()
+	all, err := corpus.LoadGitHub()
 	if err != nil {
 		return err
+	}
+	var exs []corpus.GitHubExample
+	var invalid [2]map[string]bool
+	for i, mode := range []string{corpus.PerEvent, corpus.Whole} {
+		if invalid[i], err = corpus.LoadGitHubInvalid(mode); err != nil {
+			return err
+		}
+	}
+	for _, e := range all {
+		if !invalid[0][e.ID()] && !invalid[1][e.ID()] {
+			exs = append(exs, e)
+		}
 	}
 	defs, err := corpus.GitHubMapping()
 	if err != nil {
@@ -54,7 +71,8 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 		return err
 	}
 	whole, _ := json.Marshal(corpus.GitHubSchema())
-	modes := []*corpusMode{{name: "none"}, {name: "per-event", schema: string(perEvent)}, {name: "whole", schema: string(whole)}}
+	modes := []*corpusMode{{name: "none"}, {name: "per-event", schema: string(perEvent), onInvalid: "dlq"},
+		{name: "pe-reject", schema: string(perEvent), onInvalid: "reject"}, {name: "wh-reject", schema: string(whole), onInvalid: "reject"}}
 
 	r, err := loadtest.NewRun("bench-ingest-corpus", []string{"ingest"})
 	if err != nil {
@@ -64,7 +82,7 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 	for _, m := range modes {
 		entry := "providers:\n  github:\n    preset: github\n    secret_env: [BENCH_GITHUB_SECRET]\n"
 		if m.schema != "" {
-			entry += "    schema: " + m.schema + "\n    on_invalid: dlq\n"
+			entry += "    schema: " + m.schema + "\n    on_invalid: " + m.onInvalid + "\n"
 		}
 		file := filepath.Join(r.Dir, "providers-"+m.name+".yaml")
 		if err := os.WriteFile(file, []byte(entry), 0o600); err != nil {
@@ -95,15 +113,14 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 		bytesSum += len(e.Body)
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
-	fmt.Printf("hookline ingest on a real corpus: GitHub's %d example payloads (%d event types, mean %d bytes), %d connections, %s per phase, %d rounds, broker %s\n",
-		len(exs), len(defs), bytesSum/len(exs), conns, dur, rounds, strings.Join(r.Kafka.Brokers, ","))
+	fmt.Printf("hookline ingest on a real corpus: GitHub's %d example payloads (%d event types, mean %d bytes), %d connections, %s per phase, %d rounds, broker %s, load average %s\n",
+		len(exs), len(defs), bytesSum/len(exs), conns, dur, rounds, strings.Join(r.Kafka.Brokers, ","), loadAvg())
 	for _, m := range modes { // warm-up
 		_ = corpusLoop(ctx, client, m.addr, reqs, conns, 2*time.Second)
 	}
 	ratios := map[string][]float64{}
 	rates := map[string][]float64{}
 	cpus := map[string][]float64{}
-	rec := report.NewRecorder("bench-ingest")
 	fmt.Printf("%-6s %-10s %10s %9s %9s %8s %8s %14s\n", "round", "schema", "req/s", "p50 ms", "p99 ms", "errors", "×none", "ingest CPU/req")
 	for round := 1; round <= rounds; round++ {
 		var base float64
@@ -134,11 +151,12 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 			}
 		}
 	}
+	rec := report.NewRecorder("bench-ingest")
 	for _, m := range modes[1:] {
-		rs := slices.Sorted(slices.Values(ratios[m.name]))
-		fmt.Printf("%s/none throughput over %d rounds: median %.2f, range %.2f-%.2f\n", m.name, rounds, rs[len(rs)/2], rs[0], rs[len(rs)-1])
+		fmt.Printf("%s/none throughput over %d rounds: %s\n", m.name, rounds, spread(ratios[m.name]))
 		rec.AddRuns("corpus "+m.name+"/none req/s", "ratio", ratios[m.name])
 	}
+	fmt.Printf("load average at the end %s\n", loadAvg())
 	for _, m := range modes {
 		rec.AddRuns("corpus "+m.name+" req/s", "req/s", rates[m.name])
 		rec.AddRuns("corpus "+m.name+" ingest CPU per request", "µs/request", cpus[m.name])

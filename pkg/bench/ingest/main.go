@@ -1,11 +1,15 @@
 // Command ingest is ingest's benchmark (make bench-ingest, built as
 // bin/loadgen): it drives the real ingest binary on loopback with signed 1 KiB Stripe deliveries and, in
-// the same run, a bare gin handler that answers 202 without Kafka, so the
-// figures are a ratio taken on one machine at one time.
+// the same run, a bare gin handler that answers 202 without Kafka and a
+// minimal gin + franz-go handler that produces each body with acks=all
+// before its 202 (minimal.go), so the figures are ratios taken on one
+// machine at one time.
 //
-// Phases: closed-loop maximum rate against each target (C connections, D
-// seconds), then open-loop at half of ingest's maximum, where latency is
-// measured from each request's scheduled send time (no coordinated omission).
+// Phases: rounds (-rounds) of closed-loop maximum rate against each target
+// in turn (C connections, D seconds; the order rotates by round), ratios
+// to the minimal handler per round; then open-loop at half of ingest's
+// maximum, where latency is measured from each request's scheduled send
+// time (no coordinated omission).
 // With -corpus github it measures instead what checking real payloads
 // against their provider's published schema costs (corpus.go).
 //
@@ -24,6 +28,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,16 +37,19 @@ import (
 	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
+	"github.com/hookline/hookline/pkg/topics"
 )
 
 func main() {
 	serveBare := flag.String("serve-bare", "", "internal: serve the bare gin handler on this address")
+	serveMinimal := flag.String("serve-minimal", "", "internal: serve the minimal gin + franz-go handler on this address (with -minimal-topic)")
+	minimalTopic := flag.String("minimal-topic", "", "internal: the topic the minimal handler produces to")
 	conns := flag.Int("c", 256, "concurrent connections in the closed-loop phases")
 	dur := flag.Duration("d", 10*time.Second, "length of each measured phase")
 	bodySize := flag.Int("body", 1024, "request body size in bytes")
 	flag.Bool("compare", true, "compare ingest with the bare handler (the default mode)")
-	corpusName := flag.String("corpus", "", "github: ingest on GitHub's published example payloads without schema, with GitHub's schema per event type and with the whole-provider schema file, alternated (see -rounds)")
-	rounds := flag.Int("rounds", 5, "with -corpus: rounds, each measuring the three ingests in turn for -d")
+	corpusName := flag.String("corpus", "", "github: ingest on GitHub's published example payloads without schema, with GitHub's schema per event type (on_invalid: dlq, then reject) and with the whole-provider schema file (reject), alternated (see -rounds)")
+	rounds := flag.Int("rounds", 0, "rounds, each measuring every target in turn for -d (0: 3, or 5 with -corpus)")
 	flag.Parse()
 	gin.SetMode(gin.ReleaseMode)
 	if *serveBare != "" {
@@ -51,11 +59,28 @@ func main() {
 		}
 		return
 	}
+	if *serveMinimal != "" {
+		if err := minimal(*serveMinimal, *minimalTopic); err != nil {
+			fmt.Fprintln(os.Stderr, "minimal:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	if *rounds < 0 || *rounds > 20 {
+		fmt.Fprintf(os.Stderr, "loadgen: -rounds=%d: want 1 to 20 (0: the default)\n", *rounds)
+		os.Exit(2)
+	}
 	if *corpusName != "" {
+		if *rounds == 0 {
+			*rounds = 5
+		}
 		loadtest.Main("loadgen", func(ctx context.Context) error { return runCorpus(ctx, *corpusName, *conns, *dur, *rounds) })
 		return
 	}
-	loadtest.Main("loadgen", func(ctx context.Context) error { return run(ctx, *conns, *dur, *bodySize) })
+	if *rounds == 0 {
+		*rounds = 3
+	}
+	loadtest.Main("loadgen", func(ctx context.Context) error { return run(ctx, *conns, *dur, *bodySize, *rounds) })
 }
 
 // bare answers like ingest does, reading the body, without Kafka.
@@ -75,7 +100,13 @@ func bare(addr string) error {
 
 const secret = "bench-secret"
 
-func run(ctx context.Context, conns int, dur time.Duration, bodySize int) (err error) {
+// target is one server of the comparison.
+type target struct {
+	name, addr string
+	proc       *loadtest.Proc
+}
+
+func run(ctx context.Context, conns int, dur time.Duration, bodySize, rounds int) (err error) {
 	r, err := loadtest.NewRun("bench-ingest", []string{"ingest"})
 	if err != nil {
 		return err
@@ -86,33 +117,35 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) (err e
 	if err := os.WriteFile(provFile, []byte("providers:\n  stripe:\n    preset: stripe\n    secret_env: [BENCH_STRIPE_SECRET]\n"), 0o600); err != nil {
 		return err
 	}
-
-	ingestAddr, err := loadtest.FreeAddr()
-	if err != nil {
-		return err
-	}
-	bareAddr, err := loadtest.FreeAddr()
-	if err != nil {
-		return err
-	}
 	self, err := os.Executable()
 	if err != nil {
 		return err
 	}
+	bare, ingest, mini := &target{name: "bare"}, &target{name: "ingest"}, &target{name: "minimal"}
+	for _, t := range []*target{bare, ingest, mini} {
+		if t.addr, err = loadtest.FreeAddr(); err != nil {
+			return err
+		}
+	}
+	// The minimal handler produces to ingest's raw topic: it starts once
+	// ingest made it.
 	for _, c := range []struct {
-		path, addr string
-		env, args  []string
+		t         *target
+		path      string
+		env, args []string
 	}{
-		{self, bareAddr, nil, []string{"-serve-bare", bareAddr}},
-		{r.Bins["ingest"], ingestAddr, []string{"HOOKLINE_INGEST_ADDR=" + ingestAddr, "HOOKLINE_PROVIDERS=" + provFile, "BENCH_STRIPE_SECRET=" + secret,
+		{bare, self, nil, []string{"-serve-bare", bare.addr}},
+		{ingest, r.Bins["ingest"], []string{"HOOKLINE_INGEST_ADDR=" + ingest.addr, "HOOKLINE_PROVIDERS=" + provFile, "BENCH_STRIPE_SECRET=" + secret,
 			"HOOKLINE_TOPIC_PREFIX=" + prefix, "HOOKLINE_LOG_LEVEL=warn"}, nil},
+		{mini, self, nil, []string{"-serve-minimal", mini.addr, "-minimal-topic", prefix + topics.BaseRaw}},
 	} {
-		p, err := loadtest.Start(c.path, c.env, filepath.Join(r.Dir, filepath.Base(c.path)+".log"), c.args...)
+		p, err := loadtest.Start(c.path, c.env, filepath.Join(r.Dir, c.t.name+".log"), c.args...)
 		if err != nil {
 			return err
 		}
+		c.t.proc = p
 		defer func() { _ = p.Stop(30 * time.Second) }()
-		if err := p.WaitReady(ctx, "http://"+c.addr+"/readyz", 60*time.Second); err != nil {
+		if err := p.WaitReady(ctx, "http://"+c.t.addr+"/readyz", 60*time.Second); err != nil {
 			return err
 		}
 	}
@@ -122,43 +155,133 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize int) (err e
 		return err
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
-	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase, broker %s\n", bodySize, conns, dur, strings.Join(r.Kafka.Brokers, ","))
+	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase, %d rounds, broker %s, load average %s\n",
+		bodySize, conns, dur, rounds, strings.Join(r.Kafka.Brokers, ","), loadAvg())
 
-	// Warm both up (JIT on the broker side, connection pools, topic leaders).
-	_ = closedLoop(ctx, client, "http://"+bareAddr, reqs, conns, 2*time.Second)
-	_ = closedLoop(ctx, client, "http://"+ingestAddr, reqs, conns, 2*time.Second)
+	// Warm each up (JIT on the broker side, connection pools, topic leaders).
+	targets := []*target{mini, ingest, bare}
+	for _, t := range targets {
+		_ = closedLoop(ctx, client, "http://"+t.addr, reqs, conns, 2*time.Second)
+	}
+	fmt.Printf("%-6s %-8s %10s %9s %9s %8s %14s %8s %12s\n", "round", "target", "req/s", "p50 ms", "p99 ms", "errors", "CPU/req", "×minimal", "p99×minimal")
+	var rateR, p99R, bareR []float64
+	perTarget := map[string]*targetRuns{}
+	for _, t := range targets {
+		perTarget[t.name] = &targetRuns{}
+	}
+	var ingMax loadtest.Result
+	for round := 1; round <= rounds; round++ {
+		res := map[string]loadtest.Result{}
+		cpu := map[string]time.Duration{}
+		// Rotate the order, so that no target always follows another.
+		order := append(targets[(round-1)%len(targets):], targets[:(round-1)%len(targets)]...)
+		for _, t := range order {
+			cpu0, err := loadtest.CPU(t.proc.Pid())
+			if err != nil {
+				return err
+			}
+			res[t.name] = closedLoop(ctx, client, "http://"+t.addr, reqs, conns, dur)
+			cpu1, err := loadtest.CPU(t.proc.Pid())
+			if err != nil {
+				return err
+			}
+			if n := len(res[t.name].Lat) + res[t.name].Errors; n > 0 {
+				cpu[t.name] = (cpu1 - cpu0) / time.Duration(n)
+			}
+		}
+		m := res["minimal"]
+		for _, t := range targets {
+			x := res[t.name]
+			fmt.Printf("%-6d %-8s %10.0f %9.2f %9.2f %8d %11.0f µs %8.3f %12.3f\n", round, t.name, x.Rate(), ms(x.Pct(50)), ms(x.Pct(99)), x.Errors,
+				float64(cpu[t.name].Microseconds()), x.Rate()/m.Rate(), float64(x.Pct(99))/float64(m.Pct(99)))
+			perTarget[t.name].add(x, cpu[t.name])
+		}
+		ing := res["ingest"]
+		rateR = append(rateR, ing.Rate()/m.Rate())
+		p99R = append(p99R, float64(ing.Pct(99))/float64(m.Pct(99)))
+		bareR = append(bareR, ing.Rate()/res["bare"].Rate())
+		if ing.Rate() > ingMax.Rate() {
+			ingMax = ing
+		}
+		if ing.Errors > 0 || m.Errors > 0 {
+			return fmt.Errorf("round %d: ingest answered %d, the minimal handler %d requests with something other than 202", round, ing.Errors, m.Errors)
+		}
+	}
+	fmt.Printf("ingest/minimal req/s over %d rounds: %s (target >= 0.95)\n", rounds, spread(rateR))
+	fmt.Printf("ingest/minimal p99 over %d rounds: %s (target <= 1.1)\n", rounds, spread(p99R))
+	fmt.Printf("ingest/bare req/s over %d rounds: %s\n", rounds, spread(bareR))
 
-	bareMax := closedLoop(ctx, client, "http://"+bareAddr, reqs, conns, dur)
-	ingMax := closedLoop(ctx, client, "http://"+ingestAddr, reqs, conns, dur)
 	half := ingMax.Rate() / 2
-	ingHalf := openLoop(ctx, client, "http://"+ingestAddr, reqs, half, dur)
-	bareHalf := openLoop(ctx, client, "http://"+bareAddr, reqs, half, dur)
-
+	ingHalf := openLoop(ctx, client, "http://"+ingest.addr, reqs, half, dur)
+	bareHalf := openLoop(ctx, client, "http://"+bare.addr, reqs, half, dur)
 	rec := report.NewRecorder("bench-ingest")
-	fmt.Printf("%-34s %10s %9s %9s %8s\n", "phase", "req/s", "p50 ms", "p99 ms", "errors")
+	for _, t := range targets {
+		perTarget[t.name].record(rec, t.name+" max")
+	}
+	rec.AddRuns("ratio ingest/minimal req/s", "ratio", rateR)
+	rec.AddRuns("ratio ingest/minimal p99", "ratio", p99R)
+	rec.AddRuns("ratio ingest/bare req/s", "ratio", bareR)
+	fmt.Printf("%-34s %10s %9s %9s %8s\n", "open loop", "req/s", "p50 ms", "p99 ms", "errors")
 	for _, r := range []struct {
 		name, key string
 		res       loadtest.Result
 	}{
-		{"bare gin 202, max", "bare max", bareMax},
-		{"ingest (acks=all), max", "ingest max", ingMax},
 		{fmt.Sprintf("bare gin 202, %.0f req/s", half), "bare half", bareHalf},
 		{fmt.Sprintf("ingest, %.0f req/s (half of max)", half), "ingest half", ingHalf},
 	} {
 		fmt.Printf("%-34s %10.0f %9.2f %9.2f %8d\n", r.name, r.res.Rate(), ms(r.res.Pct(50)), ms(r.res.Pct(99)), r.res.Errors)
-		recordResult(rec, r.key, r.res)
+		rec.Add(r.key+" req/s", r.res.Rate(), "req/s")
+		rec.Add(r.key+" p50", ms(r.res.Pct(50)), "ms")
+		rec.Add(r.key+" p99", ms(r.res.Pct(99)), "ms")
+		rec.Add(r.key+" errors", float64(r.res.Errors), "requests")
 	}
-	fmt.Printf("ratio ingest/bare max throughput: %.2f (target >= 0.50)\n", ingMax.Rate()/bareMax.Rate())
-	fmt.Printf("ingest p99 at half of max: %.2f ms (target <= 10 ms)\n", ms(ingHalf.Pct(99)))
-	rec.Add("ratio ingest/bare max req/s", ingMax.Rate()/bareMax.Rate(), "ratio")
-	rec.Add("ratio ingest/bare p99 at max", float64(ingMax.Pct(99))/float64(bareMax.Pct(99)), "ratio")
 	if err := rec.WriteEnv(); err != nil {
 		return err
 	}
-	if ingMax.Errors > 0 || ingHalf.Errors > 0 {
-		return fmt.Errorf("ingest answered %d requests with something other than 202", ingMax.Errors+ingHalf.Errors)
+	fmt.Printf("ingest p99 at half of max: %.2f ms (target <= 10 ms); load average at the end %s\n", ms(ingHalf.Pct(99)), loadAvg())
+	if ingHalf.Errors > 0 {
+		return fmt.Errorf("ingest answered %d requests with something other than 202", ingHalf.Errors)
 	}
 	return nil
+}
+
+// spread is "median m (range lo-hi)" of xs.
+func spread(xs []float64) string {
+	s := slices.Sorted(slices.Values(xs))
+	return fmt.Sprintf("median %.3f (range %.3f-%.3f)", s[len(s)/2], s[0], s[len(s)-1])
+}
+
+// targetRuns holds one target's closed-loop figures, round by round.
+type targetRuns struct{ rate, p50, p99, errors, cpu []float64 }
+
+func (t *targetRuns) add(res loadtest.Result, cpuPerReq time.Duration) {
+	t.rate = append(t.rate, res.Rate())
+	t.p50 = append(t.p50, ms(res.Pct(50)))
+	t.p99 = append(t.p99, ms(res.Pct(99)))
+	t.errors = append(t.errors, float64(res.Errors))
+	t.cpu = append(t.cpu, float64(cpuPerReq.Microseconds()))
+}
+
+// record puts the rounds into rec as figures measured several times.
+func (t *targetRuns) record(rec *report.Recorder, key string) {
+	rec.AddRuns(key+" req/s", "req/s", t.rate)
+	rec.AddRuns(key+" p50", "ms", t.p50)
+	rec.AddRuns(key+" p99", "ms", t.p99)
+	rec.AddRuns(key+" errors", "requests", t.errors)
+	rec.AddRuns(key+" CPU per request", "µs/request", t.cpu)
+}
+
+// loadAvg is the machine's load average (1, 5, 15 minutes), or "?".
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 type request struct {
@@ -185,14 +308,6 @@ func signedBodies(n, size int) ([]request, error) {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-
-// recordResult records a phase's req/s, p50, p99 and errors as printed.
-func recordResult(rec *report.Recorder, phase string, res loadtest.Result) {
-	rec.Add(phase+" req/s", res.Rate(), "req/s")
-	rec.Add(phase+" p50", ms(res.Pct(50)), "ms")
-	rec.Add(phase+" p99", ms(res.Pct(99)), "ms")
-	rec.Add(phase+" errors", float64(res.Errors), "requests")
-}
 
 func send(ctx context.Context, c *http.Client, base string, r request) error {
 	return post(ctx, c, base+"/webhooks/stripe", r.body, "Stripe-Signature", r.sig)

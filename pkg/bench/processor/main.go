@@ -12,12 +12,19 @@
 //     backlog (most of it parked in the destination's lane and drained from
 //     there), against the in-flight bound 64/50 ms = 1,280/s (target >=
 //     0.9x);
+//   - transform (-transform-n, -transform-rounds): the same backlog for
+//     one topic route without and with a typical transform, alternating,
+//     events/s with over without (target >= 0.5);
 //   - fan-out (-routes-n, -routes-rounds): the same backlog for a provider
 //     with one topic route and for one with three (every event matches
 //     every route), alternated round by round on the same processor: CPU
 //     per delivery with three routes against CPU per event with one
 //     (target <= 0.6x; the read, dedup and transaction are shared), and
-//     events/s with three against events/s with one (target >= 0.5x).
+//     events/s with three against events/s with one (target >= 0.5x);
+//   - the schema check (-schema-n, -schema-rounds; schema.go): GitHub's
+//     example payloads for a provider without schema and for one with
+//     GitHub's schema per event type, alternated: the processor's CPU per
+//     event that the check adds.
 //
 // Restore speed is BenchmarkRestore in processor/internal/restore. Every load
 // is bounded and stays on loopback; the broker is reached as the services
@@ -52,6 +59,12 @@ func main() {
 	fan := fanOut{}
 	flag.IntVar(&fan.n, "routes-n", 50000, "events a round of the fan-out comparison, for each of the one-route and three-route providers (0: no comparison)")
 	flag.IntVar(&fan.rounds, "routes-rounds", 2, "rounds of the fan-out comparison, each one route then three (1 to 10)")
+	tc := transformCmp{}
+	flag.IntVar(&tc.n, "transform-n", 20000, "events a round of the transform comparison, for each of the routes without and with a transform (0: no comparison)")
+	flag.IntVar(&tc.rounds, "transform-rounds", 3, "rounds of the transform comparison, each without then with (1 to 10)")
+	sb := schemaBench{}
+	flag.IntVar(&sb.n, "schema-n", 10000, "events a phase of the schema comparison, for each of the providers without and with a schema (0: no comparison)")
+	flag.IntVar(&sb.rounds, "schema-rounds", 2, "rounds of the schema comparison, each without schema then with (1 to 10)")
 	flag.Parse()
 	if *parts < 1 || *parts > 1000 {
 		fmt.Fprintf(os.Stderr, "bench: -partitions=%d: want 1 to 1000\n", *parts)
@@ -61,8 +74,16 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -routes-n=%d -routes-rounds=%d: want at least 0 events and 1 to 10 rounds\n", fan.n, fan.rounds)
 		os.Exit(2)
 	}
+	if tc.n < 0 || tc.rounds < 1 || tc.rounds > 10 {
+		fmt.Fprintf(os.Stderr, "bench: -transform-n=%d -transform-rounds=%d: want at least 0 events and 1 to 10 rounds\n", tc.n, tc.rounds)
+		os.Exit(2)
+	}
+	if sb.n < 0 || sb.rounds < 1 || sb.rounds > 10 {
+		fmt.Fprintf(os.Stderr, "bench: -schema-n=%d -schema-rounds=%d: want at least 0 events and 1 to 10 rounds\n", sb.n, sb.rounds)
+		os.Exit(2)
+	}
 	partitions = int32(*parts)
-	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan) })
+	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan, tc, sb) })
 }
 
 // fanOut shapes the fan-out comparison: n events a phase, rounds rounds.
@@ -71,7 +92,7 @@ type fanOut struct{ n, rounds int }
 // partitions of every topic of the run (-partitions).
 var partitions int32 = 12
 
-func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
+func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp, sb schemaBench) (err error) {
 	r, err := loadtest.NewRun("bench-processor", []string{"processor", "dlq"}, kgo.ProducerBatchMaxBytes(2<<20), kgo.RecordPartitioner(topics.Partitioner()))
 	if err != nil {
 		return err
@@ -92,7 +113,15 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 	defer slow.Close()
 
 	prefix := r.Prefix("bench-proc")
+	schemaEntries, err := schemaProviders(prefix, sb)
+	if err != nil {
+		return err
+	}
 	prov := filepath.Join(tmp, "providers.yaml")
+	tfYAML, err := transformProvidersYAML(tmp, prefix, tc)
+	if err != nil {
+		return err
+	}
 	if err := os.WriteFile(prov, []byte(fmt.Sprintf(`providers:
   fast:
     preset: generic
@@ -103,7 +132,7 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
     secret_env: [BENCH_SECRET]
     signature: {header: X-Sig}
     destination: {url: "http://%s/hook", timeout: 5s}
-`, ln.Addr())+routeProviders(prefix, fan)), 0o600); err != nil {
+`, ln.Addr())+routeProviders(prefix, fan)+tfYAML+schemaEntries), 0o600); err != nil {
 		return err
 	}
 	names := topics.NewNames(prefix, []string{"1m", "5m", "15m", "1h", "6h"})
@@ -172,8 +201,20 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 		return fmt.Errorf("slow destination phase: %w", err)
 	}
 	rss, _ := loadtest.RSS(proc.Pid())
-	var fanRes, ordRes [][2]result
+	var schemaRes [][2]result
+	var meanBody int
+	if sb.n > 0 { // before the fan-out: the backfill takes the events from the fan-out's start
+		if schemaRes, meanBody, err = schemaRounds(ctx, proc, metrics, cl, names.Raw, sb); err != nil {
+			return err
+		}
+	}
+	var fanRes, ordRes, tfRes [][2]result
 	var bfRes result
+	if tc.n > 0 {
+		if tfRes, err = transformRounds(ctx, proc, metrics, tc, produce); err != nil {
+			return err
+		}
+	}
 	if fan.n > 0 {
 		fanStart := time.Now()
 		if fanRes, err = fanOutRounds(ctx, proc, metrics, fan, produce); err != nil {
@@ -220,10 +261,16 @@ func run(ctx context.Context, n, slowN int, fan fanOut) (err error) {
 	rec.Add("ratio CPU per duplicate/first-seen", dup.cpuPerEvent()/first.cpuPerEvent(), "ratio")
 	rec.Add("ratio 50ms destination/in-flight bound", slowRes.rate()/1280, "ratio")
 	rec.Add("RSS at the end", float64(rss)/1e6, "MB")
+	if sb.n > 0 {
+		printSchema(rec, sb, meanBody, schemaRes)
+	}
 	if fan.n > 0 {
 		printFanOut(rec, fan, fanRes)
 		printOrdered(rec, fan, ordRes)
 		printBackfill(rec, bfRes, fanRes)
+	}
+	if tc.n > 0 {
+		printTransform(rec, tc, tfRes)
 	}
 	return rec.WriteEnv()
 }

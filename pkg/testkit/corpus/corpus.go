@@ -160,9 +160,19 @@ const (
 // invalid-<mode>.txt, computed by expected.py there.
 func GitHubInvalid(tb testing.TB, mode string) map[string]bool {
 	tb.Helper()
+	out, err := LoadGitHubInvalid(mode)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return out
+}
+
+// LoadGitHubInvalid is GitHubInvalid for a program: an error where
+// GitHubInvalid fails its test.
+func LoadGitHubInvalid(mode string) (map[string]bool, error) {
 	f, err := os.Open(filepath.Join(GitHubDir(), "invalid-"+mode+".txt"))
 	if err != nil {
-		tb.Fatalf("corpus: %v", err)
+		return nil, fmt.Errorf("corpus: %w", err)
 	}
 	defer f.Close()
 	out := map[string]bool{}
@@ -173,9 +183,9 @@ func GitHubInvalid(tb testing.TB, mode string) map[string]bool {
 		}
 	}
 	if err := sc.Err(); err != nil {
-		tb.Fatalf("corpus: %v", err)
+		return nil, fmt.Errorf("corpus: %w", err)
 	}
-	return out
+	return out, nil
 }
 
 // GitHubPairs returns the examples whose body an earlier example of the

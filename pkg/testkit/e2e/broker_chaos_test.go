@@ -3,9 +3,7 @@ package e2e_test
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,58 +22,6 @@ import (
 // default HOOKLINE_MAX_INFLIGHT, 64, per destination: the harness's six
 // providers).
 var repeatBound = 500 + len(e2e.MixedProviders)*64
-
-// privateBrokers counts the scenarios on private brokers still running
-// beside each other (privateBrokersParallel).
-var privateBrokers sync.WaitGroup
-
-// privateBrokersParallel runs the two scenarios on private brokers
-// (TestBrokerRestartsUnderFlow, TestBrokerKilledInCluster) beside each
-// other, after the loaded scenarios: each has its own brokers, topics and
-// services, flows at 75 and 150 deliveries/s, and claims nothing finer than
-// a minute. The quiet scenarios, whose claims are to the second, wait until
-// both have ended and their brokers are gone (quietParallel), so they still
-// run beside each other only. That takes four parallel slots (make test
-// gives -parallel 4); with fewer, a quiet scenario waiting in a slot could
-// keep these from one, so they run in turn, in order, as the other
-// scenarios do.
-func privateBrokersParallel(t *testing.T) {
-	t.Helper()
-	if parallelSlots(t) < 4 {
-		return
-	}
-	privateBrokers.Add(1)
-	t.Cleanup(privateBrokers.Done) // registered first, so run last: after the brokers are killed
-	t.Parallel()
-}
-
-// quietParallel is t.Parallel for a quiet scenario: it runs after the
-// scenarios on private brokers (privateBrokersParallel) have ended, beside
-// the other quiet one.
-func quietParallel(t *testing.T) {
-	t.Helper()
-	t.Parallel()
-	start := time.Now()
-	privateBrokers.Wait()
-	if waited := time.Since(start); waited > time.Second {
-		// Part of this test's time in the report, not of its scenario.
-		t.Logf("waited %s for the scenarios on private brokers", waited.Round(100*time.Millisecond))
-	}
-}
-
-// parallelSlots is go test's -parallel (GOMAXPROCS by default).
-func parallelSlots(t *testing.T) int {
-	t.Helper()
-	f := flag.Lookup("test.parallel")
-	if f == nil {
-		t.Fatal("no -test.parallel flag")
-	}
-	n, err := strconv.Atoi(f.Value.String())
-	if err != nil {
-		t.Fatalf("-test.parallel=%s: %v", f.Value, err)
-	}
-	return n
-}
 
 // supervisor restarts services that exit, as their supervisor does in a
 // deployment (docker-compose.yml: restart: unless-stopped), and counts the
@@ -208,7 +154,7 @@ func flowDone(f *e2e.Flow) bool {
 // again. The log lines it writes for them are printed here.
 func TestBrokerRestartsUnderFlow(t *testing.T) {
 	skipShort(t)
-	privateBrokersParallel(t)
+	besideParallel(t)
 	broker := kafkatest.StartCluster(t, 1)
 	sys := e2e.New(t, e2e.Options{Brokers: broker.Brokers(), Partitions: 4})
 	sup := supervise(t, sys, sys.StartIngest(), sys.StartProcessor("p1", nil), sys.StartRetrier(nil))
@@ -300,7 +246,7 @@ func TestBrokerRestartsUnderFlow(t *testing.T) {
 // threshold the failing tenth did not reach.
 func TestBrokerKilledInCluster(t *testing.T) {
 	skipShort(t)
-	privateBrokersParallel(t)
+	besideParallel(t)
 	const (
 		deliveries = 90000 // the cap: ten minutes; the flow stops 20 s after the node's start
 		rate       = 150

@@ -42,6 +42,7 @@ var corpusRoutes = []e2e.Route{
 // and nowhere else; sending the whole corpus again changes nothing.
 func TestGitHubCorpus(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	exs := corpus.GitHub(t)
 	signed := signCorpus(t, exs)
 	defs, err := corpus.GitHubMapping()

@@ -27,6 +27,7 @@ import (
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/transform"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
 	"github.com/hookline/hookline/pkg/topics"
@@ -93,6 +94,9 @@ type System struct {
 	mu     sync.Mutex
 	ingest string  // base URL of the running ingest
 	ledger *Ledger // started by the first Ledger call
+
+	scriptsMu sync.Mutex
+	scripts   map[string]*transform.Script // provider/route -> its transform, compiled once (Transformed)
 }
 
 // New prepares a system: topics of its own, a destination server, a
@@ -436,18 +440,20 @@ type Destination struct {
 	// of each call, every route.
 	calls map[string][]string
 	// routed counts the calls per route, then per key.
-	routed    map[string]map[string]int
-	behave    func(route, key string, call int) int // HTTP status for the n-th call (1-based) of key on route
-	headers   map[string]http.Header                // last request headers per key
-	bodies    map[string][]byte
-	delay     time.Duration
-	delayBy   func(route, key string) time.Duration // added to delay
-	onCall    func(route, key string, at time.Time)
-	inflight  int
-	maxIn     int
-	inRoute   map[string]int // calls being answered now, per route
-	maxRoute  map[string]int
-	misrouted []string // "<route of the URL> <- <header> <key>"
+	routed  map[string]map[string]int
+	behave  func(route, key string, call int) int // HTTP status for the n-th call (1-based) of key on route
+	headers map[string]http.Header                // last request headers per key
+	bodies  map[string][]byte
+	delay   time.Duration
+	delayBy func(route, key string) time.Duration // added to delay
+	onCall  func(route, key string, at time.Time)
+	// retryAfter is the Retry-After of the n-th call of key; "": none.
+	retryAfter func(key string, call int) string
+	inflight   int
+	maxIn      int
+	inRoute    map[string]int // calls being answered now, per route
+	maxRoute   map[string]int
+	misrouted  []string // "<route of the URL> <- <header> <key>"
 }
 
 // NewDestination starts a destination that answers 200 to everything.
@@ -480,7 +486,7 @@ func (d *Destination) serve(w http.ResponseWriter, r *http.Request) {
 	n := d.routed[route][key]
 	d.headers[key] = r.Header.Clone()
 	d.bodies[key] = body
-	behave, delay, onCall := d.behave, d.delay, d.onCall
+	behave, delay, onCall, retryAfter := d.behave, d.delay, d.onCall, d.retryAfter
 	if d.delayBy != nil {
 		delay += d.delayBy(route, key)
 	}
@@ -499,7 +505,21 @@ func (d *Destination) serve(w http.ResponseWriter, r *http.Request) {
 	d.inflight--
 	d.inRoute[route]--
 	d.mu.Unlock()
+	if retryAfter != nil {
+		if v := retryAfter(key, n); v != "" {
+			w.Header().Set("Retry-After", v)
+		}
+	}
 	w.WriteHeader(behave(route, key, n))
+}
+
+// RetryAfter makes the destination send f(key, call) as the Retry-After
+// of the n-th call of key (on its route), "" for none; it is called
+// after the call's delay, just before the answer.
+func (d *Destination) RetryAfter(f func(key string, call int) string) {
+	d.mu.Lock()
+	d.retryAfter = f
+	d.mu.Unlock()
 }
 
 // URL is where the destination listens.

@@ -204,6 +204,14 @@ func (l *Ledger) poll(tb testing.TB, wait time.Duration) int {
 	return n
 }
 
+// SentBodies are the bodies sent, by key, for a system with topic routes
+// (single-key events); a copy.
+func (l *Ledger) SentBodies() map[string][]byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return maps.Clone(l.bodies)
+}
+
 // add enters one record of outcomes, the DLQ or a route topic; l.mu is
 // held.
 func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
@@ -211,6 +219,9 @@ func (l *Ledger) add(tb testing.TB, r *kgo.Record) {
 		a := l.account(string(r.Key), route)
 		a.records++
 		body, sent := l.bodies[string(r.Key)]
+		if sent {
+			body = l.sys.Transformed(tb, headers.Value(r, headers.Provider), route, body)
+		}
 		if headers.Value(r, headers.Route) != route || headers.Value(r, headers.IdempotencyKey) != string(r.Key) ||
 			(sent && !bytes.Equal(body, r.Value)) {
 			a.mangled++

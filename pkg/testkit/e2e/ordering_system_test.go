@@ -41,6 +41,7 @@ func orderedProvider(dest, secretEnv string) string {
 // on both routes, once.
 func TestOrderedEntities(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	orderedScenario(t, e2e.EnvCount(t, "HOOKLINE_E2E_ORDER_ENTITIES", 50, 8), e2e.EnvCount(t, "HOOKLINE_E2E_ORDER_EVENTS", 10, 4), 0)
 }
 
@@ -52,6 +53,7 @@ func TestOrderedEntities(t *testing.T) {
 // call per entity and route, the one whose transaction it cut.
 func TestOrderedEntitiesKilled(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	orderedScenario(t, e2e.EnvCount(t, "HOOKLINE_E2E_ORDER_KILL_ENTITIES", 200, 8), e2e.EnvCount(t, "HOOKLINE_E2E_ORDER_EVENTS", 10, 4),
 		e2e.EnvCount(t, "HOOKLINE_E2E_ORDER_KILLS", 4, 1))
 }
@@ -233,6 +235,7 @@ func nthIndex(s []string, v string, nth int) int {
 // order. With release they are called at once after the head died.
 func TestOrderedOnDead(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	for _, onDead := range []string{"hold", "release"} {
 		t.Run(onDead, func(t *testing.T) {
 			sys := e2e.New(t, e2e.Options{Partitions: 3, Providers: func(dest, secretEnv string) string {

@@ -27,6 +27,7 @@ import (
 // again (lost 0, doubled 0 both times).
 func TestOrderingAddedUnderFlow(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	sys := e2e.New(t, e2e.Options{Partitions: 6})
 	file := filepath.Join(sys.Dir, "providers.yaml")
 	unordered, err := os.ReadFile(file)

@@ -3,6 +3,8 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/providers/transform"
 )
 
 // Route is one route of a provider in the harness's providers file (issue
@@ -44,6 +47,12 @@ type Route struct {
 	// Tiers is the route's retry.tiers (nil leaves retry out: every tier of
 	// HOOKLINE_RETRY_TIERS).
 	Tiers []string
+	// Transform is the route's transform script (its source: written
+	// beside the providers file); "" leaves transform out. The ledger
+	// expects a topic route's records to be its output for the body sent
+	// (Request with the body alone: a script for these tests reads only
+	// request.body).
+	Transform string
 }
 
 // matches says whether an event of type typ with body is delivered on r:
@@ -163,8 +172,47 @@ func (s *System) routesEntry(provider, secretEnv string, routes []Route) string 
 		if r.Tiers != nil {
 			fmt.Fprintf(&b, "        retry: {tiers: [%s]}\n", strings.Join(r.Tiers, ", "))
 		}
+		if r.Transform != "" {
+			file := fmt.Sprintf("transform-%s-%s.js", provider, r.Name)
+			if err := os.WriteFile(filepath.Join(s.Dir, file), []byte(r.Transform), 0o600); err != nil {
+				s.tb.Fatalf("e2e: route %s: %v", r.Name, err)
+			}
+			fmt.Fprintf(&b, "        transform: %s\n", file)
+		}
 	}
 	return b.String()
+}
+
+// Transformed is what route's transform sends for body (the body itself
+// when the route has none): the processor's own code, run on the body
+// sent, so a delivered body can be compared byte for byte.
+func (s *System) Transformed(tb testing.TB, provider, route string, body []byte) []byte {
+	tb.Helper()
+	for _, r := range s.routes[provider] {
+		if r.Name != route || r.Transform == "" {
+			continue
+		}
+		s.scriptsMu.Lock()
+		sc, ok := s.scripts[provider+"/"+route]
+		if !ok {
+			var err error
+			if sc, err = transform.Compile(route+".js", r.Transform, transform.Limits{Timeout: transform.MaxTimeout}); err != nil {
+				s.scriptsMu.Unlock()
+				tb.Fatalf("e2e: route %s: %v", route, err)
+			}
+			if s.scripts == nil {
+				s.scripts = map[string]*transform.Script{}
+			}
+			s.scripts[provider+"/"+route] = sc
+		}
+		s.scriptsMu.Unlock()
+		res, err := sc.Run(transform.Request{Body: body})
+		if err != nil || res.Skip {
+			tb.Fatalf("e2e: route %s: transform of %s: %v (skip %v)", route, body, err, res.Skip)
+		}
+		return res.Request.Body
+	}
+	return body
 }
 
 func quoted(ss []string) string {

@@ -24,6 +24,7 @@ import (
 // read_committed, holds every accepted key exactly once, as sent.
 func TestRoutesUnderChaos(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	deliveries, rate, kills := e2e.EnvCount(t, "HOOKLINE_E2E_ROUTE_DELIVERIES", 4000, 1), 200.0, e2e.EnvCount(t, "HOOKLINE_E2E_ROUTE_KILLS", 3, 1)
 	const batch = 64
 	routes := []e2e.Route{
@@ -197,6 +198,7 @@ func msf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // its lane).
 func TestDestinationMovedToRoutes(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	for _, tc := range []struct {
 		name    string
 		breaker string // HOOKLINE_BREAKER_FAILURES before the move

@@ -17,6 +17,7 @@ import (
 // with the reason. (Ingest's failures: TestSecureKafkaFailures.)
 func TestSecureWrongPasswordProcessorRetrier(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	b := kafkatest.Secure(t)
 	sys := e2e.New(t, e2e.Options{Secure: b})
 	const wrong = "not-the-password-0123456789"

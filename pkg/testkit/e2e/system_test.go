@@ -26,6 +26,7 @@ func skipShort(t *testing.T) {
 // every accepted key is done exactly once and every re-send is dropped.
 func TestSteadyFlowWithDuplicates(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	steadyFlow(t, e2e.Options{Partitions: 6})
 }
 
@@ -34,6 +35,7 @@ func TestSteadyFlowWithDuplicates(t *testing.T) {
 // retrier each as its own user with only the ACLs compose/kafka.sh grants.
 func TestSteadyFlowSecureBroker(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	sys := steadyFlow(t, e2e.Options{Partitions: 6, Secure: kafkatest.Secure(t)})
 	// The operator's read-only views, as dlq's own user: what waits (the
 	// groups' committed offsets) and a key's trace.
@@ -101,6 +103,7 @@ func failSome(d *e2e.Destination, share float64) {
 // done twice, and the destination sees no more repeats than the kills allow.
 func TestSIGKILLEveryService(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	deliveries, rate, kills := e2e.EnvCount(t, "HOOKLINE_E2E_DELIVERIES", 100000, 1), 1000.0, e2e.EnvCount(t, "HOOKLINE_E2E_KILLS", 10, 1)
 	// A processor kill repeats the calls in flight (up to batch per
 	// destination: every provider has its own slots) and at most batch
@@ -160,6 +163,7 @@ func killUnderFlow(t *testing.T, sys *e2e.System, flow *e2e.Flow, svcs map[strin
 // partitions move at every step, and the ledger still balances.
 func TestMembersJoinAndLeaveUnderFlow(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	const batch = 64
 	sys := e2e.New(t, e2e.Options{Partitions: 6})
 	sys.StartIngest()
@@ -212,6 +216,7 @@ func TestMembersJoinAndLeaveUnderFlow(t *testing.T) {
 // calls nobody.
 func TestRetriesDeadLettersAndReplay(t *testing.T) {
 	skipShort(t)
+	besideParallel(t)
 	sys := e2e.New(t, e2e.Options{Tiers: "1s,2s,3s", Partitions: 4})
 	// A breaker that trips on the failing share would only slow the test.
 	env := map[string]string{"HOOKLINE_BREAKER_COOLDOWN": "1s"}

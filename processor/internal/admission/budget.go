@@ -8,8 +8,12 @@
 // one interface, Admitter. It knows records only by class and size: no
 // Kafka, no I/O.
 //
-// Lock order: Budget.mu is the package's one lock, taken last by its
-// callers and calling out of none; a Lane's counters are atomics.
+// Each destination's calls in flight are bounded by its slots, or by its
+// adaptive limit below them (Limiter, Lane.SetLimit).
+//
+// Lock order: Budget.mu, a Lane's mu and a Limiter's mu are each taken
+// last by their callers and call out of nothing; a Lane's counters are
+// atomics.
 package admission
 
 import (

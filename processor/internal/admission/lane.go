@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"errors"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -99,11 +100,20 @@ type Lane struct {
 	// paused is the operator's setting: a paused destination is called
 	// by no one.
 	paused atomic.Bool
+
+	// The limit below Slots (SetLimit): the lane withholds Slots - limit
+	// slots itself, those it could take at once (withheld) and those it
+	// takes from the next calls that end (owed). mu guards both; it is
+	// taken alone, calling out of nothing.
+	mu       sync.Mutex
+	withheld int
+	owed     int
+	limit    atomic.Int64
 }
 
 // NewLane returns the admission of one destination.
 func NewLane(cfg LaneConfig) *Lane {
-	return &Lane{
+	ln := &Lane{
 		class:      cfg.Class,
 		slots:      make(chan struct{}, cfg.Slots),
 		waiting:    cfg.Waiting,
@@ -111,6 +121,54 @@ func NewLane(cfg LaneConfig) *Lane {
 		refusing:   cfg.Refusing,
 		refused:    cfg.Refused,
 	}
+	ln.limit.Store(int64(cfg.Slots))
+	return ln
+}
+
+// Limit is the calls the lane lets in flight now: Slots, or less after
+// SetLimit.
+func (ln *Lane) Limit() int { return int(ln.limit.Load()) }
+
+// SetLimit sets the calls the lane lets in flight, between 1 and Slots (an
+// adaptive limit, Limiter). A lower limit takes effect as calls end: the
+// calls in flight are not stopped. Cost: a mutex and, per slot moved, a
+// channel operation that does not block.
+func (ln *Lane) SetLimit(n int) {
+	n = min(max(n, 1), cap(ln.slots))
+	ln.mu.Lock()
+	defer ln.mu.Unlock()
+	ln.limit.Store(int64(n))
+	want := cap(ln.slots) - n // slots to withhold
+	for ln.withheld+ln.owed < want {
+		select {
+		case ln.slots <- struct{}{}:
+			ln.withheld++
+		default:
+			ln.owed++ // taken from the next call that ends
+		}
+	}
+	for ln.withheld+ln.owed > want {
+		if ln.owed > 0 {
+			ln.owed--
+			continue
+		}
+		<-ln.slots // one the lane holds: never blocks
+		ln.withheld--
+	}
+}
+
+// free gives back a slot a call held, or keeps it for the lane while its
+// limit owes one.
+func (ln *Lane) free() {
+	ln.mu.Lock()
+	if ln.owed > 0 {
+		ln.owed--
+		ln.withheld++
+		ln.mu.Unlock()
+		return
+	}
+	ln.mu.Unlock()
+	<-ln.slots
 }
 
 // Class is the lane's priority class.
@@ -143,9 +201,9 @@ func (ln *Lane) WhyPark() error {
 }
 
 // Room reports whether the destination has room for its parked records:
-// it is open and fewer records wait than it has slots.
+// it is open and fewer records wait than it lets in flight (Limit).
 func (ln *Lane) Room() bool {
-	return !ln.Closed() && ln.waitN.Load() < int64(cap(ln.slots))
+	return !ln.Closed() && ln.waitN.Load() < ln.limit.Load()
 }
 
 // wait waits for a slot (Admitter.Wait).
@@ -178,7 +236,7 @@ func (b *Budget) Wait(ctx context.Context, ln *Lane, patient bool) error {
 }
 
 // Free implements Admitter.
-func (b *Budget) Free(ln *Lane) { <-ln.slots }
+func (b *Budget) Free(ln *Lane) { ln.free() }
 
 // ReadBack implements Admitter.
 func (b *Budget) ReadBack(ln *Lane) bool { return ln.Room() && b.Room(ln.class) }

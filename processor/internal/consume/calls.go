@@ -3,6 +3,7 @@ package consume
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/deliver"
@@ -19,7 +21,7 @@ import (
 // of small stages, each wrapping the next the way middleware does, each
 // checking one thing once:
 //
-//	class share -> slot -> drain -> finished-call token -> the destination
+//	class share -> slot -> limit -> drain -> finished-call token -> the destination
 //
 // A destination closed when the record was planned (paused, its breaker
 // refusing, its queue long) was parked by the plan (decide.Route.Closed),
@@ -56,6 +58,9 @@ type callRecord struct {
 	tok   *recordToken
 	// eventType is its event_type label (setup.eventTypeLabel).
 	eventType string
+	// sent are the requests its routes' transforms returned: what their
+	// calls send instead of the record's body and headers.
+	sent sends
 
 	mu       sync.Mutex
 	admitted bool
@@ -109,7 +114,7 @@ func newChain(adm interface {
 	classAdmitter
 	slots
 }) caller {
-	return compose(destination, classShare(adm), slot(adm), drain, finished)
+	return compose(destination, classShare(adm), slot(adm), limit(time.Now), drain, finished)
 }
 
 // parked is a record not called, for why: it waits in its route's lane.
@@ -148,6 +153,58 @@ func slot(sl slots) stage {
 			return next(ctx, d)
 		}
 	}
+}
+
+// limit tells the route's limiter (an adaptive route's; a fixed one has
+// none) of each call below it and sets the lane's limit to what the
+// limiter says after the answer, before the slot is freed: an overload
+// answer lowers the limit before the next record waiting for a slot gets
+// one. now is the clock of the answers (a Retry-After's date).
+func limit(now func() time.Time) stage {
+	return func(next caller) caller {
+		return func(ctx context.Context, d *delivery) called {
+			lim := d.ln.limiter
+			if lim == nil {
+				return next(ctx, d)
+			}
+			t := lim.Start()
+			c := next(ctx, d)
+			if c.abandoned || c.res.Kind != decide.ResultCalled {
+				lim.Abandon(t) // not called: says nothing of the destination
+				return c
+			}
+			n := lim.Done(t, sampleOf(c.res, now()))
+			d.ln.adm.SetLimit(n)
+			d.ln.limit.Set(float64(n))
+			return c
+		}
+	}
+}
+
+// sampleOf is an answered call as the limiter sees it: a 2xx succeeded;
+// a 408, 429, 503 or 504, a timeout or a connection error (a retryable
+// error without an HTTP status) says the destination is overloaded; any
+// other answer (another 4xx or 5xx) says nothing of its capacity.
+func sampleOf(res decide.Result, at time.Time) admission.Sample {
+	s := admission.Sample{Took: res.Took, At: at}
+	if res.Err == nil {
+		s.Signal = admission.Succeeded
+		return s
+	}
+	d := retry.Classify(res.Err)
+	var se *deliver.StatusError
+	switch {
+	case !d.Retryable:
+		s.Signal = admission.Neutral
+	case !errors.As(res.Err, &se):
+		s.Signal = admission.Overloaded // no answer: a timeout, a refused or reset connection
+	case se.StatusCode == http.StatusRequestTimeout, se.StatusCode == http.StatusTooManyRequests,
+		se.StatusCode == http.StatusServiceUnavailable, se.StatusCode == http.StatusGatewayTimeout:
+		s.Signal, s.RetryAfter = admission.Overloaded, d.After
+	default:
+		s.Signal = admission.Neutral
+	}
+	return s
 }
 
 // drain waits for the operator's drain rate, if one is set (package
@@ -194,9 +251,7 @@ func destination(ctx context.Context, d *delivery) called {
 	if ln.adm.Paused() {
 		return parked(admission.ErrPaused)
 	}
-	ln.inflight.Inc()
-	start := time.Now()
-	err := ln.h.Handle(ctx, deliver.Delivery{
+	dl := deliver.Delivery{
 		Key:         string(r.Key),
 		Provider:    a.Provider,
 		Route:       ln.route,
@@ -205,7 +260,13 @@ func destination(ctx context.Context, d *delivery) called {
 		Body:        r.Value,
 		ContentType: headers.Value(r, headers.ContentType),
 		Headers:     headers.HTTP(r),
-	})
+	}
+	if req := d.rec.sent.of(ln.route); req != nil { // its transform's request
+		dl.Body, dl.ContentType, dl.Headers = req.Body, req.ContentType, req.Headers
+	}
+	ln.inflight.Inc()
+	start := time.Now()
+	err := ln.h.Handle(ctx, dl)
 	took := time.Since(start)
 	ln.inflight.Dec()
 	switch {

@@ -3,15 +3,20 @@ package consume
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/time/rate"
 
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
+	"github.com/hookline/hookline/processor/internal/deliver"
 )
 
 // Each stage of the admission chain alone, with hand-written fakes: no
@@ -170,5 +175,85 @@ func TestComposeOrder(t *testing.T) {
 	compose(answer(&n), mark("a"), mark("b"), mark("c"))(context.Background(), testDelivery(false))
 	if len(order) != 3 || order[0] != "a" || order[2] != "c" || n != 1 {
 		t.Fatalf("order %v, calls %d; want a b c, then the destination", order, n)
+	}
+}
+
+// fakeLimiter answers each call's end with its next limit and keeps the
+// samples.
+type fakeLimiter struct {
+	next              int
+	started, abandons int
+	samples           []admission.Sample
+}
+
+func (f *fakeLimiter) Start() admission.Ticket  { f.started++; return admission.Ticket{} }
+func (f *fakeLimiter) Abandon(admission.Ticket) { f.abandons++ }
+func (f *fakeLimiter) Done(_ admission.Ticket, s admission.Sample) int {
+	f.samples = append(f.samples, s)
+	return f.next
+}
+
+// TestLimit: a called record's answer goes to the route's limiter and the
+// lane takes the limit it says (its gauge too); a record not called, or
+// abandoned, says nothing; a fixed route (no limiter) is passed through.
+func TestLimit(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	lim := &fakeLimiter{next: 3}
+	d := testDelivery(false)
+	d.ln.adm = admission.NewLane(admission.LaneConfig{Slots: 8, Waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "w"})})
+	d.ln.limiter, d.ln.limit = lim, prometheus.NewGauge(prometheus.GaugeOpts{Name: "l"})
+	reply := func(c called) caller { return func(context.Context, *delivery) called { return c } }
+	stage := limit(func() time.Time { return at })
+
+	busy := retry.RetryAfter(&deliver.StatusError{StatusCode: 429}, 5*time.Second)
+	stage(reply(called{res: decide.Answered(busy, 20*time.Millisecond)}))(context.Background(), d)
+	want := admission.Sample{Signal: admission.Overloaded, Took: 20 * time.Millisecond, RetryAfter: 5 * time.Second, At: at}
+	if len(lim.samples) != 1 || lim.samples[0] != want {
+		t.Fatalf("samples %+v, want %+v", lim.samples, want)
+	}
+	if got := d.ln.adm.Limit(); got != 3 {
+		t.Fatalf("lane limit %d, want the limiter's 3", got)
+	}
+	if got := testutil.ToFloat64(d.ln.limit); got != 3 {
+		t.Fatalf("gauge %v, want 3", got)
+	}
+	stage(reply(parked(admission.ErrNoRoom)))(context.Background(), d)
+	stage(reply(called{abandoned: true}))(context.Background(), d)
+	if lim.started != 3 || lim.abandons != 2 || len(lim.samples) != 1 {
+		t.Fatalf("started %d, abandoned %d, samples %d; want 3, 2, 1", lim.started, lim.abandons, len(lim.samples))
+	}
+
+	d.ln.limiter = nil
+	var n int
+	if got := stage(answer(&n))(context.Background(), d); got.res.Kind != decide.ResultCalled || n != 1 {
+		t.Fatalf("fixed route: %+v, calls %d; want called once", got, n)
+	}
+}
+
+// TestSampleOf: what each answer says of the destination's capacity.
+func TestSampleOf(t *testing.T) {
+	status := func(code int) error { return &deliver.StatusError{StatusCode: code} }
+	for _, tt := range []struct {
+		name  string
+		err   error
+		want  admission.Signal
+		after time.Duration
+	}{
+		{"2xx", nil, admission.Succeeded, 0},
+		{"429 with Retry-After", retry.RetryAfter(status(429), time.Minute), admission.Overloaded, time.Minute},
+		{"503", status(503), admission.Overloaded, 0},
+		{"504", status(504), admission.Overloaded, 0},
+		{"408", status(408), admission.Overloaded, 0},
+		{"timeout", fmt.Errorf("no answer: %w", context.DeadlineExceeded), admission.Overloaded, 0},
+		{"connection refused", errors.New("dial tcp: connection refused"), admission.Overloaded, 0},
+		{"500", status(500), admission.Neutral, 0},
+		{"400 (permanent)", retry.Permanent(status(400)), admission.Neutral, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			s := sampleOf(decide.Answered(tt.err, time.Millisecond), time.Time{})
+			if s.Signal != tt.want || s.RetryAfter != tt.after || s.Took != time.Millisecond {
+				t.Fatalf("%+v, want signal %v, Retry-After %s", s, tt.want, tt.after)
+			}
+		})
 	}
 }

@@ -28,13 +28,19 @@ type lane struct {
 	// byProvider and byRoute are the operators' settings the pause and
 	// drain come from (control.go, effective).
 	byProvider, byRoute atomic.Pointer[control.Setting]
-	inflight            prometheus.Gauge
-	parked              prometheus.Counter
-	handler             prometheus.ObserverVec // by event_type
+	// limiter adapts the calls in flight between 1 and the slots (the
+	// admission chain's limit stage); nil: a fixed limit
+	// (destination.adaptive: false). limit is its gauge.
+	limiter  limiter
+	limit    prometheus.Gauge
+	inflight prometheus.Gauge
+	parked   prometheus.Counter
+	handler  prometheus.ObserverVec // by event_type
 }
 
 // newLane builds the lane of a provider's route whose destination is h:
-// destination.max_inflight slots, else MaxInflight.
+// destination.max_inflight slots, else MaxInflight, and an adaptive limit
+// below them unless the destination says adaptive: false.
 func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h deliver.Handler) *lane {
 	n := cfg.MaxInflight
 	if r.Destination != nil && r.Destination.MaxInflight > 0 {
@@ -47,6 +53,7 @@ func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h 
 		h:        h,
 		parked:   m.parked.WithLabelValues(provider, r.Name),
 		inflight: m.laneInflight.WithLabelValues(provider, r.Name),
+		limit:    m.laneAdaptive.WithLabelValues(provider, r.Name),
 		handler:  m.handlerSeconds.MustCurryWith(prometheus.Labels{"provider": provider, "route": r.Name}),
 	}
 	m.laneLimit.WithLabelValues(provider, r.Name).Set(float64(n))
@@ -56,8 +63,25 @@ func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h 
 		ac.Refusing, ac.Refused = b.Refusing, deliver.ErrCircuitOpen
 	}
 	ln.adm = admission.NewLane(ac)
+	if r.Destination == nil || !r.Destination.Fixed {
+		lim := admission.NewLimiter(n)
+		ln.limiter = lim
+		ln.adm.SetLimit(lim.Limit())
+	}
+	ln.limit.Set(float64(ln.adm.Limit()))
 	return ln
 }
+
+// limiter is a destination's adaptive concurrency limit
+// (admission.Limiter): told of each call's start and answer, it says how
+// many calls the destination may have in flight now.
+type limiter interface {
+	Start() admission.Ticket
+	Abandon(admission.Ticket)
+	Done(admission.Ticket, admission.Sample) int
+}
+
+var _ limiter = (*admission.Limiter)(nil)
 
 // recordToken is a record's share of the session's pool of finished,
 // uncommitted calls: one token per record, taken when its first call

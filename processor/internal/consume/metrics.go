@@ -31,6 +31,7 @@ type laneMetrics struct {
 	laneInflight   *prometheus.GaugeVec
 	laneWaiting    *prometheus.GaugeVec
 	laneLimit      *prometheus.GaugeVec
+	laneAdaptive   *prometheus.GaugeVec
 	parked         *prometheus.CounterVec
 	lanePaused     *prometheus.GaugeVec
 	laneRate       *prometheus.GaugeVec
@@ -56,6 +57,10 @@ func newLaneMetrics(reg prometheus.Registerer) *laneMetrics {
 			Name: "hookline_processor_destination_max_inflight",
 			Help: "A provider's destination's in-flight bound (destination.max_inflight, or HOOKLINE_MAX_INFLIGHT).",
 		}, []string{"provider", "route"}),
+		laneAdaptive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookline_processor_destination_concurrency_limit",
+			Help: "The calls a provider's destination may have in flight now: its adaptive limit, between 1 and hookline_processor_destination_max_inflight (that bound itself for a destination with adaptive: false).",
+		}, []string{"provider", "route"}),
 		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_parked_total",
 			Help: "Records parked in their destination's lane topic (webhooks.lane.<provider>) because it had no room or its breaker refused calls; counted when decided, so an aborted transaction's may count twice.",
@@ -70,7 +75,7 @@ func newLaneMetrics(reg prometheus.Registerer) *laneMetrics {
 		}, []string{"provider", "route"}),
 		reg: reg,
 	}
-	reg.MustRegister(m.handlerSeconds, m.laneInflight, m.laneWaiting, m.laneLimit, m.parked, m.lanePaused, m.laneRate)
+	reg.MustRegister(m.handlerSeconds, m.laneInflight, m.laneWaiting, m.laneLimit, m.laneAdaptive, m.parked, m.lanePaused, m.laneRate)
 	return m
 }
 

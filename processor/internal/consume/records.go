@@ -81,6 +81,9 @@ func (p *setup) outcomeRecord(r *kgo.Record, a decide.Arrival, status string, to
 	if r.Topic != p.cfg.Names.Raw {
 		o.Lane = r.Topic // read from its lane
 	}
+	if t := p.target(a.Provider, e.Route); t != nil && t.transform != nil {
+		o.Transform, o.TransformSHA256, o.TransformSkipped = t.transform.Path, t.transform.SHA256, e.Skipped
+	}
 	switch status {
 	case outcome.StatusParked:
 		if t := p.target(a.Provider, e.Route); t != nil && t.lane != nil {

@@ -2,6 +2,7 @@ package consume
 
 import (
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/providers/transform"
 	"github.com/hookline/hookline/processor/internal/decide"
 )
 
@@ -19,6 +20,8 @@ type target struct {
 	class  providers.Priority
 	// holdOnDead is the route's on_dead: hold (ordering.go).
 	holdOnDead bool
+	// transform is the route's transform; nil: none (transforms.go).
+	transform *transform.Script
 }
 
 // routing is the processor's table of targets, built once by New.

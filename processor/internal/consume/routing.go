@@ -34,7 +34,7 @@ func newRouting(cfg Config, m *laneMetrics) routing {
 			}
 		}
 		for _, r := range routes {
-			t := &target{provider: name, route: r.Name, class: r.Priority, policy: policyFor(cfg, p, r), holdOnDead: r.HoldOnDead}
+			t := &target{provider: name, route: r.Name, class: r.Priority, policy: policyFor(cfg, p, r), holdOnDead: r.HoldOnDead, transform: r.Transform}
 			if d := r.Destination; d != nil && d.Topic != "" {
 				t.topic = d.Topic
 			} else if h, ok := cfg.Router.ForRoute(name, r.Name); ok {

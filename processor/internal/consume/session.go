@@ -14,6 +14,8 @@ import (
 
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/outcome"
+	"github.com/hookline/hookline/pkg/providers/transform"
+	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/admission"
 	"github.com/hookline/hookline/processor/internal/decide"
 	"github.com/hookline/hookline/processor/internal/offsets"
@@ -257,7 +259,7 @@ func (s *session) run(it *item) (*result, error) {
 	if process, why := decide.Admit(cur, a); !process {
 		return s.skipped(it, a, why), nil
 	}
-	in, ord, err := s.planInput(it, a, cur)
+	in, ord, sent, err := s.planInput(it, a, cur)
 	if err != nil {
 		return nil, err
 	}
@@ -265,14 +267,14 @@ func (s *session) run(it *item) (*result, error) {
 	if pl.Skip != "" {
 		return s.skipped(it, a, pl.Skip), nil
 	}
-	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted, eventType: s.p.eventTypeLabel(a.Provider, r)}
+	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted, eventType: s.p.eventTypeLabel(a.Provider, r), sent: sent}
 	results, ok := s.execute(it.ow.context(), rec, pl)
 	it.admitted = rec.admitted
 	if !ok {
 		releaseToken(rec.tok)
 		return nil, nil
 	}
-	return s.settled(&result{item: *it, tok: rec.tok}, pl, results, decide.Settle(pl, results), ord)
+	return s.settled(&result{item: *it, tok: rec.tok}, pl, routeResults{pl.Steps, results, sent}, decide.Settle(pl, results), ord)
 }
 
 // arrivalOf is the record's arrival (its headers, now), with the route it
@@ -319,15 +321,17 @@ func (s *session) skipped(it *item, a decide.Arrival, why string) *result {
 // planInput gathers what the plan needs of a record Admit let through:
 // its entity's holds (ordered providers), whether its body is valid, its
 // provider's routes (those a fresh record's event matches, else its
-// route) and admission's view of their destinations now.
-func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (decide.Input, *ordered, error) {
+// route), admission's view of their destinations now, and what their
+// transforms gave (run here, before the plan: transforms.go), with the
+// transformed requests to send.
+func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (decide.Input, *ordered, sends, error) {
 	p, r := s.p, it.r
 	in := decide.Input{Key: string(r.Key), State: cur, Arrival: a, KeyPolicy: p.policyOf(nil, r, a.Provider), Tiers: len(p.cfg.Names.Retry)}
 	_, in.Known = p.cfg.Providers.Get(a.Provider)
 	in.Filed = p.routes.filed[a.Provider]
 	ord, err := s.orderedOf(it.ow, r, a.Provider)
 	if err != nil {
-		return in, nil, err
+		return in, nil, nil, err
 	}
 	if ord != nil {
 		in.Entity = &decide.Entity{Holds: ord.holds, Seq: ord.seq}
@@ -353,7 +357,17 @@ func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (deci
 			in.Routes[i].Closed = t.lane.adm.WhyPark()
 		}
 	}
-	return in, ord, nil
+	var sent sends
+	for i, t := range ts {
+		if t.transform == nil || in.Invalid != nil { // an invalid payload is dead before any script
+			continue
+		}
+		var req *transform.Request
+		if in.Routes[i].Transform, req = p.transformed(r, a.Provider, t); req != nil {
+			sent = append(sent, send{route: t.route, req: *req})
+		}
+	}
+	return in, ord, sent, nil
 }
 
 // orderedOf returns the record's entity and holds; nil for a record
@@ -466,10 +480,10 @@ func (s *session) execute(ctx context.Context, rec *callRecord, pl decide.Plan) 
 // write, the key's next state (the store gets its binary form) and the
 // entity's holds when they changed, and puts them in the overlay; nil
 // when the partition went away meanwhile.
-func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, st decide.Settled, ord *ordered) (*result, error) {
+func (s *session) settled(res *result, pl decide.Plan, results routeResults, st decide.Settled, ord *ordered) (*result, error) {
 	r, key, a := res.r, string(res.r.Key), pl.In.Arrival
 	var err error
-	if res.out.Records, err = s.records(r, a, st.State, st.Effects, routeResults{pl.Steps, results}); err != nil {
+	if res.out.Records, err = s.records(r, a, st.State, st.Effects, results); err != nil {
 		return nil, err
 	}
 	if ord != nil {
@@ -505,10 +519,12 @@ func (s *session) settled(res *result, pl decide.Plan, results []decide.Result, 
 	return res, nil
 }
 
-// routeResults are a plan's steps and their results, in step order.
+// routeResults are a plan's steps and their results, in step order, and
+// the requests its routes' transforms returned.
 type routeResults struct {
 	steps   []decide.RouteStep
 	results []decide.Result
+	sent    sends
 }
 
 // of is the result of route's step; zero (called, no error) for a route
@@ -555,13 +571,22 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 				cause = nil // waiting behind its entity's head is no failed attempt
 			}
 			tr := p.failedRecord(p.cfg.Names.Retry[e.Tier-1], r, a, next, e.Attempt, cause, true)
-			headers.SetTime(tr, headers.DueAt, p.cfg.Schedule.DueAt(a.Now, e.Tier, p.cfg.Jitter, rand.Float64))
+			headers.SetTime(tr, headers.DueAt, retry.NotBefore(p.cfg.Schedule.DueAt(a.Now, e.Tier, p.cfg.Jitter, rand.Float64), e.NotBefore))
+			headers.Delete(tr, headers.RetryAfter) // an earlier failure's
+			if !e.RetryAfter.IsZero() {
+				headers.SetTime(tr, headers.RetryAfter, e.RetryAfter)
+			}
 			setRoute(tr, e.Route)
 			setHeld(tr, e.Held)
 			out = append(out, tr)
 		case decide.ToDLQ:
 			dr := p.failedRecord(p.cfg.Names.DLQ, r, a, next, e.Attempt, c.Err, e.DeadReason == headers.DeadExhausted)
 			headers.Set(dr, headers.DeadReason, e.DeadReason)
+			if ipe := (*decide.InvalidPayloadError)(nil); errors.As(c.Err, &ipe) {
+				// The reason, whoever found it: ingest (its header,
+				// kept) or this processor's check (invalid.go).
+				headers.SetInvalidPayload(dr, ipe.Reason)
+			}
 			setRoute(dr, e.Route)
 			setHeld(dr, 0)
 			out = append(out, dr)
@@ -575,7 +600,11 @@ func (s *session) records(r *kgo.Record, a decide.Arrival, next decide.State, ef
 			setHeld(lc, 0)
 			out = append(out, lc)
 		case decide.ToTopic:
-			tc := routedCopy(p.target(a.Provider, e.Route).topic, r, e.Route)
+			topic := p.target(a.Provider, e.Route).topic
+			tc := routedCopy(topic, r, e.Route)
+			if req := results.sent.of(e.Route); req != nil {
+				tc = transformedCopy(topic, r, e.Route, req)
+			}
 			setHeld(tc, 0)
 			out = append(out, tc)
 		case decide.ToOutcomes:

@@ -218,7 +218,7 @@ func runProcessor(t *testing.T, f *fakeKafka, id string, handlers map[string]del
 type procOptions struct {
 	maxPending  int
 	priority    map[string]string // provider -> class
-	maxInflight map[string]int    // provider -> destination.max_inflight
+	maxInflight map[string]int    // provider -> destination.max_inflight, fixed (adaptive: false)
 	standbys    int               // StandbyReplicas
 	// standbyEvery is Config.StandbyEvery; 0: its default.
 	standbyEvery time.Duration
@@ -236,6 +236,9 @@ type procOptions struct {
 	// providersYAML, when set, is the providers file (routes tests);
 	// handlers are then keyed as the Router takes them.
 	providersYAML string
+	// files are written beside the providers file (name -> content): the
+	// transforms it names.
+	files map[string]string
 	// holdsEvery is Config.HoldsEvery; 0: its default.
 	holdsEvery time.Duration
 	// eventTypeLabels is Config.EventTypeLabels.
@@ -247,12 +250,17 @@ func runProcessorWith(t *testing.T, f *fakeKafka, id string, handlers map[string
 	dir := t.TempDir()
 	yml := "providers:\n"
 	for name := range handlers {
-		slots := cmp.Or(o.maxInflight[name], 4)
-		yml += fmt.Sprintf("  %s: {preset: stripe, secret_env: [S], priority: %s, destination: {url: \"http://%s.invalid/\", max_inflight: %d}}\n",
-			name, cmp.Or(o.priority[name], "normal"), name, slots)
+		slots, fixed := o.maxInflight[name]
+		yml += fmt.Sprintf("  %s: {preset: stripe, secret_env: [S], priority: %s, destination: {url: \"http://%s.invalid/\", max_inflight: %d, adaptive: %v}}\n",
+			name, cmp.Or(o.priority[name], "normal"), name, cmp.Or(slots, 4), !fixed)
 	}
 	if o.providersYAML != "" {
 		yml = o.providersYAML
+	}
+	for name, content := range o.files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	path := filepath.Join(dir, "providers.yaml")
 	if err := os.WriteFile(path, []byte(yml), 0o644); err != nil {

@@ -278,6 +278,12 @@ const (
 	// classified like a call's (a route gone from the providers file is
 	// permanent, a provider this processor does not know is retryable).
 	ResultRefused
+	// ResultTransformFailed: not called; the route's transform failed
+	// (Err is the script's error): dead as transform_failed.
+	ResultTransformFailed
+	// ResultSkipped: not called; the route's transform skipped the event
+	// (returned null): the route is done with the key.
+	ResultSkipped
 )
 
 // Answered is the result of a call (or of a route with nothing to call):
@@ -297,6 +303,10 @@ func HeldBehind(e *HeldError) Result { return Result{Kind: ResultHeld, Err: e, H
 func InvalidPayload(reason string) Result {
 	return Result{Kind: ResultInvalid, Err: &InvalidPayloadError{Reason: reason}}
 }
+
+// TransformFailed is the result of a record whose route's transform
+// failed with err.
+func TransformFailed(err error) Result { return Result{Kind: ResultTransformFailed, Err: err} }
 
 // Refused is the result of a record not called that fails as a call
 // would have, with err.
@@ -353,6 +363,19 @@ type Effect struct {
 	// Held is the number of a ToTier copy held behind its entity's head
 	// (hookline.held, holds.go); 0: not held.
 	Held int
+	// Skipped says, of a done outcome, that the route's transform skipped
+	// the event: nothing was called or written.
+	Skipped bool
+	// RetryAfter is, on a ToTier copy, the date the destination's
+	// Retry-After named (hookline.retry-after); zero: it named none.
+	// NotBefore is the same date when the tier chosen is at least as long
+	// as the wait asked for: the copy's hookline.due-at is then not
+	// earlier than it, though the call itself took time after Arrival.Now
+	// (the tier's delay counts from Now, the date from the answer). Zero
+	// when the route's tiers are all shorter: the last tier's delay caps
+	// the wait, and a copy due long after the records behind it would
+	// hold them back in the tier's partition.
+	RetryAfter, NotBefore time.Time
 }
 
 // Step returns the key's next state and the records to write for a
@@ -368,9 +391,12 @@ type Effect struct {
 //	parked                          parked, same attempt     changelog, lane, outcome parked
 //	held                            retrying, same attempt   changelog, tier (numbered copy), outcome held
 //	invalid                         dead                     changelog, DLQ invalid_payload, outcome dead
+//	transform failed                dead                     changelog, DLQ transform_failed, outcome dead
+//	skipped by its transform        done                     changelog, outcome done (skipped)
 //
 // retry.Classify tells retryable from permanent, and a Retry-After picks
-// a longer tier. The state expires pol.TTL after a.Now; while retrying,
+// the first tier at least as long as the wait it asked for (the last tier
+// when none is) and sets the tier copy's RetryAfter and NotBefore. The state expires pol.TTL after a.Now; while retrying,
 // not before twice the tier's delay (the longest a retry can be parked
 // with full jitter), so a short TTL cannot forget a key whose retry is
 // still on its way; while parked, not before 7 days (the lane's
@@ -419,10 +445,16 @@ func stepRoute(st *State, a Arrival, result Result, pol Policy) (State, []Effect
 		tier := max(he.Tier, 1)
 		next.ExpiresAt = now.Add(max(ttl, 2*pol.Schedule.Tier(tier)))
 		return next, []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt, Held: he.Seq}, {Kind: ToOutcomes, Status: StatusHeld, Tier: tier}}
-	case ResultInvalid:
+	case ResultInvalid, ResultTransformFailed:
 		next.Status, next.ReplayIDs = StatusDead, replayIDs(st, a)
 		reason := headers.DeadInvalidPayload
+		if result.Kind == ResultTransformFailed {
+			reason = headers.DeadTransformFailed
+		}
 		return next, []Effect{{Kind: ToChangelog}, {Kind: ToDLQ, DeadReason: reason, Attempt: attempt}, {Kind: ToOutcomes, Status: StatusDead, DeadReason: reason}}
+	case ResultSkipped:
+		next.Status, next.ReplayIDs = StatusDone, replayIDs(st, a)
+		return next, []Effect{{Kind: ToChangelog}, {Kind: ToOutcomes, Status: StatusDone, Skipped: true}}
 	case ResultParked:
 		next.Status, next.NextAttempt = StatusParked, attempt
 		next.ExpiresAt = now.Add(max(ttl, 7*24*time.Hour))
@@ -443,7 +475,11 @@ func stepRoute(st *State, a Arrival, result Result, pol Policy) (State, []Effect
 		if tier, ok := pol.Schedule.Route(attempt, d); ok {
 			next.Status, next.NextAttempt = StatusRetrying, attempt+1
 			next.ExpiresAt = now.Add(max(ttl, 2*pol.Schedule.Tier(tier)))
-			return next, []Effect{{Kind: ToChangelog}, {Kind: ToTier, Tier: tier, Attempt: attempt + 1}, {Kind: ToOutcomes, Status: StatusRetrying, Tier: tier}}
+			tc := Effect{Kind: ToTier, Tier: tier, Attempt: attempt + 1, RetryAfter: d.Until}
+			if pol.Schedule.Tier(tier) >= d.After {
+				tc.NotBefore = d.Until
+			}
+			return next, []Effect{{Kind: ToChangelog}, tc, {Kind: ToOutcomes, Status: StatusRetrying, Tier: tier}}
 		}
 		reason := headers.DeadPermanent
 		if d.Retryable {

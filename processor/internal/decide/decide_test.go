@@ -256,6 +256,16 @@ func stepRows() []stepRow {
 			effects: toDLQ(headers.DeadInvalidPayload, 1),
 		},
 		{
+			name: "transform failed: dead without a call, on a retry too", a: withSeen(retryAt(2), firstSeen), result: TransformFailed(errors.New("transform t.js: time limit reached (100ms)")), ttl: ttl,
+			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: toDLQ(headers.DeadTransformFailed, 2),
+		},
+		{
+			name: "skipped by its transform: done, nothing called", a: withSeen(ingest, firstSeen), result: Result{Kind: ResultSkipped}, ttl: ttl,
+			want:    State{Status: StatusDone, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
+			effects: []Effect{{Kind: ToChangelog}, {Kind: ToOutcomes, Status: StatusDone, Skipped: true}},
+		},
+		{
 			name: "refused as a route gone: permanent, dead without a call", a: withSeen(retryAt(3), firstSeen), result: Refused(retry.Permanent(errors.New("route gone"))), ttl: ttl,
 			want:    State{Status: StatusDead, Provider: "stripe", FirstSeenAt: firstSeen, UpdatedAt: t0, ExpiresAt: day},
 			effects: toDLQ(headers.DeadPermanent, 3),
@@ -509,5 +519,74 @@ func TestStepWithProviderTiers(t *testing.T) {
 		if tier := effects[1].Tier; effects[1].Kind == ToTier && st.ExpiresAt.Before(a.Now.Add(2*sched.Tier(tier))) {
 			t.Fatalf("attempt %d: state expires at %s, before twice tier %d's delay", tt.attempt, st.ExpiresAt, tier)
 		}
+	}
+}
+
+// TestRetryAfterSchedule: where a 429 or 503 with Retry-After sends the
+// record's next attempt. The date the destination named is its answer's
+// time plus the wait (the call took time after Arrival.Now): the first
+// tier at least as long as the wait is chosen and the copy is due no
+// earlier than the date (NotBefore); with no tier that long, the last
+// tier's delay caps the wait and the date is only reported (RetryAfter);
+// a Retry-After never uses up attempts and never dead-letters a record
+// that has tiers left.
+func TestRetryAfterSchedule(t *testing.T) {
+	whole := mustSchedule(t, "1m,5m,15m,1h,6h")
+	short, err := whole.Only([]time.Duration{time.Minute, 5 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	answered := t0.Add(2 * time.Second) // the answer came 2s after the decision's Now
+	busy := func(after time.Duration) error {
+		return &retry.RetryAfterError{Err: errors.New("HTTP 429"), After: after, Until: answered.Add(after)}
+	}
+	for _, tt := range []struct {
+		name      string
+		sch       retry.Schedule
+		attempt   int
+		err       error
+		tier      int // 0: DLQ
+		notBefore bool
+	}{
+		{"no Retry-After: tier = attempt", whole, 1, errors.New("HTTP 503"), 1, false},
+		{"Retry-After 1s: tier 1m", whole, 1, busy(time.Second), 1, true},
+		{"Retry-After 1m exactly: tier 1m, due no earlier than the date", whole, 1, busy(time.Minute), 1, true},
+		{"Retry-After 61s: tier 5m", whole, 1, busy(61 * time.Second), 2, true},
+		{"Retry-After 20m: tier 1h", whole, 1, busy(20 * time.Minute), 4, true},
+		{"Retry-After 1h (the default cap): tier 1h", whole, 2, busy(time.Hour), 4, true},
+		{"Retry-After shorter than the attempt's tier: the attempt's", whole, 3, busy(time.Minute), 3, true},
+		{"route tiers 1m,5m, Retry-After 20m: the last, capped", short, 1, busy(20 * time.Minute), 2, false},
+		{"last attempt: DLQ exhausted whatever it asks", short, 3, busy(time.Second), 0, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			a := retryAt(tt.attempt)
+			_, effects := Step(nil, a, Answered(tt.err, 2*time.Second), Policy{Schedule: tt.sch, TTL: time.Hour})
+			var tc *Effect
+			for i := range effects {
+				if effects[i].Kind == ToTier {
+					tc = &effects[i]
+				}
+			}
+			if tt.tier == 0 {
+				if tc != nil {
+					t.Fatalf("effects %+v, want the DLQ", effects)
+				}
+				return
+			}
+			if tc == nil || tc.Tier != tt.tier || tc.Attempt != tt.attempt+1 {
+				t.Fatalf("effects %+v, want tier %d, attempt %d", effects, tt.tier, tt.attempt+1)
+			}
+			d := retry.Classify(tt.err)
+			if !tc.RetryAfter.Equal(d.Until) {
+				t.Fatalf("RetryAfter %s, want the date named %s", tc.RetryAfter, d.Until)
+			}
+			if got := !tc.NotBefore.IsZero(); got != tt.notBefore || tt.notBefore && !tc.NotBefore.Equal(d.Until) {
+				t.Fatalf("NotBefore %s, want it set (to %s): %v", tc.NotBefore, d.Until, tt.notBefore)
+			}
+			due := retry.NotBefore(tt.sch.DueAt(a.Now, tc.Tier, 0, nil), tc.NotBefore)
+			if tt.notBefore && due.Before(d.Until) {
+				t.Fatalf("due %s, before the date named %s", due, d.Until)
+			}
+		})
 	}
 }

@@ -30,6 +30,19 @@ type Route struct {
 	// record read now is parked at once (paused by an operator, its
 	// breaker refusing, its queue long), nil when it may wait for a slot.
 	Closed error
+	// Transform is what the route's transform gave for the record, run
+	// before the plan (the plan runs no script: a script's bounds are
+	// time and memory, and the plan reads no clock); zero when the route
+	// has none or it was not run (an invalid payload).
+	Transform Transformed
+}
+
+// Transformed is what a route's transform gave: the request to send
+// (zero), skip the route for this event, or an error (the script threw,
+// passed its bounds, or returned what is not a request).
+type Transformed struct {
+	Skip bool
+	Err  error
 }
 
 // Entity is what the plan knows of an ordered provider's record's entity:
@@ -149,6 +162,8 @@ func (p Plan) Calls() int {
 //	retry/replay/lane              route gone                   dead-letter (permanent)
 //	retry/replay/lane              none, provider delivered nowhere  write (key)
 //	any                            held for the entity          hold
+//	any                            its transform failed         dead-letter (transform_failed)
+//	any                            its transform skipped it     write (skipped: not called, done)
 //	any but a lane copy            destination closed now       park
 //	any                            HTTP destination             call
 //	any                            topic route                  write
@@ -225,6 +240,10 @@ func (in Input) route(rt Route) RouteStep {
 		st.Result = in.invalidOr(Result{})
 	case held != nil:
 		st.Result = HeldBehind(held)
+	case rt.Transform.Err != nil:
+		st.Result = TransformFailed(rt.Transform.Err)
+	case rt.Transform.Skip:
+		st.Result = Result{Kind: ResultSkipped}
 	case !rt.Call:
 		st.Result = Answered(nil, 0)
 	case rt.Closed != nil && !in.Arrival.FromLane: // a lane copy was parked already: it waits
@@ -252,7 +271,7 @@ func actionOf(r Result) Action {
 		return ActHold
 	case ResultParked:
 		return ActPark
-	case ResultInvalid:
+	case ResultInvalid, ResultTransformFailed:
 		return ActDeadLetter
 	case ResultRefused:
 		if retry.Classify(r.Err).Retryable {

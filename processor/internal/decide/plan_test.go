@@ -33,6 +33,10 @@ func planFor(row stepRow) (Input, Result) {
 		}
 	case ResultInvalid:
 		in.Invalid, exec = row.result.Err.(*InvalidPayloadError), Result{}
+	case ResultTransformFailed:
+		rt.Transform.Err, exec = row.result.Err, Result{}
+	case ResultSkipped:
+		rt.Transform.Skip, exec = true, Result{}
 	case ResultRefused:
 		// A record of a provider not known is for the route default
 		// (the processor's arrival); a route gone is not in the file.

@@ -19,8 +19,8 @@ type outcome int8
 
 const (
 	ignored   outcome = iota // the call says nothing about the destination (caller cancelled)
-	succeeded                // the destination answered (2xx, or a permanent 3xx/4xx)
-	failed                   // retryable failure: timeout, connection error, 408, 429, 5xx
+	succeeded                // the destination answered (2xx, 429, or a permanent 3xx/4xx)
+	failed                   // retryable failure: timeout, connection error, 408, 5xx
 )
 
 // ticket is what allow hands to an admitted call, for done. gen ties the

@@ -35,8 +35,19 @@ func TestBreakerHTTP(t *testing.T) {
 		t.Fatal("open after 2 failures, a 400 and 2 failures")
 	}
 
-	// The third consecutive failure opens the circuit.
+	// A 429 is a busy destination answering: it resets the count too.
 	code.Store(429)
+	_ = call()
+	for range 2 {
+		code.Store(503)
+		_ = call()
+	}
+	if h.BreakerOpen() {
+		t.Fatal("open after a 429 and 2 failures")
+	}
+
+	// The third consecutive failure opens the circuit.
+	code.Store(503)
 	_ = call()
 	if !h.BreakerOpen() {
 		t.Fatal("closed after 3 consecutive failures")

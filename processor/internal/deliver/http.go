@@ -38,10 +38,14 @@ const (
 	maxDrain = 4 << 10
 	// MaxErrorBody bounds the part of a response body quoted in an error.
 	MaxErrorBody = 512
-	// maxRetryAfter caps a Retry-After hint; retry.Schedule.Route caps the
-	// wait at its last tier anyway.
-	maxRetryAfter = 30 * 24 * time.Hour
 )
+
+// DefaultMaxRetryAfter is the longest wait a destination's Retry-After is
+// honoured for when HTTPOptions.MaxRetryAfter is not set
+// (HOOKLINE_RETRY_AFTER_MAX): a receiver asking for a day is not told no,
+// but its record is tried again within the hour, and the retry tier it
+// waits in (the first at least that long) is one of the default tiers.
+const DefaultMaxRetryAfter = time.Hour
 
 // Headers the HTTP handler sets on every call. Names are canonical.
 const (
@@ -124,6 +128,9 @@ type HTTPOptions struct {
 	// signing, a provider's are forwarded like its other headers. Cost:
 	// one HMAC-SHA256 pass over the body per secret and call.
 	SigningSecrets [][]byte
+	// MaxRetryAfter caps the wait a 429 or 503's Retry-After asks for;
+	// default DefaultMaxRetryAfter.
+	MaxRetryAfter time.Duration
 	// Now is the clock for the breaker, Retry-After dates and the
 	// signature's timestamp; nil is time.Now. For tests.
 	Now func() time.Time
@@ -137,6 +144,7 @@ type HTTP struct {
 	url     string // as configured, for requests
 	label   string // for errors: redacted, without query
 	timeout time.Duration
+	maxRA   time.Duration // MaxRetryAfter
 	client  *http.Client
 	limiter *rate.Limiter // nil: unlimited
 	breaker *breaker      // nil: disabled
@@ -177,6 +185,9 @@ func NewHTTP(o HTTPOptions) (*HTTP, error) {
 	if o.BreakerCooldown < 0 {
 		bad("BreakerCooldown", "%s is negative", o.BreakerCooldown)
 	}
+	if o.MaxRetryAfter < 0 {
+		bad("MaxRetryAfter", "%s is negative", o.MaxRetryAfter)
+	}
 	for i, key := range o.SigningSecrets {
 		if len(key) == 0 {
 			bad(fmt.Sprintf("SigningSecrets[%d]", i), "empty")
@@ -190,6 +201,7 @@ func NewHTTP(o HTTPOptions) (*HTTP, error) {
 		url:     o.URL,
 		label:   redact(u),
 		timeout: cmp.Or(o.Timeout, DefaultTimeout),
+		maxRA:   cmp.Or(o.MaxRetryAfter, DefaultMaxRetryAfter),
 		client:  o.Client,
 		now:     o.Now,
 	}
@@ -324,9 +336,17 @@ func (h *HTTP) Handle(ctx context.Context, d Delivery) error {
 		res = failed
 		return se
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		// A 429 is a destination that works and is busy: its load is the
+		// adaptive limit's business (the admission chain), and counting
+		// it would open the breaker on the few refusals a limit finding
+		// the receiver's capacity costs. A 503 is a failure.
 		res = failed
-		if after := parseRetryAfter(resp.Header.Get("Retry-After"), h.now()); after > 0 {
-			return retry.RetryAfter(se, after)
+		if code == http.StatusTooManyRequests {
+			res = succeeded
+		}
+		now := h.now()
+		if after := parseRetryAfter(resp.Header.Get("Retry-After"), now, h.maxRA); after > 0 {
+			return &retry.RetryAfterError{Err: se, After: after, Until: now.Add(after)}
 		}
 		return se
 	case code >= 400 && code < 500:
@@ -435,18 +455,18 @@ func (e *StatusError) Error() string {
 }
 
 // parseRetryAfter reads a Retry-After value, delay-seconds or an HTTP date
-// (RFC 9110 §10.2.3), as a delay from now, at most maxRetryAfter. It is 0
-// for a date in the past and for anything it cannot read.
-func parseRetryAfter(v string, now time.Time) time.Duration {
+// (RFC 9110 §10.2.3), as a delay from now, at most limit. It is 0 for a
+// date in the past and for anything it cannot read.
+func parseRetryAfter(v string, now time.Time, limit time.Duration) time.Duration {
 	v = strings.TrimSpace(v)
 	if n, err := strconv.ParseUint(v, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
-		return time.Duration(min(n, uint64(maxRetryAfter/time.Second))) * time.Second
+		return time.Duration(min(n, uint64(limit/time.Second))) * time.Second
 	}
 	t, err := http.ParseTime(v)
 	if err != nil {
 		return 0
 	}
-	return min(max(t.Sub(now), 0), maxRetryAfter)
+	return min(max(t.Sub(now), 0), limit)
 }
 
 // oneLine renders the start of b for an error message: valid UTF-8, control

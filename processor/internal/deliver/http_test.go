@@ -134,6 +134,10 @@ func TestHandleStatus(t *testing.T) {
 			retryable: true, after: 7 * time.Second, msg: "HTTP 503: overloaded (retry after 7s)"},
 		{name: "503 Retry-After date", code: 503, hdr: map[string]string{"Retry-After": date(10 * time.Minute)},
 			retryable: true, after: 10 * time.Minute, msg: "HTTP 503 Service Unavailable (retry after 10m0s)"},
+		{name: "429 Retry-After a day, capped", code: 429, hdr: map[string]string{"Retry-After": "86400"}, retryable: true,
+			after: DefaultMaxRetryAfter, msg: "HTTP 429 Too Many Requests (retry after 1h0m0s)"},
+		{name: "503 Retry-After date in a week, capped", code: 503, hdr: map[string]string{"Retry-After": date(7 * 24 * time.Hour)},
+			retryable: true, after: DefaultMaxRetryAfter, msg: "HTTP 503 Service Unavailable (retry after 1h0m0s)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

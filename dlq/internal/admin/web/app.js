@@ -317,6 +317,7 @@ function renderOverview(rep, provs, routes) {
       let st = r.state + (r.state === 'draining' ? ' at ' + r.rate + '/s' : '');
       if (r.paused_by) st += ' (held by its ' + r.paused_by + ' setting)';
       st += heldText(r.held);
+      if (r.concurrency_limit != null) st += ' · ' + r.concurrency_limit + ' of ' + r.max_inflight + ' calls at a time';
       const nameCell = cell('Provider / route', '↳ ' + rname + ' · ' + r.priority);
       tr.classList.add('has-routes');
       rtr.append(nameCell, verdictCell(reasonsOf(rep, rname, false)), cell('Deliveries', st + setBy(rown)),
@@ -524,7 +525,7 @@ function traceLink(key) {
 // nowText says where a key, or one route of it, stands.
 function nowText(n) {
   switch (n.state) {
-    case 'waiting': return 'waiting in retry tier ' + n.tier + ', due ' + shortTime(n.due_at) + ' (attempt ' + n.next_attempt + ')';
+    case 'waiting': return 'waiting in retry tier ' + n.tier + ', due ' + shortTime(n.due_at) + ' (attempt ' + n.next_attempt + ')' + (n.retry_after ? '; the destination asked for no call before ' + shortTime(n.retry_after) + ' (Retry-After)' : '');
     case 'parked': return 'parked in ' + n.lane + ' until its destination has room';
     case 'dead': return 'dead, DLQ entry ' + n.ref + (n.resolution ? ' (' + n.resolution.resolution + ' by ' + n.resolution.by + ')' : '');
     case 'pending': return 'accepted, not processed yet';
@@ -543,7 +544,7 @@ function stepDetail(s) {
   if (s.kind === 'outcome') {
     return [s.tier ? 'to tier ' + s.tier : '', s.lane && s.status === 'parked' ? 'in ' + s.lane : '', s.replay_of ? 'suppressed as a replay of ' + s.replay_of : '', s.error || ''].filter(Boolean).join('; ');
   }
-  if (s.kind === 'waiting') return 'tier ' + s.tier + ', due ' + shortTime(s.due_at);
+  if (s.kind === 'waiting') return 'tier ' + s.tier + ', due ' + shortTime(s.due_at) + (s.retry_after ? '; Retry-After ' + shortTime(s.retry_after) : '');
   if (s.kind === 'dead_letter') {
     const r = s.resolution;
     return 'ref ' + s.ref + ', ' + s.reason + (r ? '; ' + r.resolution + ' by ' + r.by : '; unresolved');

@@ -79,7 +79,7 @@ test-unit:
 ifndef BENCH_REPORT
   BENCH_REPORT := $(BIN)/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
 endif
-BENCH_TARGETS := bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle
+BENCH_TARGETS := bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-adaptive
 bench: $(KAFKA_DEP)
 	$(GO) run ./pkg/bench/report/cmd/bench-report start $(BENCH_REPORT)
 	HOOKLINE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(MAKE) $(BENCH_TARGETS)

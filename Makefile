@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-adaptive bench-compare lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-adaptive bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -72,9 +72,25 @@ test-e2e: build $(KAFKA_DEP)
 test-unit:
 	KAFKA_BROKERS= $(GO) test -count=1 -short ./...
 
-## bench: every benchmark target. The programs live in pkg/bench/; BENCH_FLAGS goes to one
-## bench-* program (a shorter run: `make bench-retrier BENCH_FLAGS='-n 10000 -idle 10s'`; -h lists them).
-bench: bench-ingest bench-processor bench-state bench-retrier bench-e2e
+## bench: every benchmark target, their figures in one report file, BENCH_REPORT (default
+## bin/bench-<UTC time>.json): the machine's description and every figure and ratio the programs
+## print (docs/performance.md, "The benchmark report"). The programs live in pkg/bench/; BENCH_FLAGS
+## goes to one bench-* program (a shorter run: `make bench-retrier BENCH_FLAGS='-n 10000 -idle 10s'`;
+## -h lists them). A bench-* target alone writes to the file HOOKLINE_BENCH_REPORT names, if set.
+ifndef BENCH_REPORT
+  BENCH_REPORT := $(BIN)/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
+endif
+BENCH_TARGETS := bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-adaptive
+bench: $(KAFKA_DEP)
+	$(GO) run ./pkg/bench/report/cmd/bench-report start $(BENCH_REPORT)
+	HOOKLINE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(MAKE) $(BENCH_TARGETS)
+	$(GO) run ./pkg/bench/report/cmd/bench-report end $(BENCH_REPORT)
+
+## bench-diff: each figure of two bench reports, old, new and new/old, marking those that moved
+## more than THRESHOLD (default 0.1, 10 %): make bench-diff A=old.json B=new.json
+bench-diff:
+	@test -n "$(A)" -a -n "$(B)" || { echo "bench-diff: A=<old report> B=<new report> are required" >&2; exit 2; }
+	$(GO) run ./pkg/bench/report/cmd/bench-report compare -threshold $(or $(THRESHOLD),0.1) $(A) $(B)
 
 ## bench-ingest: ingest against a minimal gin + franz-go handler (acks=all) and a bare gin handler, rounds alternated
 ## in one run (BENCH_FLAGS='-c 256 -d 10s -rounds 3' are its defaults); -corpus github: GitHub's example payloads
@@ -113,6 +129,12 @@ bench-retrier: build $(KAFKA_DEP)
 bench-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BENCH_FLAGS)
+
+## bench-idle: ingest, processor, retrier and dlq serve with no traffic: each one's CPU (% of a core) over
+## 3 rounds of 30 s (BENCH_FLAGS='-d 30s -rounds 3 -settle 10s'), and its RSS.
+bench-idle: build $(KAFKA_DEP)
+	$(GO) build -o $(BIN)/bench-idle ./pkg/bench/idle
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-idle $(BENCH_FLAGS)
 
 ## bench-adaptive: adaptive delivery (issue 34) against a receiver of hidden capacity C = 32, then 8, then 64:
 ## goodput against what C allows and the 429 share, adaptive beside fixed limits of 64 and 8 (-runs N, -phase D).

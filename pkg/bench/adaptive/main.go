@@ -32,6 +32,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/testkit/capacity"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
@@ -75,8 +76,36 @@ func main() {
 		if *runs > 1 {
 			printRanges(all)
 		}
-		return nil
+		rec := report.NewRecorder("bench-adaptive")
+		record(rec, all)
+		return rec.WriteEnv()
 	})
+}
+
+// record puts each route's figures over the runs into rec: goodput against
+// what C allows and the seconds to reach 0.9× of it by capacity (runs that
+// never reached it left out), the 429 share and the calls.
+func record(rec *report.Recorder, all []map[string]outcome) {
+	for _, rt := range routes {
+		for i, c := range capacities {
+			var good, reached []float64
+			for _, res := range all {
+				good = append(good, res[rt.name].goodput[i])
+				if r := res[rt.name].reached[i]; r >= 0 {
+					reached = append(reached, r)
+				}
+			}
+			rec.AddRuns(fmt.Sprintf("%s C=%d goodput/allowed", rt.name, c), "ratio", good)
+			rec.AddRuns(fmt.Sprintf("%s C=%d reached 0.9x", rt.name, c), "s", reached)
+		}
+		var refused, calls []float64
+		for _, res := range all {
+			refused = append(refused, 100*res[rt.name].refused)
+			calls = append(calls, float64(res[rt.name].calls))
+		}
+		rec.AddRuns(rt.name+" 429 share", "%", refused)
+		rec.AddRuns(rt.name+" calls", "calls", calls)
+	}
 }
 
 // outcome is what one route got in a run.

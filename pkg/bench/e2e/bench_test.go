@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	benchreport "github.com/hookline/hookline/pkg/bench/report"
 )
 
 // TestBenchSmall runs the whole benchmark with tiny phases, so the program
@@ -57,6 +60,62 @@ func TestBenchSmall(t *testing.T) {
 	if ord.HalfLoad.Events == 0 || len(ord.HalfLoad.Total) != ord.HalfLoad.Events || ord.Steady.Called == 0 || ord.Failing.Called == 0 ||
 		ord.Held.Keys == 0 || ord.Held.Calls != ord.Held.Keys+2 || !strings.Contains(out.String(), "ratio others' p99 with one entity failing / without") {
 		t.Errorf("ordering: %+v; want events in each phase, the failing entity's keys called once each plus two failures, and the ratio line", ord)
+	}
+	checkReportFile(t, rep, "bench-e2e/closed loop e2e events/s", "bench-e2e/open loop 202 to outcome p99",
+		"bench-e2e/ratio e2e events/s/ProducerPerformance", "bench-e2e/isolation slowcrm 202 to call p99",
+		"bench-e2e/ordered half load 202 to outcome p99", "bench-e2e/keys verified")
+}
+
+// checkReportFile writes rep's figures to a report file as the program does
+// and reads it back: a valid file, every figure named once, the named ones
+// there and above zero.
+func checkReportFile(t *testing.T, rep report, want ...string) {
+	t.Helper()
+	rec := benchreport.NewRecorder("bench-e2e")
+	rep.record(rec)
+	path := filepath.Join(t.TempDir(), "report.json")
+	if err := rec.Write(path); err != nil {
+		t.Fatal(err)
+	}
+	f, err := benchreport.Read(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for _, e := range f.Entries {
+		if e.Unit == "" {
+			t.Errorf("%s: no unit", e.Name)
+		}
+		got[e.Name] = e.Value
+	}
+	for _, n := range want {
+		if v, ok := got[n]; !ok || v <= 0 {
+			t.Errorf("report figure %q = %v (present %v), want above zero; the file has %d figures", n, v, ok, len(f.Entries))
+		}
+	}
+}
+
+// TestRecord: the figures of a report without a broker, the processor's
+// CPU per event by service, and no figure for a phase that did not run.
+func TestRecord(t *testing.T) {
+	ph := phaseReport{Name: "closed loop", Events: 4, PostRate: 100, E2ERate: 90,
+		Total: []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond},
+		CPU:   map[string]time.Duration{"processor": 400 * time.Microsecond}, Txns: 2, Records: 4, TxnSec: 0.02}
+	rep := report{Closed: ph, Opened: ph}
+	rep.Perf[0].RecordsPerSec, rep.Perf[1].RecordsPerSec = 1000, 1000
+	checkReportFile(t, rep, "bench-e2e/closed loop CPU per event processor", "bench-e2e/open loop e2e events/s",
+		"bench-e2e/closed loop processor records per transaction", "bench-e2e/ratio e2e events/s/ProducerPerformance")
+	rec := benchreport.NewRecorder("bench-e2e")
+	rep.record(rec)
+	for _, e := range rec.Entries() {
+		switch e.Name {
+		case "bench-e2e/closed loop CPU per event processor":
+			if e.Value != 100 {
+				t.Errorf("%s = %v, want 400 µs over 4 events = 100", e.Name, e.Value)
+			}
+		case "bench-e2e/ordered half load events":
+			t.Errorf("%s recorded for a phase that did not run", e.Name)
+		}
 	}
 }
 

@@ -40,6 +40,7 @@ import (
 	"os"
 	"time"
 
+	benchreport "github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
@@ -68,11 +69,16 @@ func main() {
 		os.Exit(2)
 	}
 	loadtest.Main("bench-e2e", func(ctx context.Context) error {
-		if c.Tracing {
+		if c.Tracing { // its own comparison, in the terminal only
 			return runTracing(ctx, c, os.Stdout)
 		}
-		_, err := run(ctx, c, os.Stdout)
-		return err
+		rep, err := run(ctx, c, os.Stdout)
+		if err != nil {
+			return err
+		}
+		rec := benchreport.NewRecorder("bench-e2e")
+		rep.record(rec)
+		return rec.WriteEnv()
 	})
 }
 

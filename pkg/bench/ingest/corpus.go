@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/testkit/corpus"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
@@ -118,6 +119,8 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 		_ = corpusLoop(ctx, client, m.addr, reqs, conns, 2*time.Second)
 	}
 	ratios := map[string][]float64{}
+	rates := map[string][]float64{}
+	cpus := map[string][]float64{}
 	fmt.Printf("%-6s %-10s %10s %9s %9s %8s %8s %14s\n", "round", "schema", "req/s", "p50 ms", "p99 ms", "errors", "×none", "ingest CPU/req")
 	for round := 1; round <= rounds; round++ {
 		var base float64
@@ -140,17 +143,25 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 			}
 			ratio := res.Rate() / base
 			ratios[m.name] = append(ratios[m.name], ratio)
+			rates[m.name] = append(rates[m.name], res.Rate())
+			cpus[m.name] = append(cpus[m.name], float64(perReq.Microseconds()))
 			fmt.Printf("%-6d %-10s %10.0f %9.2f %9.2f %8d %8.2f %11.0f µs\n", round, m.name, res.Rate(), ms(res.Pct(50)), ms(res.Pct(99)), res.Errors, ratio, float64(perReq.Microseconds()))
 			if res.Errors > 0 {
 				return fmt.Errorf("%s: %d requests answered something other than 202", m.name, res.Errors)
 			}
 		}
 	}
+	rec := report.NewRecorder("bench-ingest")
 	for _, m := range modes[1:] {
 		fmt.Printf("%s/none throughput over %d rounds: %s\n", m.name, rounds, spread(ratios[m.name]))
+		rec.AddRuns("corpus "+m.name+"/none req/s", "ratio", ratios[m.name])
 	}
 	fmt.Printf("load average at the end %s\n", loadAvg())
-	return nil
+	for _, m := range modes {
+		rec.AddRuns("corpus "+m.name+" req/s", "req/s", rates[m.name])
+		rec.AddRuns("corpus "+m.name+" ingest CPU per request", "µs/request", cpus[m.name])
+	}
+	return rec.WriteEnv()
 }
 
 type corpusRequest struct {

@@ -34,6 +34,7 @@ import (
 
 	"github.com/gin-gonic/gin"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 	"github.com/hookline/hookline/pkg/topics"
@@ -164,6 +165,10 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize, rounds int
 	}
 	fmt.Printf("%-6s %-8s %10s %9s %9s %8s %14s %8s %12s\n", "round", "target", "req/s", "p50 ms", "p99 ms", "errors", "CPU/req", "×minimal", "p99×minimal")
 	var rateR, p99R, bareR []float64
+	perTarget := map[string]*targetRuns{}
+	for _, t := range targets {
+		perTarget[t.name] = &targetRuns{}
+	}
 	var ingMax loadtest.Result
 	for round := 1; round <= rounds; round++ {
 		res := map[string]loadtest.Result{}
@@ -189,6 +194,7 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize, rounds int
 			x := res[t.name]
 			fmt.Printf("%-6d %-8s %10.0f %9.2f %9.2f %8d %11.0f µs %8.3f %12.3f\n", round, t.name, x.Rate(), ms(x.Pct(50)), ms(x.Pct(99)), x.Errors,
 				float64(cpu[t.name].Microseconds()), x.Rate()/m.Rate(), float64(x.Pct(99))/float64(m.Pct(99)))
+			perTarget[t.name].add(x, cpu[t.name])
 		}
 		ing := res["ingest"]
 		rateR = append(rateR, ing.Rate()/m.Rate())
@@ -208,15 +214,29 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize, rounds int
 	half := ingMax.Rate() / 2
 	ingHalf := openLoop(ctx, client, "http://"+ingest.addr, reqs, half, dur)
 	bareHalf := openLoop(ctx, client, "http://"+bare.addr, reqs, half, dur)
+	rec := report.NewRecorder("bench-ingest")
+	for _, t := range targets {
+		perTarget[t.name].record(rec, t.name+" max")
+	}
+	rec.AddRuns("ratio ingest/minimal req/s", "ratio", rateR)
+	rec.AddRuns("ratio ingest/minimal p99", "ratio", p99R)
+	rec.AddRuns("ratio ingest/bare req/s", "ratio", bareR)
 	fmt.Printf("%-34s %10s %9s %9s %8s\n", "open loop", "req/s", "p50 ms", "p99 ms", "errors")
 	for _, r := range []struct {
-		name string
-		res  loadtest.Result
+		name, key string
+		res       loadtest.Result
 	}{
-		{fmt.Sprintf("bare gin 202, %.0f req/s", half), bareHalf},
-		{fmt.Sprintf("ingest, %.0f req/s (half of max)", half), ingHalf},
+		{fmt.Sprintf("bare gin 202, %.0f req/s", half), "bare half", bareHalf},
+		{fmt.Sprintf("ingest, %.0f req/s (half of max)", half), "ingest half", ingHalf},
 	} {
 		fmt.Printf("%-34s %10.0f %9.2f %9.2f %8d\n", r.name, r.res.Rate(), ms(r.res.Pct(50)), ms(r.res.Pct(99)), r.res.Errors)
+		rec.Add(r.key+" req/s", r.res.Rate(), "req/s")
+		rec.Add(r.key+" p50", ms(r.res.Pct(50)), "ms")
+		rec.Add(r.key+" p99", ms(r.res.Pct(99)), "ms")
+		rec.Add(r.key+" errors", float64(r.res.Errors), "requests")
+	}
+	if err := rec.WriteEnv(); err != nil {
+		return err
 	}
 	fmt.Printf("ingest p99 at half of max: %.2f ms (target <= 10 ms); load average at the end %s\n", ms(ingHalf.Pct(99)), loadAvg())
 	if ingHalf.Errors > 0 {
@@ -229,6 +249,26 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize, rounds int
 func spread(xs []float64) string {
 	s := slices.Sorted(slices.Values(xs))
 	return fmt.Sprintf("median %.3f (range %.3f-%.3f)", s[len(s)/2], s[0], s[len(s)-1])
+}
+
+// targetRuns holds one target's closed-loop figures, round by round.
+type targetRuns struct{ rate, p50, p99, errors, cpu []float64 }
+
+func (t *targetRuns) add(res loadtest.Result, cpuPerReq time.Duration) {
+	t.rate = append(t.rate, res.Rate())
+	t.p50 = append(t.p50, ms(res.Pct(50)))
+	t.p99 = append(t.p99, ms(res.Pct(99)))
+	t.errors = append(t.errors, float64(res.Errors))
+	t.cpu = append(t.cpu, float64(cpuPerReq.Microseconds()))
+}
+
+// record puts the rounds into rec as figures measured several times.
+func (t *targetRuns) record(rec *report.Recorder, key string) {
+	rec.AddRuns(key+" req/s", "req/s", t.rate)
+	rec.AddRuns(key+" p50", "ms", t.p50)
+	rec.AddRuns(key+" p99", "ms", t.p99)
+	rec.AddRuns(key+" errors", "requests", t.errors)
+	rec.AddRuns(key+" CPU per request", "µs/request", t.cpu)
 }
 
 // loadAvg is the machine's load average (1, 5, 15 minutes), or "?".

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
@@ -85,7 +86,7 @@ func restartWith(ctx context.Context, proc *loadtest.Proc, bin string, env []str
 
 // printBackfill prints the backfill phase against the fan-out's one-route
 // phases, first-seen events to one topic route (pooled over the rounds).
-func printBackfill(res result, fanRes [][2]result) {
+func printBackfill(rec *report.Recorder, res result, fanRes [][2]result) {
 	var first result
 	for _, rr := range fanRes {
 		first.events += rr[0].events
@@ -94,4 +95,7 @@ func printBackfill(res result, fanRes [][2]result) {
 	fmt.Printf("\nbackfill of a topic route added since: %.0f records in %s (dlq backfill's start to the last one ended): %.0f records/s, CPU %.1f us/record\n",
 		res.events, res.elapsed.Round(time.Millisecond), res.rate(), res.cpuPerEvent())
 	fmt.Printf("backfill records/s / first-seen events/s to one topic route (fan-out, pooled): %.2f (target >= 0.5)\n", res.rate()/first.rate())
+	rec.Add("backfill records/s", res.rate(), "records/s")
+	rec.Add("backfill CPU per record", res.cpuPerEvent(), "µs/record")
+	rec.Add("ratio backfill/first-seen to one topic route records/s", res.rate()/first.rate(), "ratio")
 }

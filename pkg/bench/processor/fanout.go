@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
@@ -57,11 +58,12 @@ func fanOutRounds(ctx context.Context, proc *loadtest.Proc, metrics string, fan 
 
 // printFanOut prints each round and the ratios: per round, and pooled
 // over the rounds (CPU and time summed).
-func printFanOut(fan fanOut, res [][2]result) {
+func printFanOut(rec *report.Recorder, fan fanOut, res [][2]result) {
 	fmt.Printf("\nfan-out: %d events a phase, %d rounds alternating one topic route / three topic routes, each event matching every route\n", fan.n, fan.rounds)
 	fmt.Printf("%-52s %12s %12s %16s\n", "measure", "events/s", "deliveries/s", "CPU us/delivery")
 	var sum [2]result
 	var cpuR, rateR []string
+	var cpuRuns, rateRuns []float64
 	for round, rr := range res {
 		for i, p := range fanProviders {
 			r := rr[i]
@@ -70,13 +72,23 @@ func printFanOut(fan fanOut, res [][2]result) {
 			sum[i].elapsed += r.elapsed
 			sum[i].cpu += r.cpu
 		}
-		cpuR = append(cpuR, fmt.Sprintf("%.2f", rr[1].cpuPerEvent()/rr[0].cpuPerEvent()))
-		rateR = append(rateR, fmt.Sprintf("%.2f", perEvent(rr, 1)/perEvent(rr, 0)))
+		cpuRuns = append(cpuRuns, rr[1].cpuPerEvent()/rr[0].cpuPerEvent())
+		rateRuns = append(rateRuns, perEvent(rr, 1)/perEvent(rr, 0))
+		cpuR = append(cpuR, fmt.Sprintf("%.2f", cpuRuns[len(cpuRuns)-1]))
+		rateR = append(rateR, fmt.Sprintf("%.2f", rateRuns[len(rateRuns)-1]))
 	}
 	fmt.Printf("CPU per delivery, 3 routes / per event, 1 route: %.2f pooled, rounds %s (target <= 0.6)\n",
 		sum[1].cpuPerEvent()/sum[0].cpuPerEvent(), strings.Join(cpuR, " "))
 	fmt.Printf("events/s, 3 routes / 1 route: %.2f pooled, rounds %s (target >= 0.5)\n",
 		perEvent(sum, 1)/perEvent(sum, 0), strings.Join(rateR, " "))
+	for i, p := range fanProviders {
+		rec.Add(fmt.Sprintf("fan-out %d route(s) events/s pooled", p.routes), perEvent(sum, i), "events/s")
+		rec.Add(fmt.Sprintf("fan-out %d route(s) CPU per delivery pooled", p.routes), sum[i].cpuPerEvent(), "µs/delivery")
+	}
+	rec.Add("ratio fan-out CPU per delivery 3 routes/per event 1 route pooled", sum[1].cpuPerEvent()/sum[0].cpuPerEvent(), "ratio")
+	rec.AddRuns("ratio fan-out CPU per delivery 3 routes/per event 1 route by round", "ratio", cpuRuns)
+	rec.Add("ratio fan-out events/s 3 routes/1 route pooled", perEvent(sum, 1)/perEvent(sum, 0), "ratio")
+	rec.AddRuns("ratio fan-out events/s 3 routes/1 route by round", "ratio", rateRuns)
 }
 
 // perEvent is the events/s of res[i], which counts deliveries.

@@ -46,6 +46,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 	"github.com/hookline/hookline/pkg/topics"
@@ -247,18 +248,31 @@ func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp, sb sche
 	fmt.Printf("CPU per duplicate / per first-seen: %.2f (target <= 0.5)\n", dup.cpuPerEvent()/first.cpuPerEvent())
 	fmt.Printf("50 ms destination, 64 in flight: %.0f events/s = %.2f of the in-flight bound 64/50ms (target >= 0.9)\n", slowRes.rate(), slowRes.rate()/1280)
 	fmt.Printf("processor RSS at the end: %.0f MB\n", float64(rss)/1e6)
+	rec := report.NewRecorder("bench-processor")
+	rec.Add("ProducerPerformance records/s", perf.RecordsPerSec, "records/s")
+	for _, p := range []struct {
+		name string
+		res  result
+	}{{"first-seen", first}, {"duplicates", dup}, {"destination 50ms 64 in flight", slowRes}} {
+		rec.Add(p.name+" events/s", p.res.rate(), "events/s")
+		rec.Add(p.name+" CPU per event", p.res.cpuPerEvent(), "µs/event")
+	}
+	rec.Add("ratio processor/ProducerPerformance", first.rate()/perf.RecordsPerSec, "ratio")
+	rec.Add("ratio CPU per duplicate/first-seen", dup.cpuPerEvent()/first.cpuPerEvent(), "ratio")
+	rec.Add("ratio 50ms destination/in-flight bound", slowRes.rate()/1280, "ratio")
+	rec.Add("RSS at the end", float64(rss)/1e6, "MB")
 	if sb.n > 0 {
-		printSchema(sb, meanBody, schemaRes)
+		printSchema(rec, sb, meanBody, schemaRes)
 	}
 	if fan.n > 0 {
-		printFanOut(fan, fanRes)
-		printOrdered(fan, ordRes)
-		printBackfill(bfRes, fanRes)
+		printFanOut(rec, fan, fanRes)
+		printOrdered(rec, fan, ordRes)
+		printBackfill(rec, bfRes, fanRes)
 	}
 	if tc.n > 0 {
-		printTransform(tc, tfRes)
+		printTransform(rec, tc, tfRes)
 	}
-	return nil
+	return rec.WriteEnv()
 }
 
 type result struct {

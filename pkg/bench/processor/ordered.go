@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
@@ -61,11 +62,12 @@ func orderedRounds(ctx context.Context, proc *loadtest.Proc, metrics string, fan
 }
 
 // printOrdered prints each round and the pooled ratio.
-func printOrdered(fan fanOut, res [][2]result) {
+func printOrdered(rec *report.Recorder, fan fanOut, res [][2]result) {
 	fmt.Printf("\nordering: %d events a phase over %d entities, %d rounds alternating one topic route unordered / ordered\n", fan.n, orderedEntities, fan.rounds)
 	fmt.Printf("%-52s %12s %16s\n", "measure", "events/s", "CPU us/event")
 	var sum [2]result
 	var rates []string
+	var runs []float64
 	for round, rr := range res {
 		for i, name := range []string{"unordered", "ordered"} {
 			fmt.Printf("%-52s %12.0f %16.1f\n", fmt.Sprintf("round %d, %s", round+1, name), rr[i].rate(), rr[i].cpuPerEvent())
@@ -73,7 +75,14 @@ func printOrdered(fan fanOut, res [][2]result) {
 			sum[i].elapsed += rr[i].elapsed
 			sum[i].cpu += rr[i].cpu
 		}
-		rates = append(rates, fmt.Sprintf("%.2f", rr[1].rate()/rr[0].rate()))
+		runs = append(runs, rr[1].rate()/rr[0].rate())
+		rates = append(rates, fmt.Sprintf("%.2f", runs[len(runs)-1]))
 	}
 	fmt.Printf("events/s, ordered / unordered: %.2f pooled, rounds %s (target >= 0.8)\n", sum[1].rate()/sum[0].rate(), strings.Join(rates, " "))
+	for i, name := range []string{"unordered", "ordered"} {
+		rec.Add("ordering "+name+" events/s pooled", sum[i].rate(), "events/s")
+		rec.Add("ordering "+name+" CPU per event pooled", sum[i].cpuPerEvent(), "µs/event")
+	}
+	rec.Add("ratio ordered/unordered events/s pooled", sum[1].rate()/sum[0].rate(), "ratio")
+	rec.AddRuns("ratio ordered/unordered events/s by round", "ratio", runs)
 }

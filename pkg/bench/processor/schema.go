@@ -10,6 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/testkit/corpus"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
@@ -93,7 +94,7 @@ func schemaRounds(ctx context.Context, proc *loadtest.Proc, metrics string, cl *
 
 // printSchema prints each round, and the check's CPU per event: the
 // difference of the two, per round, with its range.
-func printSchema(sb schemaBench, meanBody int, res [][2]result) {
+func printSchema(rec *report.Recorder, sb schemaBench, meanBody int, res [][2]result) {
 	fmt.Printf("\nschema check: %d of GitHub's example payloads (mean %d bytes) a phase, %d rounds alternating no schema / GitHub's schema per event type (on_invalid: dlq: the processor checks)\n", sb.n, meanBody, sb.rounds)
 	fmt.Printf("%-52s %12s %14s\n", "measure", "events/s", "CPU us/event")
 	var extra, ratio []float64
@@ -104,6 +105,8 @@ func printSchema(sb schemaBench, meanBody int, res [][2]result) {
 		extra = append(extra, rr[1].cpuPerEvent()-rr[0].cpuPerEvent())
 		ratio = append(ratio, rr[1].rate()/rr[0].rate())
 	}
+	rec.AddRuns("schema check CPU per event added", "µs/event", extra)
+	rec.AddRuns("ratio schema check events/s with/without", "ratio", ratio)
 	slices.Sort(extra)
 	slices.Sort(ratio)
 	fmt.Printf("processor CPU per event added by the check: %.1f us (range %.1f-%.1f); events/s with / without schema: %.2f (range %.2f-%.2f)\n",

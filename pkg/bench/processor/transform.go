@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
@@ -70,11 +71,12 @@ func transformRounds(ctx context.Context, proc *loadtest.Proc, metrics string, t
 
 // printTransform prints each round and the ratio with/without, per round
 // and pooled over the rounds.
-func printTransform(tc transformCmp, res [][2]result) {
+func printTransform(rec *report.Recorder, tc transformCmp, res [][2]result) {
 	fmt.Printf("\ntransform: %d events a phase, %d rounds alternating one topic route without / with a transform\n", tc.n, tc.rounds)
 	fmt.Printf("%-52s %12s %16s\n", "measure", "events/s", "CPU us/event")
 	var sum [2]result
 	var rateR []string
+	var runs []float64
 	for round, rr := range res {
 		for i, p := range transformProviders {
 			r := rr[i]
@@ -83,8 +85,16 @@ func printTransform(tc transformCmp, res [][2]result) {
 			sum[i].elapsed += r.elapsed
 			sum[i].cpu += r.cpu
 		}
-		rateR = append(rateR, fmt.Sprintf("%.2f", rr[1].rate()/rr[0].rate()))
+		runs = append(runs, rr[1].rate()/rr[0].rate())
+		rateR = append(rateR, fmt.Sprintf("%.2f", runs[len(runs)-1]))
 	}
 	fmt.Printf("events/s, with a transform / without: %.2f pooled, rounds %s (target >= 0.5)\n", sum[1].rate()/sum[0].rate(), strings.Join(rateR, " "))
 	fmt.Printf("CPU per event, with a transform / without: %.2f pooled\n", sum[1].cpuPerEvent()/sum[0].cpuPerEvent())
+	for i, p := range transformProviders {
+		rec.Add("transform "+p+" events/s pooled", sum[i].rate(), "events/s")
+		rec.Add("transform "+p+" CPU per event pooled", sum[i].cpuPerEvent(), "µs/event")
+	}
+	rec.Add("ratio transform events/s with/without pooled", sum[1].rate()/sum[0].rate(), "ratio")
+	rec.AddRuns("ratio transform events/s with/without by round", "ratio", runs)
+	rec.Add("ratio transform CPU per event with/without pooled", sum[1].cpuPerEvent()/sum[0].cpuPerEvent(), "ratio")
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
@@ -133,6 +134,15 @@ func run(ctx context.Context, n, size int, idle time.Duration, parts int32) (err
 	fmt.Printf("  retrier Go heap in use:            %6.1f MiB              | empty retrier %.1f MiB: ratio %.2f\n",
 		fullHeap/(1<<20), bareHeap/(1<<20), fullHeap/bareHeap)
 	fmt.Printf("  records moved while parked: 0 (none early)\n\n")
+	rec := report.NewRecorder("bench-retrier")
+	rec.Add("idle CPU with records parked", fullPct, "% of a core")
+	rec.Add("idle CPU empty", barePct, "% of a core")
+	rec.Add("idle RSS with records parked", mib(fullRSS), "MiB")
+	rec.Add("idle RSS peak with records parked", mib(fullHWM), "MiB")
+	rec.Add("idle RSS empty", mib(bareRSS), "MiB")
+	rec.Add("idle heap in use with records parked", fullHeap/(1<<20), "MiB")
+	rec.Add("idle heap in use empty", bareHeap/(1<<20), "MiB")
+	rec.Add("ratio idle RSS parked/empty", float64(fullRSS)/float64(bareRSS), "ratio")
 
 	// Phase 2: n records in the 1m tier, all due at the same instant, far
 	// enough ahead that every one is parked (and its partition paused)
@@ -180,6 +190,18 @@ func run(ctx context.Context, n, size int, idle time.Duration, parts int32) (err
 	fmt.Printf("  retrier moved/s (first -> last):      %9.0f records/s | ProducerPerformance %9.0f records/s: ratio %.2f\n", steady, pr, steady/pr)
 	fmt.Printf("  retrier CPU for the move: %.2f s (%.1f µs per record)\n", moveCPU.Seconds(), float64(moveCPU.Microseconds())/float64(n))
 	fmt.Printf("  ProducerPerformance: %s\n", perf.Line)
+	rec.Add("due at once first moved after due", ms(first.Sub(due)), "ms")
+	rec.Add("due at once last moved after due", ms(last.Sub(due)), "ms")
+	rec.Add("due at once mean lateness", 1000*lat/latN, "ms")
+	rec.Add("moved/s due to last", rate, "records/s")
+	rec.Add("moved/s first to last", steady, "records/s")
+	rec.Add("ProducerPerformance records/s", pr, "records/s")
+	rec.Add("ratio moved/s due to last/ProducerPerformance", rate/pr, "ratio")
+	rec.Add("ratio moved/s first to last/ProducerPerformance", steady/pr, "ratio")
+	rec.Add("CPU per record moved", float64(moveCPU.Microseconds())/float64(n), "µs/record")
+	if err := rec.WriteEnv(); err != nil {
+		return err
+	}
 
 	// A clean stop: SIGTERM, exit 0.
 	for _, r := range []*retrier{full, bare} {
@@ -392,3 +414,5 @@ func (r *retrier) waitMetric(ctx context.Context, name string, timeout time.Dura
 		}
 	}
 }
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

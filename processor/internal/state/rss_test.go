@@ -19,6 +19,7 @@ import (
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/processor/internal/decide"
 )
 
@@ -73,6 +74,11 @@ func TestRSS(t *testing.T) {
 			}
 		}
 		t.Logf("rss: %-6s store on disk: %d MB", variant, dirSize(dir)/1e6)
+		rec := report.NewRecorder("bench-state")
+		rec.Add(variant+" store on disk", float64(dirSize(dir))/1e6, "MB")
+		if err := rec.WriteEnv(); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -116,6 +122,8 @@ func TestRSSChild(t *testing.T) {
 	}
 	opened := time.Since(start)
 	var did string
+	rec := report.NewRecorder("bench-state") // bench report figures, named by variant and phase
+	name := func(figure string) string { return variant + " " + phase + " " + figure }
 	switch phase {
 	case "build":
 		now := time.Now().UTC().Truncate(time.Millisecond)
@@ -152,6 +160,7 @@ func TestRSSChild(t *testing.T) {
 			}
 		}
 		did = fmt.Sprintf("bulk-loaded %d keys in %s", n, time.Since(start).Round(time.Second))
+		rec.Add(name("bulk load"), time.Since(start).Seconds(), "s")
 	case "reopen":
 		readStart := time.Now()
 		for range 200_000 {
@@ -165,6 +174,8 @@ func TestRSSChild(t *testing.T) {
 			}
 		}
 		took := time.Since(readStart)
+		rec.Add(name("open"), opened.Seconds(), "s")
+		rec.Add(name("200k random reads"), took.Seconds(), "s")
 		// What the index cache would have to hold for a read to find its
 		// table without the disk: every table's index and Bloom filter.
 		var index, bloom, keys int64
@@ -183,6 +194,16 @@ func TestRSSChild(t *testing.T) {
 	t.Logf("rss: %-6s %-6s keys=%d VmRSS=%s VmHWM=%s RssAnon=%s RssFile=%s GoHeapInuse=%dMiB GOMEMLIMIT=%s trims=%d | %s",
 		variant, phase, s.Keys(), procStatus("VmRSS"), procStatus("VmHWM"), procStatus("RssAnon"), procStatus("RssFile"),
 		ms.HeapInuse>>20, limit, s.trimmed.Load(), did)
+	rec.Add(name("keys"), float64(s.Keys()), "keys")
+	for _, f := range []string{"VmRSS", "VmHWM", "RssAnon", "RssFile"} {
+		if kb, err := strconv.ParseFloat(strings.TrimSuffix(procStatus(f), "kB"), 64); err == nil {
+			rec.Add(name(f), kb/1024, "MiB")
+		}
+	}
+	rec.Add(name("Go heap in use"), float64(ms.HeapInuse)/(1<<20), "MiB")
+	if err := rec.WriteEnv(); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}

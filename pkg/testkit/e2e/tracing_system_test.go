@@ -205,8 +205,12 @@ func startJaeger(t *testing.T) jaegerProc {
 		t.Fatal("compose/jaeger/go.mod pins no github.com/jaegertracing/jaeger")
 	}
 	tools := os.Getenv("HOOKLINE_TOOLS_DIR")
-	if tools == "" {
-		tools = filepath.Join(root, ".tools")
+	if tools == "" { // install.sh's default: the user's cache, shared by every clone
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tools = filepath.Join(cache, "hookline-tools")
 	}
 	bin := filepath.Join(tools, "jaeger-"+string(m[1]), "jaeger")
 	if _, err := os.Stat(bin); err != nil {

@@ -268,54 +268,90 @@ func (o Object) Str(path ...string) string {
 // (valid.go) and one pass building the tree; encoding/json's decode into
 // any took about three times as long, and it is most of a schema check.
 func Decode(doc []byte) (v any, ok bool) {
+	return DecodeWith(doc, &anyTree)
+}
+
+// anyTree is Decode's Builder.
+var anyTree = Builder[any]{
+	Object: func() any { return map[string]any{} },
+	Set:    func(obj any, k string, v any) { obj.(map[string]any)[k] = v },
+	Array: func(items []any) any {
+		if items == nil {
+			return []any{}
+		}
+		return items
+	},
+	String: func(s string) any { return s },
+	Number: func(raw []byte) any { return json.Number(raw) },
+	Bool:   func(b bool) any { return b },
+	Null:   func() any { return nil },
+}
+
+// A Builder makes a tree of values of its own kind from a JSON document
+// as DecodeWith walks it: each object's members are Set in the document's
+// order (a member named twice is Set twice), an array's items are given
+// at once, a number as written.
+type Builder[T any] struct {
+	Object func() T
+	Set    func(obj T, key string, v T)
+	Array  func(items []T) T
+	String func(s string) T
+	Number func(raw []byte) T
+	Bool   func(b bool) T
+	Null   func() T
+}
+
+// DecodeWith is Decode with a tree of the Builder's own values; ok is
+// false for a doc that is not valid UTF-8 or not exactly one JSON value.
+func DecodeWith[T any](doc []byte, bd *Builder[T]) (v T, ok bool) {
 	if !utf8.Valid(doc) || !valid(doc) {
-		return nil, false
+		return v, false
 	}
-	v, _ = decodeValid(doc, skipSpace(doc, 0))
+	v, _ = decodeValid(doc, skipSpace(doc, 0), bd)
 	return v, true
 }
 
 // decodeValid decodes the value at b[i] of a valid document and returns
 // the index just past it.
-func decodeValid(b []byte, i int) (any, int) {
+func decodeValid[T any](b []byte, i int, bd *Builder[T]) (T, int) {
 	switch b[i] {
 	case '{':
-		m := map[string]any{}
+		m := bd.Object()
 		for i = skipSpace(b, i+1); b[i] != '}'; {
 			end := stringEnd(b, i)
 			k, _ := unquote(b[i:end]) // valid: it unquotes
-			var v any
-			v, i = decodeValid(b, skipSpace(b, skipSpace(b, end)+1))
-			m[k] = v
+			var v T
+			v, i = decodeValid(b, skipSpace(b, skipSpace(b, end)+1), bd)
+			bd.Set(m, k, v)
 			if i = skipSpace(b, i); b[i] == ',' {
 				i = skipSpace(b, i+1)
 			}
 		}
 		return m, i + 1
 	case '[':
-		a := []any{}
+		var a []T
 		for i = skipSpace(b, i+1); b[i] != ']'; {
-			var v any
-			v, i = decodeValid(b, i)
+			var v T
+			v, i = decodeValid(b, i, bd)
 			a = append(a, v)
 			if i = skipSpace(b, i); b[i] == ',' {
 				i = skipSpace(b, i+1)
 			}
 		}
-		return a, i + 1
+		return bd.Array(a), i + 1
 	case '"':
 		end := stringEnd(b, i)
 		s, _ := unquote(b[i:end])
-		return s, end
+		return bd.String(s), end
 	case 't':
-		return true, i + 4
+		return bd.Bool(true), i + 4
 	case 'f':
-		return false, i + 5
+		return bd.Bool(false), i + 5
 	case 'n':
-		return nil, i + 4
+		return bd.Null(), i + 4
 	}
 	end := valueEnd(b, i)
-	return json.Number(b[i:end]), end
+	return bd.Number(b[i:end]), end
 }
 
 // Find returns the value p refers to in a tree Decode made, and whether

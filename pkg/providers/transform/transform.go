@@ -31,6 +31,7 @@ import (
 	"reflect"
 	"runtime"
 	"runtime/metrics"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,6 +39,8 @@ import (
 	"github.com/dop251/goja"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/net/http/httpguts"
+
+	"github.com/hookline/hookline/pkg/providers/jsonptr"
 )
 
 // Defaults of Limits.
@@ -234,9 +237,9 @@ func (s *Script) Run(in Request) (Result, error) {
 // engine is one goja runtime with the script's program loaded.
 type engine struct {
 	vm        *goja.Runtime
-	factory   goja.Callable // runs the script's top level, returns its transform
-	parse     goja.Callable // JSON.parse
-	stringify goja.Callable // JSON.stringify
+	factory   goja.Callable                // runs the script's top level, returns its transform
+	tree      *jsonptr.Builder[goja.Value] // the body as JSON.parse would make it
+	stringify goja.Callable                // JSON.stringify
 
 	mu      sync.Mutex // guards running against the watchdog
 	running bool       // a call runs
@@ -323,10 +326,40 @@ func (s *Script) newEngine() (*engine, error) {
 	e := &engine{vm: vm}
 	e.factory, _ = goja.AssertFunction(f)
 	json := vm.Get("JSON").ToObject(vm)
-	e.parse, _ = goja.AssertFunction(json.Get("parse"))
+	e.tree = jsTree(vm)
 	e.stringify, _ = goja.AssertFunction(json.Get("stringify"))
 	e.sample[0].Name = allocsMetric
 	return e, nil
+}
+
+// jsTree builds, in vm, the values JSON.parse makes of a document:
+// objects with their members in the document's order as own data
+// properties (a member named __proto__ too), arrays, strings, numbers as
+// doubles, booleans and null. goja's own JSON.parse reads its input
+// through encoding/json's token stream, which was about 70 % of a call on
+// a 7 KB body; jsonptr's decoder builds the same values in a fraction of
+// that (TestBodyAsJSONParse holds the two equal).
+func jsTree(vm *goja.Runtime) *jsonptr.Builder[goja.Value] {
+	return &jsonptr.Builder[goja.Value]{
+		Object: func() goja.Value { return vm.NewObject() },
+		Set: func(obj goja.Value, k string, v goja.Value) {
+			_ = obj.(*goja.Object).DefineDataProperty(k, v, goja.FLAG_TRUE, goja.FLAG_TRUE, goja.FLAG_TRUE)
+		},
+		Array: func(items []goja.Value) goja.Value {
+			vs := make([]any, len(items))
+			for i, v := range items {
+				vs[i] = v
+			}
+			return vm.NewArray(vs...)
+		},
+		String: func(s string) goja.Value { return vm.ToValue(s) },
+		Number: func(raw []byte) goja.Value {
+			f, _ := strconv.ParseFloat(string(raw), 64) // valid JSON: out of range is ±Inf, as JSON.parse gives
+			return vm.ToValue(f)
+		},
+		Bool: func(b bool) goja.Value { return vm.ToValue(b) },
+		Null: goja.Null,
+	}
 }
 
 // handler runs the script's top level and returns its transform.
@@ -412,8 +445,8 @@ func (e *engine) request(in Request) (goja.Value, goja.Value, error) {
 	vm := e.vm
 	raw := vm.ToValue(string(in.Body))
 	body := goja.Null()
-	if v, err := e.parse(goja.Undefined(), raw); err == nil {
-		body = v // a body that is not JSON is null; raw has it
+	if v, ok := jsonptr.DecodeWith(in.Body, e.tree); ok {
+		body = v // a body that is not JSON (or not UTF-8) is null; raw has it
 	}
 	hs := vm.NewObject()
 	if in.ContentType != "" {

@@ -24,7 +24,7 @@ import (
 // of small stages, each wrapping the next the way middleware does, each
 // checking one thing once:
 //
-//	class share -> slot -> limit -> drain -> finished-call token -> the destination
+//	class share -> slot -> limit -> dead-route watch -> drain -> finished-call token -> the destination
 //
 // A destination closed when the record was planned (paused, its breaker
 // refusing, its queue long) was parked by the plan (decide.Route.Closed),
@@ -118,7 +118,7 @@ func newChain(adm interface {
 	classAdmitter
 	slots
 }) caller {
-	return compose(destination, classShare(adm), slot(adm), limit(time.Now), drain, finished)
+	return compose(destination, classShare(adm), slot(adm), limit(time.Now), watchDead(time.Now), drain, finished)
 }
 
 // parked is a record not called, for why: it waits in its route's lane.

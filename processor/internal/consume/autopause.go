@@ -3,75 +3,10 @@ package consume
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/hookline/hookline/pkg/control"
-	"github.com/hookline/hookline/processor/internal/decide"
 )
-
-// deadRoute tracks since when every call of one route failed, as this
-// processor saw its calls: the first failure after the last success
-// starts the span, any success ends it. A route whose span reaches its
-// destination.auto_pause_after is paused (autoPause). It is safe for
-// concurrent use.
-type deadRoute struct {
-	after time.Duration // > 0
-
-	mu      sync.Mutex
-	since   time.Time // the first failure since the last success; zero: none
-	lastErr string
-	written bool // the pause is written; nothing more until a resume
-}
-
-// observe records one answered call: err nil is a success.
-func (d *deadRoute) observe(at time.Time, err error) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if err == nil {
-		d.since, d.lastErr = time.Time{}, ""
-		return
-	}
-	if d.since.IsZero() {
-		d.since = at
-	}
-	d.lastErr = err.Error()
-}
-
-// due says whether the route is to be paused now: every call failed since
-// since (for at least after), the last with lastErr, and no pause written
-// yet. A true answer counts as written.
-func (d *deadRoute) due(now time.Time) (since time.Time, lastErr string, ok bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.written || d.since.IsZero() || now.Sub(d.since) < d.after {
-		return time.Time{}, "", false
-	}
-	d.written = true
-	return d.since, d.lastErr, true
-}
-
-// reset forgets the span: the route was resumed, so it needs another
-// auto_pause_after of failures to be paused again.
-func (d *deadRoute) reset() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	d.since, d.lastErr, d.written = time.Time{}, "", false
-}
-
-// watchDead tells the route's deadRoute (a route with auto_pause_after)
-// of each answered call. now is the clock of the answers.
-func watchDead(now func() time.Time) stage {
-	return func(next caller) caller {
-		return func(ctx context.Context, d *delivery) called {
-			c := next(ctx, d)
-			if dr := d.ln.dead; dr != nil && !c.abandoned && c.res.Kind == decide.ResultCalled {
-				dr.observe(now(), c.res.Err)
-			}
-			return c
-		}
-	}
-}
 
 // anyAutoPause says whether some route has an auto_pause_after.
 func (p *setup) anyAutoPause() bool {
@@ -121,9 +56,7 @@ func (p *setup) autoPause(ctx context.Context, cl reportWriter) {
 				err = cl.ProduceSync(ctx, r).FirstErr()
 			}
 			if err != nil {
-				ln.dead.mu.Lock()
-				ln.dead.written = false
-				ln.dead.mu.Unlock()
+				ln.dead.unwritten()
 				if ctx.Err() == nil {
 					p.cfg.Logger.Warn("auto-pause not written; trying again", "provider", ln.provider, "route", ln.route, "err", err)
 				}

@@ -185,6 +185,20 @@ func limit(now func() time.Time) stage {
 	}
 }
 
+// watchDead tells the route's deadRoute (a route with auto_pause_after)
+// of each answered call. now is the clock of the answers.
+func watchDead(now func() time.Time) stage {
+	return func(next caller) caller {
+		return func(ctx context.Context, d *delivery) called {
+			c := next(ctx, d)
+			if dr := d.ln.dead; dr != nil && !c.abandoned && c.res.Kind == decide.ResultCalled {
+				dr.observe(now(), c.res.Err)
+			}
+			return c
+		}
+	}
+}
+
 // sampleOf is an answered call as the limiter sees it: a 2xx succeeded;
 // a 408, 429, 503 or 504, a timeout or a connection error (a retryable
 // error without an HTTP status) says the destination is overloaded; any

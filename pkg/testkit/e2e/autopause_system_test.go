@@ -41,17 +41,7 @@ func TestAutoPauseOfAGoneReceiver(t *testing.T) {
 	// A short breaker cool-down: after the resume, the open breaker's next
 	// probe (not the pause) decides when the lane drains.
 	proc := sys.StartProcessor("p1", map[string]string{"HOOKLINE_BREAKER_COOLDOWN": "2s"})
-	obs := startObserve(t, map[string]string{
-		"HOOKLINE_PROCESSOR_METRICS_ADDR":  proc.Addr,
-		"HOOKLINE_OBSERVE_SCRAPE_INTERVAL": "1s",
-		"HOOKLINE_OBSERVE_SCRAPE_TIMEOUT":  "1s",
-		"HOOKLINE_OBSERVE_EVAL_INTERVAL":   "1s",
-		"HOOKLINE_OBSERVE_RULES":           rules,
-		"HOOKLINE_ALERT_WEBHOOK_URL":       recv.URL(),
-		"HOOKLINE_ALERT_GROUP_WAIT":        "1s",
-		"HOOKLINE_ALERT_GROUP_INTERVAL":    "1s",
-		"HOOKLINE_ALERT_REPEAT_INTERVAL":   "1h",
-	})
+	obs := startObserve(t, map[string]string{"HOOKLINE_PROCESSOR_METRICS_ADDR": proc.Addr}, fastObserve(rules, recv))
 	both := []string{"stripe", "github"}
 
 	down.Store(true)

@@ -50,7 +50,14 @@ type Setting struct {
 	// By says who set it (a user name, "api", ...); At when.
 	By string    `json:"by,omitempty"`
 	At time.Time `json:"at"`
+	// Why says why, when a processor set it (By AutoPauseBy): since when
+	// every call failed and the last error. Empty for an operator's.
+	Why string `json:"why,omitempty"`
 }
+
+// AutoPauseBy is the By of the pause a processor writes for a route whose
+// every call failed for its destination.auto_pause_after.
+const AutoPauseBy = "auto-pause"
 
 // String says what the setting does, for logs and the CLI.
 func (s Setting) String() string {

@@ -52,6 +52,12 @@ import (
 const (
 	DefaultDedupTTL           = 7 * 24 * time.Hour
 	DefaultDestinationTimeout = 10 * time.Second
+	// DefaultAutoPauseAfter is how long every call of an HTTP route may
+	// fail before the processor pauses the route
+	// (destination.auto_pause_after): longer than any outage the circuit
+	// breaker rides out on its own, far inside the days a lane keeps its
+	// records.
+	DefaultAutoPauseAfter = time.Hour
 	// MaxDestinationTimeout bounds destination.timeout: the longest job a
 	// destination may take to answer one call.
 	MaxDestinationTimeout = 10 * time.Minute
@@ -177,6 +183,10 @@ type Destination struct {
 	// MaxInflight to what the destination answers (docs/processor.md,
 	// adaptive concurrency).
 	Fixed bool
+	// AutoPauseAfter is how long every call may fail before the processor
+	// pauses the route as `dlq route pause` does
+	// (destination.auto_pause_after); 0: never.
+	AutoPauseAfter time.Duration
 	// RateLimit bounds the calls the processor makes to this destination
 	// (destination.rate_limit in the file); nil: unlimited.
 	RateLimit *RateLimit

@@ -204,6 +204,8 @@ type destinationConfig struct {
 	MaxInflight int              `yaml:"max_inflight"`
 	Adaptive    *bool            `yaml:"adaptive"`
 	RateLimit   *rateLimitConfig `yaml:"rate_limit"`
+	// AutoPauseAfter is a duration, "0" for never; nil: the default.
+	AutoPauseAfter *string `yaml:"auto_pause_after"`
 }
 
 // ruleConfig is idempotency_key or event_type: {header: <name>} or
@@ -596,7 +598,7 @@ func (c *destinationConfig) build() (*Destination, []error) {
 	if c.Topic != "" {
 		return c.buildTopic()
 	}
-	d := &Destination{URL: c.URL, Timeout: DefaultDestinationTimeout}
+	d := &Destination{URL: c.URL, Timeout: DefaultDestinationTimeout, AutoPauseAfter: DefaultAutoPauseAfter}
 	var errs []error
 	if c.URL == "" {
 		errs = append(errs, fmt.Errorf("destination.url: required (or destination.topic for a Kafka topic)"))
@@ -617,6 +619,15 @@ func (c *destinationConfig) build() (*Destination, []error) {
 	}
 	d.MaxInflight = c.MaxInflight
 	d.Fixed = c.Adaptive != nil && !*c.Adaptive
+	if c.AutoPauseAfter != nil {
+		if *c.AutoPauseAfter == "0" {
+			d.AutoPauseAfter = 0
+		} else if a, err := parseDuration(*c.AutoPauseAfter); err != nil {
+			errs = append(errs, fmt.Errorf("destination.auto_pause_after: %w (or 0 for never)", err))
+		} else {
+			d.AutoPauseAfter = a
+		}
+	}
 	if c.RateLimit != nil {
 		rl, err := c.RateLimit.build()
 		if err != nil {
@@ -637,7 +648,7 @@ func (c *destinationConfig) buildTopic() (*Destination, []error) {
 	for _, f := range [...]struct {
 		name string
 		set  bool
-	}{{"url", c.URL != ""}, {"timeout", c.Timeout != ""}, {"max_inflight", c.MaxInflight != 0}, {"adaptive", c.Adaptive != nil}, {"rate_limit", c.RateLimit != nil}} {
+	}{{"url", c.URL != ""}, {"timeout", c.Timeout != ""}, {"max_inflight", c.MaxInflight != 0}, {"adaptive", c.Adaptive != nil}, {"rate_limit", c.RateLimit != nil}, {"auto_pause_after", c.AutoPauseAfter != nil}} {
 		if f.set {
 			errs = append(errs, fmt.Errorf("destination.%s: a topic destination takes no %s (it makes no HTTP call)", f.name, f.name))
 		}

@@ -54,13 +54,13 @@ func TestParseDesignExample(t *testing.T) {
 	}
 	stripe := mustGet(t, r, "stripe")
 	if stripe.Preset != PresetStripe || stripe.DedupTTL != 720*time.Hour ||
-		!reflect.DeepEqual(stripe.Destination, &Destination{URL: "http://billing.internal/hooks/stripe", Timeout: 10 * time.Second}) ||
+		!reflect.DeepEqual(stripe.Destination, &Destination{URL: "http://billing.internal/hooks/stripe", Timeout: 10 * time.Second, AutoPauseAfter: DefaultAutoPauseAfter}) ||
 		stripe.RateLimit != nil {
 		t.Fatalf("stripe = %+v %+v %+v", stripe.DedupTTL, stripe.Destination, stripe.RateLimit)
 	}
 	acme := mustGet(t, r, "acme")
 	if acme.DedupTTL != DefaultDedupTTL ||
-		!reflect.DeepEqual(acme.Destination, &Destination{URL: "http://acme.internal/hooks", Timeout: 5 * time.Second}) ||
+		!reflect.DeepEqual(acme.Destination, &Destination{URL: "http://acme.internal/hooks", Timeout: 5 * time.Second, AutoPauseAfter: DefaultAutoPauseAfter}) ||
 		!reflect.DeepEqual(acme.RateLimit, &RateLimit{PerSecond: 200, Burst: 400}) {
 		t.Fatalf("acme = %v %+v %+v", acme.DedupTTL, acme.Destination, acme.RateLimit)
 	}
@@ -416,6 +416,36 @@ providers:
 `, testEnv())
 		if got := mustGet(t, r, "crm").Destination.Fixed; got != tc.fixed {
 			t.Errorf("adaptive: %s: Fixed %v, want %v", tc.adaptive, got, tc.fixed)
+		}
+	}
+}
+
+// TestParseAutoPauseAfter: destination.auto_pause_after is a duration,
+// 0 for never, and 1h when left out; anything else is refused.
+func TestParseAutoPauseAfter(t *testing.T) {
+	for _, tc := range []struct {
+		field string
+		want  time.Duration
+		err   string
+	}{
+		{"", DefaultAutoPauseAfter, ""},
+		{", auto_pause_after: 5s", 5 * time.Second, ""},
+		{", auto_pause_after: 0", 0, ""},
+		{", auto_pause_after: -1m", 0, "destination.auto_pause_after"},
+		{", auto_pause_after: soon", 0, "destination.auto_pause_after"},
+	} {
+		src := `
+providers:
+  crm: {preset: stripe, secret_env: [S1], destination: {url: "https://crm.example/hook"` + tc.field + `}}
+`
+		if tc.err != "" {
+			if _, err := Parse([]byte(src), testEnv().lookup); err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one naming %s", tc.field, err, tc.err)
+			}
+			continue
+		}
+		if got := mustGet(t, mustParse(t, src, testEnv()), "crm").Destination.AutoPauseAfter; got != tc.want {
+			t.Errorf("%q: AutoPauseAfter %v, want %v", tc.field, got, tc.want)
 		}
 	}
 }

@@ -272,6 +272,11 @@ func runSettingList(ctx context.Context, env Env, noun settingNoun, args []strin
 		if err := tw.Flush(); err != nil {
 			return err
 		}
+		for _, v := range views {
+			if v.Why != "" {
+				fmt.Fprintf(env.Stdout, "%s was paused by %s: %s\n", cell(v.Name()), cell(v.By), cell(v.Why))
+			}
+		}
 	}
 	if noun.name == routeNoun.name {
 		for _, v := range known.Views(got) {

@@ -163,6 +163,9 @@ type View struct {
 	Text   string     `json:"text"` // "running", "paused", "draining at 5/s"
 	By     string     `json:"by,omitempty"`
 	At     *time.Time `json:"at,omitempty"` // when it was set; none for one never set
+	// Why says why a processor set it (by auto-pause): since when every
+	// call failed and the last error.
+	Why string `json:"why,omitempty"`
 }
 
 // Name is "provider" or "provider/route".
@@ -170,7 +173,7 @@ func (v View) Name() string { return control.Setting{Provider: v.Provider, Route
 
 // ViewOf is the View of s.
 func ViewOf(s control.Setting) View {
-	v := View{Provider: s.Provider, Route: s.Route, State: "running", Paused: s.Paused, Text: s.String(), By: s.By}
+	v := View{Provider: s.Provider, Route: s.Route, State: "running", Paused: s.Paused, Text: s.String(), By: s.By, Why: s.Why}
 	switch {
 	case s.Paused:
 		v.State = "paused"

@@ -124,6 +124,9 @@ type Route struct {
 	State    string  `json:"state"`
 	PausedBy string  `json:"paused_by,omitempty"`
 	Rate     float64 `json:"rate"`
+	// AutoPaused says why a processor paused the route (its setting is by
+	// auto-pause): since when every call failed and the last error.
+	AutoPaused string `json:"auto_paused,omitempty"`
 	// Breaker is open, closed or unreported (control.Breakers.RouteState);
 	// BreakerInstance names a processor reporting it open.
 	Breaker         string `json:"breaker"`
@@ -447,7 +450,11 @@ func Build(in Inputs) Report {
 				continue
 			}
 			rt := Route{Route: k.Route, Priority: cmp.Or(in.Known.Priority(name, k.Route), UnknownPriority), Counts: rg.counts(now, withProc)}
-			rt.State, rt.PausedBy, rt.Rate = combine(pset, in.Settings[control.Setting{Provider: name, Route: k.Route}.Name()])
+			rset := in.Settings[control.Setting{Provider: name, Route: k.Route}.Name()]
+			rt.State, rt.PausedBy, rt.Rate = combine(pset, rset)
+			if rset.Paused && rset.By == control.AutoPauseBy {
+				rt.AutoPaused = rset.Why
+			}
 			rt.Breaker, rt.BreakerInstance = in.Breakers.RouteState(name, k.Route, now)
 			rt.ConcurrencyLimit, rt.MaxInflight = limitOf(in.Processors, k)
 			if rt.Held = held[k]; rt.Held.Oldest == nil {
@@ -532,7 +539,9 @@ func routeReasons(provider string, rt Route, heldAfter time.Duration) []string {
 	if rt.Breaker == control.BreakerOpen {
 		out = append(out, fmt.Sprintf("%s: breaker open (processor %s)", name, rt.BreakerInstance))
 	}
-	if rt.PausedBy != "" {
+	if rt.AutoPaused != "" && rt.PausedBy == "route" {
+		out = append(out, fmt.Sprintf("%s: paused by auto-pause (%s), %d records parked in its lane; dlq route resume %s once its receiver answers", name, rt.AutoPaused, rt.Parked, name))
+	} else if rt.PausedBy != "" {
 		out = append(out, fmt.Sprintf("%s: paused (by its %s setting), %d records parked in its lane", name, rt.PausedBy, rt.Parked))
 	} else if rt.Parked > 0 {
 		out = append(out, fmt.Sprintf("%s: %d records parked in its lane (destination full, or class %s over its share)", name, rt.Parked, rt.Priority))

@@ -49,19 +49,11 @@ func TestAlertReachesAPerson(t *testing.T) {
 	dlq := sys.StartDLQServe("e2e-alerts-token-0123456789abcdef", nil)
 
 	obs := startObserve(t, map[string]string{
-		"HOOKLINE_INGEST_ADDR":             ingest.Addr,
-		"HOOKLINE_PROCESSOR_METRICS_ADDR":  proc.Addr,
-		"HOOKLINE_RETRIER_METRICS_ADDR":    retrier.Addr,
-		"HOOKLINE_ADMIN_ADDR":              dlq.Addr,
-		"HOOKLINE_OBSERVE_SCRAPE_INTERVAL": "1s",
-		"HOOKLINE_OBSERVE_SCRAPE_TIMEOUT":  "1s",
-		"HOOKLINE_OBSERVE_EVAL_INTERVAL":   "1s",
-		"HOOKLINE_OBSERVE_RULES":           rules,
-		"HOOKLINE_ALERT_WEBHOOK_URL":       recv.URL(),
-		"HOOKLINE_ALERT_GROUP_WAIT":        "1s",
-		"HOOKLINE_ALERT_GROUP_INTERVAL":    "1s",
-		"HOOKLINE_ALERT_REPEAT_INTERVAL":   "1h",
-	})
+		"HOOKLINE_INGEST_ADDR":            ingest.Addr,
+		"HOOKLINE_PROCESSOR_METRICS_ADDR": proc.Addr,
+		"HOOKLINE_RETRIER_METRICS_ADDR":   retrier.Addr,
+		"HOOKLINE_ADMIN_ADDR":             dlq.Addr,
+	}, fastObserve(rules, recv))
 	obs.targetsUp(t, map[string]string{"hookline-ingest": ingest.Addr, "hookline-processor": proc.Addr,
 		"hookline-retrier": retrier.Addr, "hookline-dlq": dlq.Addr})
 
@@ -289,11 +281,27 @@ type observe struct {
 	tmp    string // its TMPDIR
 }
 
+// fastObserve is observe.sh's environment for a test: scrapes and rule
+// evaluations every second, rules from rules, notifications to recv at
+// once, and repeated only after an hour.
+func fastObserve(rules string, recv *alertReceiver) map[string]string {
+	return map[string]string{
+		"HOOKLINE_OBSERVE_SCRAPE_INTERVAL": "1s",
+		"HOOKLINE_OBSERVE_SCRAPE_TIMEOUT":  "1s",
+		"HOOKLINE_OBSERVE_EVAL_INTERVAL":   "1s",
+		"HOOKLINE_OBSERVE_RULES":           rules,
+		"HOOKLINE_ALERT_WEBHOOK_URL":       recv.URL(),
+		"HOOKLINE_ALERT_GROUP_WAIT":        "1s",
+		"HOOKLINE_ALERT_GROUP_INTERVAL":    "1s",
+		"HOOKLINE_ALERT_REPEAT_INTERVAL":   "1h",
+	}
+}
+
 // startObserve runs compose/observe.sh in a process group of its own, on
-// free loopback ports, with only env (and PATH, HOME, TMPDIR), and waits for
-// its ready line. At the end of the test, whatever it left running is
-// killed and reported.
-func startObserve(t *testing.T, env map[string]string) *observe {
+// free loopback ports, with only env and each of more (and PATH, HOME,
+// TMPDIR), and waits for its ready line. At the end of the test, whatever
+// it left running is killed and reported.
+func startObserve(t *testing.T, env map[string]string, more ...map[string]string) *observe {
 	t.Helper()
 	o := &observe{out: &proctest.Buffer{}, exited: make(chan error, 1), tmp: t.TempDir()}
 	promAddr, amAddr := e2e.FreeAddr(t), e2e.FreeAddr(t)
@@ -302,8 +310,10 @@ func startObserve(t *testing.T, env map[string]string) *observe {
 	o.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "TMPDIR=" + o.tmp,
 		"HOOKLINE_OBSERVE_PROMETHEUS_ADDR=" + promAddr, "HOOKLINE_OBSERVE_ALERTMANAGER_ADDR=" + amAddr,
 		"HOOKLINE_OBSERVE_JAEGER=off"} // Jaeger: TestTraceOfARetriedDelivery
-	for k, v := range env {
-		o.cmd.Env = append(o.cmd.Env, k+"="+v)
+	for _, m := range append([]map[string]string{env}, more...) {
+		for k, v := range m {
+			o.cmd.Env = append(o.cmd.Env, k+"="+v)
+		}
 	}
 	o.cmd.Stdout, o.cmd.Stderr = o.out, o.out
 	o.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

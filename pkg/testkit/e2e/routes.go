@@ -42,6 +42,9 @@ type Route struct {
 	// destination.max_inflight (0: left out, the processor's defaults).
 	Timeout     time.Duration
 	MaxInflight int
+	// AutoPauseAfter is the HTTP route's destination.auto_pause_after (0:
+	// left out, the default).
+	AutoPauseAfter time.Duration
 	// Priority is the route's class ("" leaves it out: normal).
 	Priority string
 	// Tiers is the route's retry.tiers (nil leaves retry out: every tier of
@@ -163,6 +166,9 @@ func (s *System) routesEntry(provider, secretEnv string, routes []Route) string 
 			}
 			if r.MaxInflight > 0 {
 				d += fmt.Sprintf(", max_inflight: %d", r.MaxInflight)
+			}
+			if r.AutoPauseAfter > 0 {
+				d += ", auto_pause_after: " + r.AutoPauseAfter.String()
 			}
 			fmt.Fprintf(&b, "        destination: {%s}\n", d)
 		}

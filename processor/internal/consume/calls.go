@@ -24,7 +24,7 @@ import (
 // of small stages, each wrapping the next the way middleware does, each
 // checking one thing once:
 //
-//	class share -> slot -> limit -> drain -> finished-call token -> the destination
+//	class share -> slot -> limit -> dead-route watch -> drain -> finished-call token -> the destination
 //
 // A destination closed when the record was planned (paused, its breaker
 // refusing, its queue long) was parked by the plan (decide.Route.Closed),
@@ -118,7 +118,7 @@ func newChain(adm interface {
 	classAdmitter
 	slots
 }) caller {
-	return compose(destination, classShare(adm), slot(adm), limit(time.Now), drain, finished)
+	return compose(destination, classShare(adm), slot(adm), limit(time.Now), watchDead(time.Now), drain, finished)
 }
 
 // parked is a record not called, for why: it waits in its route's lane.
@@ -180,6 +180,20 @@ func limit(now func() time.Time) stage {
 			n := lim.Done(t, sampleOf(c.res, now()))
 			d.ln.adm.SetLimit(n)
 			d.ln.limit.Set(float64(n))
+			return c
+		}
+	}
+}
+
+// watchDead tells the route's deadRoute (a route with auto_pause_after)
+// of each answered call. now is the clock of the answers.
+func watchDead(now func() time.Time) stage {
+	return func(next caller) caller {
+		return func(ctx context.Context, d *delivery) called {
+			c := next(ctx, d)
+			if dr := d.ln.dead; dr != nil && !c.abandoned && c.res.Kind == decide.ResultCalled {
+				dr.observe(now(), c.res.Err)
+			}
 			return c
 		}
 	}

@@ -146,9 +146,10 @@ func (p *Processor) Run(ctx context.Context) error {
 	// reports.go: one producer of the control topic's reports, when some
 	// destination has a breaker (breakers.go) or some route is ordered
 	// (held.go).
-	reports, closeReports := p.newReportWriter(len(p.breakerWatches()) > 0 || len(p.orderedRoutes()) > 0)
+	reports, closeReports := p.newReportWriter(len(p.breakerWatches()) > 0 || len(p.orderedRoutes()) > 0 || p.anyAutoPause())
 	defer closeReports()
 	go p.publishBreakers(cctx, reports) // breakers.go: breaker reports for dlq serve's re-drive
+	go p.autoPause(cctx, reports)       // autopause.go: the pause of a route whose every call failed
 	if p.standby != nil {
 		go p.standby.Run(cctx)
 	}

@@ -65,6 +65,11 @@ func (p *setup) applyControl(s control.Setting) {
 			ln.drain.Store(nil)
 		}
 		p.mLanes.lanePaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[paused])
+		auto := paused && ln.autoPaused()
+		p.mLanes.autoPaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[auto])
+		if !paused && ln.dead != nil {
+			ln.dead.reset() // resumed: another auto_pause_after of failures to pause it again
+		}
 		p.mLanes.laneRate.WithLabelValues(ln.provider, ln.route).Set(rps)
 		if now := ln.setting(); now != was {
 			p.cfg.Logger.Info("route "+now+" by an operator", "provider", ln.provider, "route", ln.route, "was", was, "by", s.By, "at", s.At)
@@ -85,6 +90,13 @@ func (ln *lane) effective() (paused bool, rps float64) {
 		}
 	}
 	return paused, rps
+}
+
+// autoPaused says whether the route's own setting is a processor's
+// auto-pause (control.AutoPauseBy).
+func (ln *lane) autoPaused() bool {
+	s := ln.byRoute.Load()
+	return s != nil && s.Paused && s.By == control.AutoPauseBy
 }
 
 // setting says what an operator set for the lane.

@@ -31,7 +31,10 @@ type lane struct {
 	// limiter adapts the calls in flight between 1 and the slots (the
 	// admission chain's limit stage); nil: a fixed limit
 	// (destination.adaptive: false). limit is its gauge.
-	limiter  limiter
+	limiter limiter
+	// dead tracks since when every call failed (autopause.go); nil: the
+	// destination has auto_pause_after: 0.
+	dead     *deadRoute
 	limit    prometheus.Gauge
 	inflight prometheus.Gauge
 	parked   prometheus.Counter
@@ -63,6 +66,9 @@ func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h 
 		ac.Refusing, ac.Refused = b.Refusing, deliver.ErrCircuitOpen
 	}
 	ln.adm = admission.NewLane(ac)
+	if r.Destination != nil && r.Destination.AutoPauseAfter > 0 {
+		ln.dead = &deadRoute{after: r.Destination.AutoPauseAfter}
+	}
 	if r.Destination == nil || !r.Destination.Fixed {
 		lim := admission.NewLimiter(n)
 		ln.limiter = lim

@@ -34,6 +34,7 @@ type laneMetrics struct {
 	laneAdaptive   *prometheus.GaugeVec
 	parked         *prometheus.CounterVec
 	lanePaused     *prometheus.GaugeVec
+	autoPaused     *prometheus.GaugeVec
 	laneRate       *prometheus.GaugeVec
 	reg            prometheus.Registerer // breakerOpen registers there
 }
@@ -69,13 +70,17 @@ func newLaneMetrics(reg prometheus.Registerer) *laneMetrics {
 			Name: "hookline_processor_destination_paused",
 			Help: "1 while an operator has paused a provider's deliveries (dlq provider pause): its records wait in its lane topic.",
 		}, []string{"provider", "route"}),
+		autoPaused: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookline_processor_route_auto_paused",
+			Help: "1 while a route is paused because every call of it failed for its destination.auto_pause_after (a processor's pause on the control topic, by auto-pause): its records wait in its lane topic until dlq route resume.",
+		}, []string{"provider", "route"}),
 		laneRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookline_processor_destination_rate",
 			Help: "The calls per second an operator capped a provider's destination at (dlq provider rate); 0: no cap.",
 		}, []string{"provider", "route"}),
 		reg: reg,
 	}
-	reg.MustRegister(m.handlerSeconds, m.laneInflight, m.laneWaiting, m.laneLimit, m.laneAdaptive, m.parked, m.lanePaused, m.laneRate)
+	reg.MustRegister(m.handlerSeconds, m.laneInflight, m.laneWaiting, m.laneLimit, m.laneAdaptive, m.parked, m.lanePaused, m.autoPaused, m.laneRate)
 	return m
 }
 

@@ -275,9 +275,10 @@ function countCells(c, accepted) {
   ];
 }
 
-// setBy says who set a setting, and when.
+// setBy says who set a setting, and when; and why, for a processor's
+// auto-pause.
 function setBy(v) {
-  return v.by ? ' (by ' + v.by + (v.at ? ', ' + shortTime(v.at) : '') + ')' : '';
+  return v.by ? ' (by ' + v.by + (v.at ? ', ' + shortTime(v.at) : '') + (v.why ? ': ' + v.why : '') + ')' : '';
 }
 
 function renderOverview(rep, provs, routes) {

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-adaptive bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-events bench-retrier bench-e2e bench-idle bench-adaptive bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -117,6 +117,16 @@ STATE_GOMEMLIMIT ?= 200MiB
 bench-state:
 	HOOKLINE_RSS=1 HOOKLINE_RSS_KEYS=$(STATE_KEYS) HOOKLINE_RSS_GOMEMLIMIT=$(STATE_GOMEMLIMIT) \
 		$(GO) test -count=1 -run '^TestRSS$$' -v -timeout 90m ./processor/internal/state/
+
+## bench-events: the events list (GET /events) in indexes of 1M and 10M deliveries, in one run: p50/p99 and positions read
+## per query kind, size on disk, RSS and Go heap (no broker; not in `make bench`). The indexes are built once (StreamWriter,
+## minutes) and kept in EVENTS_DIR for the next run; EVENTS_KEYS, EVENTS_BUILD=apply (through Apply, as the feeder writes).
+EVENTS_KEYS ?= 1000000,10000000
+EVENTS_DIR ?= $(or $(TMPDIR),/tmp)/hookline-events-bench
+EVENTS_BUILD ?= bulk
+bench-events:
+	HOOKLINE_TRACE_BENCH_KEYS=$(EVENTS_KEYS) HOOKLINE_TRACE_BENCH_DIR=$(EVENTS_DIR) HOOKLINE_TRACE_BENCH_BUILD=$(EVENTS_BUILD) \
+		$(GO) test -run '^$$' -bench BenchmarkEventsList -benchtime 500x -count 3 -v -timeout 3h ./dlq/internal/trace/
 
 ## bench-retrier: retrier idle with 100k parked (CPU, RSS) and 100k due at once (moved/s vs ProducerPerformance).
 bench-retrier: build $(KAFKA_DEP)

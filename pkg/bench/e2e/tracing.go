@@ -24,9 +24,13 @@ import (
 // exporting by OTLP/HTTP to a sink in this process that answers every
 // export 200 (the services' cost is the spans and their export, not a
 // backend's). Each run: a warm-up, the closed loop (ingest's 202s/s and
-// the end-to-end events/s) and the open loop at -tracing-rate events/s
-// (CPU per event of each service). Ratios are against the off run of the
-// same round.
+// the end-to-end events/s, and each service's CPU per event there: on a
+// shared machine the rates follow the other jobs, while a saturated
+// service's capacity is the CPU it gets over its CPU per event) and the
+// open loop at -tracing-rate events/s (CPU per event of each service).
+// Round r starts with setting r mod 3 (off first, then on 1 % first, then
+// on 100 % first, ...), so no setting always runs first, right after the
+// broker was idle. Ratios are against the off run of the same round.
 
 // tracingSetting is one tracing configuration of the services.
 type tracingSetting struct {
@@ -104,7 +108,10 @@ func runTracing(ctx context.Context, cfg config, out io.Writer) (err error) {
 	settings := tracingSettings(sink)
 	got := make([][]result, cfg.TracingRounds)
 	for round := range cfg.TracingRounds {
-		for _, st := range settings {
+		got[round] = make([]result, len(settings))
+		for j := range settings {
+			i := (round + j) % len(settings)
+			st := settings[i]
 			b.extraEnv = st.env
 			before := exports()
 			if err := b.start(ctx); err != nil {
@@ -126,21 +133,24 @@ func runTracing(ctx context.Context, cfg config, out io.Writer) (err error) {
 			if err = errors.Join(err, stopErr); err != nil {
 				return err
 			}
-			got[round] = append(got[round], r)
+			got[round][i] = r
 			fmt.Fprintf(out, "  exports received: %d\n", exports()-before)
 		}
 	}
 
-	fmt.Fprintf(out, "\n%-9s %-8s %12s %12s %10s %10s | CPU per event at %.0f/s (µs): %-9s %-9s %-9s\n", "round", "tracing", "ingest 202/s", "e2e ev/s", "×off ing", "×off e2e", cfg.TracingRate, "ingest", "processor", "retrier")
+	fmt.Fprintf(out, "\n%-6s %-8s %8s %8s %8s %8s | %-25s %-13s | CPU per event at %.0f/s (µs)\n", "round", "tracing", "ing 202/s", "e2e ev/s", "×off ing", "×off e2e",
+		"closed CPU/event ing, proc", "×off capacity", cfg.TracingRate)
 	for round, rs := range got {
 		off := rs[0]
 		for i, r := range rs {
-			per := func(name string) float64 {
-				return float64(r.open.CPU[name].Microseconds()) / float64(max(r.open.Events, 1))
+			per := func(p phaseReport, name string) float64 {
+				return float64(p.CPU[name].Microseconds()) / float64(max(p.Events, 1))
 			}
-			fmt.Fprintf(out, "%-9d %-8s %12.0f %12.0f %10.2f %10.2f | %31s %-9.0f %-9.0f %-9.0f\n", round+1, settings[i].name,
-				r.closed.PostRate, r.closed.E2ERate, r.closed.PostRate/off.closed.PostRate, r.closed.E2ERate/off.closed.E2ERate, "",
-				per("ingest"), per("processor"), per("retrier"))
+			fmt.Fprintf(out, "%-6d %-8s %8.0f %8.0f %8.2f %8.2f | %12.0f %12.0f | %6.2f %6.2f | %.0f, %.0f, %.0f\n", round+1, settings[i].name,
+				r.closed.PostRate, r.closed.E2ERate, r.closed.PostRate/off.closed.PostRate, r.closed.E2ERate/off.closed.E2ERate,
+				per(r.closed, "ingest"), per(r.closed, "processor"),
+				per(off.closed, "ingest")/per(r.closed, "ingest"), per(off.closed, "processor")/per(r.closed, "processor"),
+				per(r.open, "ingest"), per(r.open, "processor"), per(r.open, "retrier"))
 		}
 	}
 	if _, verr := b.track.verify(); verr != nil {

@@ -391,11 +391,7 @@ func applyLoad(ix *Index, names topics.Names, n int, gen func(j int) (raw, out *
 	const batch = 10_000
 	recs := make([]*kgo.Record, 0, 2*batch)
 	for i := 0; i < n; i += batch {
-		recs = recs[:0]
-		for j := i; j < min(n, i+batch); j++ {
-			raw, out := gen(j)
-			recs = append(recs, raw, out)
-		}
+		recs = deliveries(recs[:0], i, min(n, i+batch), gen)
 		if err := ix.Apply(recs, []Position{{Topic: names.Raw, Partition: 0, Next: int64(i + batch)}}); err != nil {
 			return err
 		}
@@ -404,4 +400,14 @@ func applyLoad(ix *Index, names topics.Names, n int, gen func(j int) (raw, out *
 		}
 	}
 	return nil
+}
+
+// deliveries appends the records of deliveries lo..hi-1 of gen, each
+// delivery's accepted record then its outcome.
+func deliveries(recs []*kgo.Record, lo, hi int, gen func(j int) (raw, out *kgo.Record)) []*kgo.Record {
+	for j := lo; j < hi; j++ {
+		raw, out := gen(j)
+		recs = append(recs, raw, out)
+	}
+	return recs
 }

@@ -77,11 +77,7 @@ func bulkLoad(ix *Index, n int, gen func(j int) (raw, out *kgo.Record)) (err err
 	keys := func() error {
 		recs := make([]*kgo.Record, 0, 2*bulkChunk)
 		for lo := 0; lo < n; lo += bulkChunk {
-			recs = recs[:0]
-			for j := lo; j < min(n, lo+bulkChunk); j++ {
-				raw, out := gen(j)
-				recs = append(recs, raw, out)
-			}
+			recs = deliveries(recs[:0], lo, min(n, lo+bulkChunk), gen)
 			err := write(recs, func(k []byte) (uint32, error) {
 				switch k[0] {
 				case pEvent:

@@ -177,8 +177,8 @@ func BenchmarkEventsList(b *testing.B) {
 		runtime.GC()
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
-		b.Logf("index of %d deliveries (%s): %d MiB on disk; after its queries process RSS %d MiB (peak so far %d MiB), Go heap in use %d MiB",
-			n, build, dirSize(dir)>>20, procKB("VmRSS")>>10, procKB("VmHWM")>>10, ms.HeapInuse>>20)
+		b.Logf("index of %d deliveries (%s): %d MiB on disk; after its queries process RSS %d MiB (%d MiB anonymous, %d MiB of mapped files; peak so far %d MiB), Go heap in use %d MiB",
+			n, build, dirSize(dir)>>20, procKB("VmRSS")>>10, procKB("RssAnon")>>10, procKB("RssFile")>>10, procKB("VmHWM")>>10, ms.HeapInuse>>20)
 		if err := ix.Close(); err != nil {
 			b.Fatal(err)
 		}

@@ -124,50 +124,32 @@ func runCost(ctx context.Context, cfg config, out io.Writer, rec *benchreport.Re
 
 // processorAlone produces n events of ingest's shape (headers.IngestRecord)
 // straight to the raw topic, as fast as the client goes, and waits for
-// their outcomes: the processor saturated on its own, as bench-processor
-// runs it, with no ingest beside it sharing the cores. CPU is counted from
-// the first produce to the last outcome read.
+// their outcomes (measure): the processor saturated on its own, as
+// bench-processor runs it, with no ingest beside it sharing the cores. CPU
+// is counted from the first produce to the last outcome read.
 func (b *bench) processorAlone(ctx context.Context, ph *phase, n int) (phaseReport, error) {
-	r := phaseReport{Name: ph.name, CPU: map[string]time.Duration{}}
-	cpu0 := b.cpu()
-	m0, err := b.processorMetrics(ctx)
-	if err != nil {
-		return r, err
-	}
-	now := time.Now()
-	evs := make([]*event, n)
-	for i := range n {
-		id := postID(ph, i)
-		head := `{"id":"` + id + `","object":"event","type":"invoice.paid","pad":"`
-		body := []byte(head + b.padding(b.cfg.BodySize-len(head)-2) + `"}`)
-		key := "stripe:" + id
-		evs[i] = b.track.posting(ph, key, now)
-		b.run.Client.Produce(ctx, headers.IngestRecord(b.names.Raw, key, "invoice.paid", body,
-			headers.IngestMeta{Provider: "stripe", ReceivedAt: now, RequestID: "bench-e2e", ContentType: "application/json"}), nil)
-	}
-	if err := b.run.Client.Flush(ctx); err != nil {
-		return r, err
-	}
-	for _, e := range evs {
-		b.track.accept(e, now)
-	}
-	if err := b.track.wait(ctx, ph, b.cfg.Drain); err != nil {
-		return r, err
-	}
-	cpu1 := b.cpu()
-	m1, err := b.processorMetrics(ctx)
-	if err != nil {
-		return r, err
-	}
-	for k, v := range cpu1 {
-		r.CPU[k] = v - cpu0[k]
-	}
-	b.track.mu.Lock()
-	r.Events = ph.seen
-	r.E2ERate = float64(ph.seen) / ph.lastSeen.Sub(ph.firstPost).Seconds()
-	b.track.mu.Unlock()
-	r.Txns, r.Records = m1.txns-m0.txns, m1.records-m0.records
-	return r, nil
+	var err error
+	r, merr := b.measure(ctx, ph, func(func(context.Context, int) error) loadtest.Result {
+		t0 := time.Now()
+		evs := make([]*event, n)
+		for i := range n {
+			id := postID(ph, i)
+			head := `{"id":"` + id + `","object":"event","type":"invoice.paid","pad":"`
+			body := []byte(head + b.padding(b.cfg.BodySize-len(head)-2) + `"}`)
+			key := "stripe:" + id
+			evs[i] = b.track.posting(ph, key, t0)
+			b.run.Client.Produce(ctx, headers.IngestRecord(b.names.Raw, key, "invoice.paid", body,
+				headers.IngestMeta{Provider: "stripe", ReceivedAt: t0, RequestID: "bench-e2e", ContentType: "application/json"}), nil)
+		}
+		if err = b.run.Client.Flush(ctx); err != nil {
+			return loadtest.Result{} // nothing accepted: measure's wait ends at once
+		}
+		for _, e := range evs {
+			b.track.accept(e, t0)
+		}
+		return loadtest.Result{Elapsed: time.Since(t0)}
+	})
+	return r, errors.Join(err, merr)
 }
 
 // idleShare waits a few seconds for the last phase's commits to settle,
@@ -315,7 +297,11 @@ func openBench(cfg config, out io.Writer, services []string) (b *bench, cleanup 
 	if b.dest, err = startDestination(b.iso.Delay, func(string, time.Time) {}); err != nil {
 		return nil, nil, b.run.Close(err)
 	}
-	b.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
+	// A connection idle past ingest's idle timeout (2 min by default) is
+	// closed by ingest, and a POST that takes it as ingest closes it is
+	// reset: the cost phases leave connections idle for minutes, so the
+	// client lets them go first.
+	b.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
 	return b, func(err error) error {
 		b.client.CloseIdleConnections()
 		b.dest.close()

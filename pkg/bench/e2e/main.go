@@ -27,6 +27,10 @@
 // Every posted key must end with exactly one `done` outcome, or the run
 // fails.
 //
+// With -tracing it runs only the tracing comparison (tracing.go), with
+// -cost only the cost by rate (cost.go, make bench-cost): each service's
+// CPU idle and per event at 10, 100 and 1,000 events/s and saturated.
+//
 // Loopback only (it refuses a KAFKA_BROKERS elsewhere), bounded in time;
 // its processes, topics and groups are removed at the end. It reaches the
 // broker as the services do (KAFKA_TLS*, KAFKA_SASL_*: pkg/kafkaconf), and

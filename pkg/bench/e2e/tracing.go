@@ -10,12 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/hookline/hookline/pkg/retry"
-	"github.com/hookline/hookline/pkg/testkit/loadtest"
-	"github.com/hookline/hookline/pkg/topics"
 )
 
 // The tracing comparison (issue 35, -tracing): the same services run three
@@ -67,22 +61,11 @@ func startSink() (url string, exports func() int, stop func(), err error) {
 }
 
 func runTracing(ctx context.Context, cfg config, out io.Writer) (err error) {
-	b := &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), pad: strings.Repeat("x", cfg.BodySize), tiers: benchTiers}
-	if b.run, err = loadtest.NewRun("bench-e2e", []string{"ingest", "processor", "retrier"}); err != nil {
-		return err
-	}
-	defer func() { err = b.run.Close(err) }()
-	sched, err := retry.ParseSchedule(b.tiers)
+	b, cleanup, err := openBench(cfg, out, []string{"ingest", "processor", "retrier"})
 	if err != nil {
 		return err
 	}
-	b.names = topics.NewNames(b.run.Prefix("bench-e2e"), sched.Names())
-	if b.dest, err = startDestination(b.iso.Delay, func(string, time.Time) {}); err != nil {
-		return err
-	}
-	defer b.dest.close()
-	b.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
-	defer b.client.CloseIdleConnections()
+	defer func() { err = cleanup(err) }()
 	sink, exports, stopSink, err := startSink()
 	if err != nil {
 		return err
@@ -93,16 +76,11 @@ func runTracing(ctx context.Context, cfg config, out io.Writer) (err error) {
 	fmt.Fprintf(out, "alternated %d round(s); per run: closed loop %d posters for %s, then open loop %.0f events/s for %s\n", cfg.TracingRounds, cfg.Conns, cfg.Closed, cfg.TracingRate, cfg.Open)
 	fmt.Fprintf(out, "%d-byte signed Stripe events, %d partitions, broker %s, topic prefix %s\n\n", cfg.BodySize, cfg.Partitions, strings.Join(b.run.Kafka.Brokers, ","), b.names.Prefix)
 
-	reader, err := b.run.Kafka.NewClient(kgo.ConsumeTopics(b.names.Outcomes),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(50*time.Millisecond))
+	stopReader, err := b.readOutcomes(ctx)
 	if err != nil {
 		return err
 	}
-	rctx, stopReader := context.WithCancel(ctx)
-	readerDone := make(chan struct{})
-	go func() { defer close(readerDone); b.track.read(rctx, reader) }()
-	defer func() { stopReader(); <-readerDone; reader.Close() }()
+	defer stopReader()
 
 	type result struct{ closed, open phaseReport }
 	settings := tracingSettings(sink)

@@ -192,12 +192,13 @@ type Appliers struct {
 	Setting func(Setting)
 	Breaker func(Breaker)
 	Held    func(HeldReport)
+	Trial   func(Trial)
 }
 
 // FollowAll is Follow that also reads the processors' reports, in one
-// reading of the topic: every setting, breaker report and held report
-// goes to its applier in to (a nil one skips that kind). Cost: one
-// consumer.
+// reading of the topic: every setting, breaker report, held report and
+// trial report goes to its applier in to (a nil one skips that kind).
+// Cost: one consumer.
 func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
 	to Appliers, caughtUp func(), bad func(error)) error {
 	return follow(ctx, newClient, topic, func(r *kgo.Record) {
@@ -207,6 +208,8 @@ func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, err
 			applyOr(to.Breaker, b, err, bad)
 		} else if h, ok, err := DecodeHeld(r); ok {
 			applyOr(to.Held, h, err, bad)
+		} else if t, ok, err := DecodeTrial(r); ok {
+			applyOr(to.Trial, t, err, bad)
 		}
 	}, caughtUp, bad)
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -67,6 +68,13 @@ func (p *setup) applyControl(s control.Setting) {
 		p.mLanes.lanePaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[paused])
 		auto := paused && ln.autoPaused()
 		p.mLanes.autoPaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[auto])
+		if ln.trial != nil {
+			var at time.Time
+			if rs := ln.byRoute.Load(); rs != nil {
+				at = rs.At
+			}
+			ln.trial.set(auto && !ln.providerPaused(), at, p.cfg.Now())
+		}
 		if !paused && ln.dead != nil {
 			ln.dead.reset() // resumed: another auto_pause_after of failures to pause it again
 		}
@@ -97,6 +105,14 @@ func (ln *lane) effective() (paused bool, rps float64) {
 func (ln *lane) autoPaused() bool {
 	s := ln.byRoute.Load()
 	return s != nil && s.Paused && s.By == control.AutoPauseBy
+}
+
+// providerPaused says whether the route's provider is paused by an
+// operator (dlq provider pause): no trial call then, even if the route's
+// own setting is an auto-pause.
+func (ln *lane) providerPaused() bool {
+	s := ln.byProvider.Load()
+	return s != nil && s.Paused
 }
 
 // setting says what an operator set for the lane.

@@ -193,11 +193,13 @@ type Appliers struct {
 	Breaker func(Breaker)
 	Held    func(HeldReport)
 	Trial   func(Trial)
+	Limit   func(Limit)
 }
 
 // FollowAll is Follow that also reads the processors' reports, in one
-// reading of the topic: every setting, breaker report, held report and
-// trial report goes to its applier in to (a nil one skips that kind).
+// reading of the topic: every setting and every processor's report
+// (breaker, held, trial, limit) goes to its applier in to (a nil one
+// skips that kind).
 // Cost: one consumer.
 func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
 	to Appliers, caughtUp func(), bad func(error)) error {
@@ -210,6 +212,8 @@ func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, err
 			applyOr(to.Held, h, err, bad)
 		} else if t, ok, err := DecodeTrial(r); ok {
 			applyOr(to.Trial, t, err, bad)
+		} else if l, ok, err := DecodeLimit(r); ok {
+			applyOr(to.Limit, l, err, bad)
 		}
 	}, caughtUp, bad)
 }

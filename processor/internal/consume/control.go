@@ -15,7 +15,8 @@ import (
 // followControl keeps every lane's operator setting (pause, drain rate) in
 // step with the control topic until ctx ends, and closes caughtUp once the
 // settings at start are applied: no session starts before, so a provider
-// paused before a restart is never called after it. The "control"
+// paused before a restart is never called after it. The adaptive limits
+// this instance kept there (limits.go) are applied before too. The "control"
 // readiness check is false until then.
 func (p *setup) followControl(ctx context.Context, caughtUp chan<- struct{}) {
 	p.cfg.Health.Set("control", errors.New("reading the operators' settings from "+p.cfg.Names.Control))
@@ -27,7 +28,7 @@ func (p *setup) followControl(ctx context.Context, caughtUp chan<- struct{}) {
 		})
 	}
 	retrying(ctx, p.cfg.Logger, "following the operators' settings failed", slowBackoff, func() error {
-		return control.Follow(ctx, p.cfg.NewClient, p.cfg.Names.Control, p.applyControl, once,
+		return control.FollowAll(ctx, p.cfg.NewClient, p.cfg.Names.Control, control.Appliers{Setting: p.applyControl, Limit: p.applyKeptLimit}, once,
 			func(err error) { p.cfg.Logger.Warn("operator setting ignored", "err", err) })
 	})
 }

@@ -142,7 +142,7 @@ func TestTrialCallSpendsNoAttempt(t *testing.T) {
 			t.Fatalf("%d records in retry tier %s after failed trials, want none: a trial spends no attempt", len(recs), topic)
 		}
 	}
-	if gaugeIs(t, reg, "hookline_processor_route_answering_again", 1) {
+	if gaugeOf(t, reg, "hookline_processor_route_answering_again", "slowcrm") == 1 {
 		t.Fatal("answering again after failed trials only")
 	}
 	dst.fail.Store(false)
@@ -153,7 +153,7 @@ func TestTrialCallSpendsNoAttempt(t *testing.T) {
 	if o := f.outcomes(t)[head][1]; o.Attempt != 1 {
 		t.Fatalf("the trial's delivery has attempt %d, want 1: failed trials spend none", o.Attempt)
 	}
-	waitFor(t, "answering again", func() bool { return gaugeIs(t, reg, "hookline_processor_route_answering_again", 1) })
+	waitFor(t, "answering again", func() bool { return gaugeOf(t, reg, "hookline_processor_route_answering_again", "slowcrm") == 1 })
 	waitFor(t, "the trial's report on the control topic", func() bool {
 		for _, r := range f.readCommitted(t, f.names.Control) {
 			if tr, ok, err := control.DecodeTrial(r); ok && err == nil && tr.Answering && tr.Route == "default" {
@@ -162,7 +162,7 @@ func TestTrialCallSpendsNoAttempt(t *testing.T) {
 		}
 		return false
 	})
-	if !gaugeIs(t, reg, "hookline_processor_route_auto_paused", 1) {
+	if gaugeOf(t, reg, "hookline_processor_route_auto_paused", "slowcrm") != 1 {
 		t.Fatal("the route is no longer auto-paused after its trial answered: a trial does not resume it")
 	}
 	set(control.Setting{Provider: "slowcrm", Route: "default", At: time.Now()})
@@ -194,26 +194,30 @@ func TestTrialCallSpendsNoAttempt(t *testing.T) {
 			t.Fatalf("%s: %d outcomes done, want 1", k, done)
 		}
 	}
-	if gaugeIs(t, reg, "hookline_processor_route_answering_again", 1) {
+	if gaugeOf(t, reg, "hookline_processor_route_answering_again", "slowcrm") == 1 {
 		t.Fatal("still answering again after the resume")
 	}
 }
 
-// gaugeIs says whether the registry's gauge name (one series) is v.
-func gaugeIs(t *testing.T, reg *prometheus.Registry, name string, v float64) bool {
+// gaugeOf is the value of gauge name's series of provider in reg (-1
+// when it has none).
+func gaugeOf(t *testing.T, reg *prometheus.Registry, name, provider string) float64 {
 	t.Helper()
 	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mf := range mfs {
-		if mf.GetName() == name {
-			for _, m := range mf.GetMetric() {
-				if m.GetGauge().GetValue() == v {
-					return true
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if lp.GetName() == "provider" && lp.GetValue() == provider {
+					return m.GetGauge().GetValue()
 				}
 			}
 		}
 	}
-	return false
+	return -1
 }

@@ -192,12 +192,15 @@ type Appliers struct {
 	Setting func(Setting)
 	Breaker func(Breaker)
 	Held    func(HeldReport)
+	Trial   func(Trial)
+	Limit   func(Limit)
 }
 
 // FollowAll is Follow that also reads the processors' reports, in one
-// reading of the topic: every setting, breaker report and held report
-// goes to its applier in to (a nil one skips that kind). Cost: one
-// consumer.
+// reading of the topic: every setting and every processor's report
+// (breaker, held, trial, limit) goes to its applier in to (a nil one
+// skips that kind).
+// Cost: one consumer.
 func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
 	to Appliers, caughtUp func(), bad func(error)) error {
 	return follow(ctx, newClient, topic, func(r *kgo.Record) {
@@ -207,6 +210,10 @@ func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, err
 			applyOr(to.Breaker, b, err, bad)
 		} else if h, ok, err := DecodeHeld(r); ok {
 			applyOr(to.Held, h, err, bad)
+		} else if t, ok, err := DecodeTrial(r); ok {
+			applyOr(to.Trial, t, err, bad)
+		} else if l, ok, err := DecodeLimit(r); ok {
+			applyOr(to.Limit, l, err, bad)
 		}
 	}, caughtUp, bad)
 }

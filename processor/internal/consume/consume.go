@@ -144,12 +144,13 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer stopControl()
 	go p.followControl(cctx, caughtUp)
 	// reports.go: one producer of the control topic's reports, when some
-	// destination has a breaker (breakers.go) or some route is ordered
-	// (held.go).
-	reports, closeReports := p.newReportWriter(len(p.breakerWatches()) > 0 || len(p.orderedRoutes()) > 0 || p.anyAutoPause())
+	// destination has a breaker (breakers.go), some route is ordered
+	// (held.go), auto-paused (autopause.go) or adaptive (limits.go).
+	reports, closeReports := p.newReportWriter(len(p.breakerWatches()) > 0 || len(p.orderedRoutes()) > 0 || p.anyAutoPause() || p.anyAdaptive())
 	defer closeReports()
 	go p.publishBreakers(cctx, reports) // breakers.go: breaker reports for dlq serve's re-drive
 	go p.autoPause(cctx, reports)       // autopause.go: the pause of a route whose every call failed
+	go p.publishLimits(cctx, reports)   // limits.go: the adaptive limits a restart starts from
 	if p.standby != nil {
 		go p.standby.Run(cctx)
 	}

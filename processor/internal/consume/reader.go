@@ -60,7 +60,11 @@ type reader struct {
 	// kick wakes a sleeping pace: records were handed to the chains
 	// (capacity 1).
 	kick chan struct{}
-	done chan struct{}
+	// trials are the lanes read for a trial call (trial.go) by lane
+	// topic: resumed by pace while their route is auto-paused and a trial
+	// is due, until hand takes the head record.
+	trials map[string]*lane
+	done   chan struct{}
 }
 
 // recordSink is what the reader asks of its session: whether the budget
@@ -73,6 +77,9 @@ type recordSink interface {
 	dispatch(recs []*kgo.Record, admitted bool)
 	// fail stops the session with err.
 	fail(err error)
+	// trial runs r, the head record of ln's lane, as the route's trial
+	// call (trial.go).
+	trial(r *kgo.Record, ln *lane)
 }
 
 // newReader builds the reader of a session: what it uses of the session
@@ -90,7 +97,7 @@ func newReader(p *setup, budget *admission.Budget, lanes admission.Admitter, roo
 		return nil, fmt.Errorf("reader: %w", err)
 	}
 	return &reader{p: p, budget: budget, lanes: lanes, room: room, to: to,
-		cl: cl, paused: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{})}, nil
+		cl: cl, paused: map[string]bool{}, kick: make(chan struct{}, 1), trials: map[string]*lane{}, done: make(chan struct{})}, nil
 }
 
 // add starts reading a partition that became ready, raw and lanes, each
@@ -166,6 +173,7 @@ func (l *reader) run(ctx context.Context) {
 // go at once, their class checked when they run (session.run parks those
 // over their class's share).
 func (l *reader) hand(recs []*kgo.Record) {
+	recs = l.takeTrials(recs)
 	if len(recs) > 0 {
 		defer l.wake() // after dispatch held them: pace sees them held
 	}
@@ -186,6 +194,59 @@ func (l *reader) hand(recs []*kgo.Record) {
 	l.mu.Unlock()
 	l.to.dispatch(raw, false)
 	l.ungate()
+}
+
+// takeTrials takes a trial call's record out of what a poll returned: the
+// first record of a lane read for a trial (pace) is the route's trial, the
+// lane is paused again at once, and its partitions are rewound to the
+// first record of each not taken (the trial's: to the record after it), so
+// nothing else of the lane is run and its head stays where it was. The
+// other records are returned.
+func (l *reader) takeTrials(recs []*kgo.Record) []*kgo.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.trials) == 0 {
+		return recs
+	}
+	now := l.p.cfg.Now()
+	kept := recs[:0:0]
+	back := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range recs {
+		ln, ok := l.trials[r.Topic]
+		if !ok {
+			kept = append(kept, r)
+			continue
+		}
+		ps := back[r.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			back[r.Topic] = ps
+		}
+		if _, seen := ps[r.Partition]; seen {
+			continue
+		}
+		ps[r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset}
+		if ln.trial.start(now) {
+			ps[r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset + 1}
+			l.to.trial(r, ln)
+		}
+	}
+	for topic := range back {
+		delete(l.trials, topic)
+		l.paused[topic] = true
+		l.cl.PauseFetchTopics(topic)
+	}
+	l.cl.SetOffsets(back)
+	return kept
+}
+
+// unread rewinds the fetch of a lane's partition to a trial's record that
+// goes back to the head of the lane (its window took it back first); the
+// lane stays paused until pace resumes it.
+func (l *reader) unread(r *kgo.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.Topic: {r.Partition: {Epoch: -1, Offset: r.Offset}}})
 }
 
 // ungate dispatches the gated lane records their classes have room for,
@@ -274,6 +335,17 @@ func (l *reader) pace1(ln *lane) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	full := len(l.gated[ln.adm.Class()]) > 0 || !l.lanes.ReadBack(ln.adm)
+	if ln.trial != nil {
+		switch {
+		case ln.trial.busy():
+			full = true // its record may go back to the head of the lane
+		case full && l.trialOpen(ln):
+			full = false // read the head record for the trial (takeTrials)
+			l.trials[ln.topic] = ln
+		default:
+			delete(l.trials, ln.topic)
+		}
+	}
 	if l.paused[ln.topic] == full {
 		return
 	}
@@ -283,6 +355,15 @@ func (l *reader) pace1(ln *lane) {
 	} else {
 		l.cl.ResumeFetchTopics(ln.topic)
 	}
+}
+
+// trialOpen says whether ln's lane may be read for a trial call now: the
+// route is paused (by auto-pause: trial.due), its breaker does not refuse
+// calls, its class has room and holds no gated record, and a trial is due.
+// l.mu is held.
+func (l *reader) trialOpen(ln *lane) bool {
+	c := ln.adm.Class()
+	return ln.adm.Paused() && !ln.adm.Refusing() && len(l.gated[c]) == 0 && l.budget.Room(c) && ln.trial.due(l.p.cfg.Now())
 }
 
 // hold pauses a lane at once, without waiting for pace: a record is being

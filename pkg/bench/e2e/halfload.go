@@ -21,26 +21,38 @@ const (
 )
 
 // halfRound is one round of the half-load comparison: the unordered open
-// loop (phase 2), then the ordered provider over OrdEntities entities at
-// the same rate for as long (phase 5).
+// loop (phase 2) and the ordered provider over OrdEntities entities at the
+// same rate for as long (phase 5).
 type halfRound struct{ Unordered, Ordered phaseReport }
 
 // halfLoad runs HalfRounds rounds of phases 2 and 5 at rate, alternated,
-// each -open-d long: the two see the same machine, round by round.
+// each -open-d long: the two see the same machine, round by round. The
+// order turns each round (2 then 5, then 5 then 2), so neither is always
+// the one that follows the phase before.
 func (b *bench) halfLoad(ctx context.Context, rate float64) ([]halfRound, error) {
 	c := b.cfg
 	out := make([]halfRound, c.HalfRounds)
 	for i := range out {
-		fmt.Fprintf(b.out, "phase 2, round %d of %d: open loop, %.0f events/s for %s ...\n", i+1, c.HalfRounds, rate, c.Open)
-		p2 := &phase{name: fmt.Sprintf("open loop, %.0f/s, round %d", rate, i+1)}
-		var err error
-		if out[i].Unordered, err = b.openPhase(ctx, p2, rate, c.Open); err != nil {
-			return out, err
+		runUnordered := func() (err error) {
+			fmt.Fprintf(b.out, "phase 2, round %d of %d: open loop, %.0f events/s for %s ...\n", i+1, c.HalfRounds, rate, c.Open)
+			p2 := &phase{name: fmt.Sprintf("open loop, %.0f/s, round %d", rate, i+1)}
+			out[i].Unordered, err = b.openPhase(ctx, p2, rate, c.Open)
+			return err
 		}
-		fmt.Fprintf(b.out, "phase 5, round %d of %d: ordered, %d entities, %.0f events/s for %s ...\n", i+1, c.HalfRounds, c.OrdEntities, rate, c.Open)
-		p5 := &phase{name: fmt.Sprintf("ordered, half load, round %d", i+1), provider: ordered, ents: &entities{n: c.OrdEntities, fail: -1}}
-		if out[i].Ordered, err = b.openPhase(ctx, p5, rate, c.Open); err != nil {
-			return out, err
+		runOrdered := func() (err error) {
+			fmt.Fprintf(b.out, "phase 5, round %d of %d: ordered, %d entities, %.0f events/s for %s ...\n", i+1, c.HalfRounds, c.OrdEntities, rate, c.Open)
+			p5 := &phase{name: fmt.Sprintf("ordered, half load, round %d", i+1), provider: ordered, ents: &entities{n: c.OrdEntities, fail: -1}}
+			out[i].Ordered, err = b.openPhase(ctx, p5, rate, c.Open)
+			return err
+		}
+		steps := []func() error{runUnordered, runOrdered}
+		if i%2 == 1 {
+			steps[0], steps[1] = runOrdered, runUnordered
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return out, err
+			}
 		}
 	}
 	return out, nil
@@ -105,7 +117,7 @@ func printHalfLoad(out io.Writer, rounds []halfRound) {
 	if len(rounds) == 0 {
 		return
 	}
-	fmt.Fprintf(out, "\nhalf load, %d rounds alternating unordered (phase 2) / ordered over 10,000 entities (phase 5), 202 -> done outcome:\n", len(rounds))
+	fmt.Fprintf(out, "\nhalf load, %d rounds of unordered (phase 2) and ordered over 10,000 entities (phase 5), in turns (2 then 5, 5 then 2, ...), 202 -> done outcome:\n", len(rounds))
 	fmt.Fprintf(out, "%-8s %8s %14s %14s %14s %14s %14s\n", "round", "events", "unord. p50 ms", "unord. p99 ms", "ord. p50 ms", "ord. p99 ms", "ord./unord. p99")
 	var ratios []float64
 	for i, h := range rounds {

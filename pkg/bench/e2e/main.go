@@ -10,8 +10,8 @@
 //  2. open loop: events at a fixed rate (default half of phase 1's
 //     end-to-end rate) for D seconds, where the latency is that of the
 //     pipeline, not of a queue; -half-rounds rounds (default 3), each
-//     followed by phase 5 (ordering.go), the ordered provider at the same
-//     rate, so the two are compared round by round (halfload.go);
+//     with phase 5 (ordering.go), the ordered provider at the same rate,
+//     in turns, so the two are compared round by round (halfload.go);
 //  3. isolation, alone: a second pair of providers on the same processor
 //     (pkg/testkit/e2e/isolation): fastpay, answered at once, at 50 events/s for
 //     15 s, measuring per key ingest's 202 -> its destination call;

@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-adaptive bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-events bench-retrier bench-e2e bench-cost bench-idle bench-adaptive bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -34,7 +34,7 @@ run: build
 ## no Docker) in the foreground, scraping what `make run` runs, evaluating compose/prometheus/alerts.yml
 ## and notifying the receivers set in the environment (HOOKLINE_ALERT_*; docs/operating.md, Monitoring);
 ## and Jaeger, the tracing backend (compose/jaeger/install.sh builds it once; OTLP on 127.0.0.1:4318,
-## UI on 127.0.0.1:16686; docs/operating.md, Tracing). Prints the URLs; Ctrl-C stops them all.
+## query API on 127.0.0.1:16686, no UI; docs/operating.md, Tracing). Prints the URLs; Ctrl-C stops them all.
 observe:
 	compose/observe.sh
 
@@ -80,7 +80,7 @@ test-unit:
 ifndef BENCH_REPORT
   BENCH_REPORT := $(BIN)/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
 endif
-BENCH_TARGETS := bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-adaptive
+BENCH_TARGETS := bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-cost bench-idle bench-adaptive
 bench: $(KAFKA_DEP)
 	$(GO) run ./pkg/bench/report/cmd/bench-report start $(BENCH_REPORT)
 	HOOKLINE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(MAKE) $(BENCH_TARGETS)
@@ -119,6 +119,17 @@ bench-state:
 	HOOKLINE_RSS=1 HOOKLINE_RSS_KEYS=$(STATE_KEYS) HOOKLINE_RSS_GOMEMLIMIT=$(STATE_GOMEMLIMIT) \
 		$(GO) test -count=1 -run '^TestRSS$$' -v -timeout 90m ./processor/internal/state/
 
+## bench-events: the events list (GET /events) in indexes of 1M and 10M deliveries, in one run: p50/p99 and positions read
+## per query kind, size on disk, RSS and Go heap (no broker; not in `make bench`). The indexes are built once (StreamWriter:
+## for 10M, 5 min of CPU, 3.4 GB on disk, up to 13 GB of memory) and kept in EVENTS_DIR for the next run; EVENTS_KEYS,
+## EVENTS_BUILD=apply (through Apply, as the feeder writes: much slower).
+EVENTS_KEYS ?= 1000000,10000000
+EVENTS_DIR ?= $(or $(TMPDIR),/tmp)/hookline-events-bench
+EVENTS_BUILD ?= bulk
+bench-events:
+	HOOKLINE_TRACE_BENCH_KEYS=$(EVENTS_KEYS) HOOKLINE_TRACE_BENCH_DIR=$(EVENTS_DIR) HOOKLINE_TRACE_BENCH_BUILD=$(EVENTS_BUILD) \
+		$(GO) test -run '^$$' -bench BenchmarkEventsList -benchtime 500x -count 3 -v -timeout 3h ./dlq/internal/trace/
+
 ## bench-retrier: retrier idle with 100k parked (CPU, RSS) and 100k due at once (moved/s vs ProducerPerformance).
 bench-retrier: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/retrier-bench ./pkg/bench/retrier
@@ -131,6 +142,12 @@ bench-retrier: build $(KAFKA_DEP)
 bench-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BENCH_FLAGS)
+
+## bench-cost: CPU per event of ingest, processor, retrier and dlq serve at 10, 100 and 1,000 events/s and saturated,
+## and each one idle (bench-e2e -cost, 3 rounds, about 10 minutes; COST_FLAGS: e.g. '-cost-rounds 1').
+bench-cost: build $(KAFKA_DEP)
+	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e -cost $(COST_FLAGS)
 
 ## bench-idle: ingest, processor, retrier and dlq serve with no traffic: each one's CPU (% of a core) over
 ## 3 rounds of 30 s (BENCH_FLAGS='-d 30s -rounds 3 -settle 10s'), and its RSS.

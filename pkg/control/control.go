@@ -221,6 +221,9 @@ func applyOr[T any](apply func(T), v T, err error, bad func(error)) {
 	}
 }
 
+// followWait is how long the broker holds a follower's empty fetch.
+const followWait = 5 * time.Second
+
 // follow reads the control topic from its start and hands every record to
 // record, in order, until ctx ends; caughtUp (optional) is called once the
 // end seen at start is reached. Fetch errors go to bad.
@@ -230,7 +233,9 @@ func follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error)
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(500*time.Millisecond),
+		// A fetch returns as soon as a record arrives: the wait only sets
+		// how often an idle follower asks (its partitions never change).
+		kgo.FetchMaxWait(followWait),
 	)
 	if err != nil {
 		return fmt.Errorf("control: %w", err)

@@ -16,8 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
@@ -127,18 +125,11 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 		}
 	}()
 
-	reader, err := b.run.Kafka.NewClient(kgo.ConsumeTopics(b.names.Outcomes),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Bounds how late the reader may see an outcome when the broker
-		// does not answer its fetch at once; with data waiting it does.
-		kgo.FetchMaxWait(50*time.Millisecond))
+	stopReader, err := b.readOutcomes(ctx)
 	if err != nil {
 		return rep, err
 	}
-	rctx, stopReader := context.WithCancel(ctx)
-	readerDone := make(chan struct{})
-	go func() { defer close(readerDone); b.track.read(rctx, reader) }()
-	defer func() { stopReader(); <-readerDone; reader.Close() }()
+	defer stopReader()
 
 	// Warm-up: the processor joins its group, every connection opens.
 	warm := &phase{name: "warm-up"}

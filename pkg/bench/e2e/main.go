@@ -29,6 +29,10 @@
 // Every posted key must end with exactly one `done` outcome, or the run
 // fails.
 //
+// With -tracing it runs only the tracing comparison (tracing.go), with
+// -cost only the cost by rate (cost.go, make bench-cost): each service's
+// CPU idle and per event at 10, 100 and 1,000 events/s and saturated.
+//
 // Loopback only (it refuses a KAFKA_BROKERS elsewhere), bounded in time;
 // its processes, topics and groups are removed at the end. It reaches the
 // broker as the services do (KAFKA_TLS*, KAFKA_SASL_*: pkg/kafkaconf), and
@@ -66,6 +70,12 @@ func main() {
 	flag.BoolVar(&c.Tracing, "tracing", false, "run only the tracing comparison (tracing.go): off, on at 1%, on at 100%, alternated")
 	flag.IntVar(&c.TracingRounds, "tracing-rounds", c.TracingRounds, "rounds of the tracing comparison (1..10)")
 	flag.Float64Var(&c.TracingRate, "tracing-rate", c.TracingRate, "open-loop rate of the tracing comparison, events/s (1..100,000)")
+	flag.BoolVar(&c.Cost, "cost", false, "run only the cost by rate (cost.go): ingest, processor, retrier and dlq serve idle, at 10, 100 and 1,000 events/s and saturated")
+	flag.IntVar(&c.CostRounds, "cost-rounds", c.CostRounds, "rounds of the cost by rate (1..10)")
+	flag.DurationVar(&c.CostIdle, "cost-idle", c.CostIdle, "idle phase of the cost by rate (5s..5m)")
+	flag.DurationVar(&c.CostSlow, "cost-slow", c.CostSlow, "10 events/s phase of the cost by rate (5s..5m)")
+	flag.IntVar(&c.CostN, "cost-n", c.CostN, "events produced straight to the raw topic in the cost by rate's processor-alone phase (1,000..1,000,000)")
+	flag.DurationVar(&c.CostD, "cost-d", c.CostD, "100 and 1,000 events/s phases of the cost by rate (5s..5m)")
 	flag.Parse()
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
@@ -74,6 +84,13 @@ func main() {
 	loadtest.Main("bench-e2e", func(ctx context.Context) error {
 		if c.Tracing { // its own comparison, in the terminal only
 			return runTracing(ctx, c, os.Stdout)
+		}
+		if c.Cost {
+			rec := benchreport.NewRecorder("bench-e2e")
+			if err := runCost(ctx, c, os.Stdout, rec); err != nil {
+				return err
+			}
+			return rec.WriteEnv()
 		}
 		rep, err := run(ctx, c, os.Stdout)
 		if err != nil {
@@ -114,6 +131,12 @@ type config struct {
 	Tracing       bool
 	TracingRounds int
 	TracingRate   float64
+	// Cost runs only the cost by rate (cost.go), CostRounds times: idle
+	// for CostIdle, 10 events/s for CostSlow, 100 and 1,000 for CostD,
+	// then the closed loop for Closed.
+	Cost                      bool
+	CostRounds, CostN         int
+	CostIdle, CostSlow, CostD time.Duration
 }
 
 // isolation is the isolation scenario with this run's phase lengths.
@@ -128,7 +151,8 @@ func defaultConfig() config {
 		PerfRecords: 100000, BodySize: 1024, Partitions: 12, Warmup: 2 * time.Second, Drain: 90 * time.Second,
 		IsoAlone: isolation.Default().Alone, IsoTogether: isolation.Default().Together,
 		HalfRounds: 3, OrdEntities: 10000, OrdFailEntities: 1000, OrdRate: 200, OrdDur: 25 * time.Second,
-		TracingRounds: 1, TracingRate: 1000}
+		TracingRounds: 1, TracingRate: 1000,
+		CostRounds: 3, CostN: 20000, CostIdle: 30 * time.Second, CostSlow: time.Minute, CostD: 20 * time.Second}
 }
 
 func (c config) validate() error {
@@ -163,6 +187,12 @@ func (c config) validate() error {
 		return fmt.Errorf("-tracing-rounds %d: want 1..10", c.TracingRounds)
 	case c.TracingRate < 1 || c.TracingRate > 100000:
 		return fmt.Errorf("-tracing-rate %g: want 1..100,000 events/s", c.TracingRate)
+	case c.CostRounds < 1 || c.CostRounds > 10:
+		return fmt.Errorf("-cost-rounds %d: want 1..10", c.CostRounds)
+	case c.CostN < 1000 || c.CostN > 1000000:
+		return fmt.Errorf("-cost-n %d: want 1,000..1,000,000", c.CostN)
+	case !between(c.CostIdle, 5*time.Second, 5*time.Minute) || !between(c.CostSlow, 5*time.Second, 5*time.Minute) || !between(c.CostD, 5*time.Second, 5*time.Minute):
+		return fmt.Errorf("-cost-idle %s, -cost-slow %s, -cost-d %s: want each 5s..5m", c.CostIdle, c.CostSlow, c.CostD)
 	case c.OrdDur <= 0 || c.OrdDur > 5*time.Minute:
 		return fmt.Errorf("-ord-d %s: want up to 5m", c.OrdDur)
 	case c.OrdRate*c.OrdDur.Seconds() < 4*float64(c.OrdFailEntities):
@@ -171,3 +201,6 @@ func (c config) validate() error {
 	}
 	return nil
 }
+
+// between reports lo <= d <= hi.
+func between(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }

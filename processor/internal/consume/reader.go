@@ -16,8 +16,16 @@ import (
 )
 
 // paceEvery is how often the reader looks at each destination's room
-// to pause or resume reading its lane.
+// to pause or resume reading its lane, while there is anything to pace:
+// records held, a lane paused or records gated. With none, pace sleeps
+// until records are handed to the chains (kick), or paceIdle.
 const paceEvery = 20 * time.Millisecond
+
+// paceIdle bounds pace's sleep while nothing is held, paused or gated: a
+// lane is then paused only for an operator's pause (a record parked pauses
+// its lane at once, hold), which this bounds. One wake-up a second instead
+// of fifty.
+const paceIdle = time.Second
 
 // reader fetches every record the session runs: webhooks.raw partition p
 // and the lane topics' partition p (webhooks.lane.<provider>, where records
@@ -49,7 +57,10 @@ type reader struct {
 	// (admission.Budget.HoldAdmitted), per class in fetch order; they are dispatched as it
 	// gets room. Only with several classes.
 	gated [providers.NumPriorities][]*kgo.Record
-	done  chan struct{}
+	// kick wakes a sleeping pace: records were handed to the chains
+	// (capacity 1).
+	kick chan struct{}
+	done chan struct{}
 }
 
 // recordSink is what the reader asks of its session: whether the budget
@@ -79,7 +90,7 @@ func newReader(p *setup, budget *admission.Budget, lanes admission.Admitter, roo
 		return nil, fmt.Errorf("reader: %w", err)
 	}
 	return &reader{p: p, budget: budget, lanes: lanes, room: room, to: to,
-		cl: cl, paused: map[string]bool{}, done: make(chan struct{})}, nil
+		cl: cl, paused: map[string]bool{}, kick: make(chan struct{}, 1), done: make(chan struct{})}, nil
 }
 
 // add starts reading a partition that became ready, raw and lanes, each
@@ -155,6 +166,9 @@ func (l *reader) run(ctx context.Context) {
 // go at once, their class checked when they run (session.run parks those
 // over their class's share).
 func (l *reader) hand(recs []*kgo.Record) {
+	if len(recs) > 0 {
+		defer l.wake() // after dispatch held them: pace sees them held
+	}
 	if !l.budget.Classes() {
 		l.to.dispatch(recs, false)
 		return
@@ -195,15 +209,20 @@ func (l *reader) ungate() {
 // pace pauses a lane while its destination has no room (as many records
 // wait as it has slots, or it is closed: paused, or its breaker refuses
 // calls) or its priority class holds more than its share of the budget,
-// and resumes it when not.
+// and resumes it when not. It looks every paceEvery while there is
+// anything to pace (idle is false); otherwise it sleeps until records are
+// handed to the chains or paceIdle passed: a lane fills, a class runs out
+// of share or a breaker opens only with records held, and a paused lane or
+// gated records keep it looking.
 func (l *reader) pace(ctx context.Context) {
-	t := time.NewTicker(paceEvery)
+	t := time.NewTimer(paceEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-l.kick:
 		}
 		if l.budget.Classes() {
 			l.ungate()
@@ -211,7 +230,41 @@ func (l *reader) pace(ctx context.Context) {
 		for _, t := range l.p.routes.byLane {
 			l.pace1(t.lane)
 		}
+		wait := paceEvery
+		if l.idle() {
+			wait = paceIdle
+		}
+		t.Reset(wait) // no stale tick after Reset (Go 1.23 timers)
 	}
+}
+
+// wake wakes pace if it sleeps.
+func (l *reader) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// idle reports that pace has nothing to look after: no record held in the
+// budget, no lane paused, no lane record gated.
+func (l *reader) idle() bool {
+	if l.budget.Held() > 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.paused {
+		if p {
+			return false
+		}
+	}
+	for _, recs := range l.gated {
+		if len(recs) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // pace1 pauses or resumes one lane. The look at its room and the pause

@@ -100,10 +100,11 @@ bench-ingest: build $(KAFKA_DEP)
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(BENCH_FLAGS)
 
 ## bench-processor: processor throughput and CPU against ProducerPerformance, duplicates, a slow destination, restore.
-## Then the fan-out comparison (issue 22): one topic route against three, alternated; BENCH_FLAGS='-routes-n 50000
-## -routes-rounds 2' are its defaults, -routes-n 0 leaves it out. Then the backfill (issue 24): a topic route added to the
-## one-route provider, `dlq backfill` of its events, against first-seen events to one topic route; then ordering
-## (issue 24): one topic route unordered / ordered over 10,000 entities, alternated. Before the fan-out, the schema
+## Then the fan-out comparison (issues 22, 36): one topic route against three, alternated, each phase a backlog produced
+## with the processor stopped; BENCH_FLAGS='-routes-n 100000 -routes-rounds 3' are its defaults, -routes-n 0 leaves it out.
+## Then the backfill (issue 24): a topic route added to the one-route provider, `dlq backfill` of its events, against
+## first-seen events to one topic route; then ordering (issue 24): one topic route unordered / ordered over 10,000
+## entities, alternated (-ord-n 50000 -ord-rounds 2). Before the fan-out, the schema
 ## comparison (issue 32): GitHub's example payloads without schema / with GitHub's schema per event type, alternated
 ## (-schema-n 10000 -schema-rounds 2; -schema-n 0 leaves it out).
 bench-processor: build $(KAFKA_DEP)
@@ -135,7 +136,8 @@ bench-retrier: build $(KAFKA_DEP)
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/retrier-bench $(BENCH_FLAGS)
 
 ## bench-e2e: POST to `done` outcome through ingest, processor and retrier: events/s and 202-to-outcome latency against ProducerPerformance;
-## then isolation (a slow destination beside a fast one) and ordering (issue 24: an ordered provider at half load; one entity failing beside 1,000 others).
+## the open loop at half load alternated with an ordered provider at the same rate, -half-rounds 3 rounds (issue 36);
+## then isolation (a slow destination beside a fast one) and ordering (issue 24: one entity failing beside 1,000 others).
 ## BENCH_FLAGS=-tracing runs only the tracing comparison instead (issue 35): off, on at 1 %, on at 100 %, alternated (-tracing-rounds, -tracing-rate).
 bench-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e

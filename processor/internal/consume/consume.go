@@ -235,6 +235,12 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 		// record: by its entity (hookline.entity) or its key.
 		kgo.RecordPartitioner(topics.Partitioner()),
 		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
+		// A transaction ends once its first produce is answered (package
+		// txnloop), and what finishes meanwhile is produced into it: the
+		// batching comes from the loop, so a linger would only delay the
+		// first produce, and with it every record of the transaction
+		// (franz-go's default is 10 ms).
+		kgo.ProducerLinger(0),
 		kgo.RebalanceTimeout(2*time.Minute),
 		kgo.OnPartitionsAssigned(s.own.assigned),
 		kgo.OnPartitionsRevoked(s.own.revoked),

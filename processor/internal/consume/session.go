@@ -428,7 +428,7 @@ func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (deci
 	}
 	in.Routes = make([]decide.Route, len(ts))
 	for i, t := range ts {
-		in.Routes[i] = decide.Route{Name: t.route, Policy: p.policyOf(t, r, a.Provider), Call: t.lane != nil, HoldOnDead: t.holdOnDead}
+		in.Routes[i] = decide.Route{Name: t.route, Policy: routePolicy(t, in.KeyPolicy, in.Known), Call: t.lane != nil, HoldOnDead: t.holdOnDead}
 		if t.lane != nil && !a.FromLane { // a lane copy was parked already: it waits
 			in.Routes[i].Closed = t.lane.adm.WhyPark()
 		}

@@ -237,7 +237,7 @@ func (b *bench) start(ctx context.Context) error {
     preset: stripe
     secret_env: [BENCH_E2E_SECRET]
     destination: {url: %q, timeout: 5s}
-`, b.dest.url)+b.iso.Providers(b.dest.url, "BENCH_E2E_SECRET")+orderedProvider(b.dest.url, "BENCH_E2E_SECRET")), 0o600); err != nil {
+`, b.dest.url)+b.iso.Providers(b.dest.url, "BENCH_E2E_SECRET")+orderedProviders(b.dest.url, "BENCH_E2E_SECRET")), 0o600); err != nil {
 		return err
 	}
 	reg, err := providers.Load(prov, func(k string) (string, bool) { return secret, k == "BENCH_E2E_SECRET" })
@@ -475,7 +475,7 @@ func (b *bench) print(rep report, verr error) {
 	fmt.Fprintf(out, "\nratio e2e events/s / ProducerPerformance records/s: %.3f (closed loop %.0f / mean baseline %.0f; %.3f against the run before, %.3f after)\n",
 		rep.Closed.E2ERate/rep.PerfRate(), rep.Closed.E2ERate, rep.PerfRate(), rep.Closed.E2ERate/rep.Perf[0].RecordsPerSec, rep.Closed.E2ERate/rep.Perf[1].RecordsPerSec)
 	fmt.Fprintf(out, "ratio e2e events/s / ingest POST 202/s, closed loop: %.3f\n", rep.Closed.E2ERate/rep.Closed.PostRate)
-	printHalfLoad(out, rep.Ordering.Rounds)
+	printHalfLoad(out, rep.Ordering.Rounds, rep.Ordering.Twin, rep.Ordering.HalfLoad)
 	fmt.Fprintf(out, "\n%s\n", rep.Isolation)
 	fmt.Fprintf(out, "\n%s\n", rep.Ordering)
 	if verr != nil {

@@ -60,8 +60,10 @@ func TestBenchSmall(t *testing.T) {
 	}
 	ord := rep.Ordering
 	if len(ord.Rounds) != c.HalfRounds || ord.HalfLoad.Events != ord.Rounds[0].Ordered.Events+ord.Rounds[1].Ordered.Events ||
-		rep.Opened.Events != ord.Rounds[0].Unordered.Events+ord.Rounds[1].Unordered.Events || !strings.Contains(out.String(), "ratio ordered/unordered p99:") {
-		t.Errorf("half load: %d rounds, want %d, each phase pooled over them, and the ratio line", len(ord.Rounds), c.HalfRounds)
+		rep.Opened.Events != ord.Rounds[0].Unordered.Events+ord.Rounds[1].Unordered.Events ||
+		ord.Twin.Events == 0 || ord.Twin.Events != ord.Rounds[0].Twin.Events+ord.Rounds[1].Twin.Events ||
+		!strings.Contains(out.String(), "ratio ordered/unordered p99 (ordpay/its twin):") || strings.Count(out.String(), "mean POST -> outcome visible") < 4 {
+		t.Errorf("half load: %d rounds, want %d, each phase (twin %d events) pooled over them, the ratio line and the shares of the twin and the ordered phase", len(ord.Rounds), c.HalfRounds, ord.Twin.Events)
 	}
 	if ord.HalfLoad.Events == 0 || len(ord.HalfLoad.Total) != ord.HalfLoad.Events || ord.Steady.Called == 0 || ord.Failing.Called == 0 ||
 		ord.Held.Keys == 0 || ord.Held.Calls != ord.Held.Keys+2 || !strings.Contains(out.String(), "ratio others' p99 with one entity failing / without") {
@@ -69,7 +71,7 @@ func TestBenchSmall(t *testing.T) {
 	}
 	checkReportFile(t, rep, "bench-e2e/closed loop e2e events/s", "bench-e2e/open loop 202 to outcome p99",
 		"bench-e2e/ratio e2e events/s/ProducerPerformance", "bench-e2e/isolation slowcrm 202 to call p99",
-		"bench-e2e/ordered half load 202 to outcome p99", "bench-e2e/ratio ordered/unordered half load p99 by round", "bench-e2e/keys verified")
+		"bench-e2e/ordered half load 202 to outcome p99", "bench-e2e/unordered twin half load 202 to outcome p99", "bench-e2e/ratio ordered/unordered half load p99 by round", "bench-e2e/keys verified")
 }
 
 // checkReportFile writes rep's figures to a report file as the program does

@@ -11,7 +11,9 @@
 //     end-to-end rate) for D seconds, where the latency is that of the
 //     pipeline, not of a queue; -half-rounds rounds (default 3), each
 //     with phase 5 (ordering.go), the ordered provider at the same rate,
-//     in turns, so the two are compared round by round (halfload.go);
+//     and its twin without ordering (the same provider definition and
+//     bodies), in turns, so ordered and unordered are compared round by
+//     round and differ in ordering only (halfload.go);
 //  3. isolation, alone: a second pair of providers on the same processor
 //     (pkg/testkit/e2e/isolation): fastpay, answered at once, at 50 events/s for
 //     15 s, measuring per key ingest's 202 -> its destination call;
@@ -62,7 +64,7 @@ func main() {
 	flag.IntVar(&c.BodySize, "body", c.BodySize, "request body size in bytes (128..65536)")
 	flag.DurationVar(&c.IsoAlone, "iso-alone", c.IsoAlone, "length of isolation phase 3, fastpay alone (up to 60s)")
 	flag.DurationVar(&c.IsoTogether, "iso-together", c.IsoTogether, "length of isolation phase 4, fastpay with slowcrm (up to 60s)")
-	flag.IntVar(&c.HalfRounds, "half-rounds", c.HalfRounds, "rounds of phases 2 and 5 alternated (open loop unordered, then ordered, at the same rate) (1..10)")
+	flag.IntVar(&c.HalfRounds, "half-rounds", c.HalfRounds, "rounds of phases 2 and 5 alternated (stripe's open loop, the ordered provider and its twin without ordering, at the same rate) (1..10)")
 	flag.IntVar(&c.OrdEntities, "ord-entities", c.OrdEntities, "entities of ordering phase 5, at phase 2's rate for -open-d (1..1,000,000)")
 	flag.IntVar(&c.OrdFailEntities, "ord-fail-entities", c.OrdFailEntities, "entities of ordering phases 6 and 7, without and with one failing (8..100,000)")
 	flag.Float64Var(&c.OrdRate, "ord-rate", c.OrdRate, "events/s of ordering phases 6 and 7 (1..10,000)")

@@ -15,7 +15,7 @@ func (rep report) record(rec *benchreport.Recorder) {
 	for _, p := range []struct {
 		key string
 		r   phaseReport
-	}{{"closed loop", rep.Closed}, {"open loop", rep.Opened}, {"ordered half load", rep.Ordering.HalfLoad}} {
+	}{{"closed loop", rep.Closed}, {"open loop", rep.Opened}, {"ordered half load", rep.Ordering.HalfLoad}, {"unordered twin half load", rep.Ordering.Twin}} {
 		recordPhase(rec, p.key, p.r)
 	}
 	rec.Add("ratio e2e events/s/ProducerPerformance", rep.Closed.E2ERate/rep.PerfRate(), "ratio")
@@ -32,8 +32,10 @@ func (rep report) record(rec *benchreport.Recorder) {
 	}
 	rec.Add("ratio isolation fastpay p99 with slowcrm/alone", iso.Ratio(), "ratio")
 	rec.Add("ratio ordering others' p99 one failing/none", rep.Ordering.Ratio(), "ratio")
-	rec.Add("ratio ordered/unordered half load p99",
-		ms(loadtest.Percentile(rep.Ordering.HalfLoad.Total, 99))/ms(loadtest.Percentile(rep.Opened.Total, 99)), "ratio")
+	if rep.Ordering.Twin.Events > 0 {
+		rec.Add("ratio ordered/unordered half load p99",
+			ms(loadtest.Percentile(rep.Ordering.HalfLoad.Total, 99))/ms(loadtest.Percentile(rep.Ordering.Twin.Total, 99)), "ratio")
+	}
 	var ratios, p50s, p99s []float64
 	for _, h := range rep.Ordering.Rounds {
 		ratios = append(ratios, h.p99Ratio())

@@ -461,16 +461,7 @@ func (b *bench) print(rep report, verr error) {
 			fmt.Fprintf(out, "  processor: %.0f transactions, %.1f records each, %.1f ms poll -> commit on average; destination call %.2f ms on average\n",
 				r.Txns, r.Records/r.Txns, 1000*r.TxnSec/r.Txns, 1000*r.Handler)
 		}
-		names := make([]string, 0, len(r.CPU))
-		for k := range r.CPU {
-			names = append(names, k)
-		}
-		sort.Strings(names)
-		fmt.Fprintf(out, "  CPU per event:")
-		for _, k := range names {
-			fmt.Fprintf(out, " %s %.0f µs", k, float64(r.CPU[k].Microseconds())/float64(max(r.Events, 1)))
-		}
-		fmt.Fprintln(out)
+		printCPU(out, r)
 	}
 	fmt.Fprintf(out, "\nratio e2e events/s / ProducerPerformance records/s: %.3f (closed loop %.0f / mean baseline %.0f; %.3f against the run before, %.3f after)\n",
 		rep.Closed.E2ERate/rep.PerfRate(), rep.Closed.E2ERate, rep.PerfRate(), rep.Closed.E2ERate/rep.Perf[0].RecordsPerSec, rep.Closed.E2ERate/rep.Perf[1].RecordsPerSec)
@@ -484,6 +475,20 @@ func (b *bench) print(rep report, verr error) {
 	}
 	fmt.Fprintf(out, "verified: each of the %d keys accepted (warm-up included) has exactly one end, `done` (%d were parked on the way); the destination saw %d of them more than once\n",
 		rep.Verified, rep.Parked, rep.Redelivered)
+}
+
+// printCPU prints r's CPU per event, by process.
+func printCPU(out io.Writer, r phaseReport) {
+	names := make([]string, 0, len(r.CPU))
+	for k := range r.CPU {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(out, "  CPU per event:")
+	for _, k := range names {
+		fmt.Fprintf(out, " %s %.0f µs", k, float64(r.CPU[k].Microseconds())/float64(max(r.Events, 1)))
+	}
+	fmt.Fprintln(out)
 }
 
 // destination is the HTTP server every provider delivers to: 200 to

@@ -121,7 +121,8 @@ func halfLoadCheck(rounds []halfRound) []string {
 
 // printHalfLoad prints each round's p50 and p99, stripe's open loop, the
 // twin and the ordered provider, the ratios, the verdict, and where the
-// pair's mean 202 -> outcome went, pooled over the rounds.
+// pair's mean 202 -> outcome went and their CPU per event, pooled over
+// the rounds.
 func printHalfLoad(out io.Writer, rounds []halfRound, twin, ordered phaseReport) {
 	if len(rounds) == 0 {
 		return
@@ -145,6 +146,7 @@ func printHalfLoad(out io.Writer, rounds []halfRound, twin, ordered phaseReport)
 	for _, r := range []phaseReport{twin, ordered} {
 		fmt.Fprintf(out, "%s, %d rounds pooled:\n", r.Name, len(rounds))
 		printShares(out, r)
+		printCPU(out, r)
 	}
 }
 

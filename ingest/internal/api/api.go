@@ -91,7 +91,10 @@ type Server struct {
 	replays  *replayCache // nil: replays are not recognised
 	m        *metrics
 	types    *typelabel.Labeller // the event_type label of m.records
-	openapi  []byte              // GET /openapi.yaml
+	// series holds each provider's accepted-delivery series (metrics.go),
+	// the map fixed at New.
+	series  map[string]*acceptedSeries
+	openapi []byte // GET /openapi.yaml
 }
 
 // New builds the server and registers its metrics on cfg.Registry.
@@ -100,8 +103,9 @@ func New(cfg Config) *Server {
 		cfg.Now = time.Now
 	}
 	s := &Server{cfg: cfg, limiters: map[string]*rate.Limiter{}, m: newMetrics(cfg.Registry),
-		types: typelabel.New(cfg.Providers.NamedEventTypes(), cfg.EventTypeLabels)}
+		types: typelabel.New(cfg.Providers.NamedEventTypes(), cfg.EventTypeLabels), series: map[string]*acceptedSeries{}}
 	for _, name := range cfg.Providers.Names() {
+		s.series[name] = &acceptedSeries{}
 		p, _ := cfg.Providers.Get(name)
 		if p.RateLimit != nil {
 			s.limiters[name] = rate.NewLimiter(rate.Limit(p.RateLimit.PerSecond), p.RateLimit.Burst)
@@ -320,12 +324,13 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		return ae
 	}
 	produced = true
-	obs.Observe(c.Request.Context(), s.m.ackSeconds.WithLabelValues(p.Name), time.Since(start).Seconds())
-	s.m.bodyBytes.WithLabelValues(p.Name).Observe(float64(len(body)))
+	series := s.m.accepted(p.Name, s.series[p.Name])
+	obs.Observe(c.Request.Context(), series.ack, time.Since(start).Seconds())
+	series.body.Observe(float64(len(body)))
 	for _, ev := range d.Events { // one record each
-		s.m.records.WithLabelValues(p.Name, s.types.Label(p.Name, ev.Type)).Inc()
+		s.m.record(p.Name, s.types.Label(p.Name, ev.Type), series)
 	}
-	s.m.requests.WithLabelValues(p.Name, "202").Inc()
+	series.accepted.Inc()
 	c.JSON(http.StatusAccepted, out)
 	return nil
 }

@@ -486,22 +486,60 @@ func (s *Server) selftest(c *gin.Context) {
 
 // readBody reads at most MaxBodyBytes. A declared length over the limit is
 // refused before a byte is read; a chunked body is cut at limit+1 bytes.
+// A declared length sizes the buffer once (io.ReadAll grows from 512
+// bytes, copying the body at each step): one allocation for a body of up
+// to presizeMax bytes; a larger one grows as its bytes arrive, so that a
+// declared length alone does not make ingest allocate.
 func (s *Server) readBody(c *gin.Context) ([]byte, error) {
 	max := s.cfg.MaxBodyBytes
-	tooLarge := errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body is over the limit of %d bytes", max))
 	if c.Request.ContentLength > max {
 		c.Header("Connection", "close")
-		return nil, tooLarge
+		return nil, s.bodyTooLarge()
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(c.Writer, c.Request.Body, max))
+	r := http.MaxBytesReader(c.Writer, c.Request.Body, max)
+	var body []byte
+	var err error
+	if n := c.Request.ContentLength; n >= 0 {
+		// One byte more than declared, so that a body longer than its
+		// Content-Length is read (and refused by net/http) as before.
+		body, err = readFull(r, make([]byte, 0, min(n+1, presizeMax)))
+	} else {
+		body, err = io.ReadAll(r)
+	}
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return nil, tooLarge
+			return nil, s.bodyTooLarge()
 		}
 		return nil, errorf(http.StatusBadRequest, CodeBodyRead, "could not read the body: "+err.Error())
 	}
 	return body, nil
+}
+
+// presizeMax bounds the buffer a declared Content-Length gets before its
+// bytes arrived.
+const presizeMax = 64 << 10
+
+// readFull reads r to its end into buf, growing it only if r has more than
+// its capacity.
+func readFull(r io.Reader, buf []byte) ([]byte, error) {
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := r.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return buf, err
+		}
+	}
+}
+
+func (s *Server) bodyTooLarge() *apiError {
+	return errorf(http.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("body is over the limit of %d bytes", s.cfg.MaxBodyBytes))
 }
 
 // limit takes a token or answers 429 rate_limited with the wait until one

@@ -331,7 +331,7 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 		s.m.record(p.Name, s.types.Label(p.Name, ev.Type), series)
 	}
 	series.accepted.Inc()
-	c.JSON(http.StatusAccepted, out)
+	answerAccepted(c, out)
 	return nil
 }
 
@@ -421,7 +421,7 @@ func (s *Server) answerReplay(c *gin.Context, p *providers.Provider, events []pr
 		s.cfg.Logger.Debug("delivery sent again: its signed content was accepted before under its key", "provider", p.Name, "request_id", reqID)
 		out.Status = statusDuplicate
 		s.m.requests.WithLabelValues(p.Name, "202").Inc()
-		c.JSON(http.StatusAccepted, out)
+		answerAccepted(c, out)
 		return nil
 	}
 	out.Status, out.ReplayOf = statusReplay, first.key
@@ -444,7 +444,7 @@ func (s *Server) answerReplay(c *gin.Context, p *providers.Provider, events []pr
 	s.cfg.Logger.Info("delivery suppressed as a replay: its signed content was accepted before under another key",
 		"provider", p.Name, "request_id", reqID, "key", events[0].Key, "replay_of", first.key, "traced", first.trace)
 	s.m.requests.WithLabelValues(p.Name, "202").Inc()
-	c.JSON(http.StatusAccepted, out)
+	answerAccepted(c, out)
 	return nil
 }
 

@@ -325,7 +325,13 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 	}
 	produced = true
 	series := s.m.accepted(p.Name, s.series[p.Name])
-	obs.Observe(c.Request.Context(), series.ack, time.Since(start).Seconds())
+	if ack := time.Since(start).Seconds(); s.cfg.Tracer.On() {
+		obs.Observe(c.Request.Context(), series.ack, ack) // the trace id as exemplar
+	} else {
+		// No span without a tracer: no exemplar to look up along the
+		// request context's chain (0.8 us a request under load).
+		series.ack.Observe(ack)
+	}
 	series.body.Observe(float64(len(body)))
 	for _, ev := range d.Events { // one record each
 		s.m.record(p.Name, s.types.Label(p.Name, ev.Type), series)

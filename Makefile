@@ -16,7 +16,7 @@ else
   KAFKA_DEP :=
 endif
 
-.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-adaptive bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
+.PHONY: all build run observe test test-e2e test-unit bench bench-ingest bench-processor bench-state bench-events bench-retrier bench-e2e bench-cost bench-idle bench-adaptive bench-compare bench-diff lint fuzz kafka-up kafka-down kafka-status kafka-cluster-up kafka-cluster-down kafka-cluster-status kafka-secure-up kafka-secure-down kafka-secure-status topics clean
 
 all: build
 
@@ -34,7 +34,7 @@ run: build
 ## no Docker) in the foreground, scraping what `make run` runs, evaluating compose/prometheus/alerts.yml
 ## and notifying the receivers set in the environment (HOOKLINE_ALERT_*; docs/operating.md, Monitoring);
 ## and Jaeger, the tracing backend (compose/jaeger/install.sh builds it once; OTLP on 127.0.0.1:4318,
-## UI on 127.0.0.1:16686; docs/operating.md, Tracing). Prints the URLs; Ctrl-C stops them all.
+## query API on 127.0.0.1:16686, no UI; docs/operating.md, Tracing). Prints the URLs; Ctrl-C stops them all.
 observe:
 	compose/observe.sh
 
@@ -80,7 +80,7 @@ test-unit:
 ifndef BENCH_REPORT
   BENCH_REPORT := $(BIN)/bench-$(shell date -u +%Y%m%dT%H%M%SZ).json
 endif
-BENCH_TARGETS := bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-idle bench-adaptive
+BENCH_TARGETS := bench-ingest bench-processor bench-state bench-retrier bench-e2e bench-cost bench-idle bench-adaptive
 bench: $(KAFKA_DEP)
 	$(GO) run ./pkg/bench/report/cmd/bench-report start $(BENCH_REPORT)
 	HOOKLINE_BENCH_REPORT=$(abspath $(BENCH_REPORT)) $(MAKE) $(BENCH_TARGETS)
@@ -100,10 +100,11 @@ bench-ingest: build $(KAFKA_DEP)
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(BENCH_FLAGS)
 
 ## bench-processor: processor throughput and CPU against ProducerPerformance, duplicates, a slow destination, restore.
-## Then the fan-out comparison (issue 22): one topic route against three, alternated; BENCH_FLAGS='-routes-n 50000
-## -routes-rounds 2' are its defaults, -routes-n 0 leaves it out. Then the backfill (issue 24): a topic route added to the
-## one-route provider, `dlq backfill` of its events, against first-seen events to one topic route; then ordering
-## (issue 24): one topic route unordered / ordered over 10,000 entities, alternated. Before the fan-out, the schema
+## Then the fan-out comparison (issues 22, 36): one topic route against three, alternated, each phase a backlog produced
+## with the processor stopped; BENCH_FLAGS='-routes-n 100000 -routes-rounds 3' are its defaults, -routes-n 0 leaves it out.
+## Then the backfill (issue 24): a topic route added to the one-route provider, `dlq backfill` of its events, against
+## first-seen events to one topic route; then ordering (issue 24): one topic route unordered / ordered over 10,000
+## entities, alternated (-ord-n 50000 -ord-rounds 2). Before the fan-out, the schema
 ## comparison (issue 32): GitHub's example payloads without schema / with GitHub's schema per event type, alternated
 ## (-schema-n 10000 -schema-rounds 2; -schema-n 0 leaves it out).
 bench-processor: build $(KAFKA_DEP)
@@ -118,17 +119,35 @@ bench-state:
 	HOOKLINE_RSS=1 HOOKLINE_RSS_KEYS=$(STATE_KEYS) HOOKLINE_RSS_GOMEMLIMIT=$(STATE_GOMEMLIMIT) \
 		$(GO) test -count=1 -run '^TestRSS$$' -v -timeout 90m ./processor/internal/state/
 
+## bench-events: the events list (GET /events) in indexes of 1M and 10M deliveries, in one run: p50/p99 and positions read
+## per query kind, size on disk, RSS and Go heap (no broker; not in `make bench`). The indexes are built once (StreamWriter:
+## for 10M, 5 min of CPU, 3.4 GB on disk, up to 13 GB of memory) and kept in EVENTS_DIR for the next run; EVENTS_KEYS,
+## EVENTS_BUILD=apply (through Apply, as the feeder writes: much slower).
+EVENTS_KEYS ?= 1000000,10000000
+EVENTS_DIR ?= $(or $(TMPDIR),/tmp)/hookline-events-bench
+EVENTS_BUILD ?= bulk
+bench-events:
+	HOOKLINE_TRACE_BENCH_KEYS=$(EVENTS_KEYS) HOOKLINE_TRACE_BENCH_DIR=$(EVENTS_DIR) HOOKLINE_TRACE_BENCH_BUILD=$(EVENTS_BUILD) \
+		$(GO) test -run '^$$' -bench BenchmarkEventsList -benchtime 500x -count 3 -v -timeout 3h ./dlq/internal/trace/
+
 ## bench-retrier: retrier idle with 100k parked (CPU, RSS) and 100k due at once (moved/s vs ProducerPerformance).
 bench-retrier: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/retrier-bench ./pkg/bench/retrier
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/retrier-bench $(BENCH_FLAGS)
 
 ## bench-e2e: POST to `done` outcome through ingest, processor and retrier: events/s and 202-to-outcome latency against ProducerPerformance;
-## then isolation (a slow destination beside a fast one) and ordering (issue 24: an ordered provider at half load; one entity failing beside 1,000 others).
+## the open loop at half load alternated with an ordered provider at the same rate, -half-rounds 3 rounds (issue 36);
+## then isolation (a slow destination beside a fast one) and ordering (issue 24: one entity failing beside 1,000 others).
 ## BENCH_FLAGS=-tracing runs only the tracing comparison instead (issue 35): off, on at 1 %, on at 100 %, alternated (-tracing-rounds, -tracing-rate).
 bench-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BENCH_FLAGS)
+
+## bench-cost: CPU per event of ingest, processor, retrier and dlq serve at 10, 100 and 1,000 events/s and saturated,
+## and each one idle (bench-e2e -cost, 3 rounds, about 10 minutes; COST_FLAGS: e.g. '-cost-rounds 1').
+bench-cost: build $(KAFKA_DEP)
+	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e -cost $(COST_FLAGS)
 
 ## bench-idle: ingest, processor, retrier and dlq serve with no traffic: each one's CPU (% of a core) over
 ## 3 rounds of 30 s (BENCH_FLAGS='-d 30s -rounds 3 -settle 10s'), and its RSS.

@@ -23,7 +23,8 @@
 #   HOOKLINE_OBSERVE_DATA_DIR (unset: the temporary folder, removed at the end)
 #   HOOKLINE_OBSERVE_READY_TIMEOUT=60 (seconds to wait for each to answer)
 #   HOOKLINE_OBSERVE_JAEGER=on (off: no Jaeger)
-#   HOOKLINE_OBSERVE_JAEGER_UI_ADDR=127.0.0.1:16686 (the UI and its query API)
+#   HOOKLINE_OBSERVE_JAEGER_UI_ADDR=127.0.0.1:16686 (the query API: /api/traces/{id})
+#   HOOKLINE_JAEGER_UI_ASSETS (unset: no Jaeger UI; an unpacked jaeger-ui release serves it)
 #   HOOKLINE_OBSERVE_OTLP_HTTP_ADDR=127.0.0.1:4318  HOOKLINE_OBSERVE_OTLP_GRPC_ADDR=127.0.0.1:4317
 #   HOOKLINE_OBSERVE_JAEGER_HEALTH_ADDR=127.0.0.1:13133  HOOKLINE_OBSERVE_JAEGER_QUERY_GRPC_ADDR=127.0.0.1:16685
 # The scrape targets, as compose/run.sh sets them (the same defaults); a
@@ -148,8 +149,16 @@ if await "$prom_url/-/ready" && await "$am_url/-/ready" && jaeger_ready; then
     echo "observe: ready. Prometheus: $prom_url (firing and pending alerts: $prom_url/alerts; targets: $prom_url/targets)"
     echo "observe: Alertmanager: $am_url (notifications, silences)"
     if [ -n "$jaeger" ]; then
-      echo "observe: Jaeger: $jaeger_url (traces: $jaeger_url/api/traces/{id}; the UI page needs HOOKLINE_JAEGER_UI_ASSETS); OTLP on http://$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR and grpc $HOOKLINE_OBSERVE_OTLP_GRPC_ADDR:"
-      echo "observe:   OTEL_EXPORTER_OTLP_ENDPOINT=http://$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR make run; HOOKLINE_TRACE_URL=$jaeger_url/trace/{trace_id} for dlq serve"
+      # Jaeger built from its module serves a placeholder where the UI
+      # would be (its assets are built apart): the trace link goes to the
+      # query API's JSON of the trace, unless an unpacked jaeger-ui release
+      # is given (HOOKLINE_JAEGER_UI_ASSETS, compose/jaeger/config.yaml).
+      trace_url="$jaeger_url/api/traces/{trace_id}" ui="no UI: its build has no UI assets, the link is the trace's JSON"
+      if [ -n "${HOOKLINE_JAEGER_UI_ASSETS:-}" ]; then
+        trace_url="$jaeger_url/trace/{trace_id}" ui="the UI from $HOOKLINE_JAEGER_UI_ASSETS"
+      fi
+      echo "observe: Jaeger: $jaeger_url ($ui); OTLP on http://$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR and grpc $HOOKLINE_OBSERVE_OTLP_GRPC_ADDR:"
+      echo "observe:   OTEL_EXPORTER_OTLP_ENDPOINT=http://$HOOKLINE_OBSERVE_OTLP_HTTP_ADDR make run; HOOKLINE_TRACE_URL=$trace_url for dlq serve"
     fi
     for t in "${targets[@]}"; do echo "observe: scraping ${t% *} at ${t#* } every $HOOKLINE_OBSERVE_SCRAPE_INTERVAL"; done
     echo "observe: rules: $rules; Ctrl-C stops ${names[*]}."

@@ -192,12 +192,15 @@ type Appliers struct {
 	Setting func(Setting)
 	Breaker func(Breaker)
 	Held    func(HeldReport)
+	Trial   func(Trial)
+	Limit   func(Limit)
 }
 
 // FollowAll is Follow that also reads the processors' reports, in one
-// reading of the topic: every setting, breaker report and held report
-// goes to its applier in to (a nil one skips that kind). Cost: one
-// consumer.
+// reading of the topic: every setting and every processor's report
+// (breaker, held, trial, limit) goes to its applier in to (a nil one
+// skips that kind).
+// Cost: one consumer.
 func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error), topic string,
 	to Appliers, caughtUp func(), bad func(error)) error {
 	return follow(ctx, newClient, topic, func(r *kgo.Record) {
@@ -207,6 +210,10 @@ func FollowAll(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, err
 			applyOr(to.Breaker, b, err, bad)
 		} else if h, ok, err := DecodeHeld(r); ok {
 			applyOr(to.Held, h, err, bad)
+		} else if t, ok, err := DecodeTrial(r); ok {
+			applyOr(to.Trial, t, err, bad)
+		} else if l, ok, err := DecodeLimit(r); ok {
+			applyOr(to.Limit, l, err, bad)
 		}
 	}, caughtUp, bad)
 }
@@ -221,6 +228,9 @@ func applyOr[T any](apply func(T), v T, err error, bad func(error)) {
 	}
 }
 
+// followWait is how long the broker holds a follower's empty fetch.
+const followWait = 5 * time.Second
+
 // follow reads the control topic from its start and hands every record to
 // record, in order, until ctx ends; caughtUp (optional) is called once the
 // end seen at start is reached. Fetch errors go to bad.
@@ -230,7 +240,9 @@ func follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error)
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(500*time.Millisecond),
+		// A fetch returns as soon as a record arrives: the wait only sets
+		// how often an idle follower asks (its partitions never change).
+		kgo.FetchMaxWait(followWait),
 	)
 	if err != nil {
 		return fmt.Errorf("control: %w", err)

@@ -187,22 +187,26 @@ func (hs HeldReports) Clone() HeldReports {
 }
 
 // Reports are the processors' reports a reader of the control topic
-// keeps: their breakers and the entities held in their partitions. Make
-// one with NewReports; it is not safe for concurrent use.
+// keeps: their breakers, the entities held in their partitions and the
+// trial calls of auto-paused routes. Make one with NewReports; it is not
+// safe for concurrent use.
 type Reports struct {
 	Breakers Breakers
 	Held     HeldReports
+	Trials   Trials
 }
 
 // NewReports is an empty Reports.
-func NewReports() Reports { return Reports{Breakers: Breakers{}, Held: HeldReports{}} }
+func NewReports() Reports {
+	return Reports{Breakers: Breakers{}, Held: HeldReports{}, Trials: Trials{}}
+}
 
 // Appliers keeps every report in rs, and hands settings to setting.
 func (rs Reports) Appliers(setting func(Setting)) Appliers {
-	return Appliers{Setting: setting, Breaker: rs.Breakers.Apply, Held: rs.Held.Apply}
+	return Appliers{Setting: setting, Breaker: rs.Breakers.Apply, Held: rs.Held.Apply, Trial: rs.Trials.Apply}
 }
 
 // Clone is a copy of rs that later reports kept in rs do not change.
 func (rs Reports) Clone() Reports {
-	return Reports{Breakers: rs.Breakers.Clone(), Held: rs.Held.Clone()}
+	return Reports{Breakers: rs.Breakers.Clone(), Held: rs.Held.Clone(), Trials: rs.Trials.Clone()}
 }

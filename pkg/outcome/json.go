@@ -47,7 +47,14 @@ func appendOptional(b []byte, name, v string) []byte {
 }
 
 func appendField(b []byte, name, v string) []byte {
-	b = append(b, name...)
+	return AppendJSONString(append(b, name...), v)
+}
+
+// AppendJSONString appends v to b as a JSON string, byte for byte what
+// encoding/json marshals (HTML characters escaped too): the plain ASCII
+// strings hookline writes are copied, any other is handed to encoding/json.
+// The processor's changelog values use it too (decide.Encode).
+func AppendJSONString(b []byte, v string) []byte {
 	for i := 0; i < len(v); i++ {
 		if c := v[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
 			q, _ := json.Marshal(v) // a string always marshals

@@ -58,6 +58,11 @@ const (
 	// breaker rides out on its own, far inside the days a lane keeps its
 	// records.
 	DefaultAutoPauseAfter = time.Hour
+	// DefaultTrialEvery is the pace of the trial calls of an auto-paused
+	// route (destination.trial_every): one a minute tells the operator
+	// within a minute that the receiver answers again, and costs a
+	// receiver still gone one failed call a minute per processor.
+	DefaultTrialEvery = time.Minute
 	// MaxDestinationTimeout bounds destination.timeout: the longest job a
 	// destination may take to answer one call.
 	MaxDestinationTimeout = 10 * time.Minute
@@ -187,6 +192,11 @@ type Destination struct {
 	// pauses the route as `dlq route pause` does
 	// (destination.auto_pause_after); 0: never.
 	AutoPauseAfter time.Duration
+	// TrialEvery is the pace of the trial calls while the route is
+	// auto-paused (destination.trial_every): each sends the head record of
+	// the route's lane, and a success marks the route answering again; 0:
+	// no trial call.
+	TrialEvery time.Duration
 	// RateLimit bounds the calls the processor makes to this destination
 	// (destination.rate_limit in the file); nil: unlimited.
 	RateLimit *RateLimit

@@ -206,6 +206,8 @@ type destinationConfig struct {
 	RateLimit   *rateLimitConfig `yaml:"rate_limit"`
 	// AutoPauseAfter is a duration, "0" for never; nil: the default.
 	AutoPauseAfter *string `yaml:"auto_pause_after"`
+	// TrialEvery is a duration, "0" for no trial call; nil: the default.
+	TrialEvery *string `yaml:"trial_every"`
 }
 
 // ruleConfig is idempotency_key or event_type: {header: <name>} or
@@ -598,7 +600,7 @@ func (c *destinationConfig) build() (*Destination, []error) {
 	if c.Topic != "" {
 		return c.buildTopic()
 	}
-	d := &Destination{URL: c.URL, Timeout: DefaultDestinationTimeout, AutoPauseAfter: DefaultAutoPauseAfter}
+	d := &Destination{URL: c.URL, Timeout: DefaultDestinationTimeout, AutoPauseAfter: DefaultAutoPauseAfter, TrialEvery: DefaultTrialEvery}
 	var errs []error
 	if c.URL == "" {
 		errs = append(errs, fmt.Errorf("destination.url: required (or destination.topic for a Kafka topic)"))
@@ -628,6 +630,15 @@ func (c *destinationConfig) build() (*Destination, []error) {
 			d.AutoPauseAfter = a
 		}
 	}
+	if c.TrialEvery != nil {
+		if *c.TrialEvery == "0" {
+			d.TrialEvery = 0
+		} else if a, err := parseDuration(*c.TrialEvery); err != nil {
+			errs = append(errs, fmt.Errorf("destination.trial_every: %w (or 0 for no trial call)", err))
+		} else {
+			d.TrialEvery = a
+		}
+	}
 	if c.RateLimit != nil {
 		rl, err := c.RateLimit.build()
 		if err != nil {
@@ -648,7 +659,7 @@ func (c *destinationConfig) buildTopic() (*Destination, []error) {
 	for _, f := range [...]struct {
 		name string
 		set  bool
-	}{{"url", c.URL != ""}, {"timeout", c.Timeout != ""}, {"max_inflight", c.MaxInflight != 0}, {"adaptive", c.Adaptive != nil}, {"rate_limit", c.RateLimit != nil}, {"auto_pause_after", c.AutoPauseAfter != nil}} {
+	}{{"url", c.URL != ""}, {"timeout", c.Timeout != ""}, {"max_inflight", c.MaxInflight != 0}, {"adaptive", c.Adaptive != nil}, {"rate_limit", c.RateLimit != nil}, {"auto_pause_after", c.AutoPauseAfter != nil}, {"trial_every", c.TrialEvery != nil}} {
 		if f.set {
 			errs = append(errs, fmt.Errorf("destination.%s: a topic destination takes no %s (it makes no HTTP call)", f.name, f.name))
 		}

@@ -54,13 +54,13 @@ func TestParseDesignExample(t *testing.T) {
 	}
 	stripe := mustGet(t, r, "stripe")
 	if stripe.Preset != PresetStripe || stripe.DedupTTL != 720*time.Hour ||
-		!reflect.DeepEqual(stripe.Destination, &Destination{URL: "http://billing.internal/hooks/stripe", Timeout: 10 * time.Second, AutoPauseAfter: DefaultAutoPauseAfter}) ||
+		!reflect.DeepEqual(stripe.Destination, &Destination{URL: "http://billing.internal/hooks/stripe", Timeout: 10 * time.Second, AutoPauseAfter: DefaultAutoPauseAfter, TrialEvery: DefaultTrialEvery}) ||
 		stripe.RateLimit != nil {
 		t.Fatalf("stripe = %+v %+v %+v", stripe.DedupTTL, stripe.Destination, stripe.RateLimit)
 	}
 	acme := mustGet(t, r, "acme")
 	if acme.DedupTTL != DefaultDedupTTL ||
-		!reflect.DeepEqual(acme.Destination, &Destination{URL: "http://acme.internal/hooks", Timeout: 5 * time.Second, AutoPauseAfter: DefaultAutoPauseAfter}) ||
+		!reflect.DeepEqual(acme.Destination, &Destination{URL: "http://acme.internal/hooks", Timeout: 5 * time.Second, AutoPauseAfter: DefaultAutoPauseAfter, TrialEvery: DefaultTrialEvery}) ||
 		!reflect.DeepEqual(acme.RateLimit, &RateLimit{PerSecond: 200, Burst: 400}) {
 		t.Fatalf("acme = %v %+v %+v", acme.DedupTTL, acme.Destination, acme.RateLimit)
 	}
@@ -420,19 +420,28 @@ providers:
 	}
 }
 
-// TestParseAutoPauseAfter: destination.auto_pause_after is a duration,
-// 0 for never, and 1h when left out; anything else is refused.
+// TestParseAutoPauseAfter: destination.auto_pause_after and trial_every
+// are durations, 0 for never, and 1h and 1m when left out; anything else
+// is refused.
 func TestParseAutoPauseAfter(t *testing.T) {
+	pause := func(d *Destination) time.Duration { return d.AutoPauseAfter }
+	trial := func(d *Destination) time.Duration { return d.TrialEvery }
 	for _, tc := range []struct {
 		field string
+		of    func(*Destination) time.Duration
 		want  time.Duration
 		err   string
 	}{
-		{"", DefaultAutoPauseAfter, ""},
-		{", auto_pause_after: 5s", 5 * time.Second, ""},
-		{", auto_pause_after: 0", 0, ""},
-		{", auto_pause_after: -1m", 0, "destination.auto_pause_after"},
-		{", auto_pause_after: soon", 0, "destination.auto_pause_after"},
+		{"", pause, DefaultAutoPauseAfter, ""},
+		{", auto_pause_after: 5s", pause, 5 * time.Second, ""},
+		{", auto_pause_after: 0", pause, 0, ""},
+		{", auto_pause_after: -1m", pause, 0, "destination.auto_pause_after"},
+		{", auto_pause_after: soon", pause, 0, "destination.auto_pause_after"},
+		{"", trial, DefaultTrialEvery, ""},
+		{", trial_every: 2s", trial, 2 * time.Second, ""},
+		{", trial_every: 0", trial, 0, ""},
+		{", trial_every: -1s", trial, 0, "destination.trial_every"},
+		{", trial_every: often", trial, 0, "destination.trial_every"},
 	} {
 		src := `
 providers:
@@ -444,8 +453,8 @@ providers:
 			}
 			continue
 		}
-		if got := mustGet(t, mustParse(t, src, testEnv()), "crm").Destination.AutoPauseAfter; got != tc.want {
-			t.Errorf("%q: AutoPauseAfter %v, want %v", tc.field, got, tc.want)
+		if got := tc.of(mustGet(t, mustParse(t, src, testEnv()), "crm").Destination); got != tc.want {
+			t.Errorf("%q: %v, want %v", tc.field, got, tc.want)
 		}
 	}
 }

@@ -83,7 +83,7 @@ func TestParseRoutes(t *testing.T) {
 	}
 	if !slices.Equal(billing.Events, []string{"invoice.*", "payment_intent.succeeded"}) || billing.Priority != PriorityCritical ||
 		!reflect.DeepEqual(billing.Retry, &RetryPolicy{Tiers: []time.Duration{time.Minute, 5 * time.Minute}}) ||
-		!reflect.DeepEqual(billing.Destination, &Destination{URL: "https://billing.internal/hooks", Timeout: time.Minute, MaxInflight: 16, RateLimit: &RateLimit{PerSecond: 50, Burst: 50}, AutoPauseAfter: DefaultAutoPauseAfter}) {
+		!reflect.DeepEqual(billing.Destination, &Destination{URL: "https://billing.internal/hooks", Timeout: time.Minute, MaxInflight: 16, RateLimit: &RateLimit{PerSecond: 50, Burst: 50}, AutoPauseAfter: DefaultAutoPauseAfter, TrialEvery: DefaultTrialEvery}) {
 		t.Fatalf("billing = %+v %+v", billing, billing.Destination)
 	}
 	if s := billing.Signing; s == nil || !slices.Equal(s.Envs, []string{"BILLING_SIGNING_SECRET", "BILLING_SIGNING_SECRET_OLD"}) ||
@@ -92,7 +92,7 @@ func TestParseRoutes(t *testing.T) {
 	}
 	crm, _ := p.Route("crm")
 	if crm.Events == nil || crm.Priority != PriorityLow || crm.Retry != nil || crm.Signing != nil ||
-		!reflect.DeepEqual(crm.Destination, &Destination{URL: "https://crm.internal/stripe", Timeout: DefaultDestinationTimeout, AutoPauseAfter: DefaultAutoPauseAfter}) {
+		!reflect.DeepEqual(crm.Destination, &Destination{URL: "https://crm.internal/stripe", Timeout: DefaultDestinationTimeout, AutoPauseAfter: DefaultAutoPauseAfter, TrialEvery: DefaultTrialEvery}) {
 		t.Fatalf("crm = %+v %+v", crm, crm.Destination)
 	}
 	ledger, _ := p.Route("ledger")

@@ -110,7 +110,7 @@ func TestPageAndHeaders(t *testing.T) {
 	for _, want := range []string{"api('GET', '/status')", "api('GET', '/providers')", "api('GET', '/routes')", "api('GET', '/parked?limit=100')",
 		"'/providers/' + encodeURIComponent(p.provider)", "'/routes/' + encodeURIComponent(p.provider) + '/' + encodeURIComponent(r.route)",
 		"path + '/' + verb", "button('pause', 'Pause')", "button('resume', 'Resume')", "button('drain', 'Drain')", "'rate', r)",
-		"'provider', 'route', 'reason'", "e.route", "t.routes", "Token required", "Token refused", "heldText(r.held)", "r.concurrency_limit"} {
+		"'provider', 'route', 'reason'", "e.route", "t.routes", "Token required", "Token refused", "heldText(r.held)", "r.concurrency_limit", "r.answering_again"} {
 		if !strings.Contains(js, want) {
 			t.Errorf("app.js lacks %s", want)
 		}

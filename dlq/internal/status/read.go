@@ -165,7 +165,7 @@ func Collect(ctx context.Context, src Sources, window time.Duration) (Report, er
 	run("dlq", func() (err error) { in.DLQ, err = src.Store.List(ctx, store.Filter{}, false); return err })
 	run("control", func() error {
 		got, rs, err := src.Control(ctx)
-		in.Settings, in.Breakers, in.Held = got, rs.Breakers, rs.Held
+		in.Settings, in.Breakers, in.Held, in.Trials = got, rs.Breakers, rs.Held, rs.Trials
 		return err
 	})
 	run("raw backlog", func() (err error) { in.Raw, rawInc, err = RawBacklog(ctx, src.Reader, now); return err })

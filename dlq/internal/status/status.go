@@ -127,6 +127,11 @@ type Route struct {
 	// AutoPaused says why a processor paused the route (its setting is by
 	// auto-pause): since when every call failed and the last error.
 	AutoPaused string `json:"auto_paused,omitempty"`
+	// AnsweringAgain is when a trial call of the auto-paused route was
+	// answered (control.Trials.Answering: its last trial under this pause
+	// was): its receiver answers again and the operator may resume it; nil
+	// otherwise.
+	AnsweringAgain *time.Time `json:"answering_again,omitempty"`
 	// Breaker is open, closed or unreported (control.Breakers.RouteState);
 	// BreakerInstance names a processor reporting it open.
 	Breaker         string `json:"breaker"`
@@ -254,7 +259,10 @@ type Inputs struct {
 	// processors' breaker reports.
 	Settings map[string]control.Setting
 	Breakers control.Breakers
-	Raw      Backlog
+	// Trials are the processors' reports of the trial calls of
+	// auto-paused routes.
+	Trials control.Trials
+	Raw    Backlog
 	// Accepted counts by provider the records ingest accepted in the
 	// window; Done the outcomes done by route.
 	Accepted   map[string]int
@@ -454,6 +462,10 @@ func Build(in Inputs) Report {
 			rt.State, rt.PausedBy, rt.Rate = combine(pset, rset)
 			if rset.Paused && rset.By == control.AutoPauseBy {
 				rt.AutoPaused = rset.Why
+				if at, ok := in.Trials.Answering(rset); ok {
+					at = at.UTC()
+					rt.AnsweringAgain = &at
+				}
 			}
 			rt.Breaker, rt.BreakerInstance = in.Breakers.RouteState(name, k.Route, now)
 			rt.ConcurrencyLimit, rt.MaxInflight = limitOf(in.Processors, k)
@@ -539,7 +551,10 @@ func routeReasons(provider string, rt Route, heldAfter time.Duration) []string {
 	if rt.Breaker == control.BreakerOpen {
 		out = append(out, fmt.Sprintf("%s: breaker open (processor %s)", name, rt.BreakerInstance))
 	}
-	if rt.AutoPaused != "" && rt.PausedBy == "route" {
+	if rt.AutoPaused != "" && rt.PausedBy == "route" && rt.AnsweringAgain != nil {
+		out = append(out, fmt.Sprintf("%s: paused by auto-pause (%s), %d records parked in its lane; a trial call was answered at %s: its receiver answers again, dlq route resume %s",
+			name, rt.AutoPaused, rt.Parked, rt.AnsweringAgain.Format(time.RFC3339), name))
+	} else if rt.AutoPaused != "" && rt.PausedBy == "route" {
 		out = append(out, fmt.Sprintf("%s: paused by auto-pause (%s), %d records parked in its lane; dlq route resume %s once its receiver answers", name, rt.AutoPaused, rt.Parked, name))
 	} else if rt.PausedBy != "" {
 		out = append(out, fmt.Sprintf("%s: paused (by its %s setting), %d records parked in its lane", name, rt.PausedBy, rt.Parked))

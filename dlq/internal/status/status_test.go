@@ -182,6 +182,7 @@ func TestVerdict(t *testing.T) {
 	retry := func(late time.Duration) []parked.Record {
 		return []parked.Record{{Tier: "1m", Provider: "stripe", Route: "billing", ParkedAt: now.Add(-time.Hour), DueAt: headers.FormatTime(now.Add(-late))}}
 	}
+	autoPaused := map[string]control.Setting{"stripe/crm": {Provider: "stripe", Route: "crm", Paused: true, By: control.AutoPauseBy, Why: "every call failed", At: now.Add(-time.Hour)}}
 	cases := []struct {
 		name    string
 		in      Inputs
@@ -203,6 +204,12 @@ func TestVerdict(t *testing.T) {
 		{name: "route paused", in: Inputs{Settings: map[string]control.Setting{"stripe/crm": {Provider: "stripe", Route: "crm", Paused: true}}},
 			verdict: Degraded, reason: "stripe/crm: paused (by its route setting)"},
 		{name: "draining", in: Inputs{Settings: map[string]control.Setting{"stripe/crm": {Provider: "stripe", Route: "crm", Rate: 5}}}, verdict: Healthy},
+		{name: "auto-paused", in: Inputs{Settings: autoPaused, Trials: control.Trials{"stripe/crm": {Provider: "stripe", Route: "crm", Pause: now.Add(-time.Hour), Instance: "p1", At: now}}},
+			verdict: Degraded, reason: "stripe/crm: paused by auto-pause (every call failed), 0 records parked in its lane; dlq route resume stripe/crm once its receiver answers"},
+		{name: "auto-paused, answering again", in: Inputs{Settings: autoPaused, Trials: control.Trials{"stripe/crm": {Provider: "stripe", Route: "crm", Pause: now.Add(-time.Hour), Answering: true, Instance: "p1", At: now}}},
+			verdict: Degraded, reason: "a trial call was answered at 2026-03-01T12:00:00Z: its receiver answers again, dlq route resume stripe/crm"},
+		{name: "auto-paused, an answer of an earlier pause", in: Inputs{Settings: autoPaused, Trials: control.Trials{"stripe/crm": {Provider: "stripe", Route: "crm", Pause: now.Add(-2 * time.Hour), Answering: true, Instance: "p1", At: now}}},
+			verdict: Degraded, reason: "once its receiver answers"},
 		{name: "lane full", in: Inputs{Parked: []parked.Record{{Tier: parked.TierLane, Provider: "slowcrm", Route: "default", ParkedAt: now}}},
 			verdict: Degraded, reason: "slowcrm/default: 1 records parked in its lane"},
 		{name: "dead letter", in: Inputs{DLQ: []*store.Entry{dead(0, "stripe", "crm", now.Add(-time.Hour), false)}},
@@ -228,6 +235,9 @@ func TestVerdict(t *testing.T) {
 				in.Breakers.Apply(control.Breaker{Provider: "stripe", Route: "crm", Instance: "p1", Open: true, At: now.Add(-control.BreakerStale)})
 			}
 			rep := Build(in)
+			if answering := answeringOf(rep, "stripe", "crm"); answering != strings.HasSuffix(c.name, "answering again") {
+				t.Errorf("answering_again %v for stripe/crm", answering)
+			}
 			if rep.Verdict != c.verdict {
 				t.Errorf("verdict %s, want %s; reasons %q", rep.Verdict, c.verdict, rep.Reasons)
 			}
@@ -239,4 +249,17 @@ func TestVerdict(t *testing.T) {
 			}
 		})
 	}
+}
+
+// answeringOf says whether the report gives provider/route an
+// answering_again.
+func answeringOf(rep Report, provider, route string) bool {
+	for _, p := range rep.Providers {
+		for _, r := range p.Routes {
+			if p.Provider == provider && r.Route == route {
+				return r.AnsweringAgain != nil
+			}
+		}
+	}
+	return false
 }

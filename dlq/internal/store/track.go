@@ -72,7 +72,9 @@ func (s *Store) Track(ctx context.Context, interval time.Duration, publish func(
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // so the position is seen to pass transaction markers
-		kgo.FetchMaxWait(time.Second),
+		// A fetch returns as soon as records arrive: the wait only sets
+		// how often an idle tracker asks.
+		kgo.FetchMaxWait(5*time.Second),
 	)
 	if err != nil {
 		return fmt.Errorf("kafka client: %w", err)

@@ -133,39 +133,62 @@ func benchIndex(b *testing.B, names topics.Names, dir string, n int) *Index {
 	return ix
 }
 
-// BenchmarkEventsList times Index.List (GET /events, dlq events) in an
-// index of HOOKLINE_TRACE_BENCH_KEYS deliveries (default 100,000), each an
-// accepted record on raw and one outcome, spread over five days: four
-// providers (60/25/10/5 %), three routes, 20 event types (the last one 1 %
-// of them), statuses done 90 %, retrying 6 %, duplicate 3 %, dead 1 %.
-// Each query kind is a sub-benchmark reporting p50-µs and p99-µs (one
-// page of 50 per iteration, from a random point in time for the deep
-// ones) and seeks (positions read per page, mean); the build reports the
-// index's size (Badger LSM and value log) and the process's resident memory
-// after it. HOOKLINE_TRACE_BENCH_DIR keeps the index for a second run, as
-// BenchmarkTraceLookup does.
+// BenchmarkEventsList times Index.List (GET /events, dlq events) in
+// indexes of the sizes HOOKLINE_TRACE_BENCH_KEYS lists (comma-separated;
+// default 100,000), one after the other in the same run, each holding that
+// many deliveries: an accepted record on raw and one outcome each, spread
+// over five days: four providers (60/25/10/5 %), three routes, 20 event
+// types (the last one 1 % of them), statuses done 90 %, retrying 6 %,
+// duplicate 3 %, dead 1 %. Each query kind is a sub-benchmark of its size
+// reporting p50-µs and p99-µs (one page of 50 per iteration, from a random
+// point in time for the deep ones) and seeks (positions read per page,
+// mean); each size logs the index's size on disk (Badger LSM and value log)
+// and the process's resident memory and Go heap after its queries.
 //
-//	HOOKLINE_TRACE_BENCH_KEYS=10000000 HOOKLINE_TRACE_BENCH_DIR=/tmp/events10m \
-//	  go test -run '^$' -bench BenchmarkEventsList -benchtime 2000x -timeout 3h ./dlq/internal/trace/
+// HOOKLINE_TRACE_BENCH_BUILD says how an index is filled: "bulk" (the
+// default) writes the entries Apply makes with Badger's StreamWriter
+// (bulkLoad: about 5 min of CPU and up to 13 GB of memory for ten million
+// deliveries, the tables written once at the bottom level, as a compacted
+// index is), "apply" through Apply in batches of 10,000, as the feeder
+// writes them (the LSM tree as it grows, compactions on the way: ten
+// million did not finish in a session). HOOKLINE_TRACE_BENCH_DIR
+// keeps each index (in BUILD-N under it) for the next run, which then only
+// reopens it; make bench-events runs it at 1M and 10M:
+//
+//	HOOKLINE_TRACE_BENCH_KEYS=1000000,10000000 HOOKLINE_TRACE_BENCH_DIR=/tmp/events \
+//	  go test -run '^$' -bench BenchmarkEventsList -benchtime 500x -count 3 -timeout 3h ./dlq/internal/trace/
 func BenchmarkEventsList(b *testing.B) {
-	n := benchKeys(b)
 	names := topics.NewNames("bench.", []string{"1m"})
-	dir := os.Getenv("HOOKLINE_TRACE_BENCH_DIR")
-	if dir == "" {
-		dir = b.TempDir()
+	build := os.Getenv("HOOKLINE_TRACE_BENCH_BUILD")
+	switch build {
+	case "":
+		build = "bulk"
+	case "bulk", "apply":
+	default:
+		b.Fatalf("HOOKLINE_TRACE_BENCH_BUILD=%q: want bulk or apply", build)
 	}
-	base := time.Now().Add(-6 * 24 * time.Hour).Truncate(time.Second)
 	span := 5 * 24 * time.Hour
-	ix := listBenchIndex(b, names, dir, n, base, span)
-	defer ix.Close()
-	runtime.GC()
-	var ms runtime.MemStats
-	runtime.ReadMemStats(&ms)
-	b.Logf("index of %d deliveries: %d MiB on disk; process RSS %d MiB (peak %d MiB), Go heap in use %d MiB", n, dirSize(dir)>>20, procKB("VmRSS")>>10, procKB("VmHWM")>>10, ms.HeapInuse>>20)
-	for _, p := range []byte{pEvent, pList, pField} {
-		entries, bytes := prefixSize(b, ix, p)
-		b.Logf("entries %q: %d, %d MiB of keys and values before compression", p, entries, bytes>>20)
+	for _, n := range benchSizes(b) {
+		dir := b.TempDir()
+		if d := os.Getenv("HOOKLINE_TRACE_BENCH_DIR"); d != "" {
+			dir = filepath.Join(d, fmt.Sprintf("%s-%d", build, n))
+		}
+		ix, base := listBenchIndex(b, names, dir, build, n, span)
+		listBench(b, ix, fmt.Sprintf("keys=%d", n), base, span)
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.Logf("index of %d deliveries (%s): %d MiB on disk; after its queries process RSS %d MiB (%d MiB anonymous, %d MiB of mapped files; peak so far %d MiB), Go heap in use %d MiB",
+			n, build, dirSize(dir)>>20, procKB("VmRSS")>>10, procKB("RssAnon")>>10, procKB("RssFile")>>10, procKB("VmHWM")>>10, ms.HeapInuse>>20)
+		if err := ix.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
+}
+
+// listBench runs each query kind of BenchmarkEventsList on ix, as
+// sub-benchmarks named name/kind.
+func listBench(b *testing.B, ix *Index, name string, base time.Time, span time.Duration) {
 	rareType := benchEventType(19)
 	kinds := []struct {
 		name string
@@ -177,6 +200,12 @@ func BenchmarkEventsList(b *testing.B) {
 		}},
 		{"provider", func(rng *rand.Rand) ListFilter {
 			return ListFilter{Provider: "stripe", Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
+		}},
+		{"route", func(rng *rand.Rand) ListFilter {
+			return ListFilter{Route: "billing", Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
+		}},
+		{"event-type", func(rng *rand.Rand) ListFilter {
+			return ListFilter{EventType: benchEventType(3), Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
 		}},
 		{"status-dead", func(rng *rand.Rand) ListFilter {
 			return ListFilter{Status: "dead", Until: base.Add(time.Duration(rng.Int64N(int64(span))))}
@@ -192,7 +221,7 @@ func BenchmarkEventsList(b *testing.B) {
 	}
 	ctx := context.Background()
 	for _, k := range kinds {
-		b.Run(k.name, func(b *testing.B) {
+		b.Run(name+"/"+k.name, func(b *testing.B) {
 			rng := rand.New(rand.NewPCG(3, 4))
 			var took []time.Duration
 			seeks := 0
@@ -212,6 +241,24 @@ func BenchmarkEventsList(b *testing.B) {
 			b.ReportMetric(float64(seeks)/float64(len(took)), "seeks")
 		})
 	}
+}
+
+// benchSizes is HOOKLINE_TRACE_BENCH_KEYS as a list of sizes, [100,000]
+// when unset.
+func benchSizes(b *testing.B) []int {
+	v := os.Getenv("HOOKLINE_TRACE_BENCH_KEYS")
+	if v == "" {
+		return []int{100_000}
+	}
+	var out []int
+	for _, f := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			b.Fatalf("HOOKLINE_TRACE_BENCH_KEYS=%q: want positive numbers, comma-separated", v)
+		}
+		out = append(out, n)
+	}
+	return out
 }
 
 func benchEventType(i int) string { return fmt.Sprintf("type.%02d", i) }
@@ -273,57 +320,95 @@ func procKB(name string) int64 {
 }
 
 // listBenchIndex opens the index in dir and, unless a marker says it holds
-// n deliveries already, writes them through Apply.
-func listBenchIndex(b *testing.B, names topics.Names, dir string, n int, base time.Time, span time.Duration) *Index {
+// n deliveries already, fills it (build: bulk or apply) with the
+// deliveries of listDelivery over span from a base time now minus six
+// days; the marker keeps that base for the runs that reopen it.
+func listBenchIndex(b *testing.B, names topics.Names, dir, build string, n int, span time.Duration) (*Index, time.Time) {
 	b.Helper()
 	ix, marker := openBench(b, names, dir, fmt.Sprintf("list-bench-%d", n))
 	if marker == "" {
-		return ix
+		v, err := os.ReadFile(filepath.Join(dir, fmt.Sprintf("list-bench-%d", n)))
+		base, perr := time.Parse(time.RFC3339, strings.TrimSpace(string(v)))
+		if err != nil || perr != nil {
+			b.Fatalf("marker of %s: %v %v", dir, err, perr)
+		}
+		return ix, base
 	}
+	base := time.Now().Add(-6 * 24 * time.Hour).Truncate(time.Second)
+	gen := func(j int) (raw, out *kgo.Record) { return listDelivery(names, j, n, base, span) }
 	start := time.Now()
-	providers := []string{"stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe",
+	var err error
+	if build == "bulk" {
+		err = bulkLoad(ix, n, gen)
+	} else {
+		err = applyLoad(ix, names, n, gen)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Logf("built an index of %d deliveries (%d outcomes) by %s in %s", n, n, build, time.Since(start).Round(time.Second))
+	if err := os.WriteFile(marker, []byte(base.Format(time.RFC3339)), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	return ix, base
+}
+
+// listDelivery is delivery j of n over span from base: its accepted record
+// on raw and its outcome (BenchmarkEventsList says the mix).
+func listDelivery(names topics.Names, j, n int, base time.Time, span time.Duration) (raw, out *kgo.Record) {
+	providers := [20]string{"stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe", "stripe",
 		"github", "github", "github", "github", "github", "shopify", "shopify", "calcom"}
-	routes := []string{"default", "billing", "crm"}
+	routes := [3]string{"default", "billing", "crm"}
+	h := uint64(j) * 0x9E3779B97F4A7C15 // a spread of j, the same every run
+	key := benchKey(j)
+	provider, route := providers[h%20], routes[(h>>8)%3]
+	event := benchEventType(int((h >> 16) % 19))
+	if (h>>24)%100 == 0 {
+		event = benchEventType(19)
+	}
+	status := "done"
+	switch s := (h >> 32) % 100; {
+	case s == 0:
+		status = "dead"
+	case s < 4:
+		status = "duplicate"
+		route = ""
+	case s < 10:
+		status = "retrying"
+	}
+	at := base.Add(time.Duration(j) * (span / time.Duration(n)))
+	raw = headers.IngestRecord(names.Raw, key, event, nil, headers.IngestMeta{Provider: provider, ReceivedAt: at, RequestID: fmt.Sprintf("%032x", j), ContentType: "application/json"})
+	raw.Partition, raw.Offset, raw.Timestamp = int32(j%12), int64(j/12), at
+	out = &kgo.Record{Topic: names.Outcomes, Key: []byte(key), Partition: int32(j % 12), Offset: int64(j / 12), Timestamp: at.Add(3 * time.Millisecond),
+		Value: fmt.Appendf(nil, `{"key":%q,"provider":%q,"event_type":%q,"status":%q,"attempt":1,"origin":"ingest","duration_ms":3,"time":%q,"route":%q,"trace_id":"%032x","partition":%d,"offset":%d}`,
+			key, provider, event, status, headers.FormatTime(at.Add(3*time.Millisecond)), route, h, j%12, j/12)}
+	return raw, out
+}
+
+// applyLoad writes deliveries 0..n-1 of gen through Apply, 10,000 a batch,
+// as the feeder writes a poll.
+func applyLoad(ix *Index, names topics.Names, n int, gen func(j int) (raw, out *kgo.Record)) error {
+	start := time.Now()
 	const batch = 10_000
 	recs := make([]*kgo.Record, 0, 2*batch)
 	for i := 0; i < n; i += batch {
-		recs = recs[:0]
-		for j := i; j < min(n, i+batch); j++ {
-			h := uint64(j) * 0x9E3779B97F4A7C15 // a spread of j, the same every run
-			key := benchKey(j)
-			provider, route := providers[h%20], routes[(h>>8)%3]
-			event := benchEventType(int((h >> 16) % 19))
-			if (h>>24)%100 == 0 {
-				event = benchEventType(19)
-			}
-			status := "done"
-			switch s := (h >> 32) % 100; {
-			case s == 0:
-				status = "dead"
-			case s < 4:
-				status = "duplicate"
-				route = ""
-			case s < 10:
-				status = "retrying"
-			}
-			at := base.Add(time.Duration(j) * (span / time.Duration(n)))
-			raw := headers.IngestRecord(names.Raw, key, event, nil, headers.IngestMeta{Provider: provider, ReceivedAt: at, RequestID: fmt.Sprintf("%032x", j), ContentType: "application/json"})
-			raw.Partition, raw.Offset, raw.Timestamp = int32(j%12), int64(j/12), at
-			out := &kgo.Record{Topic: names.Outcomes, Key: []byte(key), Partition: int32(j % 12), Offset: int64(j / 12), Timestamp: at.Add(3 * time.Millisecond),
-				Value: fmt.Appendf(nil, `{"key":%q,"provider":%q,"event_type":%q,"status":%q,"attempt":1,"origin":"ingest","duration_ms":3,"time":%q,"route":%q,"trace_id":"%032x","partition":%d,"offset":%d}`,
-					key, provider, event, status, headers.FormatTime(at.Add(3*time.Millisecond)), route, h, j%12, j/12)}
-			recs = append(recs, raw, out)
-		}
+		recs = deliveries(recs[:0], i, min(n, i+batch), gen)
 		if err := ix.Apply(recs, []Position{{Topic: names.Raw, Partition: 0, Next: int64(i + batch)}}); err != nil {
-			b.Fatal(err)
+			return err
 		}
 		if done := i + batch; done%1_000_000 == 0 {
 			fmt.Fprintf(os.Stderr, "list bench: %d of %d deliveries written, %s\n", done, n, time.Since(start).Round(time.Second))
 		}
 	}
-	b.Logf("built an index of %d deliveries (%d outcomes) in %s", n, n, time.Since(start).Round(time.Second))
-	if err := os.WriteFile(marker, nil, 0o600); err != nil {
-		b.Fatal(err)
+	return nil
+}
+
+// deliveries appends the records of deliveries lo..hi-1 of gen, each
+// delivery's accepted record then its outcome.
+func deliveries(recs []*kgo.Record, lo, hi int, gen func(j int) (raw, out *kgo.Record)) []*kgo.Record {
+	for j := lo; j < hi; j++ {
+		raw, out := gen(j)
+		recs = append(recs, raw, out)
 	}
-	return ix
+	return recs
 }

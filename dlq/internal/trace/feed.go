@@ -261,7 +261,11 @@ func (f *Feeder) client(want map[string]map[int32]int64, pos map[string]map[int3
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), // a position below the log start
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		kgo.KeepControlRecords(), // so positions move past transaction markers
-		kgo.FetchMaxWait(500*time.Millisecond),
+		// A fetch returns as soon as records arrive; the wait sets how
+		// often an idle feed asks, and how late a topic found by
+		// rediscovery is first fetched (AddConsumePartitions waits for the
+		// fetch in flight).
+		kgo.FetchMaxWait(2*time.Second),
 		kgo.FetchMaxBytes(16<<20),
 	)
 	if err != nil {

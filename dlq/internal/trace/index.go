@@ -354,6 +354,20 @@ type Position struct {
 func (ix *Index) Apply(recs []*kgo.Record, pos []Position) error {
 	wb := ix.db.NewWriteBatch()
 	defer wb.Cancel()
+	if err := ix.entries(recs, wb.SetEntry, wb.Delete); err != nil {
+		return err
+	}
+	for _, p := range pos {
+		if err := wb.Set(positionKey(p.Topic, p.Partition), binary.BigEndian.AppendUint64(nil, uint64(p.Next))); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}
+
+// entries makes the entries of recs, as Apply writes them: set for each
+// entry written, del for each key deleted (a resolution withdrawn).
+func (ix *Index) entries(recs []*kgo.Record, set setEntry, del func([]byte) error) error {
 	cutoff := time.Now().Add(-ix.retention)
 	expires := func(t time.Time) uint64 { return uint64(t.Add(ix.retention).Unix()) }
 	for _, r := range recs {
@@ -367,7 +381,7 @@ func (ix *Index) Apply(recs []*kgo.Record, pos []Position) error {
 			}
 			k := refKey(pResolution, ref.String())
 			if r.Value == nil {
-				if err := wb.Delete(k); err != nil {
+				if err := del(k); err != nil {
 					return err
 				}
 				continue
@@ -376,7 +390,7 @@ func (ix *Index) Apply(recs []*kgo.Record, pos []Position) error {
 			if json.Unmarshal(r.Value, &rs) != nil || rs.Ref != ref.String() {
 				continue
 			}
-			if err := wb.SetEntry(badger.NewEntry(k, r.Value).WithMeta(0)); err != nil {
+			if err := set(badger.NewEntry(k, r.Value).WithMeta(0)); err != nil {
 				return err
 			}
 			continue
@@ -391,27 +405,22 @@ func (ix *Index) Apply(recs []*kgo.Record, pos []Position) error {
 		}
 		e := badger.NewEntry(eventKey(string(r.Key), ev), v)
 		e.ExpiresAt = expires(ev.At)
-		if err := wb.SetEntry(e); err != nil {
+		if err := set(e); err != nil {
 			return err
 		}
-		if err := listRow(wb.SetEntry, string(r.Key), ev, e.ExpiresAt); err != nil {
+		if err := listRow(set, string(r.Key), ev, e.ExpiresAt); err != nil {
 			return err
 		}
 		if ev.Kind == KindDeadLetter {
 			dl, _ := json.Marshal(DeadLetter{Ref: ev.Ref, Key: string(r.Key), Provider: ev.Provider, Route: ev.Route, Reason: ev.Reason, At: ev.At, ReplayID: ev.ReplayID})
 			e := badger.NewEntry(refKey(pDead, ev.Ref), dl)
 			e.ExpiresAt = expires(ev.At)
-			if err := wb.SetEntry(e); err != nil {
+			if err := set(e); err != nil {
 				return err
 			}
 		}
 	}
-	for _, p := range pos {
-		if err := wb.Set(positionKey(p.Topic, p.Partition), binary.BigEndian.AppendUint64(nil, uint64(p.Next))); err != nil {
-			return err
-		}
-	}
-	return wb.Flush()
+	return nil
 }
 
 // Positions returns how far each partition was read.

@@ -16,8 +16,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/pkg/testkit/e2e/isolation"
@@ -127,18 +125,11 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 		}
 	}()
 
-	reader, err := b.run.Kafka.NewClient(kgo.ConsumeTopics(b.names.Outcomes),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Bounds how late the reader may see an outcome when the broker
-		// does not answer its fetch at once; with data waiting it does.
-		kgo.FetchMaxWait(50*time.Millisecond))
+	stopReader, err := b.readOutcomes(ctx)
 	if err != nil {
 		return rep, err
 	}
-	rctx, stopReader := context.WithCancel(ctx)
-	readerDone := make(chan struct{})
-	go func() { defer close(readerDone); b.track.read(rctx, reader) }()
-	defer func() { stopReader(); <-readerDone; reader.Close() }()
+	defer stopReader()
 
 	// Warm-up: the processor joins its group, every connection opens.
 	warm := &phase{name: "warm-up"}
@@ -155,17 +146,22 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 	if cfg.OpenRate > 0 {
 		rate = cfg.OpenRate
 	}
-	fmt.Fprintf(out, "phase 2: open loop, %.0f events/s for %s ...\n", rate, cfg.Open)
-	p2 := &phase{name: fmt.Sprintf("open loop, %.0f/s", rate)}
-	if rep.Opened, err = b.openPhase(ctx, p2, rate, cfg.Open); err != nil {
+	// Phases 2 and 5 alternated, HalfRounds rounds (halfload.go).
+	half, err := b.halfLoad(ctx, rate)
+	if err != nil {
 		return rep, err
 	}
+	unordered := make([]phaseReport, len(half))
+	for i, h := range half {
+		unordered[i] = h.Unordered
+	}
+	rep.Opened = pooled(fmt.Sprintf("open loop, %.0f/s", rate), unordered)
 
 	if rep.Isolation, err = b.isolation(ctx); err != nil {
 		fmt.Fprintf(out, "\n%s\n", rep.Isolation)
 		return rep, err
 	}
-	if rep.Ordering, err = b.ordering(ctx, rate, rep.Opened); err != nil {
+	if rep.Ordering, err = b.ordering(ctx, half, rep.Opened); err != nil {
 		fmt.Fprintf(out, "\n%s\n", rep.Ordering)
 		return rep, err
 	}
@@ -460,6 +456,7 @@ func (b *bench) print(rep report, verr error) {
 		fmt.Fprintf(out, "  POST -> 202 (ingest, acks=all)            p50 %7.1f ms  p99 %7.1f ms\n", ms(r.Ingest.Pct(50)), ms(r.Ingest.Pct(99)))
 		fmt.Fprintf(out, "  202 -> processor took it up (its `time`)  p50 %7.1f ms  p99 %7.1f ms\n", ms(loadtest.Percentile(r.Pickup, 50)), ms(loadtest.Percentile(r.Pickup, 99)))
 		fmt.Fprintf(out, "  taken up -> outcome visible (commit)      p50 %7.1f ms  p99 %7.1f ms\n", ms(loadtest.Percentile(r.Commit, 50)), ms(loadtest.Percentile(r.Commit, 99)))
+		printShares(out, r)
 		if r.Txns > 0 {
 			fmt.Fprintf(out, "  processor: %.0f transactions, %.1f records each, %.1f ms poll -> commit on average; destination call %.2f ms on average\n",
 				r.Txns, r.Records/r.Txns, 1000*r.TxnSec/r.Txns, 1000*r.Handler)
@@ -478,6 +475,7 @@ func (b *bench) print(rep report, verr error) {
 	fmt.Fprintf(out, "\nratio e2e events/s / ProducerPerformance records/s: %.3f (closed loop %.0f / mean baseline %.0f; %.3f against the run before, %.3f after)\n",
 		rep.Closed.E2ERate/rep.PerfRate(), rep.Closed.E2ERate, rep.PerfRate(), rep.Closed.E2ERate/rep.Perf[0].RecordsPerSec, rep.Closed.E2ERate/rep.Perf[1].RecordsPerSec)
 	fmt.Fprintf(out, "ratio e2e events/s / ingest POST 202/s, closed loop: %.3f\n", rep.Closed.E2ERate/rep.Closed.PostRate)
+	printHalfLoad(out, rep.Ordering.Rounds)
 	fmt.Fprintf(out, "\n%s\n", rep.Isolation)
 	fmt.Fprintf(out, "\n%s\n", rep.Ordering)
 	if verr != nil {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	benchreport "github.com/hookline/hookline/pkg/bench/report"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
 // TestBenchSmall runs the whole benchmark with tiny phases, so the program
@@ -27,6 +28,7 @@ func TestBenchSmall(t *testing.T) {
 	c.Conns, c.Closed, c.Open, c.PerfRecords, c.Warmup, c.Drain = 4, time.Second, time.Second, 1000, 300*time.Millisecond, time.Minute
 	c.IsoAlone, c.IsoTogether = time.Second, time.Second
 	c.OrdEntities, c.OrdFailEntities, c.OrdRate, c.OrdDur = 100, 10, 50, time.Second
+	c.HalfRounds = 2 // the alternation of phases 2 and 5
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -57,13 +59,17 @@ func TestBenchSmall(t *testing.T) {
 		t.Errorf("isolation: %+v; want keys in each phase, one slowcrm call per key, and the ratio line", iso)
 	}
 	ord := rep.Ordering
+	if len(ord.Rounds) != c.HalfRounds || ord.HalfLoad.Events != ord.Rounds[0].Ordered.Events+ord.Rounds[1].Ordered.Events ||
+		rep.Opened.Events != ord.Rounds[0].Unordered.Events+ord.Rounds[1].Unordered.Events || !strings.Contains(out.String(), "ratio ordered/unordered p99:") {
+		t.Errorf("half load: %d rounds, want %d, each phase pooled over them, and the ratio line", len(ord.Rounds), c.HalfRounds)
+	}
 	if ord.HalfLoad.Events == 0 || len(ord.HalfLoad.Total) != ord.HalfLoad.Events || ord.Steady.Called == 0 || ord.Failing.Called == 0 ||
 		ord.Held.Keys == 0 || ord.Held.Calls != ord.Held.Keys+2 || !strings.Contains(out.String(), "ratio others' p99 with one entity failing / without") {
 		t.Errorf("ordering: %+v; want events in each phase, the failing entity's keys called once each plus two failures, and the ratio line", ord)
 	}
 	checkReportFile(t, rep, "bench-e2e/closed loop e2e events/s", "bench-e2e/open loop 202 to outcome p99",
 		"bench-e2e/ratio e2e events/s/ProducerPerformance", "bench-e2e/isolation slowcrm 202 to call p99",
-		"bench-e2e/ordered half load 202 to outcome p99", "bench-e2e/keys verified")
+		"bench-e2e/ordered half load 202 to outcome p99", "bench-e2e/ratio ordered/unordered half load p99 by round", "bench-e2e/keys verified")
 }
 
 // checkReportFile writes rep's figures to a report file as the program does
@@ -174,5 +180,21 @@ func TestOutcomeBeforeAccept(t *testing.T) {
 	tr.accept(e, now)
 	if ph.seen != 1 || ph.accepted != 1 {
 		t.Fatalf("seen %d accepted %d, want 1 and 1", ph.seen, ph.accepted)
+	}
+}
+
+// TestPooled: rounds pooled into one phase keep every latency and sum
+// counts, CPU and times; rates are over the summed times.
+func TestPooled(t *testing.T) {
+	a := phaseReport{Events: 100, E2ERate: 100, Total: []time.Duration{time.Millisecond}, CPU: map[string]time.Duration{"processor": time.Second},
+		Ingest: loadtest.Result{Lat: make([]time.Duration, 100), Elapsed: time.Second}, Txns: 10, TxnSec: 1, Records: 100, Handler: 0.001}
+	b := phaseReport{Events: 300, E2ERate: 100, Total: []time.Duration{2 * time.Millisecond, 3 * time.Millisecond}, CPU: map[string]time.Duration{"processor": 2 * time.Second},
+		Ingest: loadtest.Result{Lat: make([]time.Duration, 300), Elapsed: 3 * time.Second}, Txns: 30, TxnSec: 2, Records: 300, Handler: 0.003}
+	p := pooled("both", []phaseReport{a, b})
+	if p.Name != "both" || p.Events != 400 || len(p.Total) != 3 || p.CPU["processor"] != 3*time.Second || p.Txns != 40 || p.TxnSec != 3 || p.Records != 400 {
+		t.Errorf("pooled = %+v; want 400 events, 3 latencies, 3 s of processor CPU, 40 transactions of 3 s, 400 records", p)
+	}
+	if p.E2ERate != 100 || p.PostRate != 100 || p.Handler != 0.0025 {
+		t.Errorf("rates %.1f e2e, %.1f POST, handler %.4f s; want 100, 100 and 0.0025 (weighted by events)", p.E2ERate, p.PostRate, p.Handler)
 	}
 }

@@ -9,7 +9,9 @@
 //     outcomes / (last outcome visible - first POST);
 //  2. open loop: events at a fixed rate (default half of phase 1's
 //     end-to-end rate) for D seconds, where the latency is that of the
-//     pipeline, not of a queue;
+//     pipeline, not of a queue; -half-rounds rounds (default 3), each
+//     with phase 5 (ordering.go), the ordered provider at the same rate,
+//     in turns, so the two are compared round by round (halfload.go);
 //  3. isolation, alone: a second pair of providers on the same processor
 //     (pkg/testkit/e2e/isolation): fastpay, answered at once, at 50 events/s for
 //     15 s, measuring per key ingest's 202 -> its destination call;
@@ -26,6 +28,10 @@
 // phases (the ratio is taken against their mean, and each is printed).
 // Every posted key must end with exactly one `done` outcome, or the run
 // fails.
+//
+// With -tracing it runs only the tracing comparison (tracing.go), with
+// -cost only the cost by rate (cost.go, make bench-cost): each service's
+// CPU idle and per event at 10, 100 and 1,000 events/s and saturated.
 //
 // Loopback only (it refuses a KAFKA_BROKERS elsewhere), bounded in time;
 // its processes, topics and groups are removed at the end. It reaches the
@@ -56,6 +62,7 @@ func main() {
 	flag.IntVar(&c.BodySize, "body", c.BodySize, "request body size in bytes (128..65536)")
 	flag.DurationVar(&c.IsoAlone, "iso-alone", c.IsoAlone, "length of isolation phase 3, fastpay alone (up to 60s)")
 	flag.DurationVar(&c.IsoTogether, "iso-together", c.IsoTogether, "length of isolation phase 4, fastpay with slowcrm (up to 60s)")
+	flag.IntVar(&c.HalfRounds, "half-rounds", c.HalfRounds, "rounds of phases 2 and 5 alternated (open loop unordered, then ordered, at the same rate) (1..10)")
 	flag.IntVar(&c.OrdEntities, "ord-entities", c.OrdEntities, "entities of ordering phase 5, at phase 2's rate for -open-d (1..1,000,000)")
 	flag.IntVar(&c.OrdFailEntities, "ord-fail-entities", c.OrdFailEntities, "entities of ordering phases 6 and 7, without and with one failing (8..100,000)")
 	flag.Float64Var(&c.OrdRate, "ord-rate", c.OrdRate, "events/s of ordering phases 6 and 7 (1..10,000)")
@@ -63,6 +70,12 @@ func main() {
 	flag.BoolVar(&c.Tracing, "tracing", false, "run only the tracing comparison (tracing.go): off, on at 1%, on at 100%, alternated")
 	flag.IntVar(&c.TracingRounds, "tracing-rounds", c.TracingRounds, "rounds of the tracing comparison (1..10)")
 	flag.Float64Var(&c.TracingRate, "tracing-rate", c.TracingRate, "open-loop rate of the tracing comparison, events/s (1..100,000)")
+	flag.BoolVar(&c.Cost, "cost", false, "run only the cost by rate (cost.go): ingest, processor, retrier and dlq serve idle, at 10, 100 and 1,000 events/s and saturated")
+	flag.IntVar(&c.CostRounds, "cost-rounds", c.CostRounds, "rounds of the cost by rate (1..10)")
+	flag.DurationVar(&c.CostIdle, "cost-idle", c.CostIdle, "idle phase of the cost by rate (5s..5m)")
+	flag.DurationVar(&c.CostSlow, "cost-slow", c.CostSlow, "10 events/s phase of the cost by rate (5s..5m)")
+	flag.IntVar(&c.CostN, "cost-n", c.CostN, "events produced straight to the raw topic in the cost by rate's processor-alone phase (1,000..1,000,000)")
+	flag.DurationVar(&c.CostD, "cost-d", c.CostD, "100 and 1,000 events/s phases of the cost by rate (5s..5m)")
 	flag.Parse()
 	if err := c.validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "bench-e2e:", err)
@@ -71,6 +84,13 @@ func main() {
 	loadtest.Main("bench-e2e", func(ctx context.Context) error {
 		if c.Tracing { // its own comparison, in the terminal only
 			return runTracing(ctx, c, os.Stdout)
+		}
+		if c.Cost {
+			rec := benchreport.NewRecorder("bench-e2e")
+			if err := runCost(ctx, c, os.Stdout, rec); err != nil {
+				return err
+			}
+			return rec.WriteEnv()
 		}
 		rep, err := run(ctx, c, os.Stdout)
 		if err != nil {
@@ -97,6 +117,8 @@ type config struct {
 	Warmup time.Duration
 	// Drain bounds the wait for the outcomes after a phase's last POST.
 	Drain time.Duration
+	// HalfRounds are the rounds of phases 2 and 5, alternated.
+	HalfRounds int
 	// IsoAlone and IsoTogether are the lengths of the isolation phases.
 	IsoAlone, IsoTogether time.Duration
 	// OrdEntities are phase 5's entities; OrdFailEntities, OrdRate and
@@ -109,6 +131,12 @@ type config struct {
 	Tracing       bool
 	TracingRounds int
 	TracingRate   float64
+	// Cost runs only the cost by rate (cost.go), CostRounds times: idle
+	// for CostIdle, 10 events/s for CostSlow, 100 and 1,000 for CostD,
+	// then the closed loop for Closed.
+	Cost                      bool
+	CostRounds, CostN         int
+	CostIdle, CostSlow, CostD time.Duration
 }
 
 // isolation is the isolation scenario with this run's phase lengths.
@@ -122,8 +150,9 @@ func defaultConfig() config {
 	return config{Conns: 64, Closed: 10 * time.Second, Open: 10 * time.Second, OpenFraction: 0.5,
 		PerfRecords: 100000, BodySize: 1024, Partitions: 12, Warmup: 2 * time.Second, Drain: 90 * time.Second,
 		IsoAlone: isolation.Default().Alone, IsoTogether: isolation.Default().Together,
-		OrdEntities: 10000, OrdFailEntities: 1000, OrdRate: 200, OrdDur: 25 * time.Second,
-		TracingRounds: 1, TracingRate: 1000}
+		HalfRounds: 3, OrdEntities: 10000, OrdFailEntities: 1000, OrdRate: 200, OrdDur: 25 * time.Second,
+		TracingRounds: 1, TracingRate: 1000,
+		CostRounds: 3, CostN: 20000, CostIdle: 30 * time.Second, CostSlow: time.Minute, CostD: 20 * time.Second}
 }
 
 func (c config) validate() error {
@@ -146,6 +175,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-iso-alone %s: want up to 60s", c.IsoAlone)
 	case c.IsoTogether <= 0 || c.IsoTogether > time.Minute:
 		return fmt.Errorf("-iso-together %s: want up to 60s", c.IsoTogether)
+	case c.HalfRounds < 1 || c.HalfRounds > 10:
+		return fmt.Errorf("-half-rounds %d: want 1..10", c.HalfRounds)
 	case c.OrdEntities < 1 || c.OrdEntities > 1000000:
 		return fmt.Errorf("-ord-entities %d: want 1..1,000,000", c.OrdEntities)
 	case c.OrdFailEntities < 8 || c.OrdFailEntities > 100000:
@@ -156,6 +187,12 @@ func (c config) validate() error {
 		return fmt.Errorf("-tracing-rounds %d: want 1..10", c.TracingRounds)
 	case c.TracingRate < 1 || c.TracingRate > 100000:
 		return fmt.Errorf("-tracing-rate %g: want 1..100,000 events/s", c.TracingRate)
+	case c.CostRounds < 1 || c.CostRounds > 10:
+		return fmt.Errorf("-cost-rounds %d: want 1..10", c.CostRounds)
+	case c.CostN < 1000 || c.CostN > 1000000:
+		return fmt.Errorf("-cost-n %d: want 1,000..1,000,000", c.CostN)
+	case !between(c.CostIdle, 5*time.Second, 5*time.Minute) || !between(c.CostSlow, 5*time.Second, 5*time.Minute) || !between(c.CostD, 5*time.Second, 5*time.Minute):
+		return fmt.Errorf("-cost-idle %s, -cost-slow %s, -cost-d %s: want each 5s..5m", c.CostIdle, c.CostSlow, c.CostD)
 	case c.OrdDur <= 0 || c.OrdDur > 5*time.Minute:
 		return fmt.Errorf("-ord-d %s: want up to 5m", c.OrdDur)
 	case c.OrdRate*c.OrdDur.Seconds() < 4*float64(c.OrdFailEntities):
@@ -164,3 +201,6 @@ func (c config) validate() error {
 	}
 	return nil
 }
+
+// between reports lo <= d <= hi.
+func between(d, lo, hi time.Duration) bool { return d >= lo && d <= hi }

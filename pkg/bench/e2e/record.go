@@ -34,6 +34,17 @@ func (rep report) record(rec *benchreport.Recorder) {
 	rec.Add("ratio ordering others' p99 one failing/none", rep.Ordering.Ratio(), "ratio")
 	rec.Add("ratio ordered/unordered half load p99",
 		ms(loadtest.Percentile(rep.Ordering.HalfLoad.Total, 99))/ms(loadtest.Percentile(rep.Opened.Total, 99)), "ratio")
+	var ratios, p50s, p99s []float64
+	for _, h := range rep.Ordering.Rounds {
+		ratios = append(ratios, h.p99Ratio())
+		p50s = append(p50s, ms(loadtest.Percentile(h.Unordered.Total, 50)))
+		p99s = append(p99s, ms(loadtest.Percentile(h.Unordered.Total, 99)))
+	}
+	if len(ratios) > 0 {
+		rec.AddRuns("ratio ordered/unordered half load p99 by round", "ratio", ratios)
+		rec.AddRuns("open loop 202 to outcome p50 by round", "ms", p50s)
+		rec.AddRuns("open loop 202 to outcome p99 by round", "ms", p99s)
+	}
 	rec.Add("keys verified", float64(rep.Verified), "keys")
 	rec.Add("keys redelivered", float64(rep.Redelivered), "keys")
 }

@@ -10,12 +10,6 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/hookline/hookline/pkg/retry"
-	"github.com/hookline/hookline/pkg/testkit/loadtest"
-	"github.com/hookline/hookline/pkg/topics"
 )
 
 // The tracing comparison (issue 35, -tracing): the same services run three
@@ -24,9 +18,13 @@ import (
 // exporting by OTLP/HTTP to a sink in this process that answers every
 // export 200 (the services' cost is the spans and their export, not a
 // backend's). Each run: a warm-up, the closed loop (ingest's 202s/s and
-// the end-to-end events/s) and the open loop at -tracing-rate events/s
-// (CPU per event of each service). Ratios are against the off run of the
-// same round.
+// the end-to-end events/s, and each service's CPU per event there: on a
+// shared machine the rates follow the other jobs, while a saturated
+// service's capacity is the CPU it gets over its CPU per event) and the
+// open loop at -tracing-rate events/s (CPU per event of each service).
+// Round r starts with setting r mod 3 (off first, then on 1 % first, then
+// on 100 % first, ...), so no setting always runs first, right after the
+// broker was idle. Ratios are against the off run of the same round.
 
 // tracingSetting is one tracing configuration of the services.
 type tracingSetting struct {
@@ -63,22 +61,11 @@ func startSink() (url string, exports func() int, stop func(), err error) {
 }
 
 func runTracing(ctx context.Context, cfg config, out io.Writer) (err error) {
-	b := &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), pad: strings.Repeat("x", cfg.BodySize), tiers: benchTiers}
-	if b.run, err = loadtest.NewRun("bench-e2e", []string{"ingest", "processor", "retrier"}); err != nil {
-		return err
-	}
-	defer func() { err = b.run.Close(err) }()
-	sched, err := retry.ParseSchedule(b.tiers)
+	b, cleanup, err := openBench(cfg, out, []string{"ingest", "processor", "retrier"})
 	if err != nil {
 		return err
 	}
-	b.names = topics.NewNames(b.run.Prefix("bench-e2e"), sched.Names())
-	if b.dest, err = startDestination(b.iso.Delay, func(string, time.Time) {}); err != nil {
-		return err
-	}
-	defer b.dest.close()
-	b.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
-	defer b.client.CloseIdleConnections()
+	defer func() { err = cleanup(err) }()
 	sink, exports, stopSink, err := startSink()
 	if err != nil {
 		return err
@@ -89,22 +76,20 @@ func runTracing(ctx context.Context, cfg config, out io.Writer) (err error) {
 	fmt.Fprintf(out, "alternated %d round(s); per run: closed loop %d posters for %s, then open loop %.0f events/s for %s\n", cfg.TracingRounds, cfg.Conns, cfg.Closed, cfg.TracingRate, cfg.Open)
 	fmt.Fprintf(out, "%d-byte signed Stripe events, %d partitions, broker %s, topic prefix %s\n\n", cfg.BodySize, cfg.Partitions, strings.Join(b.run.Kafka.Brokers, ","), b.names.Prefix)
 
-	reader, err := b.run.Kafka.NewClient(kgo.ConsumeTopics(b.names.Outcomes),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		kgo.FetchMaxWait(50*time.Millisecond))
+	stopReader, err := b.readOutcomes(ctx)
 	if err != nil {
 		return err
 	}
-	rctx, stopReader := context.WithCancel(ctx)
-	readerDone := make(chan struct{})
-	go func() { defer close(readerDone); b.track.read(rctx, reader) }()
-	defer func() { stopReader(); <-readerDone; reader.Close() }()
+	defer stopReader()
 
 	type result struct{ closed, open phaseReport }
 	settings := tracingSettings(sink)
 	got := make([][]result, cfg.TracingRounds)
 	for round := range cfg.TracingRounds {
-		for _, st := range settings {
+		got[round] = make([]result, len(settings))
+		for j := range settings {
+			i := (round + j) % len(settings)
+			st := settings[i]
 			b.extraEnv = st.env
 			before := exports()
 			if err := b.start(ctx); err != nil {
@@ -126,21 +111,24 @@ func runTracing(ctx context.Context, cfg config, out io.Writer) (err error) {
 			if err = errors.Join(err, stopErr); err != nil {
 				return err
 			}
-			got[round] = append(got[round], r)
+			got[round][i] = r
 			fmt.Fprintf(out, "  exports received: %d\n", exports()-before)
 		}
 	}
 
-	fmt.Fprintf(out, "\n%-9s %-8s %12s %12s %10s %10s | CPU per event at %.0f/s (µs): %-9s %-9s %-9s\n", "round", "tracing", "ingest 202/s", "e2e ev/s", "×off ing", "×off e2e", cfg.TracingRate, "ingest", "processor", "retrier")
+	fmt.Fprintf(out, "\n%-6s %-8s %8s %8s %8s %8s | %-25s %-13s | CPU per event at %.0f/s (µs)\n", "round", "tracing", "ing 202/s", "e2e ev/s", "×off ing", "×off e2e",
+		"closed CPU/event ing, proc", "×off capacity", cfg.TracingRate)
 	for round, rs := range got {
 		off := rs[0]
 		for i, r := range rs {
-			per := func(name string) float64 {
-				return float64(r.open.CPU[name].Microseconds()) / float64(max(r.open.Events, 1))
+			per := func(p phaseReport, name string) float64 {
+				return float64(p.CPU[name].Microseconds()) / float64(max(p.Events, 1))
 			}
-			fmt.Fprintf(out, "%-9d %-8s %12.0f %12.0f %10.2f %10.2f | %31s %-9.0f %-9.0f %-9.0f\n", round+1, settings[i].name,
-				r.closed.PostRate, r.closed.E2ERate, r.closed.PostRate/off.closed.PostRate, r.closed.E2ERate/off.closed.E2ERate, "",
-				per("ingest"), per("processor"), per("retrier"))
+			fmt.Fprintf(out, "%-6d %-8s %8.0f %8.0f %8.2f %8.2f | %12.0f %12.0f | %6.2f %6.2f | %.0f, %.0f, %.0f\n", round+1, settings[i].name,
+				r.closed.PostRate, r.closed.E2ERate, r.closed.PostRate/off.closed.PostRate, r.closed.E2ERate/off.closed.E2ERate,
+				per(r.closed, "ingest"), per(r.closed, "processor"),
+				per(off.closed, "ingest")/per(r.closed, "ingest"), per(off.closed, "processor")/per(r.closed, "processor"),
+				per(r.open, "ingest"), per(r.open, "processor"), per(r.open, "retrier"))
 		}
 	}
 	if _, verr := b.track.verify(); verr != nil {

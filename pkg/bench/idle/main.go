@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -127,12 +126,12 @@ func run(ctx context.Context, dur time.Duration, rounds int, settle time.Duratio
 	fmt.Printf("\n%-10s %28s %14s %9s %12s\n", "service", "CPU, % of a core (min-max)", "target", "RSS MiB", "switches/s")
 	for i, s := range svcs {
 		rss, _ := loadtest.RSS(procs[i].Pid())
-		lo, med, hi := spread(pct[i])
+		lo, med, hi := report.Spread(pct[i])
 		verdict := "met"
 		if med > TargetPct {
 			verdict = "NOT met"
 		}
-		_, wmed, _ := spread(wakes[i])
+		_, wmed, _ := report.Spread(wakes[i])
 		fmt.Printf("%-10s %12.3f (%.3f-%.3f) %5.1f%% %-7s %9.1f %12.0f\n", s.name, med, lo, hi, TargetPct, verdict, float64(rss)/(1<<20), wmed)
 		rec.AddRuns("idle CPU "+s.name, "% of a core", pct[i])
 		rec.AddRuns("idle context switches "+s.name, "switches/s", wakes[i])
@@ -182,11 +181,4 @@ func switches(procs []*loadtest.Proc) []int64 {
 		}
 	}
 	return out
-}
-
-// spread is the minimum, median (the mean of the middle two for an even
-// count, as in the report) and maximum of xs (not empty).
-func spread(xs []float64) (lo, med, hi float64) {
-	s := slices.Sorted(slices.Values(xs))
-	return s[0], (s[(len(s)-1)/2] + s[len(s)/2]) / 2, s[len(s)-1]
 }

@@ -19,8 +19,10 @@
 //     with one topic route and for one with three (every event matches
 //     every route), alternated round by round on the same processor: CPU
 //     per delivery with three routes against CPU per event with one
-//     (target <= 0.6x; the read, dedup and transaction are shared), and
-//     events/s with three against events/s with one (target >= 0.5x);
+//     (target <= 0.5x in every round; the read, dedup and transaction are
+//     shared), and events/s with three against events/s with one (target
+//     >= 0.6x in every round), with the spread over the rounds; the
+//     processor is stopped while each backlog is produced;
 //   - the schema check (-schema-n, -schema-rounds; schema.go): GitHub's
 //     example payloads for a provider without schema and for one with
 //     GitHub's schema per event type, alternated: the processor's CPU per
@@ -57,8 +59,11 @@ func main() {
 	slowN := flag.Int("slow-n", 20000, "events for the slow destination")
 	parts := flag.Int("partitions", 12, "partitions of the topics (1 measures what one partition takes)")
 	fan := fanOut{}
-	flag.IntVar(&fan.n, "routes-n", 50000, "events a round of the fan-out comparison, for each of the one-route and three-route providers (0: no comparison)")
-	flag.IntVar(&fan.rounds, "routes-rounds", 2, "rounds of the fan-out comparison, each one route then three (1 to 10)")
+	flag.IntVar(&fan.n, "routes-n", 100000, "events a round of the fan-out comparison, for each of the one-route and three-route providers (0: no comparison, and no backfill or ordering comparison)")
+	flag.IntVar(&fan.rounds, "routes-rounds", 3, "rounds of the fan-out comparison, each one route then three (1 to 10)")
+	ord := fanOut{}
+	flag.IntVar(&ord.n, "ord-n", 50000, "events a phase of the ordering comparison, for each of the unordered and ordered providers (run with the fan-out)")
+	flag.IntVar(&ord.rounds, "ord-rounds", 2, "rounds of the ordering comparison, each unordered then ordered (1 to 10)")
 	tc := transformCmp{}
 	flag.IntVar(&tc.n, "transform-n", 20000, "events a round of the transform comparison, for each of the routes without and with a transform (0: no comparison)")
 	flag.IntVar(&tc.rounds, "transform-rounds", 3, "rounds of the transform comparison, each without then with (1 to 10)")
@@ -74,6 +79,10 @@ func main() {
 		fmt.Fprintf(os.Stderr, "bench: -routes-n=%d -routes-rounds=%d: want at least 0 events and 1 to 10 rounds\n", fan.n, fan.rounds)
 		os.Exit(2)
 	}
+	if ord.n < 1 || ord.rounds < 1 || ord.rounds > 10 {
+		fmt.Fprintf(os.Stderr, "bench: -ord-n=%d -ord-rounds=%d: want at least 1 event and 1 to 10 rounds\n", ord.n, ord.rounds)
+		os.Exit(2)
+	}
 	if tc.n < 0 || tc.rounds < 1 || tc.rounds > 10 {
 		fmt.Fprintf(os.Stderr, "bench: -transform-n=%d -transform-rounds=%d: want at least 0 events and 1 to 10 rounds\n", tc.n, tc.rounds)
 		os.Exit(2)
@@ -83,16 +92,17 @@ func main() {
 		os.Exit(2)
 	}
 	partitions = int32(*parts)
-	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan, tc, sb) })
+	loadtest.Main("bench", func(ctx context.Context) error { return run(ctx, *n, *slowN, fan, ord, tc, sb) })
 }
 
-// fanOut shapes the fan-out comparison: n events a phase, rounds rounds.
+// fanOut shapes the fan-out comparison (and the ordering one): n events a
+// phase, rounds rounds.
 type fanOut struct{ n, rounds int }
 
 // partitions of every topic of the run (-partitions).
 var partitions int32 = 12
 
-func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp, sb schemaBench) (err error) {
+func run(ctx context.Context, n, slowN int, fan, ord fanOut, tc transformCmp, sb schemaBench) (err error) {
 	r, err := loadtest.NewRun("bench-processor", []string{"processor", "dlq"}, kgo.ProducerBatchMaxBytes(2<<20), kgo.RecordPartitioner(topics.Partitioner()))
 	if err != nil {
 		return err
@@ -233,7 +243,7 @@ func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp, sb sche
 		}
 		// Ordering (issue 24), after the backfill so that its range holds
 		// the fan-out's events only.
-		if ordRes, err = orderedRounds(ctx, proc, metrics, fan, produce); err != nil {
+		if ordRes, err = orderedRounds(ctx, proc, metrics, ord, produce); err != nil {
 			return err
 		}
 	}
@@ -266,7 +276,7 @@ func run(ctx context.Context, n, slowN int, fan fanOut, tc transformCmp, sb sche
 	}
 	if fan.n > 0 {
 		printFanOut(rec, fan, fanRes)
-		printOrdered(rec, fan, ordRes)
+		printOrdered(rec, ord, ordRes)
 		printBackfill(rec, bfRes, fanRes)
 	}
 	if tc.n > 0 {

@@ -84,13 +84,15 @@ func runsEntry(name, unit string, runs []float64) (Entry, bool) {
 	if len(kept) == 0 {
 		return Entry{}, false
 	}
-	s := slices.Sorted(slices.Values(kept))
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	lo, hi := s[0], s[len(s)-1]
+	lo, med, hi := Spread(kept)
 	return Entry{Name: name, Value: med, Unit: unit, Runs: kept, Min: &lo, Median: &med, Max: &hi}, true
+}
+
+// Spread is the minimum, median (the mean of the middle two for an even
+// count) and maximum of xs, which must not be empty.
+func Spread(xs []float64) (lo, med, hi float64) {
+	s := slices.Sorted(slices.Values(xs))
+	return s[0], (s[(len(s)-1)/2] + s[len(s)/2]) / 2, s[len(s)-1]
 }
 
 // Entries returns what was recorded so far.

@@ -1,6 +1,8 @@
 package e2e_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -10,22 +12,26 @@ import (
 )
 
 // TestAutoPauseOfAGoneReceiver: github's route "main" has
-// auto_pause_after: 5s and its receiver answers every call 503. Once every
-// call has failed for 5 s the processor pauses the route on the control
-// topic (by auto-pause, with why); dlq route list shows it, the
-// HooklineRouteAutoPaused alert reaches a real Alertmanager receiver, and
-// the deliveries still coming wait in the route's lane. With the receiver
-// back, dlq route resume drains them: every delivery done once (lost 0,
-// doubled 0); stripe is never paused.
+// auto_pause_after: 5s, trial_every: 2s, and its receiver answers every
+// call 503. Once every call has failed for 5 s the processor pauses the
+// route on the control topic (by auto-pause, with why); dlq route list
+// shows it, the HooklineRouteAutoPaused alert reaches a real Alertmanager
+// receiver, and the deliveries still coming wait in the route's lane,
+// called only by the trial calls (at most one per 2 s). The receiver comes
+// back while the route is paused: a trial reaches it and dlq status says
+// the route answers again (answering_again), still paused. Resumed, the
+// lane drains: every delivery done once (lost 0, doubled 0, the trials'
+// included); stripe is never paused.
 func TestAutoPauseOfAGoneReceiver(t *testing.T) {
 	skipShort(t)
 	requireObserveTools(t)
 	const alert = "HooklineRouteAutoPaused"
+	const trialEvery = 2 * time.Second
 	rules, runbook := rulesWithFor(t, alert, "1s")
 	recv := newAlertReceiver(t)
 
 	sys := e2e.New(t, e2e.Options{Partitions: 4, Routes: map[string][]e2e.Route{
-		"github": {{Name: "main", AutoPauseAfter: 5 * time.Second}},
+		"github": {{Name: "main", AutoPauseAfter: 5 * time.Second, TrialEvery: trialEvery}},
 	}})
 	var down atomic.Bool
 	calls := &callLog{at: map[string][]time.Time{}}
@@ -63,12 +69,64 @@ func TestAutoPauseOfAGoneReceiver(t *testing.T) {
 	flow.Wait()
 	obs.stop(t)
 
-	resumedAt := time.Now()
-	if n := calls.between("github", pausedSeen, resumedAt); n != 0 {
-		t.Errorf("%d calls of github/main while it was paused, want none", n)
+	// While paused, the trial calls alone reach the receiver, at their
+	// pace: at most one per trial_every (and one more for the edges).
+	downUntil := time.Now()
+	if n, most := calls.between("github", pausedSeen, downUntil), int(downUntil.Sub(pausedSeen)/trialEvery)+1; n > most {
+		t.Errorf("%d calls of github/main in the %.1fs it was paused, want the trial calls alone: at most %d", n, downUntil.Sub(pausedSeen).Seconds(), most)
 	}
 	down.Store(false)
+	answering := waitAnswering(t, sys, "github", "main", time.Minute)
+	answeredAt := time.Now()
+	t.Logf("%.1fs after the receiver came back: dlq status says github/main answers again (trial answered at %s)", answeredAt.Sub(downUntil).Seconds(), answering)
+	if n := calls.between("github", downUntil, answeredAt); n == 0 {
+		t.Error("dlq status says answering again, but no call reached the receiver since it came back")
+	}
+	if list := sys.DLQ(nil, "route", "list").Want(t, 0).Stdout; !strings.Contains(list, "github/main was paused by auto-pause") {
+		t.Errorf("github/main is no longer paused after its trial answered: a trial does not resume the route\n%s", list)
+	}
 	sys.DLQ(nil, "route", "resume", "github/main", "--by", "e2e").Want(t, 0)
-	tally := sys.Ledger().Settle(t, e2e.SettleOptions{AllDone: true, Timeout: time.Minute})
+	// A trial that failed is a call that leaves no outcome (it spends no
+	// attempt): the ledger counts it as an extra call, at most one per
+	// trial_every while the receiver was down and the route paused.
+	tally := sys.Ledger().Settle(t, e2e.SettleOptions{AllDone: true, Timeout: time.Minute, ExtraCalls: int(downUntil.Sub(wentDown)/trialEvery) + 1})
 	t.Logf("resumed with the receiver up: %s", tally)
+}
+
+// waitAnswering waits until dlq status --json gives provider/route an
+// answering_again (its trial call was answered) and returns it.
+func waitAnswering(t *testing.T, sys *e2e.System, provider, route string, within time.Duration) string {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	var last string
+	for {
+		out := sys.DLQ(nil, "status", "--json").Want(t, 0).Stdout
+		var rep struct {
+			Providers []struct {
+				Provider string `json:"provider"`
+				Routes   []struct {
+					Route          string `json:"route"`
+					AutoPaused     string `json:"auto_paused"`
+					AnsweringAgain string `json:"answering_again"`
+				} `json:"routes"`
+			} `json:"providers"`
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("dlq status --json: %v\n%s", err, out)
+		}
+		for _, p := range rep.Providers {
+			for _, r := range p.Routes {
+				if p.Provider == provider && r.Route == route {
+					if r.AnsweringAgain != "" {
+						return r.AnsweringAgain
+					}
+					last = fmt.Sprintf("auto_paused %q, no answering_again", r.AutoPaused)
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("dlq status did not say %s/%s answers again within %s; last: %s", provider, route, within, last)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 }

@@ -16,12 +16,10 @@ import (
 // flight at the kill plus one batch (HOOKLINE_BATCH_MAX_RECORDS) of calls
 // completed but not yet committed.
 //
-// slowcrm's limit is fixed (adaptive: false): each restart would otherwise
-// begin its calls again from the adaptive limit's few, doubling once per
-// 3 s call, and on a loaded machine the second kill could come after the
-// 30 s flow (seen in CI). With the fixed limit the kills find the most
-// calls in flight, which is what this test bounds; the adaptive limit
-// beside a fast route is TestIsolationSlowDestination's.
+// slowcrm's limit is adaptive: each restart starts from the limit the
+// killed processor had learned and kept on the control topic (instance id
+// p1 again), not from the slow start's few calls doubling once per 3 s
+// call, so the second kill comes well inside the 30 s flow.
 func TestIsolationKilledWithSlowCallsInFlight(t *testing.T) {
 	skipShort(t)
 	const (
@@ -30,7 +28,6 @@ func TestIsolationKilledWithSlowCallsInFlight(t *testing.T) {
 		dur   = 30 * time.Second
 	)
 	sc := isolation.Default()
-	sc.SlowFixed = true
 	sys := startIsolation(t, sc)
 	proc := sys.StartProcessor("p1", map[string]string{"HOOKLINE_BATCH_MAX_RECORDS": fmt.Sprint(batch)})
 	fast := isolationFlow(sys, nil, "kill", isolation.Fast, sc.FastRate, dur)

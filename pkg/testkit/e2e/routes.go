@@ -45,6 +45,9 @@ type Route struct {
 	// AutoPauseAfter is the HTTP route's destination.auto_pause_after (0:
 	// left out, the default).
 	AutoPauseAfter time.Duration
+	// TrialEvery is the HTTP route's destination.trial_every, the pace of
+	// the trial calls while it is auto-paused (0: left out, the default).
+	TrialEvery time.Duration
 	// Priority is the route's class ("" leaves it out: normal).
 	Priority string
 	// Tiers is the route's retry.tiers (nil leaves retry out: every tier of
@@ -169,6 +172,9 @@ func (s *System) routesEntry(provider, secretEnv string, routes []Route) string 
 			}
 			if r.AutoPauseAfter > 0 {
 				d += ", auto_pause_after: " + r.AutoPauseAfter.String()
+			}
+			if r.TrialEvery > 0 {
+				d += ", trial_every: " + r.TrialEvery.String()
 			}
 			fmt.Fprintf(&b, "        destination: {%s}\n", d)
 		}

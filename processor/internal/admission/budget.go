@@ -165,6 +165,18 @@ func (b *Budget) Full(span int64) bool {
 	return total >= limit || b.body >= b.bytes || span >= SpanPerRecord*b.records
 }
 
+// Held is the records held now, every class: read and not yet committed
+// or dropped.
+func (b *Budget) Held() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var total int64
+	for _, n := range b.held {
+		total += n
+	}
+	return total
+}
+
 // Room reports whether class c could admit one more record now (always
 // with one class): its lanes are read only while it could.
 func (b *Budget) Room(c providers.Priority) bool {

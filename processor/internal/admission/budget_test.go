@@ -125,3 +125,24 @@ func TestBudgetShares(t *testing.T) {
 		t.Fatalf("lane record admitted past the budget (held %d)", b.held[low])
 	}
 }
+
+// Held counts every class's records until each is released: the reader's
+// pace sleeps only at zero.
+func TestBudgetHeld(t *testing.T) {
+	b := testBudget(100, true)
+	if n := b.Held(); n != 0 {
+		t.Fatalf("new budget holds %d", n)
+	}
+	b.Hold(providers.PriorityLow, 10)
+	if !b.HoldAdmitted(providers.PriorityCritical, 10) {
+		t.Fatal("critical refused in an empty budget")
+	}
+	if n := b.Held(); n != 2 {
+		t.Fatalf("held %d after two holds, want 2", n)
+	}
+	b.Release(providers.PriorityLow, 10, false)
+	b.Release(providers.PriorityCritical, 10, true)
+	if n := b.Held(); n != 0 {
+		t.Fatalf("held %d after releasing both, want 0", n)
+	}
+}

@@ -186,6 +186,9 @@ func (ln *Lane) Closed() bool {
 	return ln.paused.Load() || ln.refusing != nil && ln.refusing()
 }
 
+// Refusing reports whether the destination's breaker refuses calls now.
+func (ln *Lane) Refusing() bool { return ln.refusing != nil && ln.refusing() }
+
 // WhyPark says why a record read now is parked at once, nil when it may
 // wait for a slot.
 func (ln *Lane) WhyPark() error {

@@ -97,6 +97,7 @@ type Limiter struct {
 	long      float64   //
 	samples   int       // successes averaged
 	holdUntil time.Time // no growth before (a long Retry-After)
+	started   bool      // a call was started (Resume no longer applies)
 }
 
 // NewLimiter returns a limiter for a destination of at most max calls in
@@ -104,6 +105,36 @@ type Limiter struct {
 func NewLimiter(maxInflight int) *Limiter {
 	n := max(maxInflight, 1)
 	return &Limiter{max: n, limit: float64(min(initialLimit, n)), ssthresh: float64(n)}
+}
+
+// Resume starts a limiter that has started no call yet from the limit
+// and slow-start threshold it learned before (kept across a restart:
+// docs/processor.md), the limit at most its max_inflight and at least 1:
+// a limit kept in slow start (threshold 0 or at least max_inflight) goes
+// on doubling per window, one kept after a cut grows by one per window up
+// from the threshold; the first overload answer cuts either, as any
+// limit. Until the first call a later Resume replaces an earlier one (the
+// kept reports are read in order, the newest last); a limiter that has
+// started a call keeps its own. It returns the limit now.
+func (l *Limiter) Resume(kept, threshold int) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.started {
+		l.limit = float64(min(max(kept, 1), l.max))
+		l.ssthresh = float64(l.max)
+		if threshold > 0 {
+			l.ssthresh = float64(min(max(threshold, 1), l.max))
+		}
+	}
+	return int(l.limit)
+}
+
+// Kept is what a restart resumes from (Resume): the limit and the
+// slow-start threshold (max_inflight while no cut ended slow start).
+func (l *Limiter) Kept() (limit, threshold int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return int(l.limit), int(l.ssthresh)
 }
 
 // Ticket is a call's start, given back with its answer.
@@ -114,6 +145,7 @@ func (l *Limiter) Start() Ticket {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.inflight++
+	l.started = true
 	return Ticket{window: l.window}
 }
 

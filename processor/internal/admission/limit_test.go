@@ -96,6 +96,55 @@ func (l *Limiter) limitAfterSuccess() int {
 	return int(min(next, float64(l.max)))
 }
 
+// TestLimiterResume: a limiter restarted from a kept limit starts there
+// (within 1 and max_inflight): kept after a cut (its threshold) it grows by
+// one per window, kept in slow start it goes on doubling; the first
+// overload answer cuts it, as a stale limit must be. Before its first
+// call a newer kept limit replaces an older one; a limiter that made a
+// call keeps its own.
+func TestLimiterResume(t *testing.T) {
+	ms := time.Millisecond
+	l := NewLimiter(200)
+	if got := l.Resume(60, 60); got != 60 {
+		t.Fatalf("resumed at 60: limit %d, want 60", got)
+	}
+	if got := l.Resume(120, 120); got != 120 || l.Limit() != 120 {
+		t.Fatalf("resumed at 60, then at 120 (a newer report) before any call: limit %d (%d), want 120", got, l.Limit())
+	}
+	runSteps(t, l, []step{
+		{"additive past its threshold", ok(10 * ms), 120}, // 120 + 1/120
+		{"503 of a receiver that takes less now", Sample{Signal: Overloaded, Took: ms, At: t0}, 96},
+	})
+	if lim, th := l.Kept(); lim != 96 || th != 96 {
+		t.Errorf("kept %d, %d after the cut; want 96, 96", lim, th)
+	}
+	ramp := NewLimiter(200)
+	if lim, th := ramp.Kept(); lim != initialLimit || th != 200 {
+		t.Errorf("a new limiter keeps %d, %d; want %d and max_inflight 200 (slow start)", lim, th, initialLimit)
+	}
+	ramp.Resume(16, 200)
+	runSteps(t, ramp, []step{
+		{"slow start goes on", ok(10 * ms), 17},
+		{"slow start goes on", ok(10 * ms), 18},
+	})
+	for _, tc := range []struct {
+		max, kept, threshold, want int
+	}{
+		{200, 500, 0, 200}, // max_inflight lowered in the file since
+		{200, 0, 0, 1},
+		{2, 1, 1, 1},
+	} {
+		if got := NewLimiter(tc.max).Resume(tc.kept, tc.threshold); got != tc.want {
+			t.Errorf("max %d resumed at %d: limit %d, want %d", tc.max, tc.kept, got, tc.want)
+		}
+	}
+	used := NewLimiter(200)
+	used.Done(used.Start(), ok(10*ms))
+	if got := used.Resume(120, 120); got != initialLimit {
+		t.Errorf("a limiter that made a call resumed at 120: limit %d, want its own %d", got, initialLimit)
+	}
+}
+
 // TestLimiterOncePerWindow: the calls in flight when the limit was cut
 // answer on the old limit; their overload answers do not cut again, a
 // call started after the cut does.

@@ -24,8 +24,10 @@ const autoPausePoll = time.Second
 // autoPause writes the pause `dlq route pause` writes (By
 // control.AutoPauseBy, Why naming since when every call failed and the
 // last error) for each route whose every call failed for its
-// auto_pause_after, with cl until ctx ends. Every processor follows the
-// control topic, so a pause from one holds the route in all. A pause not
+// auto_pause_after, and the reports of the trial calls of the routes
+// auto-paused (control.Trial: a trial answered, or failed after an
+// answer), with cl until ctx ends. Every processor follows the control
+// topic, so a pause from one holds the route in all. A pause or report not
 // written is logged and tried again at the next poll.
 func (p *setup) autoPause(ctx context.Context, cl reportWriter) {
 	var lanes []*lane
@@ -41,6 +43,9 @@ func (p *setup) autoPause(ctx context.Context, cl reportWriter) {
 	defer t.Stop()
 	for {
 		for _, ln := range lanes {
+			if ln.trial != nil {
+				p.reportTrial(ctx, cl, ln)
+			}
 			if ln.adm.Paused() {
 				continue
 			}
@@ -68,6 +73,26 @@ func (p *setup) autoPause(ctx context.Context, cl reportWriter) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		}
+	}
+}
+
+// reportTrial writes what ln's trial calls found, if it changed
+// (control.Trial): `dlq status` and the console say the route answers
+// again.
+func (p *setup) reportTrial(ctx context.Context, cl reportWriter, ln *lane) {
+	pause, answering, ok := ln.trial.report()
+	if !ok {
+		return
+	}
+	r, err := control.TrialRecord(p.cfg.Names.Control, control.Trial{Provider: ln.provider, Route: ln.route, Pause: pause, Answering: answering, Instance: p.cfg.InstanceID, At: p.cfg.Now().UTC()})
+	if err == nil {
+		err = cl.ProduceSync(ctx, r).FirstErr()
+	}
+	if err != nil {
+		ln.trial.unwritten(pause)
+		if ctx.Err() == nil {
+			p.cfg.Logger.Warn("trial report not written; trying again", "provider", ln.provider, "route", ln.route, "err", err)
 		}
 	}
 }

@@ -65,6 +65,9 @@ type callRecord struct {
 	// sent are the requests its routes' transforms returned: what their
 	// calls send instead of the record's body and headers.
 	sent sends
+	// trial is the lane whose trial call the record is (item.trial): its
+	// destination is called though paused.
+	trial *lane
 
 	mu       sync.Mutex
 	admitted bool
@@ -260,14 +263,14 @@ func finished(next caller) caller {
 
 // destination calls the route's HTTP destination, unless an operator
 // paused it while the record waited (parked: a paused destination is
-// called by no one). A call refused by the destination's breaker
+// called by no one but the trial call of an auto-paused route). A call refused by the destination's breaker
 // (deliver.ErrCircuitOpen) was not made: parked. A call abandoned by ctx
 // (the partition went away, the processor stops) is no attempt and leaves
 // no trace.
 func destination(ctx context.Context, d *delivery) called {
 	ln, r, a := d.ln, d.rec.r, d.rec.a
-	if ln.adm.Paused() {
-		return parked(admission.ErrPaused)
+	if ln.adm.Paused() && d.rec.trial != ln {
+		return parked(admission.ErrPaused) // but its trial call (trial.go)
 	}
 	var span trace.Span
 	if d.tr.On() {

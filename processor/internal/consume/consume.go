@@ -144,12 +144,13 @@ func (p *Processor) Run(ctx context.Context) error {
 	defer stopControl()
 	go p.followControl(cctx, caughtUp)
 	// reports.go: one producer of the control topic's reports, when some
-	// destination has a breaker (breakers.go) or some route is ordered
-	// (held.go).
-	reports, closeReports := p.newReportWriter(len(p.breakerWatches()) > 0 || len(p.orderedRoutes()) > 0 || p.anyAutoPause())
+	// destination has a breaker (breakers.go), some route is ordered
+	// (held.go), auto-paused (autopause.go) or adaptive (limits.go).
+	reports, closeReports := p.newReportWriter(len(p.breakerWatches()) > 0 || len(p.orderedRoutes()) > 0 || p.anyAutoPause() || p.anyAdaptive())
 	defer closeReports()
 	go p.publishBreakers(cctx, reports) // breakers.go: breaker reports for dlq serve's re-drive
 	go p.autoPause(cctx, reports)       // autopause.go: the pause of a route whose every call failed
+	go p.publishLimits(cctx, reports)   // limits.go: the adaptive limits a restart starts from
 	if p.standby != nil {
 		go p.standby.Run(cctx)
 	}
@@ -234,6 +235,12 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 		// record: by its entity (hookline.entity) or its key.
 		kgo.RecordPartitioner(topics.Partitioner()),
 		kgo.TransactionTimeout(p.cfg.TransactionTimeout),
+		// A transaction ends once its first produce is answered (package
+		// txnloop), and what finishes meanwhile is produced into it: the
+		// batching comes from the loop, so a linger would only delay the
+		// first produce, and with it every record of the transaction
+		// (franz-go's default is 10 ms).
+		kgo.ProducerLinger(0),
 		kgo.RebalanceTimeout(2*time.Minute),
 		kgo.OnPartitionsAssigned(s.own.assigned),
 		kgo.OnPartitionsRevoked(s.own.revoked),

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 
@@ -14,7 +15,8 @@ import (
 // followControl keeps every lane's operator setting (pause, drain rate) in
 // step with the control topic until ctx ends, and closes caughtUp once the
 // settings at start are applied: no session starts before, so a provider
-// paused before a restart is never called after it. The "control"
+// paused before a restart is never called after it. The adaptive limits
+// this instance kept there (limits.go) are applied before too. The "control"
 // readiness check is false until then.
 func (p *setup) followControl(ctx context.Context, caughtUp chan<- struct{}) {
 	p.cfg.Health.Set("control", errors.New("reading the operators' settings from "+p.cfg.Names.Control))
@@ -26,7 +28,7 @@ func (p *setup) followControl(ctx context.Context, caughtUp chan<- struct{}) {
 		})
 	}
 	retrying(ctx, p.cfg.Logger, "following the operators' settings failed", slowBackoff, func() error {
-		return control.Follow(ctx, p.cfg.NewClient, p.cfg.Names.Control, p.applyControl, once,
+		return control.FollowAll(ctx, p.cfg.NewClient, p.cfg.Names.Control, control.Appliers{Setting: p.applyControl, Limit: p.applyKeptLimit}, once,
 			func(err error) { p.cfg.Logger.Warn("operator setting ignored", "err", err) })
 	})
 }
@@ -67,6 +69,13 @@ func (p *setup) applyControl(s control.Setting) {
 		p.mLanes.lanePaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[paused])
 		auto := paused && ln.autoPaused()
 		p.mLanes.autoPaused.WithLabelValues(ln.provider, ln.route).Set(map[bool]float64{true: 1, false: 0}[auto])
+		if ln.trial != nil {
+			var at time.Time
+			if rs := ln.byRoute.Load(); rs != nil {
+				at = rs.At
+			}
+			ln.trial.set(auto && !ln.providerPaused(), at, p.cfg.Now())
+		}
 		if !paused && ln.dead != nil {
 			ln.dead.reset() // resumed: another auto_pause_after of failures to pause it again
 		}
@@ -97,6 +106,14 @@ func (ln *lane) effective() (paused bool, rps float64) {
 func (ln *lane) autoPaused() bool {
 	s := ln.byRoute.Load()
 	return s != nil && s.Paused && s.By == control.AutoPauseBy
+}
+
+// providerPaused says whether the route's provider is paused by an
+// operator (dlq provider pause): no trial call then, even if the route's
+// own setting is an auto-pause.
+func (ln *lane) providerPaused() bool {
+	s := ln.byProvider.Load()
+	return s != nil && s.Paused
 }
 
 // setting says what an operator set for the lane.

@@ -34,7 +34,10 @@ type lane struct {
 	limiter limiter
 	// dead tracks since when every call failed (autopause.go); nil: the
 	// destination has auto_pause_after: 0.
-	dead     *deadRoute
+	dead *deadRoute
+	// trial paces the trial calls while the route is auto-paused
+	// (trial.go); nil: no auto-pause, or destination.trial_every: 0.
+	trial    *trial
 	limit    prometheus.Gauge
 	inflight prometheus.Gauge
 	parked   prometheus.Counter
@@ -68,6 +71,9 @@ func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h 
 	ln.adm = admission.NewLane(ac)
 	if r.Destination != nil && r.Destination.AutoPauseAfter > 0 {
 		ln.dead = &deadRoute{after: r.Destination.AutoPauseAfter}
+		if r.Destination.TrialEvery > 0 {
+			ln.trial = &trial{every: r.Destination.TrialEvery, answering: m.answering.WithLabelValues(provider, r.Name)}
+		}
 	}
 	if r.Destination == nil || !r.Destination.Fixed {
 		lim := admission.NewLimiter(n)

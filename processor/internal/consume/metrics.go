@@ -35,6 +35,7 @@ type laneMetrics struct {
 	parked         *prometheus.CounterVec
 	lanePaused     *prometheus.GaugeVec
 	autoPaused     *prometheus.GaugeVec
+	answering      *prometheus.GaugeVec
 	laneRate       *prometheus.GaugeVec
 	reg            prometheus.Registerer // breakerOpen registers there
 }
@@ -74,13 +75,17 @@ func newLaneMetrics(reg prometheus.Registerer) *laneMetrics {
 			Name: "hookline_processor_route_auto_paused",
 			Help: "1 while a route is paused because every call of it failed for its destination.auto_pause_after (a processor's pause on the control topic, by auto-pause): its records wait in its lane topic until dlq route resume.",
 		}, []string{"provider", "route"}),
+		answering: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "hookline_processor_route_answering_again",
+			Help: "1 once a trial call of an auto-paused route succeeded (its receiver answers again; the record it sent is delivered), until the route is resumed or paused again: dlq route resume drains its lane.",
+		}, []string{"provider", "route"}),
 		laneRate: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "hookline_processor_destination_rate",
 			Help: "The calls per second an operator capped a provider's destination at (dlq provider rate); 0: no cap.",
 		}, []string{"provider", "route"}),
 		reg: reg,
 	}
-	reg.MustRegister(m.handlerSeconds, m.laneInflight, m.laneWaiting, m.laneLimit, m.laneAdaptive, m.parked, m.lanePaused, m.autoPaused, m.laneRate)
+	reg.MustRegister(m.handlerSeconds, m.laneInflight, m.laneWaiting, m.laneLimit, m.laneAdaptive, m.parked, m.lanePaused, m.autoPaused, m.answering, m.laneRate)
 	return m
 }
 

@@ -201,6 +201,16 @@ func (pt *partition) accept(topic string, offset int64) bool {
 	return pt.ready && w != nil && w.Accept(offset)
 }
 
+// unread takes back the last offset of topic accepted
+// (offsets.Window.Unread); false when the partition is gone or the
+// offset is not the last accepted.
+func (pt *partition) unread(topic string, offset int64) bool {
+	pt.mu.Lock()
+	defer pt.mu.Unlock()
+	w := pt.wins[topic]
+	return w != nil && w.Unread(offset)
+}
+
 // mark sets an offset of topic to s (offsets.Window.Mark); false when the
 // partition has no window of topic.
 func (pt *partition) mark(topic string, offset int64, s offsets.Slot) bool {

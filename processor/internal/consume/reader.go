@@ -16,8 +16,16 @@ import (
 )
 
 // paceEvery is how often the reader looks at each destination's room
-// to pause or resume reading its lane.
+// to pause or resume reading its lane, while there is anything to pace:
+// records held, a lane paused or records gated. With none, pace sleeps
+// until records are handed to the chains (kick), or paceIdle.
 const paceEvery = 20 * time.Millisecond
+
+// paceIdle bounds pace's sleep while nothing is held, paused or gated: a
+// lane is then paused only for an operator's pause (a record parked pauses
+// its lane at once, hold), which this bounds. One wake-up a second instead
+// of fifty.
+const paceIdle = time.Second
 
 // reader fetches every record the session runs: webhooks.raw partition p
 // and the lane topics' partition p (webhooks.lane.<provider>, where records
@@ -49,7 +57,14 @@ type reader struct {
 	// (admission.Budget.HoldAdmitted), per class in fetch order; they are dispatched as it
 	// gets room. Only with several classes.
 	gated [providers.NumPriorities][]*kgo.Record
-	done  chan struct{}
+	// kick wakes a sleeping pace: records were handed to the chains
+	// (capacity 1).
+	kick chan struct{}
+	// trials are the lanes read for a trial call (trial.go) by lane
+	// topic: resumed by pace while their route is auto-paused and a trial
+	// is due, until hand takes the head record.
+	trials map[string]*lane
+	done   chan struct{}
 }
 
 // recordSink is what the reader asks of its session: whether the budget
@@ -62,6 +77,9 @@ type recordSink interface {
 	dispatch(recs []*kgo.Record, admitted bool)
 	// fail stops the session with err.
 	fail(err error)
+	// trial runs r, the head record of ln's lane, as the route's trial
+	// call (trial.go).
+	trial(r *kgo.Record, ln *lane)
 }
 
 // newReader builds the reader of a session: what it uses of the session
@@ -79,7 +97,7 @@ func newReader(p *setup, budget *admission.Budget, lanes admission.Admitter, roo
 		return nil, fmt.Errorf("reader: %w", err)
 	}
 	return &reader{p: p, budget: budget, lanes: lanes, room: room, to: to,
-		cl: cl, paused: map[string]bool{}, done: make(chan struct{})}, nil
+		cl: cl, paused: map[string]bool{}, kick: make(chan struct{}, 1), trials: map[string]*lane{}, done: make(chan struct{})}, nil
 }
 
 // add starts reading a partition that became ready, raw and lanes, each
@@ -155,6 +173,10 @@ func (l *reader) run(ctx context.Context) {
 // go at once, their class checked when they run (session.run parks those
 // over their class's share).
 func (l *reader) hand(recs []*kgo.Record) {
+	recs = l.takeTrials(recs)
+	if len(recs) > 0 {
+		defer l.wake() // after dispatch held them: pace sees them held
+	}
 	if !l.budget.Classes() {
 		l.to.dispatch(recs, false)
 		return
@@ -172,6 +194,59 @@ func (l *reader) hand(recs []*kgo.Record) {
 	l.mu.Unlock()
 	l.to.dispatch(raw, false)
 	l.ungate()
+}
+
+// takeTrials takes a trial call's record out of what a poll returned: the
+// first record of a lane read for a trial (pace) is the route's trial, the
+// lane is paused again at once, and its partitions are rewound to the
+// first record of each not taken (the trial's: to the record after it), so
+// nothing else of the lane is run and its head stays where it was. The
+// other records are returned.
+func (l *reader) takeTrials(recs []*kgo.Record) []*kgo.Record {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.trials) == 0 {
+		return recs
+	}
+	now := l.p.cfg.Now()
+	kept := recs[:0:0]
+	back := map[string]map[int32]kgo.EpochOffset{}
+	for _, r := range recs {
+		ln, ok := l.trials[r.Topic]
+		if !ok {
+			kept = append(kept, r)
+			continue
+		}
+		ps := back[r.Topic]
+		if ps == nil {
+			ps = map[int32]kgo.EpochOffset{}
+			back[r.Topic] = ps
+		}
+		if _, seen := ps[r.Partition]; seen {
+			continue
+		}
+		ps[r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset}
+		if ln.trial.start(now) {
+			ps[r.Partition] = kgo.EpochOffset{Epoch: -1, Offset: r.Offset + 1}
+			l.to.trial(r, ln)
+		}
+	}
+	for topic := range back {
+		delete(l.trials, topic)
+		l.paused[topic] = true
+		l.cl.PauseFetchTopics(topic)
+	}
+	l.cl.SetOffsets(back)
+	return kept
+}
+
+// unread rewinds the fetch of a lane's partition to a trial's record that
+// goes back to the head of the lane (its window took it back first); the
+// lane stays paused until pace resumes it.
+func (l *reader) unread(r *kgo.Record) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{r.Topic: {r.Partition: {Epoch: -1, Offset: r.Offset}}})
 }
 
 // ungate dispatches the gated lane records their classes have room for,
@@ -195,15 +270,20 @@ func (l *reader) ungate() {
 // pace pauses a lane while its destination has no room (as many records
 // wait as it has slots, or it is closed: paused, or its breaker refuses
 // calls) or its priority class holds more than its share of the budget,
-// and resumes it when not.
+// and resumes it when not. It looks every paceEvery while there is
+// anything to pace (idle is false); otherwise it sleeps until records are
+// handed to the chains or paceIdle passed: a lane fills, a class runs out
+// of share or a breaker opens only with records held, and a paused lane or
+// gated records keep it looking.
 func (l *reader) pace(ctx context.Context) {
-	t := time.NewTicker(paceEvery)
+	t := time.NewTimer(paceEvery)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-l.kick:
 		}
 		if l.budget.Classes() {
 			l.ungate()
@@ -211,7 +291,41 @@ func (l *reader) pace(ctx context.Context) {
 		for _, t := range l.p.routes.byLane {
 			l.pace1(t.lane)
 		}
+		wait := paceEvery
+		if l.idle() {
+			wait = paceIdle
+		}
+		t.Reset(wait) // no stale tick after Reset (Go 1.23 timers)
 	}
+}
+
+// wake wakes pace if it sleeps.
+func (l *reader) wake() {
+	select {
+	case l.kick <- struct{}{}:
+	default:
+	}
+}
+
+// idle reports that pace has nothing to look after: no record held in the
+// budget, no lane paused, no lane record gated.
+func (l *reader) idle() bool {
+	if l.budget.Held() > 0 {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, p := range l.paused {
+		if p {
+			return false
+		}
+	}
+	for _, recs := range l.gated {
+		if len(recs) > 0 {
+			return false
+		}
+	}
+	return true
 }
 
 // pace1 pauses or resumes one lane. The look at its room and the pause
@@ -221,6 +335,17 @@ func (l *reader) pace1(ln *lane) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	full := len(l.gated[ln.adm.Class()]) > 0 || !l.lanes.ReadBack(ln.adm)
+	if ln.trial != nil {
+		switch {
+		case ln.trial.busy():
+			full = true // its record may go back to the head of the lane
+		case full && l.trialOpen(ln):
+			full = false // read the head record for the trial (takeTrials)
+			l.trials[ln.topic] = ln
+		default:
+			delete(l.trials, ln.topic)
+		}
+	}
 	if l.paused[ln.topic] == full {
 		return
 	}
@@ -230,6 +355,15 @@ func (l *reader) pace1(ln *lane) {
 	} else {
 		l.cl.ResumeFetchTopics(ln.topic)
 	}
+}
+
+// trialOpen says whether ln's lane may be read for a trial call now: the
+// route is paused (by auto-pause: trial.due), its breaker does not refuse
+// calls, its class has room and holds no gated record, and a trial is due.
+// l.mu is held.
+func (l *reader) trialOpen(ln *lane) bool {
+	c := ln.adm.Class()
+	return ln.adm.Paused() && !ln.adm.Refusing() && len(l.gated[c]) == 0 && l.budget.Room(c) && ln.trial.due(l.p.cfg.Now())
 }
 
 // hold pauses a lane at once, without waiting for pace: a record is being

@@ -21,6 +21,11 @@ type item struct {
 	// admitted says the record holds one of its class's admissions
 	// (admission.Budget.Admit): it waits for a slot or calls its destination.
 	admitted bool
+	// trial is the lane whose trial call the record is (trial.go): only a
+	// successful call of it commits; nil: an ordinary record.
+	trial *lane
+	// ended is how the trial ended (its call's answer).
+	ended trialEnd
 }
 
 // result is what one record leaves for the next transaction.

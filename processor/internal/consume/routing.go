@@ -79,6 +79,17 @@ func (p *setup) policyOf(t *target, r *kgo.Record, provider string) decide.Polic
 	return pol
 }
 
+// routePolicy is policyOf(t, r, provider) for a record whose key policy
+// (policyOf(nil, r, provider)) is key and whose provider is known or not:
+// the event type's TTL is looked up once per record, not once per route.
+func routePolicy(t *target, key decide.Policy, known bool) decide.Policy {
+	pol := t.policy
+	if known {
+		pol.TTL = key.TTL
+	}
+	return pol
+}
+
 // target returns the target of a provider's route, nil when none.
 func (p *setup) target(provider, name string) *target {
 	return p.routes.byKey[route.Key(provider, name)]

@@ -155,23 +155,43 @@ func (s *session) dispatch(recs []*kgo.Record, admitted bool) {
 			}
 			continue
 		}
-		k := s.p.cfg.ChainKey(r)
 		it := item{r: r, ow: ow, class: class, admitted: admitted}
 		if !admitted {
 			s.budget.Hold(class, len(r.Value))
 		}
-		s.mu.Lock()
-		if c, ok := s.chains[k]; ok {
-			c.queue = append(c.queue, it)
-			s.mu.Unlock()
-			continue
-		}
-		c := &chain{queue: []item{it}}
-		s.chains[k] = c
-		s.mu.Unlock()
-		s.work.Add(1)
-		go s.runChain(k, c)
+		s.queue(it)
 	}
+}
+
+// trial runs r, the head record of ln's lane, as the route's trial call
+// (recordSink; trial.go). A record not to be run (its partition not
+// owned, or finished before) makes no trial.
+func (s *session) trial(r *kgo.Record, ln *lane) {
+	ow := s.own.accept(r)
+	if ow == nil {
+		ln.trial.end(trialNotCalled)
+		return
+	}
+	it := item{r: r, ow: ow, class: s.p.classOf(r), trial: ln}
+	s.budget.Hold(it.class, len(r.Value))
+	s.queue(it)
+}
+
+// queue puts an item at the end of its chain, starting the chain if it
+// has none.
+func (s *session) queue(it item) {
+	k := s.p.cfg.ChainKey(it.r)
+	s.mu.Lock()
+	if c, ok := s.chains[k]; ok {
+		c.queue = append(c.queue, it)
+		s.mu.Unlock()
+		return
+	}
+	c := &chain{queue: []item{it}}
+	s.chains[k] = c
+	s.mu.Unlock()
+	s.work.Add(1)
+	go s.runChain(k, c)
 }
 
 // runChain runs a chain's records in order until its queue is empty.
@@ -245,6 +265,34 @@ func (s *session) dropResult(res *result) {
 // record was abandoned (its partition went away, or the processor
 // stops): it is then read again by the partition's next owner.
 func (s *session) run(it *item) (*result, error) {
+	if it.trial == nil {
+		return s.run1(it)
+	}
+	res, err := s.run1(it)
+	if res == nil && err == nil && !it.ow.gone() {
+		s.unread(it)
+	}
+	if res == nil && it.ended == trialAnswered {
+		it.ended = trialNotCalled // answered, but its partition went away: its next owner calls again
+	}
+	it.trial.trial.end(it.ended)
+	if it.ended == trialAnswered {
+		s.p.cfg.Logger.Warn("trial call of an auto-paused route answered: its receiver answers again; resume the route with dlq route resume", "provider", it.trial.provider, "route", it.trial.route)
+	}
+	return res, err
+}
+
+// unread takes a trial's record back to the head of its lane: out of its
+// partition's window and the reader's fetch, so it is read and run again
+// when the lane is (its trial made no attempt and wrote nothing).
+func (s *session) unread(it *item) {
+	if it.ow.unread(it.r.Topic, it.r.Offset) {
+		s.reader.unread(it.r)
+	}
+}
+
+// run1 is run for one record.
+func (s *session) run1(it *item) (*result, error) {
 	if it.ow.gone() {
 		return nil, nil
 	}
@@ -284,9 +332,15 @@ func (s *session) runIn(ctx context.Context, it *item) (*result, error) {
 	if pl.Skip != "" {
 		return s.skipped(ctx, it, a, pl.Skip), nil
 	}
-	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted, eventType: s.p.eventTypeLabel(a.Provider, r), sent: sent}
+	rec := &callRecord{r: r, a: a, class: it.class, tok: &recordToken{tokens: s.tokens}, admitted: it.admitted, eventType: s.p.eventTypeLabel(a.Provider, r), sent: sent, trial: it.trial}
 	results, ok := s.execute(ctx, rec, pl)
 	it.admitted = rec.admitted
+	if ok && it.trial != nil {
+		var commits bool
+		if commits, it.ended = trialCommits(pl, results); !commits {
+			ok = false // back to the head of its lane (run): no attempt spent
+		}
+	}
 	if !ok {
 		releaseToken(rec.tok)
 		return nil, nil
@@ -374,7 +428,7 @@ func (s *session) planInput(it *item, a decide.Arrival, cur *decide.State) (deci
 	}
 	in.Routes = make([]decide.Route, len(ts))
 	for i, t := range ts {
-		in.Routes[i] = decide.Route{Name: t.route, Policy: p.policyOf(t, r, a.Provider), Call: t.lane != nil, HoldOnDead: t.holdOnDead}
+		in.Routes[i] = decide.Route{Name: t.route, Policy: routePolicy(t, in.KeyPolicy, in.Known), Call: t.lane != nil, HoldOnDead: t.holdOnDead}
 		if t.lane != nil && !a.FromLane { // a lane copy was parked already: it waits
 			in.Routes[i].Closed = t.lane.adm.WhyPark()
 		}

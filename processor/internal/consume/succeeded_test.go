@@ -6,9 +6,12 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
+	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/processor/internal/deliver"
 )
 
@@ -78,5 +81,44 @@ func TestSucceededByAttempt(t *testing.T) {
 	}
 	if n := counterValue(t, reg, "hookline_processor_records_total"); n != 5 {
 		t.Errorf("records_total %v, want 5", n)
+	}
+}
+
+// TestCountOutcomes: a batch's outcomes are counted once per set of
+// labels with their number, as many as one increment per outcome gave.
+func TestCountOutcomes(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p := &setup{cfg: Config{Schedule: retry.DefaultSchedule()}, mOutcomes: newOutcomeMetrics(reg)}
+	rec := func(attempt int) *kgo.Record {
+		r := &kgo.Record{}
+		headers.SetAttempt(r, attempt)
+		return r
+	}
+	done := func(route string) stat {
+		return stat{provider: "gen", route: route, status: outcome.StatusDone, origin: headers.OriginIngest, eventType: "e"}
+	}
+	var batch []*result
+	for range 3 { // an event of three topic routes, three times
+		batch = append(batch, &result{item: item{r: rec(1)}, stats: []stat{done("r1"), done("r2"), done("r3")}})
+	}
+	batch = append(batch,
+		&result{item: item{r: rec(2)}, stats: []stat{done("r1")}},
+		&result{item: item{r: rec(1)}, stats: []stat{{provider: "gen", route: "r1", status: outcome.StatusDuplicate, origin: headers.OriginIngest, eventType: "e"}}})
+	p.countOutcomes(batch)
+	for _, c := range []struct {
+		c    prometheus.Collector
+		want float64
+	}{
+		{p.mOutcomes.records.WithLabelValues("gen", "r1", outcome.StatusDone, "e"), 4},
+		{p.mOutcomes.records.WithLabelValues("gen", "r3", outcome.StatusDone, "e"), 3},
+		{p.mOutcomes.records.WithLabelValues("gen", "r1", outcome.StatusDuplicate, "e"), 1},
+		{p.mOutcomes.succeeded.WithLabelValues("gen", "r1", "1"), 3},
+		{p.mOutcomes.succeeded.WithLabelValues("gen", "r1", "2"), 1},
+		{p.mOutcomes.succeeded.WithLabelValues("gen", "r2", "1"), 3},
+		{p.mOutcomes.duplicates.WithLabelValues(headers.OriginIngest), 1},
+	} {
+		if got := testutil.ToFloat64(c.c); got != c.want {
+			t.Errorf("%v: %v, want %v", c.c, got, c.want)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package consume
 
 import (
+	"reflect"
 	"testing"
 	"time"
 
@@ -53,6 +54,11 @@ providers:
 			pol := p.policyOf(tgt, r, "retell")
 			if pol.TTL != tc.ttl {
 				t.Fatalf("%s (route %t): TTL %v, want %v", tc.eventType, tgt != nil, pol.TTL, tc.ttl)
+			}
+			if tgt != nil {
+				if rp := routePolicy(tgt, p.policyOf(nil, r, "retell"), true); !reflect.DeepEqual(rp, pol) {
+					t.Fatalf("%s: routePolicy %+v, want policyOf's %+v", tc.eventType, rp, pol)
+				}
 			}
 			a := decide.Arrival{Origin: headers.OriginIngest, Attempt: 1, Provider: "retell", Now: t0}
 			st, _ := decide.Step(nil, a, decide.Result{Kind: decide.ResultCalled}, pol) // delivered

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/hookline/hookline/pkg/headers"
+	"github.com/hookline/hookline/pkg/outcome"
 )
 
 // The "v" of the changelog value: 1 for a state in the one-route form
@@ -44,30 +46,71 @@ type routeJSON struct {
 // Encode renders st as the changelog value: JSON with snake_case fields, a
 // "v":1 version, times in RFC 3339 UTC with milliseconds (headers.TimeLayout).
 // It refuses a state Decode would refuse, so nothing unreadable reaches the
-// changelog.
+// changelog. The bytes are json.Marshal's of stateJSON (field order,
+// omitempty, escaping: TestEncodeMatchesMarshal), appended without
+// reflection: every record decided writes one, and json.Marshal was about
+// a seventh of the processor's CPU with topic routes.
 func Encode(st State) ([]byte, error) {
 	if err := st.check(); err != nil {
 		return nil, fmt.Errorf("encode state: %w", err)
 	}
-	j := stateJSON{
-		V:           stateVersion,
-		Status:      st.Status,
-		NextAttempt: st.NextAttempt,
-		Provider:    st.Provider,
-		FirstSeenAt: headers.FormatTime(st.FirstSeenAt),
-		UpdatedAt:   headers.FormatTime(st.UpdatedAt),
-		ExpiresAt:   headers.FormatTime(st.ExpiresAt),
-		ReplayIDs:   st.ReplayIDs,
-	}
+	v := stateVersion
 	if st.Routes != nil {
-		j.V = stateVersionRoutes
-		routes := make([]routeJSON, len(st.Routes))
-		for i, r := range st.Routes {
-			routes[i] = routeJSON{Name: r.Name, Status: r.Status, NextAttempt: r.NextAttempt, ExpiresAt: headers.FormatTime(r.ExpiresAt), ReplayIDs: r.ReplayIDs}
-		}
-		j.Routes = &routes
+		v = stateVersionRoutes
 	}
-	return json.Marshal(j)
+	b := make([]byte, 0, 160+96*len(st.Routes))
+	b = strconv.AppendInt(append(b, `{"v":`...), int64(v), 10)
+	b = outcome.AppendJSONString(append(b, `,"status":`...), string(st.Status))
+	b = appendAttempt(b, st.NextAttempt)
+	b = outcome.AppendJSONString(append(b, `,"provider":`...), st.Provider)
+	b = appendTime(b, `,"first_seen_at":`, st.FirstSeenAt)
+	b = appendTime(b, `,"updated_at":`, st.UpdatedAt)
+	b = appendTime(b, `,"expires_at":`, st.ExpiresAt)
+	b = appendReplayIDs(b, st.ReplayIDs)
+	if st.Routes != nil {
+		b = append(b, `,"routes":[`...)
+		for i, r := range st.Routes {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = outcome.AppendJSONString(append(b, `{"name":`...), r.Name)
+			b = outcome.AppendJSONString(append(b, `,"status":`...), string(r.Status))
+			b = appendAttempt(b, r.NextAttempt)
+			b = appendTime(b, `,"expires_at":`, r.ExpiresAt)
+			b = append(appendReplayIDs(b, r.ReplayIDs), '}')
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
+}
+
+// appendAttempt appends next_attempt, omitted when 0 (omitempty).
+func appendAttempt(b []byte, n int) []byte {
+	if n == 0 {
+		return b
+	}
+	return strconv.AppendInt(append(b, `,"next_attempt":`...), int64(n), 10)
+}
+
+// appendTime appends a time field in headers.TimeLayout.
+func appendTime(b []byte, name string, t time.Time) []byte {
+	b = append(append(b, name...), '"')
+	return append(t.UTC().AppendFormat(b, headers.TimeLayout), '"')
+}
+
+// appendReplayIDs appends replay_ids, omitted when empty (omitempty).
+func appendReplayIDs(b []byte, ids []string) []byte {
+	if len(ids) == 0 {
+		return b
+	}
+	b = append(b, `,"replay_ids":[`...)
+	for i, id := range ids {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = outcome.AppendJSONString(b, id)
+	}
+	return append(b, ']')
 }
 
 // Decode reads a changelog value written by Encode. It rejects another

@@ -1,6 +1,7 @@
 package decide
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/retry"
 	"github.com/hookline/hookline/schemas"
 )
@@ -185,4 +187,57 @@ func BenchmarkDecode(b *testing.B) {
 			_, _, _ = StoredFromChangelog(v)
 		}
 	})
+}
+
+// marshalled is what json.Marshal writes for st: the form Encode appends
+// without reflection.
+func marshalled(t *testing.T, st State) []byte {
+	t.Helper()
+	j := stateJSON{V: stateVersion, Status: st.Status, NextAttempt: st.NextAttempt, Provider: st.Provider,
+		FirstSeenAt: headers.FormatTime(st.FirstSeenAt), UpdatedAt: headers.FormatTime(st.UpdatedAt),
+		ExpiresAt: headers.FormatTime(st.ExpiresAt), ReplayIDs: st.ReplayIDs}
+	if st.Routes != nil {
+		j.V = stateVersionRoutes
+		routes := make([]routeJSON, len(st.Routes))
+		for i, r := range st.Routes {
+			routes[i] = routeJSON{Name: r.Name, Status: r.Status, NextAttempt: r.NextAttempt, ExpiresAt: headers.FormatTime(r.ExpiresAt), ReplayIDs: r.ReplayIDs}
+		}
+		j.Routes = &routes
+	}
+	b, err := json.Marshal(j)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestEncodeMatchesMarshal: Encode writes what json.Marshal writes of the
+// changelog value, byte for byte: each applied state, states with routes
+// (none, one, three, retrying and parked ones with replay ids), and
+// strings that need escaping.
+func TestEncodeMatchesMarshal(t *testing.T) {
+	states := appliedStates(t)
+	cet := time.FixedZone("CET", 3600)
+	states["no routes"] = State{Status: StatusDone, Provider: "gen", FirstSeenAt: t0, UpdatedAt: t0, ExpiresAt: later, Routes: []RouteState{}}
+	states["one route"] = State{Status: StatusDone, Provider: "gen", FirstSeenAt: t0, UpdatedAt: t0.In(cet), ExpiresAt: later,
+		Routes: []RouteState{{Name: "r1", Status: StatusDone, ExpiresAt: later}}}
+	states["three routes"] = State{Status: StatusParked, Provider: "gen", FirstSeenAt: t0, UpdatedAt: t0, ExpiresAt: later,
+		Routes: []RouteState{
+			{Name: "billing", Status: StatusDone, ExpiresAt: later, ReplayIDs: []string{"dlq:0:1"}},
+			{Name: "crm", Status: StatusRetrying, NextAttempt: 3, ExpiresAt: later.In(cet)},
+			{Name: "slack", Status: StatusParked, NextAttempt: 1, ExpiresAt: later, ReplayIDs: []string{"dlq:1:2", "dlq:<3>&\"4\"\\"}},
+		}}
+	states["escaped strings"] = State{Status: StatusDead, Provider: "p<&>\"ü\u2028\xff", FirstSeenAt: t0, UpdatedAt: t0, ExpiresAt: later,
+		ReplayIDs: []string{"dlq:\n\t\x01", "ok"}}
+	for name, st := range states {
+		t.Run(name, func(t *testing.T) {
+			got, err := Encode(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := marshalled(t, st); string(got) != string(want) {
+				t.Errorf("Encode\n got %s\nwant %s", got, want)
+			}
+		})
+	}
 }

@@ -104,6 +104,20 @@ func (w *Window) Accept(offset int64) bool {
 	return true
 }
 
+// Unread takes back the last record accepted, at offset, as if it had
+// not been read: the fetch is rewound to it and the next Accept of offset
+// runs it again (a trial call that failed leaves its record at the head of
+// its lane). False, and nothing changed, when offset is not the last
+// accepted or is no longer running.
+func (w *Window) Unread(offset int64) bool {
+	if offset != w.next-1 || w.get(offset) != Running {
+		return false
+	}
+	w.set(offset, Unknown)
+	w.next = offset
+	return true
+}
+
 // Span is how many offsets the window holds above the committed offset
 // (bounded process-wide by consume's budget).
 func (w *Window) Span() int64 { return w.next - w.base }

@@ -100,3 +100,31 @@ func TestDoneMetadataCodec(t *testing.T) {
 		t.Fatalf("round trip kept %d runs, first %v", len(got), got[:1])
 	}
 }
+
+func TestWindowUnread(t *testing.T) {
+	w := New(10, "")
+	for _, o := range []int64{10, 12} { // 11: a marker
+		if !w.Accept(o) {
+			t.Fatalf("accept(%d) = false", o)
+		}
+	}
+	if w.Unread(10) {
+		t.Fatal("unread 10, which is not the last record accepted")
+	}
+	if !w.Unread(12) {
+		t.Fatal("unread 12, the last record accepted, refused")
+	}
+	if off, _ := w.CommitPoint(); off != 10 {
+		t.Fatalf("commit point %d, want 10 (10 still running)", off)
+	}
+	w.Mark([]int64{10}, InTxn)
+	if off, meta := w.CommitPoint(); off != 12 || meta != "" {
+		t.Fatalf("commit point %d %q, want 12: the record taken back is not finished", off, meta)
+	}
+	if !w.Accept(12) {
+		t.Fatal("12 read again after its unread was not accepted")
+	}
+	if !w.Unread(12) || w.Unread(12) {
+		t.Fatal("unread twice")
+	}
+}

@@ -81,5 +81,6 @@ func (s *Store) Reserve(ctx context.Context, bytes int64) (release func(), err e
 		return func() {}, err
 	}
 	var once sync.Once
-	return func() { once.Do(func() { s.budget.release(n) }) }, nil
+	// A restore ending: its tables' compactions follow, trim looks again.
+	return func() { once.Do(func() { s.budget.release(n); s.touch() }) }, nil
 }

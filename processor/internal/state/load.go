@@ -112,6 +112,7 @@ const badgerDelete byte = 1 << 0
 // Keys until the partition is recounted.
 func (s *Store) NewLoader(partition int32) *Loader {
 	s.recent.forget(partitionPrefix(kindState, partition))
+	s.touch()
 	l := &Loader{
 		s: s, p: partition, kv: s.db.NewKVLoader(maxPendingWrites), seed: maphash.MakeSeed(),
 		last: map[string]int32{}, live: map[uint64]uint32{}, delta: map[uint64]int64{},

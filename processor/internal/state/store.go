@@ -84,8 +84,13 @@ type Store struct {
 	done   chan struct{}
 	// trimmed counts trims of the mapped table pages (trim_linux.go).
 	trimmed atomic.Int64
-	closed  sync.Once
-	err     error
+	// used counts the calls that read or write Badger (touch); asleep says
+	// the trim loop waits for the next (wake, capacity 1).
+	used   atomic.Int64
+	asleep atomic.Bool
+	wake   chan struct{}
+	closed sync.Once
+	err    error
 }
 
 // Open opens (or creates) the store, tuned for a small footprint (see
@@ -117,7 +122,7 @@ func open(o Options, bo badger.Options) (*Store, error) {
 		m.Restore = o.RestoreMemory
 	}
 	s := &Store{db: db, keys: newKeyCounter(), budget: newBudget(m.Restore), recent: newRecent(m.Recent),
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if loaded, err := s.keys.loadCounts(db); err != nil || !loaded {
 		if err != nil {
 			logger(o.Logger).Warn("state: saved key counts unreadable, counting keys", "err", err)
@@ -142,7 +147,10 @@ func open(o Options, bo badger.Options) (*Store, error) {
 const gcInterval = 5 * time.Minute
 
 // gcLoop garbage-collects the value log every gcInterval and trims the
-// mapped table pages every trimInterval, until Close.
+// mapped table pages every trimInterval while the store is used, until
+// Close. Once trimQuiet checks in a row saw no read or write, it checks
+// again at the next one (touch wakes it) or after trimIdle: an idle
+// processor wakes for it every 10 s instead of 10 times a second.
 func (s *Store) gcLoop(inMemory bool, dir string, mapped int64) {
 	defer close(s.done)
 	if inMemory {
@@ -150,16 +158,34 @@ func (s *Store) gcLoop(inMemory bool, dir string, mapped int64) {
 	}
 	t := time.NewTicker(gcInterval)
 	defer t.Stop()
-	trim := time.NewTicker(trimInterval)
+	trim := time.NewTimer(trimInterval)
 	defer trim.Stop()
+	last, quiet := s.used.Load(), 0
 	for {
 		s.trim(dir, mapped)
+		wait := trimInterval
+		if n := s.used.Load(); n != last {
+			last, quiet = n, 0
+		} else if quiet++; quiet >= trimQuiet {
+			// Asleep before the last look at used: a touch after it
+			// sees asleep and wakes the loop.
+			s.asleep.Store(true)
+			if s.used.Load() == last {
+				wait = trimIdle
+			}
+		}
+		trim.Reset(wait)
 		select {
 		case <-s.stop:
 			return
+		case <-s.wake:
+			s.asleep.Store(false)
+			continue
 		case <-trim.C:
+			s.asleep.Store(false)
 			continue
 		case <-t.C:
+			s.asleep.Store(false)
 		}
 		// Each successful call rewrites one file; repeat until nothing is
 		// worth rewriting (ErrNoRewrite) or Close asks us to stop.
@@ -177,6 +203,27 @@ func (s *Store) gcLoop(inMemory bool, dir string, mapped int64) {
 // Memory.Mapped: reading /proc/self/status, about 20 µs. Random reads at
 // 75,000/s map about 45 MB in that time.
 const trimInterval = 100 * time.Millisecond
+
+// trimQuiet is how many checks in a row without a read or write put the
+// trim loop to sleep (a second: compactions a burst of writes started go
+// on a little after it), and trimIdle how long it then sleeps at most
+// (compactions of a store nobody uses, rare).
+const (
+	trimQuiet = 10
+	trimIdle  = 10 * time.Second
+)
+
+// touch counts a read or write of Badger and wakes the trim loop if it
+// sleeps: reads map table pages. Cost: an atomic add and load.
+func (s *Store) touch() {
+	s.used.Add(1)
+	if s.asleep.Load() && s.asleep.CompareAndSwap(true, false) {
+		select {
+		case s.wake <- struct{}{}:
+		default:
+		}
+	}
+}
 
 // trim hands Badger's mapped table pages back to the kernel when the
 // file-backed RSS is above mapped, except while partitions restore: their
@@ -241,6 +288,7 @@ func (s *Store) Get(partition int32, key string) (value []byte, ok bool, err err
 		return value, ok, nil
 	}
 	k := stateKey(partition, key)
+	s.touch()
 	err = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(k)
 		if err != nil {
@@ -268,6 +316,7 @@ func (s *Store) Get(partition int32, key string) (value []byte, ok bool, err err
 // the LSM tree with the key, no extra read.
 func (s *Store) Scan(partition int32, prefix string, fn func(key string, value []byte) error) error {
 	p := stateKey(partition, prefix)
+	s.touch()
 	err := s.db.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
 		defer it.Close()
@@ -307,6 +356,7 @@ func (s *Store) Apply(changes []Change, checkpoints map[int32]int64) error {
 		return nil
 	}
 	now := time.Now()
+	s.touch()
 	ap := applier{s: s, txn: s.db.NewTransaction(true)}
 	defer func() { ap.txn.Discard() }()
 	for i := range changes {

@@ -319,6 +319,7 @@ function renderOverview(rep, provs, routes) {
       if (r.paused_by) st += ' (held by its ' + r.paused_by + ' setting)';
       st += heldText(r.held);
       if (r.concurrency_limit != null) st += ' · ' + r.concurrency_limit + ' of ' + r.max_inflight + ' calls at a time';
+      if (r.answering_again) st += ' · answering again: a trial call was answered ' + shortTime(r.answering_again) + ', resume to drain';
       const nameCell = cell('Provider / route', '↳ ' + rname + ' · ' + r.priority);
       tr.classList.add('has-routes');
       rtr.append(nameCell, verdictCell(reasonsOf(rep, rname, false)), cell('Deliveries', st + setBy(rown)),

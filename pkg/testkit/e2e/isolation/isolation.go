@@ -64,10 +64,6 @@ type Scenario struct {
 	SlowCall        time.Duration
 	SlowTimeout     time.Duration
 	SlowMaxInflight int
-	// SlowFixed keeps slowcrm's limit at SlowMaxInflight
-	// (destination.adaptive: false) rather than the adaptive limit, which
-	// starts at a few calls and doubles once per call's time (3 s here).
-	SlowFixed bool
 	// FastPriority and SlowPriority are the providers' priority classes
 	// ("" leaves the field out: normal).
 	FastPriority, SlowPriority string
@@ -131,7 +127,7 @@ func (s Scenario) Providers(destURL, secretEnv string) string {
 		return e
 	}
 	return entry(Fast, s.FastPriority, fmt.Sprintf("{url: %q}", destURL)) +
-		entry(Slow, s.SlowPriority, fmt.Sprintf("{url: %q, timeout: %s, max_inflight: %d, adaptive: %t}", destURL, s.SlowTimeout, s.SlowMaxInflight, !s.SlowFixed))
+		entry(Slow, s.SlowPriority, fmt.Sprintf("{url: %q, timeout: %s, max_inflight: %d}", destURL, s.SlowTimeout, s.SlowMaxInflight))
 }
 
 // Delay is how long the destination takes to answer a call of key:

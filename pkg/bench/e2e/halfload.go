@@ -1,0 +1,162 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
+)
+
+// Issue 36's targets at half load: the unordered open loop's 202 -> done
+// outcome p50 and p99 in every round, and the ordered route's p99 against
+// the unordered one's of the same round.
+const (
+	MaxHalfLoadP50     = 20 * time.Millisecond
+	MaxHalfLoadP99     = 100 * time.Millisecond
+	MaxOrderedP99Ratio = 1.2
+)
+
+// halfRound is one round of the half-load comparison: the unordered open
+// loop (phase 2) and the ordered provider over OrdEntities entities at the
+// same rate for as long (phase 5).
+type halfRound struct{ Unordered, Ordered phaseReport }
+
+// halfLoad runs HalfRounds rounds of phases 2 and 5 at rate, alternated,
+// each -open-d long: the two see the same machine, round by round. The
+// order turns each round (2 then 5, then 5 then 2), so neither is always
+// the one that follows the phase before.
+func (b *bench) halfLoad(ctx context.Context, rate float64) ([]halfRound, error) {
+	c := b.cfg
+	out := make([]halfRound, c.HalfRounds)
+	for i := range out {
+		runUnordered := func() (err error) {
+			fmt.Fprintf(b.out, "phase 2, round %d of %d: open loop, %.0f events/s for %s ...\n", i+1, c.HalfRounds, rate, c.Open)
+			p2 := &phase{name: fmt.Sprintf("open loop, %.0f/s, round %d", rate, i+1)}
+			out[i].Unordered, err = b.openPhase(ctx, p2, rate, c.Open)
+			return err
+		}
+		runOrdered := func() (err error) {
+			fmt.Fprintf(b.out, "phase 5, round %d of %d: ordered, %d entities, %.0f events/s for %s ...\n", i+1, c.HalfRounds, c.OrdEntities, rate, c.Open)
+			p5 := &phase{name: fmt.Sprintf("ordered, half load, round %d", i+1), provider: ordered, ents: &entities{n: c.OrdEntities, fail: -1}}
+			out[i].Ordered, err = b.openPhase(ctx, p5, rate, c.Open)
+			return err
+		}
+		steps := []func() error{runUnordered, runOrdered}
+		if i%2 == 1 {
+			steps[0], steps[1] = runOrdered, runUnordered
+		}
+		for _, step := range steps {
+			if err := step(); err != nil {
+				return out, err
+			}
+		}
+	}
+	return out, nil
+}
+
+// pooled is the phases rs as one: their keys' latencies together, their
+// counts and CPU summed, rates over their summed times.
+func pooled(name string, rs []phaseReport) phaseReport {
+	out := phaseReport{Name: name, CPU: map[string]time.Duration{}}
+	var e2eSec, handlerSum float64
+	for _, r := range rs {
+		out.Events += r.Events
+		out.Ingest.Lat = append(out.Ingest.Lat, r.Ingest.Lat...)
+		out.Ingest.Errors += r.Ingest.Errors
+		out.Ingest.Elapsed += r.Ingest.Elapsed
+		out.Total = append(out.Total, r.Total...)
+		out.Pickup = append(out.Pickup, r.Pickup...)
+		out.Commit = append(out.Commit, r.Commit...)
+		for k, v := range r.CPU {
+			out.CPU[k] += v
+		}
+		out.Txns += r.Txns
+		out.TxnSec += r.TxnSec
+		out.Records += r.Records
+		handlerSum += r.Handler * float64(r.Events)
+		if r.E2ERate > 0 {
+			e2eSec += float64(r.Events) / r.E2ERate
+		}
+	}
+	out.PostRate = out.Ingest.Rate()
+	if e2eSec > 0 {
+		out.E2ERate = float64(out.Events) / e2eSec
+	}
+	if out.Events > 0 {
+		out.Handler = handlerSum / float64(out.Events)
+	}
+	return out
+}
+
+// p99Ratio is the ordered phase's p99 over the unordered one's.
+func (h halfRound) p99Ratio() float64 {
+	return float64(loadtest.Percentile(h.Ordered.Total, 99)) / float64(max(loadtest.Percentile(h.Unordered.Total, 99), time.Microsecond))
+}
+
+// halfLoadCheck says which of issue 36's half-load targets a round missed.
+func halfLoadCheck(rounds []halfRound) []string {
+	var missed []string
+	for i, h := range rounds {
+		if p50, p99 := loadtest.Percentile(h.Unordered.Total, 50), loadtest.Percentile(h.Unordered.Total, 99); p50 > MaxHalfLoadP50 || p99 > MaxHalfLoadP99 {
+			missed = append(missed, fmt.Sprintf("round %d: open loop p50 %.1f ms, p99 %.1f ms, want ≤ %s and ≤ %s", i+1, ms(p50), ms(p99), MaxHalfLoadP50, MaxHalfLoadP99))
+		}
+		if r := h.p99Ratio(); r > MaxOrderedP99Ratio {
+			missed = append(missed, fmt.Sprintf("round %d: ordered p99 %.2f× unordered, want ≤ %.1f×", i+1, r, MaxOrderedP99Ratio))
+		}
+	}
+	return missed
+}
+
+// printHalfLoad prints each round's p50 and p99, unordered and ordered,
+// the ratios and the verdict.
+func printHalfLoad(out io.Writer, rounds []halfRound) {
+	if len(rounds) == 0 {
+		return
+	}
+	fmt.Fprintf(out, "\nhalf load, %d rounds of unordered (phase 2) and ordered over 10,000 entities (phase 5), in turns (2 then 5, 5 then 2, ...), 202 -> done outcome:\n", len(rounds))
+	fmt.Fprintf(out, "%-8s %8s %14s %14s %14s %14s %14s\n", "round", "events", "unord. p50 ms", "unord. p99 ms", "ord. p50 ms", "ord. p99 ms", "ord./unord. p99")
+	var ratios []float64
+	for i, h := range rounds {
+		ratios = append(ratios, h.p99Ratio())
+		fmt.Fprintf(out, "%-8d %8d %14.1f %14.1f %14.1f %14.1f %14.2f\n", i+1, h.Unordered.Events,
+			ms(loadtest.Percentile(h.Unordered.Total, 50)), ms(loadtest.Percentile(h.Unordered.Total, 99)),
+			ms(loadtest.Percentile(h.Ordered.Total, 50)), ms(loadtest.Percentile(h.Ordered.Total, 99)), ratios[i])
+	}
+	verdict := "targets met in every round"
+	if missed := halfLoadCheck(rounds); len(missed) > 0 {
+		verdict = "NOT met: " + strings.Join(missed, "; ")
+	}
+	fmt.Fprintf(out, "ratio ordered/unordered p99: %.2f to %.2f (want ≤ %.1f); open loop p50 ≤ %s, p99 ≤ %s: %s\n",
+		slices.Min(ratios), slices.Max(ratios), MaxOrderedP99Ratio, MaxHalfLoadP50, MaxHalfLoadP99, verdict)
+}
+
+// printShares prints where r's mean 202 -> outcome time went: ingest's
+// answer, the way to the processor (Kafka, its fetch), and taken up ->
+// outcome visible (decide, the call, the transaction, the reader's fetch),
+// with the processor's mean destination call and poll -> commit.
+func printShares(out io.Writer, r phaseReport) {
+	post, pickup, commit := mean(r.Ingest.Lat), mean(r.Pickup), mean(r.Commit)
+	all := post + pickup + commit
+	if all <= 0 {
+		return
+	}
+	share := func(d time.Duration) float64 { return 100 * float64(d) / float64(all) }
+	fmt.Fprintf(out, "  mean POST -> outcome visible %.1f ms: POST -> 202 %.1f ms (%.0f%%), 202 -> taken up %.1f ms (%.0f%%), taken up -> visible %.1f ms (%.0f%%; call %.2f ms, transaction poll -> commit %.1f ms)\n",
+		ms(all), ms(post), share(post), ms(pickup), share(pickup), ms(commit), share(commit), 1000*r.Handler, 1000*r.TxnSec/max(r.Txns, 1))
+}
+
+// mean of ds, 0 when empty.
+func mean(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	var s time.Duration
+	for _, d := range ds {
+		s += d
+	}
+	return s / time.Duration(len(ds))
+}

@@ -1,6 +1,8 @@
 package headers
 
 import (
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -123,6 +125,38 @@ func TestTraceID(t *testing.T) {
 		}
 		if got := TraceID(r); got != tc.want {
 			t.Errorf("TraceID(%q) = %q, want %q", tc.traceparent, got, tc.want)
+		}
+	}
+}
+
+// TestIngestRecordFields: the record IngestRecord builds in one buffer has
+// every header of DESIGN §3 in order with its own value, the forwarded ones
+// after them (any number of them), and a value appended to does not
+// overwrite the next one.
+func TestIngestRecordFields(t *testing.T) {
+	at := time.Date(2026, 11, 28, 22, 1, 2, 345e6, time.FixedZone("x", 3600))
+	for _, n := range []int{0, 1, 4, 9} {
+		var fwd []kgo.RecordHeader
+		for i := range n {
+			fwd = append(fwd, kgo.RecordHeader{Key: fmt.Sprintf("X-H%d", i), Value: []byte(fmt.Sprint(i))})
+		}
+		r := IngestRecord("raw", "stripe:evt_1", "invoice.paid", []byte("{}"), IngestMeta{
+			Provider: "stripe", ReceivedAt: at, RequestID: "req-1", ContentType: "application/json", HTTP: fwd})
+		want := []kgo.RecordHeader{
+			{Key: Provider, Value: []byte("stripe")}, {Key: EventType, Value: []byte("invoice.paid")},
+			{Key: IdempotencyKey, Value: []byte("stripe:evt_1")}, {Key: ReceivedAt, Value: []byte("2026-11-28T21:01:02.345Z")},
+			{Key: RequestID, Value: []byte("req-1")}, {Key: ContentType, Value: []byte("application/json")},
+			{Key: Origin, Value: []byte(OriginIngest)}, {Key: Attempt, Value: []byte("1")},
+		}
+		for i := range n {
+			want = append(want, kgo.RecordHeader{Key: fmt.Sprintf("http.x-h%d", i), Value: []byte(fmt.Sprint(i))})
+		}
+		if r.Topic != "raw" || string(r.Key) != "stripe:evt_1" || string(r.Value) != "{}" || !reflect.DeepEqual(r.Headers, want) {
+			t.Fatalf("%d forwarded: got %s %q %q %v, want headers %v", n, r.Topic, r.Key, r.Value, r.Headers, want)
+		}
+		r.Headers[0].Value = append(r.Headers[0].Value, "XXXX"...)
+		if got := string(r.Headers[1].Value); got != "invoice.paid" {
+			t.Fatalf("%d forwarded: appending to the provider header changed the event type to %q", n, got)
 		}
 	}
 }

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -104,4 +106,38 @@ func (m *metrics) registerReplays(reg prometheus.Registerer, c *replayCache) {
 			Name: "hookline_ingest_replay_cache_evictions_total",
 			Help: "Remembered signatures forgotten before their replay_window ran out, to make room for newer ones (HOOKLINE_REPLAY_CACHE_ENTRIES reached).",
 		}, func() float64 { return float64(c.evictions()) }))
+}
+
+// acceptedSeries are one provider's series of an accepted delivery, looked
+// up once on its first one instead of by label values on every request
+// (WithLabelValues hashes the values and takes a read lock each time).
+// They are created on the first accepted delivery, so /metrics lists a
+// provider's series only once it had one, as before.
+type acceptedSeries struct {
+	once     sync.Once
+	accepted prometheus.Counter  // requests_total{code="202"}
+	ack      prometheus.Observer // ack_seconds
+	body     prometheus.Observer // body_bytes
+	records  sync.Map            // event_type label -> prometheus.Counter (records_total)
+}
+
+// accepted returns provider's series, creating them on first use.
+func (m *metrics) accepted(provider string, a *acceptedSeries) *acceptedSeries {
+	a.once.Do(func() {
+		a.accepted = m.requests.WithLabelValues(provider, "202")
+		a.ack = m.ackSeconds.WithLabelValues(provider)
+		a.body = m.bodyBytes.WithLabelValues(provider)
+	})
+	return a
+}
+
+// record counts one accepted record of the event_type label typ (bounded
+// by package typelabel, so the cache is too).
+func (m *metrics) record(provider, typ string, a *acceptedSeries) {
+	if c, ok := a.records.Load(typ); ok {
+		c.(prometheus.Counter).Inc()
+		return
+	}
+	c, _ := a.records.LoadOrStore(typ, m.records.WithLabelValues(provider, typ))
+	c.(prometheus.Counter).Inc()
 }

@@ -53,11 +53,15 @@ func New(p Producer, deadline time.Duration) *Publisher {
 
 // Publish produces every record and returns nil only when Kafka acknowledged
 // all of them. It returns within the deadline even when a request is stuck in
-// flight: it stops waiting, it does not stop the produce. Costs one buffered
-// channel per call; promises never block.
+// flight: it stops waiting, it does not stop the produce. The records carry
+// ctx (the request's: a caller gone before they were sent drops them); the
+// deadline is a timer of the call, not a context derived from ctx, which
+// cost a child registered in the request context's children and removed
+// again on every call (2.6 % of ingest's CPU under load). Costs one buffered
+// channel and one timer per call; promises never block.
 func (p *Publisher) Publish(ctx context.Context, recs []*kgo.Record) error {
-	ctx, cancel := context.WithTimeout(ctx, p.deadline)
-	defer cancel()
+	deadline := time.NewTimer(p.deadline)
+	defer deadline.Stop()
 
 	results := make(chan error, len(recs))
 	for _, r := range recs {
@@ -74,10 +78,13 @@ func (p *Publisher) Publish(ctx context.Context, recs []*kgo.Record) error {
 			if err == nil {
 				continue
 			}
-			if errors.Is(err, context.DeadlineExceeded) {
+			// The client's RecordDeliveryTimeout is the same deadline.
+			if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, kgo.ErrRecordTimeout) {
 				return fmt.Errorf("%w: %w", ErrDeadline, err)
 			}
 			return err
+		case <-deadline.C:
+			return ErrDeadline
 		case <-ctx.Done():
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				return ErrDeadline

@@ -22,6 +22,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -83,6 +84,8 @@ type Scheme struct {
 	parse   func(h http.Header) (signed, error)
 	content func(in signed, body []byte) [][]byte
 	write   func(h http.Header, in signed, mac []byte)
+	// macs keeps keyed HMACs for reuse (macs.go).
+	macs macPools
 }
 
 // Header is a request header a scheme reads, as ingest's HTTP document
@@ -111,13 +114,62 @@ func (s *Scheme) Precheck(h http.Header, now time.Time, tol time.Duration) error
 }
 
 // mac is the one HMAC of the package: the keyed hash of parts, in order, as
-// if they were one byte string.
-func mac(newHash func() hash.Hash, key []byte, parts ...[]byte) []byte {
-	m := hmac.New(newHash, key)
+// if they were one byte string. The HMAC keyed with key is taken from the
+// scheme's pool for that key (a new one costs five allocations and the
+// key's two padded blocks hashed) and reset after use.
+func (s *Scheme) mac(key []byte, parts ...[]byte) []byte {
+	pool := s.macs.pool(s.newHash, key)
+	var m hash.Hash
+	if pool != nil {
+		m = pool.Get().(hash.Hash)
+	} else {
+		m = hmac.New(s.newHash, key)
+	}
 	for _, p := range parts {
 		m.Write(p)
 	}
-	return m.Sum(nil)
+	sum := m.Sum(nil)
+	if pool != nil {
+		m.Reset()
+		pool.Put(m)
+	}
+	return sum
+}
+
+// maxMacKeys bounds the keys a scheme keeps HMACs for: a provider's secrets
+// (rotation: a few); a caller signing with more keys makes new HMACs.
+const maxMacKeys = 16
+
+// macPools are a scheme's pools of keyed HMACs, one per key.
+type macPools struct {
+	mu sync.RWMutex
+	m  map[string]*sync.Pool
+}
+
+// pool returns key's pool, made on first use, or nil when maxMacKeys keys
+// have one already.
+func (p *macPools) pool(newHash func() hash.Hash, key []byte) *sync.Pool {
+	p.mu.RLock()
+	pool := p.m[string(key)]
+	p.mu.RUnlock()
+	if pool != nil {
+		return pool
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if pool = p.m[string(key)]; pool != nil {
+		return pool
+	}
+	if len(p.m) >= maxMacKeys {
+		return nil
+	}
+	if p.m == nil {
+		p.m = map[string]*sync.Pool{}
+	}
+	k := slices.Clone(key)
+	pool = &sync.Pool{New: func() any { return hmac.New(newHash, k) }}
+	p.m[string(k)] = pool
+	return pool
 }
 
 // Verify checks the request against every secret (rotation: any one
@@ -165,7 +217,7 @@ func (s *Scheme) precheck(h http.Header, now time.Time, tol time.Duration) (sign
 
 func (s *Scheme) matches(secrets []Secret, parts [][]byte, sigs [][]byte) bool {
 	for _, key := range secrets {
-		want := mac(s.newHash, key, parts...)
+		want := s.mac(key, parts...)
 		for _, got := range sigs {
 			if hmac.Equal(want, got) {
 				return true
@@ -220,7 +272,7 @@ func (s *Scheme) Sign(key []byte, body []byte, now time.Time, h http.Header) {
 	if s.newID != nil {
 		in.id = s.newID(h)
 	}
-	s.write(h, in, mac(s.newHash, key, s.content(in, body)...))
+	s.write(h, in, s.mac(key, s.content(in, body)...))
 }
 
 func bodyOnly(_ signed, body []byte) [][]byte { return [][]byte{body} }
@@ -294,7 +346,12 @@ func Stripe() *Scheme {
 			}
 			var in signed
 			sawV1 := false
-			for item := range strings.SplitSeq(v, ",") {
+			// strings.Cut rather than SplitSeq: the iterator cost four
+			// allocations a parse, and ingest parses the header twice a
+			// request (before the body is read, then in Verify).
+			for rest := v; rest != ""; {
+				var item string
+				item, rest, _ = strings.Cut(rest, ",")
 				k, val, ok := strings.Cut(strings.TrimSpace(item), "=")
 				if !ok {
 					continue

@@ -1,11 +1,15 @@
 package signature
 
 import (
+	"crypto/hmac"
 	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -95,6 +99,36 @@ func TestDecodeStandardSecret(t *testing.T) {
 	for _, bad := range []string{"whsec_***", "whsec_", ""} {
 		if _, err := DecodeStandardSecret([]byte(bad)); err == nil {
 			t.Errorf("%q decoded", bad)
+		}
+	}
+}
+
+// TestReusedMACs: the HMACs a scheme keeps per key give the same answers
+// when reused, for keys taking turns, and for more keys than it keeps
+// (maxMacKeys), against the HMAC made anew.
+func TestReusedMACs(t *testing.T) {
+	s := Stripe()
+	body := []byte(`{"id":"evt_1"}`)
+	var keys []Secret
+	for i := range maxMacKeys + 4 {
+		keys = append(keys, Secret(fmt.Sprintf("key-%d", i)))
+	}
+	for round := range 3 {
+		for i, key := range keys {
+			h := http.Header{}
+			s.Sign(key, body, now, h)
+			fresh := hmac.New(sha256.New, key)
+			fresh.Write([]byte(strconv.FormatInt(now.Unix(), 10) + "."))
+			fresh.Write(body)
+			if want := "t=" + strconv.FormatInt(now.Unix(), 10) + ",v1=" + hex.EncodeToString(fresh.Sum(nil)); h.Get("Stripe-Signature") != want {
+				t.Fatalf("round %d key %d: signed %q, want %q", round, i, h.Get("Stripe-Signature"), want)
+			}
+			if err := s.Verify([]Secret{keys[(i+1)%len(keys)], key}, h, body, now, DefaultTolerance); err != nil {
+				t.Fatalf("round %d key %d: %v", round, i, err)
+			}
+			if err := s.Verify([]Secret{keys[(i+1)%len(keys)]}, h, body, now, DefaultTolerance); err == nil {
+				t.Fatalf("round %d key %d: verified with another key", round, i)
+			}
 		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"os"
 	"os/exec"
 	"strings"
@@ -81,19 +82,12 @@ func (r DLQRun) JSONLines(tb testing.TB) []map[string]any {
 // is the base URL's host:port.
 func (s *System) StartDLQServe(token string, extra map[string]string) *Service {
 	s.tb.Helper()
-	addr := FreeAddr(s.tb)
-	env := map[string]string{"HOOKLINE_ADMIN_ADDR": addr}
+	env := map[string]string{}
 	if token != "" {
 		env["HOOKLINE_ADMIN_TOKEN"] = token
 	}
-	for k, v := range extra {
-		env[k] = v
-	}
-	path := proctest.Binary(s.tb, "dlq")
-	envList := s.envList("dlq", env)
-	svc := &Service{Proc: proctest.Start(s.tb, path, envList, "serve"), Name: "dlq", Addr: addr, env: envList, path: path}
-	WaitHTTP(s.tb, "http://"+addr+"/ui/", 60*time.Second)
-	return svc
+	maps.Copy(env, extra)
+	return s.startListening("dlq", "HOOKLINE_ADMIN_ADDR", "/ui/", env, "serve")
 }
 
 // EnsureTopics creates the system's topics and checks them, as every service

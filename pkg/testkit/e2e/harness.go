@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,6 +27,7 @@ import (
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/providers/transform"
+	"github.com/hookline/hookline/pkg/testkit/freeport"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
 	"github.com/hookline/hookline/pkg/topics"
@@ -236,11 +236,9 @@ func (s *System) envList(service string, extra map[string]string) []string {
 // StartIngest runs the ingest binary and waits until it is ready.
 func (s *System) StartIngest() *Service {
 	s.tb.Helper()
-	addr := FreeAddr(s.tb)
-	svc := s.start("ingest", addr, map[string]string{"HOOKLINE_INGEST_ADDR": addr})
-	WaitHTTP(s.tb, "http://"+addr+"/readyz", 60*time.Second)
+	svc := s.startListening("ingest", "HOOKLINE_INGEST_ADDR", "/readyz", nil)
 	s.mu.Lock()
-	s.ingest = "http://" + addr
+	s.ingest = "http://" + svc.Addr
 	s.mu.Unlock()
 	return svc
 }
@@ -249,28 +247,66 @@ func (s *System) StartIngest() *Service {
 // restarts of the same id) and metrics port.
 func (s *System) StartProcessor(id string, extra map[string]string) *Service {
 	s.tb.Helper()
-	addr := FreeAddr(s.tb)
 	env := map[string]string{
-		"HOOKLINE_METRICS_ADDR": addr,
-		"HOOKLINE_STATE_DIR":    s.StateDir(id),
-		"HOOKLINE_INSTANCE_ID":  id,
+		"HOOKLINE_STATE_DIR":   s.StateDir(id),
+		"HOOKLINE_INSTANCE_ID": id,
 	}
-	for k, v := range extra {
-		env[k] = v
+	maps.Copy(env, extra)
+	return s.startListening("processor", "HOOKLINE_METRICS_ADDR", "/healthz", env)
+}
+
+// startListening runs the service binary name (with args) listening on a
+// free port given in the variable addrVar, and waits up to a minute until
+// ready answers 200 there. A start whose port was taken in the meantime
+// (by another test process picking the same one) is tried again on
+// another port, twice at most.
+func (s *System) startListening(name, addrVar, ready string, extra map[string]string, args ...string) *Service {
+	s.tb.Helper()
+	path := proctest.Binary(s.tb, name)
+	for attempt := 1; ; attempt++ {
+		addr := FreeAddr(s.tb)
+		env := map[string]string{addrVar: addr}
+		maps.Copy(env, extra)
+		envList := s.envList(name, env)
+		svc := &Service{Proc: proctest.Start(s.tb, path, envList, args...), Name: name, Addr: addr, env: envList, path: path}
+		err := waitReady(svc.Proc, "http://"+addr+ready, 60*time.Second)
+		if err == nil {
+			return svc
+		}
+		if attempt < 3 && svc.Exited() && freeport.InUse(nil, svc.Output()) {
+			s.tb.Logf("%s: %s was taken before it listened; starting it on another port", name, addr)
+			continue
+		}
+		s.tb.Fatalf("%s: %v", name, err)
 	}
-	svc := s.start("processor", addr, env)
-	WaitHTTP(s.tb, "http://"+addr+"/healthz", 60*time.Second)
-	return svc
+}
+
+// waitReady waits up to timeout until url answers 200, and stops early
+// when the process exits.
+func waitReady(p *proctest.Proc, url string, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	last := "no answer"
+	for time.Now().Before(deadline) {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+			last = resp.Status
+		} else {
+			last = err.Error()
+		}
+		if p.Exited() {
+			return fmt.Errorf("exited before %s answered 200 (last: %s)", url, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("%s did not answer 200 within %s (last: %s)", url, timeout, last)
 }
 
 // StateDir is the processor state dir of instance id.
 func (s *System) StateDir(id string) string { return filepath.Join(s.Dir, "state-"+id) }
-
-func (s *System) start(name, addr string, extra map[string]string) *Service {
-	path := proctest.Binary(s.tb, name)
-	env := s.envList(name, extra)
-	return &Service{Proc: proctest.Start(s.tb, path, env), Name: name, Addr: addr, env: env, path: path}
-}
 
 // Restart starts the same service again with the same environment (after a
 // kill or a stop).
@@ -397,15 +433,16 @@ func Outcomes(tb testing.TB, recs []*kgo.Record) []Outcome {
 	return out
 }
 
-// FreeAddr returns a loopback address with a free port.
+// FreeAddr returns a loopback address with a free port (freeport.Addr:
+// below the ephemeral range, so no outgoing connection takes it before
+// the service binds it).
 func FreeAddr(tb testing.TB) string {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := freeport.Addr()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return addr
 }
 
 // WaitHTTP waits until url answers 200.

@@ -25,6 +25,7 @@ import (
 
 	"github.com/hookline/hookline/pkg/outcome"
 	"github.com/hookline/hookline/pkg/testkit/e2e"
+	"github.com/hookline/hookline/pkg/testkit/freeport"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
 )
 
@@ -220,29 +221,49 @@ func startJaeger(t *testing.T) jaegerProc {
 		}
 		t.Skip(msg)
 	}
-	j := jaegerProc{}
-	otlpHTTP, ui := e2e.FreeAddr(t), e2e.FreeAddr(t)
-	env := append(os.Environ(),
-		"HOOKLINE_JAEGER_OTLP_HTTP_ADDR="+otlpHTTP, "HOOKLINE_JAEGER_OTLP_GRPC_ADDR="+e2e.FreeAddr(t),
-		"HOOKLINE_JAEGER_UI_ADDR="+ui, "HOOKLINE_JAEGER_QUERY_GRPC_ADDR="+e2e.FreeAddr(t),
-		"HOOKLINE_JAEGER_HEALTH_ADDR="+e2e.FreeAddr(t))
-	p := proctest.Start(t, bin, env, "--config", filepath.Join(root, "compose", "jaeger", "config.yaml"))
-	j.otlp, j.ui = "http://"+otlpHTTP, "http://"+ui
-	deadline := time.Now().Add(30 * time.Second)
+	// A port taken between its pick and Jaeger's bind (freeport: another
+	// test process picking the same one) makes Jaeger exit at once: start
+	// it again on other ports, twice at most.
+	for attempt := 1; ; attempt++ {
+		otlpHTTP, ui := e2e.FreeAddr(t), e2e.FreeAddr(t)
+		env := append(os.Environ(),
+			"HOOKLINE_JAEGER_OTLP_HTTP_ADDR="+otlpHTTP, "HOOKLINE_JAEGER_OTLP_GRPC_ADDR="+e2e.FreeAddr(t),
+			"HOOKLINE_JAEGER_UI_ADDR="+ui, "HOOKLINE_JAEGER_QUERY_GRPC_ADDR="+e2e.FreeAddr(t),
+			"HOOKLINE_JAEGER_HEALTH_ADDR="+e2e.FreeAddr(t))
+		p := proctest.Start(t, bin, env, "--config", filepath.Join(root, "compose", "jaeger", "config.yaml"))
+		j := jaegerProc{otlp: "http://" + otlpHTTP, ui: "http://" + ui}
+		err := waitJaeger(j.ui, p, 30*time.Second)
+		if err == nil {
+			return j
+		}
+		if attempt < 3 && p.Exited() && freeport.InUse(nil, p.Output()) {
+			t.Logf("Jaeger: a port was taken before it listened; starting it on others")
+			continue
+		}
+		t.Fatalf("Jaeger: %v; its output:\n%s", err, p.Output())
+	}
+}
+
+// waitJaeger waits up to timeout until Jaeger's query API answers on ui,
+// and stops early when the process exits.
+func waitJaeger(ui string, p *proctest.Proc, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
 	for {
-		resp, err := http.Get(j.ui + "/api/services")
+		resp, err := http.Get(ui + "/api/services")
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == http.StatusOK {
-				break
+				return nil
 			}
 		}
-		if time.Now().After(deadline) || p.Exited() {
-			t.Fatalf("Jaeger did not answer on %s/api/services within 30s (%v); its output:\n%s", j.ui, err, p.Output())
+		if p.Exited() {
+			return fmt.Errorf("exited before %s/api/services answered (%v)", ui, err)
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("no answer on %s/api/services within %s (%v)", ui, timeout, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return j
 }
 
 // jaegerTrace is a trace as Jaeger's query API (/api/traces/{id}) gives it.

@@ -3,7 +3,6 @@ package kafkatest
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/hookline/hookline/pkg/testkit/freeport"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
 )
 
@@ -228,18 +228,12 @@ func (c *Cluster) teardown() {
 	}
 }
 
-// freePorts returns n distinct free loopback ports (all held open until
-// the last is taken, so none repeats).
+// freePorts returns n distinct free loopback ports (freeport.Ports).
 func freePorts(tb testing.TB, n int) []int {
 	tb.Helper()
-	var ports []int
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			tb.Fatal(err)
-		}
-		defer ln.Close()
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	ports, err := freeport.Ports(n)
+	if err != nil {
+		tb.Fatal(err)
 	}
 	return ports
 }

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/kafkaconf"
+	"github.com/hookline/hookline/pkg/testkit/freeport"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
 )
 
@@ -193,15 +194,8 @@ lines:
 	return sum, sc.Err()
 }
 
-// FreeAddr returns a loopback address with a free port.
-func FreeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
+// FreeAddr returns a loopback address with a free port (freeport.Addr).
+func FreeAddr() (string, error) { return freeport.Addr() }
 
 // KafkaConfig is the cluster a benchmark runs against, read as the services
 // read it (kafkaconf: KAFKA_BROKERS, KAFKA_TLS*, KAFKA_SASL_*; an unset

@@ -46,11 +46,14 @@ type phaseReport struct {
 	Total    []time.Duration // 202 -> outcome visible
 	Pickup   []time.Duration // 202 -> outcome's time field
 	Commit   []time.Duration // outcome's time field -> visible
-	CPU      map[string]time.Duration
-	Txns     float64 // processor transactions
-	TxnSec   float64 // their total poll-to-commit seconds
-	Records  float64 // records they committed
-	Handler  float64 // mean destination call, seconds
+	// Commit's keys split (tracker.splits): taken up -> outcome produced,
+	// -> readable read_uncommitted, -> visible read_committed.
+	Produce, Readable, Committed []time.Duration
+	CPU                          map[string]time.Duration
+	Txns                         float64 // processor transactions
+	TxnSec                       float64 // their total poll-to-commit seconds
+	Records                      float64 // records they committed
+	Handler                      float64 // mean destination call, seconds
 }
 
 // bench is one run's state.
@@ -130,6 +133,11 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 		return rep, err
 	}
 	defer stopReader()
+	stopUncommitted, err := b.readUncommitted(ctx)
+	if err != nil {
+		return rep, err
+	}
+	defer stopUncommitted()
 
 	// Warm-up: the processor joins its group, every connection opens.
 	warm := &phase{name: "warm-up"}
@@ -396,6 +404,7 @@ func (b *bench) measure(ctx context.Context, ph *phase, load func(func(context.C
 	b.track.mu.Unlock()
 	r.PostRate = r.Ingest.Rate()
 	r.Total, r.Pickup, r.Commit = b.track.latencies(ph)
+	r.Produce, r.Readable, r.Committed = b.track.splits(ph)
 	r.Txns = m1.txns - m0.txns
 	r.TxnSec = m1.txnSec - m0.txnSec
 	r.Records = m1.records - m0.records

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -198,5 +199,37 @@ func TestPooled(t *testing.T) {
 	}
 	if p.E2ERate != 100 || p.PostRate != 100 || p.Handler != 0.0025 {
 		t.Errorf("rates %.1f e2e, %.1f POST, handler %.4f s; want 100, 100 and 0.0025 (weighted by events)", p.E2ERate, p.PostRate, p.Handler)
+	}
+}
+
+// TestSplits: taken up -> visible splits at the outcome record's timestamp
+// and the read_uncommitted reader's time, whichever reader comes first; a
+// parked outcome stamps nothing, and a key the uncommitted reader missed
+// is left out.
+func TestSplits(t *testing.T) {
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	tr, ph := newTracker(), &phase{name: "p"}
+	for _, k := range []string{"a", "b", "c"} {
+		tr.accept(tr.posting(ph, k, t0), t0)
+	}
+	tr.stamp("a", "parked", at(1), at(2))
+	tr.stamp("a", "done", at(5), at(8)) // the uncommitted reader first
+	tr.stamp("a", "done", at(5), time.Time{})
+	tr.outcome("a", "done", at(2), at(20))
+	tr.stamp("b", "done", at(6), time.Time{}) // the committed reader first
+	tr.outcome("b", "done", at(1), at(30))
+	tr.stamp("b", "done", at(6), at(10))
+	tr.stamp("c", "done", at(3), time.Time{}) // never read uncommitted
+	tr.outcome("c", "done", at(1), at(9))
+	produce, readable, committed := tr.splits(ph)
+	got := map[time.Duration][2]time.Duration{}
+	for i := range produce {
+		got[produce[i]] = [2]time.Duration{readable[i], committed[i]}
+	}
+	ms := time.Millisecond
+	want := map[time.Duration][2]time.Duration{3 * ms: {3 * ms, 12 * ms}, 5 * ms: {4 * ms, 20 * ms}}
+	if !maps.Equal(got, want) || len(produce) != 2 {
+		t.Fatalf("splits = %v, %v, %v; want produce -> (readable, committed) %v", produce, readable, committed, want)
 	}
 }

@@ -79,6 +79,9 @@ func pooled(name string, rs []phaseReport) phaseReport {
 		out.Total = append(out.Total, r.Total...)
 		out.Pickup = append(out.Pickup, r.Pickup...)
 		out.Commit = append(out.Commit, r.Commit...)
+		out.Produce = append(out.Produce, r.Produce...)
+		out.Readable = append(out.Readable, r.Readable...)
+		out.Committed = append(out.Committed, r.Committed...)
 		for k, v := range r.CPU {
 			out.CPU[k] += v
 		}
@@ -163,6 +166,11 @@ func printShares(out io.Writer, r phaseReport) {
 	share := func(d time.Duration) float64 { return 100 * float64(d) / float64(all) }
 	fmt.Fprintf(out, "  mean POST -> outcome visible %.1f ms: POST -> 202 %.1f ms (%.0f%%), 202 -> taken up %.1f ms (%.0f%%), taken up -> visible %.1f ms (%.0f%%; call %.2f ms, transaction poll -> commit %.1f ms)\n",
 		ms(all), ms(post), share(post), ms(pickup), share(pickup), ms(commit), share(commit), 1000*r.Handler, 1000*r.TxnSec/max(r.Txns, 1))
+	if len(r.Produce) > 0 {
+		fmt.Fprintf(out, "  taken up -> visible split (%d keys): -> outcome produced %.1f ms, -> readable uncommitted %.1f ms (produce, fetch), -> visible committed %.1f ms (commit, markers, fetch); p99 %.1f, %.1f, %.1f ms\n",
+			len(r.Produce), ms(mean(r.Produce)), ms(mean(r.Readable)), ms(mean(r.Committed)),
+			ms(loadtest.Percentile(r.Produce, 99)), ms(loadtest.Percentile(r.Readable, 99)), ms(loadtest.Percentile(r.Committed, 99)))
+	}
 }
 
 // mean of ds, 0 when empty.

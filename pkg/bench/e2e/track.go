@@ -21,6 +21,8 @@ type event struct {
 	accepted  time.Time // 202 read by the poster
 	processed time.Time // the outcome's own time field: the processor took it up
 	visible   time.Time // the outcome read by the read_committed consumer
+	produced  time.Time // the outcome record's timestamp: the processor's producer took it
+	readable  time.Time // the outcome read by the read_uncommitted consumer
 	outcomes  int       // ends: every outcome but parked
 	parked    int
 	status    string // of the first end
@@ -108,9 +110,40 @@ func (t *tracker) outcome(key, status string, processed, now time.Time) {
 	}
 }
 
+// ends reports whether status ends its key (outcome says which do not).
+func ends(status string) bool { return status != "parked" && status != "retrying" && status != "held" }
+
+// stamp records, for key's first end, when the processor produced its
+// outcome record (at) and, from the read_uncommitted consumer, when it
+// was first readable before its transaction committed (readable, zero
+// from the read_committed one).
+func (t *tracker) stamp(key, status string, at, readable time.Time) {
+	if !ends(status) {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	e, ok := t.events[key]
+	if !ok {
+		return
+	}
+	if e.produced.IsZero() {
+		e.produced = at
+	}
+	if e.readable.IsZero() {
+		e.readable = readable
+	}
+}
+
 // read consumes the outcomes topic into t until ctx ends; the receive time
 // of a record is when its fetch returned.
-func (t *tracker) read(ctx context.Context, cl *kgo.Client) {
+func (t *tracker) read(ctx context.Context, cl *kgo.Client) { t.readAs(ctx, cl, false) }
+
+// readUncommitted consumes the outcomes topic read_uncommitted: when each
+// end's record could first be read, its transaction still open.
+func (t *tracker) readUncommitted(ctx context.Context, cl *kgo.Client) { t.readAs(ctx, cl, true) }
+
+func (t *tracker) readAs(ctx context.Context, cl *kgo.Client, uncommitted bool) {
 	for {
 		fs := cl.PollFetches(ctx)
 		now := time.Now()
@@ -134,10 +167,17 @@ func (t *tracker) read(ctx context.Context, cl *kgo.Client) {
 				Time   string `json:"time"`
 			}
 			if err := json.Unmarshal(r.Value, &o); err != nil {
-				t.outcome(string(r.Key), "unreadable", time.Time{}, now)
+				if !uncommitted {
+					t.outcome(string(r.Key), "unreadable", time.Time{}, now)
+				}
+				return
+			}
+			if uncommitted {
+				t.stamp(o.Key, o.Status, r.Timestamp, now)
 				return
 			}
 			at, _ := headers.ParseTime(o.Time)
+			t.stamp(o.Key, o.Status, r.Timestamp, time.Time{})
 			t.outcome(o.Key, o.Status, at, now)
 		})
 	}
@@ -183,6 +223,23 @@ func (t *tracker) latencies(ph *phase) (total, pickup, commit []time.Duration) {
 	return total, pickup, commit
 }
 
+// splits of ph's keys' taken up -> visible: taken up -> their outcome
+// produced, produced -> readable uncommitted, readable -> visible
+// committed (keys the read_uncommitted consumer saw).
+func (t *tracker) splits(ph *phase) (produce, readable, committed []time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, e := range t.events {
+		if e.ph != ph || e.outcomes == 0 || e.accepted.IsZero() || e.processed.IsZero() || e.produced.IsZero() || e.readable.IsZero() {
+			continue
+		}
+		produce = append(produce, e.produced.Sub(e.processed))
+		readable = append(readable, e.readable.Sub(e.produced))
+		committed = append(committed, e.visible.Sub(e.readable))
+	}
+	return produce, readable, committed
+}
+
 // verify checks that every key posted was accepted and has exactly one
 // outcome, `done`, and that no outcome names a key this run did not post.
 func (t *tracker) verify() (int, error) {
@@ -225,4 +282,19 @@ func (t *tracker) keys() []string {
 		out = append(out, k)
 	}
 	return out
+}
+
+// readUncommitted reads the outcomes read_uncommitted beside readOutcomes:
+// when each could be read before its transaction committed, which splits
+// taken up -> visible into the processor's part and the commit's.
+func (b *bench) readUncommitted(ctx context.Context) (stop func(), err error) {
+	reader, err := b.run.Kafka.NewClient(kgo.ConsumeTopics(b.names.Outcomes),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); b.track.readUncommitted(rctx, reader) }()
+	return func() { cancel(); <-done; reader.Close() }, nil
 }

@@ -3,7 +3,6 @@ package consume
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"time"
 )
 
@@ -42,29 +41,4 @@ func retrying(ctx context.Context, log *slog.Logger, what string, b backoff, fn 
 		case <-time.After(backoff):
 		}
 	}
-}
-
-// clientBackoff is the transactional session's kgo.RetryBackoffFn: how long
-// its client waits after its fails-th failure in a row, before retrying a
-// produce, a fetch, a metadata load or a request: 10 ms, then ×4 up to
-// franz-go's own cap of 5 s (jittered ×0.8–1.2, as franz-go's is).
-//
-// franz-go's default starts at 250 ms. With transaction version 2 (Kafka
-// 4.x) a produce that opens the next transaction before the broker has
-// written the previous one's markers is refused with
-// CONCURRENT_TRANSACTIONS, a wait of milliseconds; the client retries it
-// after this backoff, and meanwhile holds back every partition it
-// produces to on that broker. At 250 ms that pause was a transaction's
-// records' p99. A broker that is down gets no more attempts than with the
-// default past the first fraction of a second: the same number of steps to
-// the cap (10, 40, 160, 640, 2560 ms against 250, 500 ms … 4 s), only
-// earlier. A broker answering every produce with a retriable error (a
-// response resets the count) is asked again every 10 ms instead of 250.
-func clientBackoff(fails int) time.Duration {
-	const first, most = 10 * time.Millisecond, 5 * time.Second
-	d := most
-	if fails < 6 {
-		d = first << (2 * max(fails-1, 0))
-	}
-	return min(time.Duration(float64(d)*(0.8+0.4*rand.Float64())), most)
 }

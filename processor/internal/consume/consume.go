@@ -241,10 +241,6 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 		// first produce, and with it every record of the transaction
 		// (franz-go's default is 10 ms).
 		kgo.ProducerLinger(0),
-		// A produce refused with CONCURRENT_TRANSACTIONS (the previous
-		// transaction's markers not yet written) is retried after this,
-		// not franz-go's 250 ms (backoff.go).
-		kgo.RetryBackoffFn(clientBackoff),
 		kgo.RebalanceTimeout(2*time.Minute),
 		kgo.OnPartitionsAssigned(s.own.assigned),
 		kgo.OnPartitionsRevoked(s.own.revoked),

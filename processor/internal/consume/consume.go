@@ -215,6 +215,12 @@ func (p *Processor) fencedAgain(err error) error {
 		len(p.fenced), fencedWindow, p.cfg.TransactionalID, p.cfg.InstanceID)
 }
 
+// sessionMetadataMinAge bounds how long a produce refused with
+// CONCURRENT_TRANSACTIONS waits for its metadata update (runSession); it
+// is also the fastest the session asks for metadata while a partition
+// reports an error (a leader moving): 20 times a second at most.
+const sessionMetadataMinAge = 50 * time.Millisecond
+
 // runSession runs one transactional session until ctx is done or an error.
 func (p *Processor) runSession(ctx context.Context, reports reportWriter) error {
 	s, err := newSession(p.setup, p.standby, p.hanging)
@@ -241,6 +247,15 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 		// first produce, and with it every record of the transaction
 		// (franz-go's default is 10 ms).
 		kgo.ProducerLinger(0),
+		// With transaction version 2 (Kafka 4.x) a produce that opens the
+		// next transaction before the broker has written the last one's
+		// markers is refused with CONCURRENT_TRANSACTIONS. franz-go then
+		// stops that partition and resends only after a metadata update,
+		// which waits for the metadata's minimum age since the last one:
+		// up to 5 s by default, and End waits for that produce. Measured
+		// (issue 36): 19 to 55 refusals in a bench-e2e run, one every 3 to
+		// 8 s. Request failures still back off (RetryBackoffFn, 250 ms up).
+		kgo.MetadataMinAge(sessionMetadataMinAge),
 		kgo.RebalanceTimeout(2*time.Minute),
 		kgo.OnPartitionsAssigned(s.own.assigned),
 		kgo.OnPartitionsRevoked(s.own.revoked),

@@ -64,6 +64,8 @@ type Options struct {
 	// (HOOKLINE_DLQ_RETENTION), DefaultRetention when 0.
 	Retention time.Duration
 	Logger    *slog.Logger
+	// compactCheck, when above zero, replaces compactCheck (tests).
+	compactCheck time.Duration
 }
 
 // Index is the trace index. Safe for concurrent use: one Feeder writes,
@@ -115,7 +117,11 @@ func Open(o Options) (*Index, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("trace index %s: events list: %w", o.Dir, err)
 	}
-	ix.idle.Start(compactCheck, compactQuiet, nil)
+	every := compactCheck
+	if o.compactCheck > 0 {
+		every = o.compactCheck
+	}
+	ix.idle.Start(every, compactQuiet, nil)
 	if n > 0 && o.Logger != nil {
 		o.Logger.Info("trace index: events list built from the outcomes it held", "rows", n, "took", time.Since(start).String())
 	}

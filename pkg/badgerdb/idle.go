@@ -52,6 +52,14 @@ type Idle struct {
 	once    sync.Once
 }
 
+// IdleCheck and IdleQuiet are the checks Start makes by default: every
+// second, and the compactors stop once two checks in a row (2-3 s) saw no
+// use and nothing is left to compact.
+const (
+	IdleCheck = time.Second
+	IdleQuiet = 2
+)
+
 // NewIdle returns an Idle for db (opened with compactors, not read-only).
 // Nothing is paused until Start.
 func NewIdle(db *badger.DB) *Idle {

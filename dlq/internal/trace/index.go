@@ -64,7 +64,7 @@ type Options struct {
 	// (HOOKLINE_DLQ_RETENTION), DefaultRetention when 0.
 	Retention time.Duration
 	Logger    *slog.Logger
-	// compactCheck, when above zero, replaces compactCheck (tests).
+	// compactCheck, when above zero, replaces badgerdb.IdleCheck (tests).
 	compactCheck time.Duration
 }
 
@@ -117,26 +117,19 @@ func Open(o Options) (*Index, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("trace index %s: events list: %w", o.Dir, err)
 	}
-	every := compactCheck
+	// Badger's two compactors wake every 50 ms whether or not there is
+	// work, most of an idle `dlq serve`'s wake-ups (docs/performance.md):
+	// stopped once the index is unused (2-3 s), started again by use.
+	every := badgerdb.IdleCheck
 	if o.compactCheck > 0 {
 		every = o.compactCheck
 	}
-	ix.idle.Start(every, compactQuiet, nil)
+	ix.idle.Start(every, badgerdb.IdleQuiet, nil)
 	if n > 0 && o.Logger != nil {
 		o.Logger.Info("trace index: events list built from the outcomes it held", "rows", n, "took", time.Since(start).String())
 	}
 	return ix, nil
 }
-
-// compactCheck and compactQuiet: once compactQuiet checks compactCheck
-// apart have seen no read or write (2-3 s), and Badger has nothing left to
-// compact, its compactors stop until the next read or write starts them
-// (use): Badger's two compactors wake every 50 ms whether or not there is
-// work, most of an idle `dlq serve`'s wake-ups (docs/performance.md).
-const (
-	compactCheck = time.Second
-	compactQuiet = 2
-)
 
 // use returns the DB for a read or write, its compactors started first if
 // they were stopped for idleness. Cost: an atomic add and load.

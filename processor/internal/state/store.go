@@ -59,7 +59,7 @@ type Options struct {
 	RestoreMemory int64
 	// noTrim leaves mapped table pages alone (TestRSS's "before").
 	noTrim bool
-	// compactCheck, when above zero, replaces compactCheck (tests).
+	// compactCheck, when above zero, replaces badgerdb.IdleCheck (tests).
 	compactCheck time.Duration
 }
 
@@ -92,7 +92,7 @@ type Store struct {
 	asleep atomic.Bool
 	wake   chan struct{}
 	// idle stops Badger's compactors while nothing reads or writes
-	// (compactQuiet); touch starts them again.
+	// (see Open); touch starts them again.
 	idle   *badgerdb.Idle
 	closed sync.Once
 	err    error
@@ -142,25 +142,19 @@ func open(o Options, bo badger.Options) (*Store, error) {
 		dropCachedTables(o.Dir)
 	}
 	go s.gcLoop(o.InMemory, o.Dir, m.Mapped)
-	every := compactCheck
+	// Badger's two compactors wake every 50 ms whether or not there is
+	// work: 40 of an idle processor's wake-ups a second, about half its
+	// idle CPU (docs/performance.md). Once the store is unused (2-3 s) and
+	// Badger has nothing left to compact, they stop until the next read or
+	// write (touch), which starts them before it reaches Badger; never
+	// while a restore holds the budget (its bulk load waits on them).
+	every := badgerdb.IdleCheck
 	if o.compactCheck > 0 {
 		every = o.compactCheck
 	}
-	s.idle.Start(every, compactQuiet, s.budget.inUse)
+	s.idle.Start(every, badgerdb.IdleQuiet, s.budget.inUse)
 	return s, nil
 }
-
-// compactCheck and compactQuiet: once compactQuiet checks compactCheck
-// apart have seen no read or write (2-3 s), and Badger has nothing left to
-// compact, its compactors stop until the next read or write (touch), which
-// starts them before it reaches Badger; never while a restore holds the
-// budget (its bulk load waits on compactions). Badger's two compactors
-// wake every 50 ms whether or not there is work: 40 of an idle processor's
-// wake-ups a second, about half its idle CPU (docs/performance.md).
-const (
-	compactCheck = time.Second
-	compactQuiet = 2
-)
 
 // gcInterval is how often the value log is garbage-collected. Values below
 // Badger's value threshold (1 MiB, far above a state record) live in the LSM

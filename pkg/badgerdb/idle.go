@@ -161,6 +161,9 @@ func (i *Idle) run(every time.Duration, quiet int, busy func() bool) {
 func (i *Idle) pause(last int64) bool {
 	i.mu.Lock()
 	defer i.mu.Unlock()
+	if i.stopped {
+		return true // pausing stays set: the next Use starts them
+	}
 	i.pausing.Store(true)
 	if i.used.Load() != last || !settled(i.db) {
 		i.pausing.Store(false)

@@ -30,9 +30,12 @@ func waitFor(t *testing.T, what string, cond func() bool, saw func() string) {
 	}
 }
 
-// TestIdlePausesCompactors: an unused DB has its compactor goroutines
-// stopped, a Use starts them again before it returns, and what was written
-// before the pause reads back after it.
+// TestIdlePausesCompactors: a pause stops the compactor goroutines, a Use
+// starts them again before it returns, what was written before the pause
+// reads back after it, and Hold runs a call that stops and starts the
+// compactors itself (DropPrefix) with one set running. The pauses are made
+// by hand (pause), so nothing here depends on timing; TestIdleLoop runs
+// the loop.
 func TestIdlePausesCompactors(t *testing.T) {
 	db := mustOpen(t, badger.DefaultOptions(t.TempDir()).WithNumCompactors(2), nil)
 	if n := compactors(); n != 2 {
@@ -44,9 +47,19 @@ func TestIdlePausesCompactors(t *testing.T) {
 	if err := db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("k"), []byte("v1")) }); err != nil {
 		t.Fatal(err)
 	}
-	idle.Start(5*time.Millisecond, 2, nil)
-	waitFor(t, "compactors stopped", func() bool { return idle.Stopped() && compactors() == 0 },
-		func() string { return fmt.Sprintf("stopped=%v, %d compactor goroutines", idle.Stopped(), compactors()) })
+	stopped := func(what string) {
+		t.Helper()
+		if !idle.pause(idle.used.Load()) {
+			t.Fatalf("%s: no pause (levels %+v)", what, db.Levels())
+		}
+		// A compactor leaves its goroutine just after it says it is done.
+		waitFor(t, what, func() bool { return idle.Stopped() && compactors() == 0 },
+			func() string { return fmt.Sprintf("stopped=%v, %d compactor goroutines", idle.Stopped(), compactors()) })
+	}
+	if idle.pause(idle.used.Load()-1) || idle.Stopped() || compactors() != 2 {
+		t.Fatalf("a pause with a use since the last look: stopped=%v, %d compactor goroutines", idle.Stopped(), compactors())
+	}
+	stopped("compactors stopped")
 
 	idle.Use()
 	if idle.Stopped() || compactors() != 2 {
@@ -63,9 +76,8 @@ func TestIdlePausesCompactors(t *testing.T) {
 	}); err != nil || string(got) != "v1" {
 		t.Fatalf("read after the pause: %q, %v; want v1", got, err)
 	}
-	// It pauses again once unused, and Hold runs a call that stops and
-	// starts the compactors itself (DropPrefix) with them running.
-	waitFor(t, "compactors stopped again", idle.Stopped, func() string { return fmt.Sprintf("%d compactor goroutines", compactors()) })
+
+	stopped("compactors stopped again")
 	if err := idle.Hold(func() error {
 		if n := compactors(); n != 2 {
 			return fmt.Errorf("%d compactor goroutines inside Hold, want 2", n)
@@ -74,14 +86,40 @@ func TestIdlePausesCompactors(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if n := compactors(); n != 2 {
-		t.Fatalf("compactor goroutines after Hold: %d, want 2 (one set)", n)
-	}
-	waitFor(t, "compactors stopped after Hold", func() bool { return idle.Stopped() && compactors() == 0 },
-		func() string { return fmt.Sprintf("stopped=%v, %d compactor goroutines", idle.Stopped(), compactors()) })
+	waitFor(t, "one set of compactors after Hold", func() bool { return compactors() == 2 },
+		func() string { return fmt.Sprintf("%d compactor goroutines", compactors()) })
+	stopped("compactors stopped after Hold")
 	idle.Close()
 	if err := db.Close(); err != nil {
 		t.Fatalf("Close with the compactors stopped: %v", err)
+	}
+}
+
+// TestIdleLoop: Start's loop stops the compactors of an unused DB, and
+// again after a Use has started them.
+func TestIdleLoop(t *testing.T) {
+	db := mustOpen(t, badger.DefaultOptions(t.TempDir()).WithNumCompactors(2), nil)
+	idle := NewIdle(db)
+	defer idle.Close()
+	idle.Start(5*time.Millisecond, 2, nil)
+	saw := func() string { return fmt.Sprintf("stopped=%v, %d compactor goroutines", idle.Stopped(), compactors()) }
+	waitFor(t, "compactors stopped", func() bool { return idle.Stopped() && compactors() == 0 }, saw)
+	idle.Use()
+	waitFor(t, "compactors stopped after a use", func() bool { return idle.Stopped() && compactors() == 0 }, saw)
+	busy := NewIdle(mustOpen(t, badger.DefaultOptions(t.TempDir()).WithNumCompactors(2), nil))
+	defer busy.Close()
+	calls := make(chan struct{}, 1)
+	busy.Start(time.Millisecond, 1, func() bool {
+		select {
+		case calls <- struct{}{}:
+		default:
+		}
+		return true
+	})
+	<-calls
+	<-calls // asked twice: the veto held after the first look
+	if busy.Stopped() {
+		t.Fatal("compactors stopped while busy said no")
 	}
 }
 

@@ -114,8 +114,12 @@ type Provider struct {
 	keyHeaders []string
 	keyDocs    []RequestHeader // keyHeaders as RequestHeaders lists them
 	forward    []string
-	keyRule    *rule.Rule // generic only
-	typeRule   *rule.Rule // generic, retell
+	// forwardNames and forwardKeys are forward as the request's header map
+	// spells each name (canonical) and as the record names it (http.),
+	// made once the provider is built (nameForward).
+	forwardNames, forwardKeys []string
+	keyRule                   *rule.Rule // generic only
+	typeRule                  *rule.Rule // generic, retell
 	// keyParts is a composite idempotency_key (generic: two or more json or
 	// header entries, or parts; retell's own); nil for a single keyRule.
 	keyParts []keys.Part
@@ -392,6 +396,35 @@ func (p *Provider) ForwardHeaders(h http.Header) []Header {
 		}
 	}
 	return out
+}
+
+// AppendForwarded appends to dst what ForwardHeaders returns, named for
+// the record (headers.HTTPName): ingest's request path. Cost: one map
+// lookup per allowlisted name, by the names as the request's header map
+// spells them, made once (Get canonicalised each lower-case name, an
+// allocation a name a request); nothing allocated when dst has room.
+func (p *Provider) AppendForwarded(dst []headers.Forwarded, h http.Header) []headers.Forwarded {
+	if len(p.forwardNames) != len(p.forward) { // a Provider not built by the registry
+		for _, f := range p.ForwardHeaders(h) {
+			dst = append(dst, headers.Forwarded{Key: headers.HTTPName(f.Name), Value: f.Value})
+		}
+		return dst
+	}
+	for i, canon := range p.forwardNames {
+		if vs := h[canon]; len(vs) > 0 && vs[0] != "" {
+			dst = append(dst, headers.Forwarded{Key: p.forwardKeys[i], Value: vs[0]})
+		}
+	}
+	return dst
+}
+
+// nameForward makes forwardNames and forwardKeys from forward, once the
+// provider is built.
+func (p *Provider) nameForward() {
+	p.forwardNames, p.forwardKeys = make([]string, len(p.forward)), make([]string, len(p.forward))
+	for i, name := range p.forward {
+		p.forwardNames[i], p.forwardKeys[i] = http.CanonicalHeaderKey(name), headers.HTTPName(name)
+	}
 }
 
 // Sign sets on h the signature headers this provider would receive for body

@@ -288,16 +288,15 @@ func (s *Server) handle(c *gin.Context, p *providers.Provider, reqID string, rec
 			return err
 		}
 	}
-	var fwd []kgo.RecordHeader
-	for _, h := range p.ForwardHeaders(c.Request.Header) {
-		fwd = append(fwd, kgo.RecordHeader{Key: h.Name, Value: []byte(h.Value)})
-	}
+	// Named for the record, their values copied into its buffer: no
+	// allocation of their own (room here for the presets' lists).
+	var room [8]headers.Forwarded
 	recs := publish.Records(s.cfg.Topic, headers.IngestMeta{
 		Provider:    p.Name,
 		ReceivedAt:  receivedAt,
 		RequestID:   reqID,
 		ContentType: ct,
-		HTTP:        fwd,
+		Forwarded:   p.AppendForwarded(room[:0], c.Request.Header),
 	}, d.Events)
 	if s.cfg.Tracer.On() {
 		s.traceRecords(c, recs)

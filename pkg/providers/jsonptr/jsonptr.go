@@ -154,36 +154,23 @@ type Object map[string]json.RawMessage
 // ParseObject parses body as a JSON object. A member named twice is the
 // last one, as encoding/json has it. Each member's value is a slice of
 // body, not a copy: body must not change while the Object is used. Cost:
-// one validating pass over the body without allocation (valid.go), one
-// pass over its top level, a map entry per top-level member.
+// one validating pass over the body without allocation (valid.go) that
+// also takes the top level's members, a map entry per top-level member
+// (a second pass to find where each member ends was a third of the
+// parse's CPU on a 1 KiB Stripe body).
 func ParseObject(body []byte) (Object, error) {
 	if !utf8.Valid(body) {
 		return nil, fmt.Errorf("body is not valid UTF-8 (JSON must be)")
 	}
-	if !valid(body) {
-		return nil, errNotObject
-	}
-	// body is valid JSON from here on: the scan below only finds where
-	// each member's name and value end.
 	i := skipSpace(body, 0)
-	if body[i] != '{' {
+	if i >= len(body) || body[i] != '{' {
 		return nil, errNotObject
 	}
-	o := Object{}
-	for i = skipSpace(body, i+1); body[i] != '}'; {
-		end := stringEnd(body, i)
-		name, err := unquote(body[i:end])
-		if err != nil {
-			return nil, errNotObject
-		}
-		i = skipSpace(body, skipSpace(body, end)+1) // past ':'
-		vend := valueEnd(body, i)
-		o[name] = json.RawMessage(body[i:vend:vend])
-		if i = skipSpace(body, vend); body[i] == ',' {
-			i = skipSpace(body, i+1)
-		}
+	v := validator{b: body, top: Object{}}
+	if i, ok := v.value(i, 0); !ok || skipSpace(body, i) != len(body) {
+		return nil, errNotObject
 	}
-	return o, nil
+	return v.top, nil
 }
 
 var errNotObject = fmt.Errorf("body is not a JSON object")

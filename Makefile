@@ -92,6 +92,13 @@ bench-diff:
 	@test -n "$(A)" -a -n "$(B)" || { echo "bench-diff: A=<old report> B=<new report> are required" >&2; exit 2; }
 	$(GO) run ./pkg/bench/report/cmd/bench-report compare -threshold $(or $(THRESHOLD),0.1) $(A) $(B)
 
+## bench-readme: the README's "Measured figures" table from one report of a full `make bench`
+## (REPORT=bin/bench-<time>.json): the file is kept as docs/bench-report.json and the table rewritten.
+bench-readme:
+	@test -n "$(REPORT)" || { echo "bench-readme: REPORT=<report of a full make bench> is required" >&2; exit 2; }
+	[ "$(REPORT)" -ef docs/bench-report.json ] || cp $(REPORT) docs/bench-report.json
+	$(GO) run ./pkg/bench/report/cmd/bench-report readme docs/bench-report.json README.md
+
 ## bench-ingest: ingest against a minimal gin + franz-go handler (acks=all) and a bare gin handler, rounds alternated
 ## in one run (BENCH_FLAGS='-c 256 -d 10s -rounds 3' are its defaults); -corpus github: GitHub's example payloads
 ## without schema and with GitHub's schema (on_invalid: dlq, then reject), alternated (-rounds 5 by default).

@@ -22,6 +22,7 @@ import (
 	"testing"
 	"unicode"
 
+	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/envconf/envconftest"
 )
 
@@ -431,6 +432,37 @@ func TestEnvDocumented(t *testing.T) {
 	for name, where := range env {
 		if !slices.ContainsFunc(rows, func(r envconftest.Row) bool { return strings.Contains(r.Text, "`"+name+"`") }) {
 			t.Errorf("%s (read at %s) is not in the configuration table of docs/operating.md", name, strings.Join(where, ", "))
+		}
+	}
+}
+
+// TestReadmeBenchSummary: the README's "Measured figures" table is what
+// `make bench-readme` makes from docs/bench-report.json, the report kept
+// from one full `make bench`; a figure edited by hand, or a report kept
+// without its table, fails.
+func TestReadmeBenchSummary(t *testing.T) {
+	f, err := report.Read(filepath.Join(root, "docs", "bench-report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := report.ReplaceSummary(readme, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(want) != string(readme) {
+		t.Errorf("README.md's bench summary is not docs/bench-report.json's: run `make bench-readme REPORT=docs/bench-report.json`")
+	}
+	names := map[string]bool{}
+	for _, e := range f.Entries {
+		names[e.Name] = true
+	}
+	for _, h := range report.Headlines {
+		if !names[h.Name] {
+			t.Errorf("docs/bench-report.json has no %q: is it a full make bench's report?", h.Name)
 		}
 	}
 }

@@ -52,6 +52,12 @@ func LimitRecord(topic string, l Limit) (*kgo.Record, error) {
 	return jsonRecord(topic, l.key(), l)
 }
 
+// LimitTombstone deletes the report of l's provider, route and instance
+// from the compacted topic (a stale one: LimitKeptFor).
+func LimitTombstone(topic string, l Limit) *kgo.Record {
+	return &kgo.Record{Topic: topic, Key: []byte(l.key())}
+}
+
 // DecodeLimit reads a limit report; ok is false for a record of another
 // kind. A tombstone is no report (Limit 0).
 func DecodeLimit(r *kgo.Record) (l Limit, ok bool, err error) {

@@ -284,6 +284,18 @@ type IngestMeta struct {
 	// HTTP are the provider's allowlisted request headers, lower-case names
 	// without the "http." prefix.
 	HTTP []kgo.RecordHeader
+	// Forwarded are more of them, named as on the record already ("http."
+	// and the lower-case name, HTTPName), after HTTP's; their values are
+	// copied into the record's one buffer. Ingest's request path gives
+	// them so (providers.Provider.AppendForwarded): no name made and no
+	// value copied on its own a request.
+	Forwarded []Forwarded
+}
+
+// Forwarded is a request header for the record: Key its record-header
+// name (HTTPName), Value its value.
+type Forwarded struct {
+	Key, Value string
 }
 
 // IngestRecord builds the record ingest produces for one event: key = the
@@ -298,10 +310,13 @@ func IngestRecord(topic, key, eventType string, body []byte, m IngestMeta) *kgo.
 	// The same record as one built field by field.
 	ir := &ingestRecord{}
 	hs := ir.hs[:0]
-	if n := ingestHeaders + len(m.HTTP); n > len(ir.hs) {
+	if n := ingestHeaders + len(m.HTTP) + len(m.Forwarded); n > len(ir.hs) {
 		hs = make([]kgo.RecordHeader, 0, n+1)
 	}
 	size := len(key) + len(m.Provider) + len(eventType) + len(TimeLayout) + len(m.RequestID) + len(m.ContentType) + len(OriginIngest) + 1
+	for _, f := range m.Forwarded {
+		size += len(f.Value)
+	}
 	buf := make([]byte, 0, size)
 	take := func(s string) []byte {
 		at := len(buf)
@@ -325,6 +340,9 @@ func IngestRecord(topic, key, eventType string, body []byte, m IngestMeta) *kgo.
 	)
 	for _, h := range m.HTTP {
 		hs = append(hs, kgo.RecordHeader{Key: HTTPName(h.Key), Value: h.Value})
+	}
+	for _, f := range m.Forwarded {
+		hs = append(hs, kgo.RecordHeader{Key: f.Key, Value: take(f.Value)})
 	}
 	ir.r = kgo.Record{Topic: topic, Key: k, Value: body, Headers: hs}
 	return &ir.r

@@ -158,5 +158,22 @@ func TestIngestRecordFields(t *testing.T) {
 		if got := string(r.Headers[1].Value); got != "invoice.paid" {
 			t.Fatalf("%d forwarded: appending to the provider header changed the event type to %q", n, got)
 		}
+		// The same headers given named for the record: the same record,
+		// their values in the one buffer, each capped.
+		var named []Forwarded
+		for _, h := range fwd {
+			named = append(named, Forwarded{Key: HTTPName(h.Key), Value: string(h.Value)})
+		}
+		r2 := IngestRecord("raw", "stripe:evt_1", "invoice.paid", []byte("{}"), IngestMeta{
+			Provider: "stripe", ReceivedAt: at, RequestID: "req-1", ContentType: "application/json", Forwarded: named})
+		if !reflect.DeepEqual(r2.Headers, want) {
+			t.Fatalf("%d forwarded by name: got %v, want %v", n, r2.Headers, want)
+		}
+		for i := ingestHeaders; i+1 < len(r2.Headers); i++ {
+			r2.Headers[i].Value = append(r2.Headers[i].Value, "XXXX"...)
+			if got, want := string(r2.Headers[i+1].Value), fmt.Sprint(i+1-ingestHeaders); got != want {
+				t.Fatalf("%d forwarded by name: appending to header %d changed the next to %q, want %q", n, i, got, want)
+			}
+		}
 	}
 }

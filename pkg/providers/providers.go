@@ -114,8 +114,12 @@ type Provider struct {
 	keyHeaders []string
 	keyDocs    []RequestHeader // keyHeaders as RequestHeaders lists them
 	forward    []string
-	keyRule    *rule.Rule // generic only
-	typeRule   *rule.Rule // generic, retell
+	// forwardNames and forwardKeys are forward as the request's header map
+	// spells each name (canonical) and as the record names it (http.),
+	// made once the provider is built (nameForward).
+	forwardNames, forwardKeys []string
+	keyRule                   *rule.Rule // generic only
+	typeRule                  *rule.Rule // generic, retell
 	// keyParts is a composite idempotency_key (generic: two or more json or
 	// header entries, or parts; retell's own); nil for a single keyRule.
 	keyParts []keys.Part
@@ -254,9 +258,10 @@ type Event struct {
 // CheckContentType reports whether the provider sends this Content-Type
 // (parameters such as charset are ignored; for JSON, any application/*+json
 // also passes). It returns a *ContentTypeError otherwise (415). Cost: one
-// media-type parse.
+// media-type parse, none when the header is one of the accepted types as
+// they are written (lower case, no parameter: what the parse would give).
 func (p *Provider) CheckContentType(contentType string) error {
-	if p.accept == nil {
+	if p.accept == nil || slices.Contains(p.accept, contentType) {
 		return nil
 	}
 	if mt, _, err := mime.ParseMediaType(contentType); err == nil {
@@ -286,12 +291,24 @@ func (p *Provider) Verify(h http.Header, body []byte, now time.Time) error {
 // signature headers are present and well formed, and a timestamped
 // preset's timestamp is within the tolerance. Ingest calls it before it
 // reads the body, so a request without a valid signature header costs no
-// body read and no HMAC; Verify checks it all again. Same errors as Verify.
-func (p *Provider) CheckSignatureHeaders(h http.Header, now time.Time) error {
+// body read and no HMAC, then VerifyBody with its result, which checks the
+// body without parsing the headers again. Same errors as Verify.
+func (p *Provider) CheckSignatureHeaders(h http.Header, now time.Time) (signature.Parsed, error) {
+	if p.scheme == nil {
+		return signature.Parsed{}, nil
+	}
+	return p.scheme.Precheck(h, now, p.tolerance)
+}
+
+// VerifyBody is Verify for a request whose headers passed
+// CheckSignatureHeaders, which returned sig: the body's HMAC against every
+// secret and every signature in sig. Same errors as Verify. Cost: one HMAC
+// over the body per secret; nothing for an unsigned provider.
+func (p *Provider) VerifyBody(sig signature.Parsed, body []byte) error {
 	if p.scheme == nil {
 		return nil
 	}
-	return p.scheme.Precheck(h, now, p.tolerance)
+	return p.scheme.VerifyParsed(p.secrets, sig, body)
 }
 
 // Events derives the records of a verified request: idempotency keys, event
@@ -380,6 +397,35 @@ func (p *Provider) ForwardHeaders(h http.Header) []Header {
 		}
 	}
 	return out
+}
+
+// AppendForwarded appends to dst what ForwardHeaders returns, named for
+// the record (headers.HTTPName): ingest's request path. Cost: one map
+// lookup per allowlisted name, by the names as the request's header map
+// spells them, made once (Get canonicalised each lower-case name, an
+// allocation a name a request); nothing allocated when dst has room.
+func (p *Provider) AppendForwarded(dst []headers.Forwarded, h http.Header) []headers.Forwarded {
+	if len(p.forwardNames) != len(p.forward) { // a Provider not built by the registry
+		for _, f := range p.ForwardHeaders(h) {
+			dst = append(dst, headers.Forwarded{Key: headers.HTTPName(f.Name), Value: f.Value})
+		}
+		return dst
+	}
+	for i, canon := range p.forwardNames {
+		if vs := h[canon]; len(vs) > 0 && vs[0] != "" {
+			dst = append(dst, headers.Forwarded{Key: p.forwardKeys[i], Value: vs[0]})
+		}
+	}
+	return dst
+}
+
+// nameForward makes forwardNames and forwardKeys from forward, once the
+// provider is built.
+func (p *Provider) nameForward() {
+	p.forwardNames, p.forwardKeys = make([]string, len(p.forward)), make([]string, len(p.forward))
+	for i, name := range p.forward {
+		p.forwardNames[i], p.forwardKeys[i] = http.CanonicalHeaderKey(name), headers.HTTPName(name)
+	}
 }
 
 // Sign sets on h the signature headers this provider would receive for body

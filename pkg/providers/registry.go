@@ -138,6 +138,7 @@ func parse(data []byte, dir string, lookupEnv func(string) (string, bool), mode 
 		if len(perrs) > 0 {
 			continue
 		}
+		p.nameForward()
 		r.byName[name] = p
 		r.maxTTL = max(r.maxTTL, p.MaxDedupTTL())
 		for _, rt := range p.routes {

@@ -17,6 +17,7 @@ import (
 
 	"gopkg.in/yaml.v3"
 
+	"github.com/hookline/hookline/pkg/headers"
 	"github.com/hookline/hookline/pkg/providers/signature"
 	"github.com/hookline/hookline/pkg/retry"
 )
@@ -364,7 +365,19 @@ func TestForwardHeaders(t *testing.T) {
 			if !reflect.DeepEqual(names, tc.want) {
 				t.Fatalf("ForwardHeaders = %v, want %v", names, tc.want)
 			}
+			// The same, named for the record, after what dst held.
+			var want []headers.Forwarded
+			for _, hd := range got {
+				want = append(want, headers.Forwarded{Key: headers.HTTPName(hd.Name), Value: hd.Value})
+			}
+			held := headers.Forwarded{Key: "http.held", Value: "x"}
+			if app := mustGet(t, r, tc.provider).AppendForwarded([]headers.Forwarded{held}, h); !reflect.DeepEqual(app, append([]headers.Forwarded{held}, want...)) {
+				t.Fatalf("AppendForwarded = %v, want %v after %v", app, want, held)
+			}
 		})
+	}
+	if got := mustGet(t, r, "stripe").AppendForwarded(nil, http.Header{}); len(got) != 0 {
+		t.Fatalf("AppendForwarded(empty) = %v", got)
 	}
 	if got := mustGet(t, r, "stripe").ForwardHeaders(http.Header{}); len(got) != 0 {
 		t.Fatalf("ForwardHeaders(empty) = %v", got)

@@ -2,6 +2,7 @@ package providers
 
 import (
 	"encoding/base64"
+	"fmt"
 	"math"
 	"net/http"
 	"strconv"
@@ -178,8 +179,21 @@ func TestStripeHeaderVariants(t *testing.T) {
 			if want == signature.ReasonMismatch {
 				want = ""
 			}
-			if got := reason(p.CheckSignatureHeaders(h, testNow)); got != want {
+			sig, err := p.CheckSignatureHeaders(h, testNow)
+			if got := reason(err); got != want {
 				t.Fatalf("CheckSignatureHeaders: reason = %q, want %q", got, want)
+			}
+			if err != nil {
+				return
+			}
+			// Then the body against the headers as parsed: Verify's
+			// verdict and message.
+			verr, berr := p.Verify(h, body, testNow), p.VerifyBody(sig, body)
+			if got := reason(berr); got != tc.want {
+				t.Fatalf("VerifyBody: reason = %q, want %q", got, tc.want)
+			}
+			if fmt.Sprint(berr) != fmt.Sprint(verr) {
+				t.Fatalf("VerifyBody: %v, Verify: %v", berr, verr)
 			}
 		})
 	}

@@ -38,7 +38,12 @@ var bulkChunk = 20_000
 // rows and field entries (newest first) descend. Deliveries only: a
 // record that makes any other entry (a DLQ entry, a resolution) is an
 // error.
-func bulkLoad(ix *Index, n int, gen func(j int) (raw, out *kgo.Record)) (err error) {
+func bulkLoad(ix *Index, n int, gen func(j int) (raw, out *kgo.Record)) error {
+	// The StreamWriter stops and starts Badger's compactors itself.
+	return ix.idle.Hold(func() error { return streamLoad(ix, n, gen) })
+}
+
+func streamLoad(ix *Index, n int, gen func(j int) (raw, out *kgo.Record)) (err error) {
 	sw := ix.db.NewStreamWriter()
 	if err := sw.Prepare(); err != nil {
 		return err

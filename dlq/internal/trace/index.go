@@ -64,12 +64,17 @@ type Options struct {
 	// (HOOKLINE_DLQ_RETENTION), DefaultRetention when 0.
 	Retention time.Duration
 	Logger    *slog.Logger
+	// compactCheck, when above zero, replaces badgerdb.IdleCheck (tests).
+	compactCheck time.Duration
 }
 
 // Index is the trace index. Safe for concurrent use: one Feeder writes,
 // any number of readers read.
 type Index struct {
-	db        *badger.DB
+	db *badger.DB
+	// idle stops Badger's compactors while nothing reads or writes (see
+	// use).
+	idle      *badgerdb.Idle
 	names     topics.Names
 	retention time.Duration
 	// listBudget is ListBudget (tests make it smaller).
@@ -105,21 +110,39 @@ func Open(o Options) (*Index, error) {
 	if r <= 0 {
 		r = DefaultRetention
 	}
-	ix := &Index{db: db, names: o.Names, retention: r, listBudget: ListBudget}
+	ix := &Index{db: db, idle: badgerdb.NewIdle(db), names: o.Names, retention: r, listBudget: ListBudget}
 	start := time.Now()
 	n, err := ix.migrateList()
 	if err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("trace index %s: events list: %w", o.Dir, err)
 	}
+	// Badger's two compactors wake every 50 ms whether or not there is
+	// work, most of an idle `dlq serve`'s wake-ups (docs/performance.md):
+	// stopped once the index is unused (2-3 s), started again by use.
+	every := badgerdb.IdleCheck
+	if o.compactCheck > 0 {
+		every = o.compactCheck
+	}
+	ix.idle.Start(every, badgerdb.IdleQuiet, nil)
 	if n > 0 && o.Logger != nil {
 		o.Logger.Info("trace index: events list built from the outcomes it held", "rows", n, "took", time.Since(start).String())
 	}
 	return ix, nil
 }
 
-// Close closes the Badger files.
-func (ix *Index) Close() error { return ix.db.Close() }
+// use returns the DB for a read or write, its compactors started first if
+// they were stopped for idleness. Cost: an atomic add and load.
+func (ix *Index) use() *badger.DB {
+	ix.idle.Use()
+	return ix.db
+}
+
+// Close stops the idleness check and closes the Badger files.
+func (ix *Index) Close() error {
+	ix.idle.Close()
+	return ix.db.Close()
+}
 
 // Event is one step of a key's path: a record of one of the topics.
 type Event struct {
@@ -352,7 +375,7 @@ type Position struct {
 // the positions, as one write batch. Records older than the retention
 // are skipped.
 func (ix *Index) Apply(recs []*kgo.Record, pos []Position) error {
-	wb := ix.db.NewWriteBatch()
+	wb := ix.use().NewWriteBatch()
 	defer wb.Cancel()
 	if err := ix.entries(recs, wb.SetEntry, wb.Delete); err != nil {
 		return err
@@ -426,7 +449,7 @@ func (ix *Index) entries(recs []*kgo.Record, set setEntry, del func([]byte) erro
 // Positions returns how far each partition was read.
 func (ix *Index) Positions() (map[string]map[int32]int64, error) {
 	out := map[string]map[int32]int64{}
-	err := ix.db.View(func(txn *badger.Txn) error {
+	err := ix.use().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pPosition}, PrefetchValues: true, PrefetchSize: 64})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -458,7 +481,7 @@ func (ix *Index) Positions() (map[string]map[int32]int64, error) {
 // their resolutions. Cost: one prefix read of the key's entries.
 func (ix *Index) Events(key string) ([]Event, error) {
 	var out []Event
-	err := ix.db.View(func(txn *badger.Txn) error {
+	err := ix.use().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: keyPrefix(key), PrefetchValues: true, PrefetchSize: 16})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -499,7 +522,7 @@ func resolution(txn *badger.Txn, ref string) (*store.Resolution, error) {
 // Resolution returns the resolution of a DLQ entry, nil when none.
 func (ix *Index) Resolution(ref string) (*store.Resolution, error) {
 	var rs *store.Resolution
-	err := ix.db.View(func(txn *badger.Txn) (err error) {
+	err := ix.use().View(func(txn *badger.Txn) (err error) {
 		rs, err = resolution(txn, ref)
 		return err
 	})
@@ -510,7 +533,7 @@ func (ix *Index) Resolution(ref string) (*store.Resolution, error) {
 func (ix *Index) DeadLetter(ref string) (DeadLetter, bool, error) {
 	var dl DeadLetter
 	found := false
-	err := ix.db.View(func(txn *badger.Txn) error {
+	err := ix.use().View(func(txn *badger.Txn) error {
 		item, err := txn.Get(refKey(pDead, ref))
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			return nil
@@ -528,7 +551,7 @@ func (ix *Index) DeadLetter(ref string) (DeadLetter, bool, error) {
 // with its resolution; fn returning false stops. Cost: a read of every
 // entry (tens of bytes each).
 func (ix *Index) DeadLetters(ctx context.Context, fn func(DeadLetter, *store.Resolution) bool) error {
-	return ix.db.View(func(txn *badger.Txn) error {
+	return ix.use().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pDead}, PrefetchValues: true, PrefetchSize: 100})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {

@@ -203,7 +203,7 @@ func listRow(set setEntry, key string, ev Event, expiresAt uint64) error {
 // upgrade (about 25 s of CPU a million outcomes on this project's machine).
 func (ix *Index) migrateList() (int, error) {
 	done := false
-	if err := ix.db.View(func(txn *badger.Txn) error {
+	if err := ix.use().View(func(txn *badger.Txn) error {
 		_, err := txn.Get(listVersion)
 		if err == nil {
 			done = true
@@ -216,10 +216,10 @@ func (ix *Index) migrateList() (int, error) {
 	}); err != nil || done {
 		return 0, err
 	}
-	wb := ix.db.NewWriteBatch()
+	wb := ix.use().NewWriteBatch()
 	defer wb.Cancel()
 	n := 0
-	err := ix.db.View(func(txn *badger.Txn) error {
+	err := ix.use().View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte{pEvent}})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -376,7 +376,7 @@ func (ix *Index) List(ctx context.Context, f ListFilter, cursor string, limit in
 	if rows {
 		prefixes = [][]byte{{pList}}
 	}
-	err := ix.db.View(func(txn *badger.Txn) error {
+	err := ix.use().View(func(txn *badger.Txn) error {
 		its := make([]*badger.Iterator, len(prefixes))
 		for i, p := range prefixes {
 			its[i] = txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: rows, PrefetchSize: limit})

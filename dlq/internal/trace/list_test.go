@@ -141,7 +141,7 @@ func TestListMigrates(t *testing.T) {
 		t.Fatal(err)
 	}
 	// What an index of the version before held: no rows, no mark.
-	if err := ix.db.DropPrefix([]byte{pList}, []byte{pField}, listVersion); err != nil {
+	if err := ix.idle.Hold(func() error { return ix.db.DropPrefix([]byte{pList}, []byte{pField}, listVersion) }); err != nil {
 		t.Fatal(err)
 	}
 	if p, _ := ix.List(context.Background(), ListFilter{}, "", 10); len(p.Events) != 0 {

@@ -248,3 +248,45 @@ func TestTraceSuppressed(t *testing.T) {
 		t.Fatalf("after the key was sent again and delivered: %+v, %v; want done, 1 suppressed, 1 accepted", tr, err)
 	}
 }
+
+// TestIdleCompactors: an index nobody uses has Badger's compactors
+// stopped; records applied and keys traced after each quiet spell, by
+// several goroutines at once, are all there.
+func TestIdleCompactors(t *testing.T) {
+	names := topics.NewNames("t.", nil)
+	ix, err := Open(Options{Dir: t.TempDir(), Names: names, compactCheck: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ix.Close() })
+	at := time.Now().UTC().Add(-time.Hour)
+	for round := range 3 {
+		for deadline := time.Now().Add(10 * time.Second); !ix.idle.Stopped(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: compactors not stopped within 10 s of the last use", round)
+			}
+		}
+		errs := make(chan error, 4)
+		for g := range 4 {
+			go func() {
+				key := fmt.Sprintf("stripe:evt_%d_%d", round, g)
+				raw := headers.IngestRecord(names.Raw, key, "x", nil, headers.IngestMeta{Provider: "stripe", ReceivedAt: at})
+				raw.Timestamp = at
+				if err := ix.Apply([]*kgo.Record{raw, outcomeRecord(names, key, "delivered", 1, at.Add(time.Millisecond), "")}, nil); err != nil {
+					errs <- err
+					return
+				}
+				tr, err := ix.Trace(key)
+				if err == nil && len(tr.Steps) != 2 {
+					err = fmt.Errorf("%s: %d steps, want 2 (accepted, outcome)", key, len(tr.Steps))
+				}
+				errs <- err
+			}()
+		}
+		for range 4 {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}

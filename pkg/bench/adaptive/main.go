@@ -118,6 +118,15 @@ func record(rec *report.Recorder, all []map[string]outcome) {
 		}
 		rec.AddRuns(rt.name+" 429 share", "%", refused)
 		rec.AddRuns(rt.name+" calls", "calls", calls)
+		for _, cause := range cutCauses {
+			var cuts []float64
+			for _, res := range all {
+				if v, ok := res[rt.name].cuts[cause]; ok {
+					cuts = append(cuts, v)
+				}
+			}
+			rec.AddRuns(rt.name+" limit cuts "+cause, "cuts", cuts)
+		}
 	}
 }
 
@@ -134,7 +143,14 @@ type outcome struct {
 	// refused is the share of calls answered 429 over the run.
 	refused float64
 	calls   int
+	// cuts are the route's limit cuts over the run by cause
+	// (hookline_processor_destination_limit_cuts_total; 0 for a fixed
+	// route, which has no limit to cut).
+	cuts map[string]float64
 }
+
+// cutCauses are the causes of hookline_processor_destination_limit_cuts_total.
+var cutCauses = []string{"overload", "latency", "retry_after"}
 
 func runOnce(ctx context.Context, phase time.Duration) (res map[string]outcome, err error) {
 	r, err := loadtest.NewRun("bench-adaptive", []string{"processor"}, kgo.RecordPartitioner(topics.Partitioner()))
@@ -209,6 +225,17 @@ func runOnce(ctx context.Context, phase time.Duration) (res map[string]outcome, 
 		changes := make([]time.Duration, len(capacities)+1)
 		before := rc.Stats()
 		var limits []float64
+		cutsOf := func() map[string]float64 {
+			m := map[string]float64{}
+			for _, cause := range cutCauses {
+				v, err := loadtest.CounterSum(ctx, "http://"+metricsAddr+"/metrics", "hookline_processor_destination_limit_cuts_total", `provider="`+rt.name+`"`, `cause="`+cause+`"`)
+				if err == nil {
+					m[cause] = v
+				}
+			}
+			return m
+		}
+		cutsBefore := cutsOf()
 		for i, c := range capacities {
 			rc.SetCapacity(c)
 			changes[i] = rc.Since()
@@ -232,7 +259,10 @@ func runOnce(ctx context.Context, phase time.Duration) (res map[string]outcome, 
 		}
 		changes[len(capacities)] = rc.Since()
 		ok, _ := rc.Series()
-		o := outcome{limit: limits}
+		o := outcome{limit: limits, cuts: cutsOf()}
+		for cause, v := range cutsBefore {
+			o.cuts[cause] -= v
+		}
 		for i, c := range capacities {
 			allows := rc.Allows(c)
 			from, to := ceilSec(changes[i]+settle), int(changes[i+1]/time.Second)
@@ -305,12 +335,21 @@ func mean(s []int, from, to int) float64 {
 	return float64(n) / float64(to-from)
 }
 
+// fmtLimits rounds the mean limits for printing.
+func fmtLimits(ls []float64) []int {
+	out := make([]int, len(ls))
+	for i, l := range ls {
+		out[i] = int(l + 0.5)
+	}
+	return out
+}
+
 func printRun(res map[string]outcome) {
 	fmt.Printf("%-9s", "route")
 	for _, c := range capacities {
 		fmt.Printf("  C=%-2d goodput/allowed  reached 0.9x", c)
 	}
-	fmt.Printf("  %8s  %9s  %s\n", "calls", "429 share", "mean limit by phase")
+	fmt.Printf("  %8s  %9s  %-22s  %s\n", "calls", "429 share", "mean limit by phase", "limit cuts by cause")
 	for _, rt := range routes {
 		o := res[rt.name]
 		fmt.Printf("%-9s", rt.name)
@@ -321,7 +360,13 @@ func printRun(res map[string]outcome) {
 			}
 			fmt.Printf("  %20.2f  %12s", o.goodput[i], reached)
 		}
-		fmt.Printf("  %8d  %7.1f %%  %.0f\n", o.calls, 100*o.refused, o.limit)
+		var cuts []string
+		for _, cause := range cutCauses {
+			if v, ok := o.cuts[cause]; ok {
+				cuts = append(cuts, fmt.Sprintf("%s %.0f", cause, v))
+			}
+		}
+		fmt.Printf("  %8d  %7.1f %%  %-22s  %s\n", o.calls, 100*o.refused, fmt.Sprint(fmtLimits(o.limit)), strings.Join(cuts, ", "))
 	}
 	a := res["adaptive"]
 	fmt.Printf("adaptive: goodput >= 0.9x of what C allows from 10 s after each change: %v; 429 share %.1f %% (target <= 5 %%)\n",

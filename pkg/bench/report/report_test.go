@@ -172,3 +172,57 @@ func TestPrintMarksMoved(t *testing.T) {
 		t.Errorf("want one figure marked:\n%s", out)
 	}
 }
+
+func TestSummaryVerdicts(t *testing.T) {
+	h := Headline{Name: "x/ratio", Label: "x", Bound: 0.95}
+	most := Headline{Name: "x/p99", Label: "p99", Most: true, Bound: 100}
+	for _, c := range []struct {
+		h    Headline
+		e    Entry
+		want string
+	}{
+		{h, Entry{Value: 0.96}, "met"},
+		{h, Entry{Value: 0.94}, "**not met**"},
+		{h, Entry{Value: 0.96, Runs: []float64{0.97, 0.96, 0.95}}, "met"},
+		{h, Entry{Value: 0.96, Runs: []float64{0.97, 0.96, 0.90}}, "**not met** (2 of 3)"},
+		{most, Entry{Value: 99, Runs: []float64{99, 100, 101}}, "**not met** (2 of 3)"},
+		{Headline{Name: "x/rate"}, Entry{Value: 5}, ""},
+	} {
+		if got := verdict(c.h, c.e); got != c.want {
+			t.Errorf("verdict(%+v, %+v) = %q, want %q", c.h, c.e, got, c.want)
+		}
+	}
+	for v, want := range map[float64]string{0.876: "0.88", 29.798: "29.8", 213.748: "214", 53872.9: "53,873", -1234.4: "-1,234", 1e6: "1,000,000"} {
+		if got := figure(v); got != want {
+			t.Errorf("figure(%v) = %q, want %q", v, got, want)
+		}
+	}
+}
+
+func TestReplaceSummary(t *testing.T) {
+	f := File{Format: FormatVersion, Machine: Machine{Commit: "abc", Cores: 2}, Entries: []Entry{
+		{Name: Headlines[0].Name, Value: 0.9, Unit: "ratio", Runs: []float64{0.9, 0.96}},
+	}}
+	doc := []byte("intro\n" + SummaryStart + "\nold table\n" + SummaryEnd + "\nrest\n")
+	out, err := ReplaceSummary(doc, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := string(out)
+	for _, want := range []string{"intro\n" + SummaryStart + "\nCommit abc", "| " + Headlines[0].Label + " | 0.90, 0.96 | ≥ 0.95 | **not met** (1 of 2) |",
+		"| " + Headlines[1].Label + " | not in this report |", "\n\n" + SummaryEnd + "\nrest\n"} {
+		if !strings.Contains(s, want) {
+			t.Errorf("summary lacks %q:\n%s", want, s)
+		}
+	}
+	if strings.Contains(s, "old table") {
+		t.Errorf("the old table is still there:\n%s", s)
+	}
+	again, err := ReplaceSummary(out, f)
+	if err != nil || string(again) != s {
+		t.Errorf("a second rewrite changed it (%v):\n%s", err, again)
+	}
+	if _, err := ReplaceSummary([]byte("no block"), f); err == nil {
+		t.Error("a document without the block: no error")
+	}
+}

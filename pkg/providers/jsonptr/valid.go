@@ -17,7 +17,13 @@ func valid(b []byte) bool {
 // valid for it.
 const maxDepth = 10000
 
-type validator struct{ b []byte }
+type validator struct {
+	b []byte
+	// top, when not nil, gets the members of a top-level object as they
+	// are checked (ParseObject), each value a slice of b; a member named
+	// twice ends as the last one.
+	top Object
+}
 
 // value checks the value at b[i], depth objects and arrays deep, and
 // returns the index just past it.
@@ -42,14 +48,24 @@ func (v validator) value(i, depth int) (int, bool) {
 				return i, false
 			}
 			var ok bool
+			name := i
 			if i, ok = v.str(i); !ok {
 				return i, false
 			}
+			nameEnd := i
 			if i = skipSpace(b, i); i >= len(b) || b[i] != ':' {
 				return i, false
 			}
-			if i, ok = v.value(skipSpace(b, i+1), depth+1); !ok {
+			at := skipSpace(b, i+1)
+			if i, ok = v.value(at, depth+1); !ok {
 				return i, false
+			}
+			if depth == 0 && v.top != nil {
+				n, err := unquote(b[name:nameEnd])
+				if err != nil {
+					return i, false
+				}
+				v.top[n] = b[at:i:i]
 			}
 			if i, ok = v.next(i, '}'); !ok || b[i-1] == '}' {
 				return i, ok

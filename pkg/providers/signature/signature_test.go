@@ -40,6 +40,14 @@ func TestSchemes(t *testing.T) {
 				case want != "" && (!errors.As(err, &se) || se.Reason != want):
 					t.Errorf("%s: %v, want reason %s", what, err, want)
 				}
+				// Precheck then VerifyParsed: Verify's verdict and message.
+				p, perr := s.Precheck(h, at, DefaultTolerance)
+				if perr == nil {
+					perr = s.VerifyParsed(secrets, p, body)
+				}
+				if fmt.Sprint(perr) != fmt.Sprint(err) {
+					t.Errorf("%s: Precheck and VerifyParsed: %v, Verify: %v", what, perr, err)
+				}
 			}
 			check("signed", []Secret{key}, body, now, "")
 			check("rotation", []Secret{other, key}, body, now, "")
@@ -47,11 +55,11 @@ func TestSchemes(t *testing.T) {
 			check("other secret", []Secret{other}, body, now, ReasonMismatch)
 			if s.Timestamped() {
 				check("late", []Secret{key}, body, now.Add(DefaultTolerance+time.Second), ReasonStale)
-				if err := s.Precheck(h, now.Add(-DefaultTolerance-time.Second), DefaultTolerance); err == nil {
+				if _, err := s.Precheck(h, now.Add(-DefaultTolerance-time.Second), DefaultTolerance); err == nil {
 					t.Error("Precheck took an early timestamp")
 				}
 			}
-			if err := s.Precheck(http.Header{}, now, DefaultTolerance); err == nil {
+			if _, err := s.Precheck(http.Header{}, now, DefaultTolerance); err == nil {
 				t.Error("Precheck took a request without signature headers")
 			}
 			if len(s.Headers()) == 0 || !s.Headers()[0].Required {

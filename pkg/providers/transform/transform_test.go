@@ -140,9 +140,15 @@ func TestMisbehaving(t *testing.T) {
 			if !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %q; want it to contain %q", err, tc.want)
 			}
-			// Generous against a shared machine: the bound is 200ms.
-			if took > 10*lim.Timeout {
+			// Generous against a shared machine: the bound is 200ms, and
+			// a call past it is run limitRuns times.
+			if took > 10*limitRuns*lim.Timeout {
 				t.Errorf("took %s; the time limit is %s", took, lim.Timeout)
+			}
+			// A time limit is reached in limitRuns runs in a row before
+			// the call fails with it: it cannot take less.
+			if errors.Is(err, ErrTimeout) && took < limitRuns*lim.Timeout {
+				t.Errorf("took %s: fewer than %d runs of %s", took, limitRuns, lim.Timeout)
 			}
 		})
 	}

@@ -68,6 +68,38 @@ const (
 	Overloaded
 )
 
+// Cut is why an answer lowered the limit, if it did.
+type Cut int
+
+const (
+	// NoCut: the answer did not lower the limit.
+	NoCut Cut = iota
+	// CutOverload: a 408, 429 or 503, a timeout or a connection error.
+	CutOverload
+	// CutLatency: the recent latency past latencyTolerance times the
+	// long-run one.
+	CutLatency
+	// CutRetryAfter: a Retry-After of HoldRetryAfter or more (the limit
+	// held at 1 until its date).
+	CutRetryAfter
+)
+
+// Cuts are the causes of a cut, in the order of their values.
+var Cuts = []Cut{CutOverload, CutLatency, CutRetryAfter}
+
+// String names the cause as the metrics label it.
+func (c Cut) String() string {
+	switch c {
+	case CutOverload:
+		return "overload"
+	case CutLatency:
+		return "latency"
+	case CutRetryAfter:
+		return "retry_after"
+	}
+	return "none"
+}
+
 // Sample is one answered call as the limiter sees it.
 type Sample struct {
 	Signal Signal
@@ -157,8 +189,9 @@ func (l *Limiter) Abandon(Ticket) {
 	l.inflight--
 }
 
-// Done ends a call with its answer and returns the limit now.
-func (l *Limiter) Done(t Ticket, s Sample) int {
+// Done ends a call with its answer and returns the limit now, and why
+// the answer lowered it (NoCut when it did not).
+func (l *Limiter) Done(t Ticket, s Sample) (int, Cut) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	used := 2*l.inflight >= int(l.limit) // the limit is in use: a receiver that is not asked for more says nothing about more
@@ -176,9 +209,14 @@ func (l *Limiter) Done(t Ticket, s Sample) int {
 		l.cut(1)
 		l.ssthresh = back
 		l.holdUntil = s.At.Add(s.RetryAfter)
+		return int(l.limit), CutRetryAfter
 	case s.Signal == Overloaded || slow:
 		if t.window == l.window { // once per window
 			l.cut(l.limit * limitBackoff)
+			if slow {
+				return int(l.limit), CutLatency
+			}
+			return int(l.limit), CutOverload
 		}
 	case s.Signal == Succeeded && used && !s.At.Before(l.holdUntil):
 		if l.limit < l.ssthresh {
@@ -188,7 +226,7 @@ func (l *Limiter) Done(t Ticket, s Sample) int {
 		}
 		l.limit = min(l.limit, float64(l.max))
 	}
-	return int(l.limit)
+	return int(l.limit), NoCut
 }
 
 // Limit returns the current limit.

@@ -25,7 +25,7 @@ func runSteps(t *testing.T, l *Limiter, steps []step) {
 		for i := range others {
 			others[i] = l.Start()
 		}
-		got := l.Done(l.Start(), st.s)
+		got, _ := l.Done(l.Start(), st.s)
 		for _, o := range others {
 			l.Abandon(o)
 		}
@@ -155,16 +155,16 @@ func TestLimiterOncePerWindow(t *testing.T) {
 	for i := range before {
 		before[i] = l.Start()
 	}
-	if got := l.Done(before[0], Sample{Signal: Overloaded, At: t0}); got != 16 {
-		t.Fatalf("first 429: %d, want 16", got)
+	if got, cut := l.Done(before[0], Sample{Signal: Overloaded, At: t0}); got != 16 || cut != CutOverload {
+		t.Fatalf("first 429: %d (%v), want 16 (overload)", got, cut)
 	}
 	for _, tk := range before[1:] {
-		if got := l.Done(tk, Sample{Signal: Overloaded, At: t0}); got != 16 {
-			t.Fatalf("429 of a call started before the cut: %d, want 16", got)
+		if got, cut := l.Done(tk, Sample{Signal: Overloaded, At: t0}); got != 16 || cut != NoCut {
+			t.Fatalf("429 of a call started before the cut: %d (%v), want 16 (none)", got, cut)
 		}
 	}
-	if got := l.Done(l.Start(), Sample{Signal: Overloaded, At: t0}); got != 12 {
-		t.Fatalf("429 of a call started after the cut: %d, want 12", got)
+	if got, cut := l.Done(l.Start(), Sample{Signal: Overloaded, At: t0}); got != 12 || cut != CutOverload {
+		t.Fatalf("429 of a call started after the cut: %d (%v), want 12 (overload)", got, cut)
 	}
 }
 
@@ -179,14 +179,14 @@ func TestLimiterLatency(t *testing.T) {
 	for range minLatencySamples {
 		l.Done(l.Start(), ok(10*ms))
 	}
-	if got := l.Done(l.Start(), ok(100*ms)); got != 20 {
-		t.Fatalf("one call 10x slower: %d, want 20", got)
+	if got, cut := l.Done(l.Start(), ok(100*ms)); got != 20 || cut != NoCut {
+		t.Fatalf("one call 10x slower: %d (%v), want 20 (none)", got, cut)
 	}
 	cuts := 0
 	for range 10 {
-		if got := l.Done(l.Start(), ok(40*ms)); got != 20 {
-			if got != 16 {
-				t.Fatalf("a run of calls 4x slower: limit %d, want 20 or a cut to 16", got)
+		if got, cut := l.Done(l.Start(), ok(40*ms)); got != 20 {
+			if got != 16 || cut != CutLatency {
+				t.Fatalf("a run of calls 4x slower: limit %d (%v), want 20 or a cut to 16 (latency)", got, cut)
 			}
 			cuts++
 			break
@@ -203,11 +203,11 @@ func TestLimiterLatency(t *testing.T) {
 func TestLimiterHold(t *testing.T) {
 	l := NewLimiter(64)
 	l.limit, l.ssthresh = 40, 40
-	if got := l.Done(l.Start(), Sample{Signal: Overloaded, RetryAfter: time.Minute, At: t0}); got != 1 {
-		t.Fatalf("Retry-After 1m: %d, want 1", got)
+	if got, cut := l.Done(l.Start(), Sample{Signal: Overloaded, RetryAfter: time.Minute, At: t0}); got != 1 || cut != CutRetryAfter {
+		t.Fatalf("Retry-After 1m: %d (%v), want 1 (retry_after)", got, cut)
 	}
 	early := Sample{Signal: Succeeded, Took: time.Millisecond, At: t0.Add(59 * time.Second)}
-	if got := l.Done(l.Start(), early); got != 1 {
+	if got, _ := l.Done(l.Start(), early); got != 1 {
 		t.Fatalf("before the date: %d, want 1", got)
 	}
 	late := Sample{Signal: Succeeded, Took: time.Millisecond, At: t0.Add(time.Minute)}
@@ -218,8 +218,8 @@ func TestLimiterHold(t *testing.T) {
 
 	short := NewLimiter(64)
 	short.limit, short.ssthresh = 40, 40
-	if got := short.Done(short.Start(), Sample{Signal: Overloaded, RetryAfter: time.Second, At: t0}); got != 32 {
-		t.Fatalf("Retry-After 1s: %d, want an ordinary cut to 32", got)
+	if got, cut := short.Done(short.Start(), Sample{Signal: Overloaded, RetryAfter: time.Second, At: t0}); got != 32 || cut != CutOverload {
+		t.Fatalf("Retry-After 1s: %d (%v), want an ordinary cut to 32 (overload)", got, cut)
 	}
 }
 

@@ -180,7 +180,10 @@ func limit(now func() time.Time) stage {
 				lim.Abandon(t) // not called: says nothing of the destination
 				return c
 			}
-			n := lim.Done(t, sampleOf(c.res, now()))
+			n, cut := lim.Done(t, sampleOf(c.res, now()))
+			if cut != admission.NoCut {
+				d.ln.cuts[cut].Inc()
+			}
 			d.ln.adm.SetLimit(n)
 			d.ln.limit.Set(float64(n))
 			return c

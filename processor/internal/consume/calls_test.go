@@ -178,30 +178,37 @@ func TestComposeOrder(t *testing.T) {
 	}
 }
 
-// fakeLimiter answers each call's end with its next limit and keeps the
-// samples.
+// fakeLimiter answers each call's end with its next limit and cut, and
+// keeps the samples.
 type fakeLimiter struct {
 	next              int
+	cut               admission.Cut
 	started, abandons int
 	samples           []admission.Sample
 }
 
 func (f *fakeLimiter) Start() admission.Ticket  { f.started++; return admission.Ticket{} }
 func (f *fakeLimiter) Abandon(admission.Ticket) { f.abandons++ }
-func (f *fakeLimiter) Done(_ admission.Ticket, s admission.Sample) int {
+func (f *fakeLimiter) Done(_ admission.Ticket, s admission.Sample) (int, admission.Cut) {
 	f.samples = append(f.samples, s)
-	return f.next
+	return f.next, f.cut
 }
 
 // TestLimit: a called record's answer goes to the route's limiter and the
 // lane takes the limit it says (its gauge too); a record not called, or
-// abandoned, says nothing; a fixed route (no limiter) is passed through.
+// abandoned, says nothing; a cut is counted by its cause; a fixed route
+// (no limiter) is passed through.
 func TestLimit(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	lim := &fakeLimiter{next: 3}
+	lim := &fakeLimiter{next: 3, cut: admission.CutOverload}
 	d := testDelivery(false)
 	d.ln.adm = admission.NewLane(admission.LaneConfig{Slots: 8, Waiting: prometheus.NewGauge(prometheus.GaugeOpts{Name: "w"})})
 	d.ln.limiter, d.ln.limit = lim, prometheus.NewGauge(prometheus.GaugeOpts{Name: "l"})
+	cuts := prometheus.NewCounterVec(prometheus.CounterOpts{Name: "c"}, []string{"cause"})
+	d.ln.cuts = map[admission.Cut]prometheus.Counter{}
+	for _, c := range admission.Cuts {
+		d.ln.cuts[c] = cuts.WithLabelValues(c.String())
+	}
 	reply := func(c called) caller { return func(context.Context, *delivery) called { return c } }
 	stage := limit(func() time.Time { return at })
 
@@ -216,6 +223,9 @@ func TestLimit(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(d.ln.limit); got != 3 {
 		t.Fatalf("gauge %v, want 3", got)
+	}
+	if o, l := testutil.ToFloat64(cuts.WithLabelValues("overload")), testutil.ToFloat64(cuts.WithLabelValues("latency")); o != 1 || l != 0 {
+		t.Fatalf("cuts: overload %v, latency %v; want 1, 0", o, l)
 	}
 	stage(reply(parked(admission.ErrNoRoom)))(context.Background(), d)
 	stage(reply(called{abandoned: true}))(context.Background(), d)

@@ -125,6 +125,8 @@ type setup struct {
 	types *typelabel.Labeller
 	// laneNames are the lanes' topics, sorted.
 	laneNames []string
+	// staleLimits are the limit reports to delete (limits.go).
+	staleLimits staleLimits
 }
 
 // eventTypeLabel is the event_type label of a record of provider

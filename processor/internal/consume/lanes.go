@@ -39,6 +39,7 @@ type lane struct {
 	// (trial.go); nil: no auto-pause, or destination.trial_every: 0.
 	trial    *trial
 	limit    prometheus.Gauge
+	cuts     map[admission.Cut]prometheus.Counter // the limiter's cuts by cause; nil: a fixed limit
 	inflight prometheus.Gauge
 	parked   prometheus.Counter
 	handler  prometheus.ObserverVec // by event_type
@@ -79,6 +80,10 @@ func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h 
 		lim := admission.NewLimiter(n)
 		ln.limiter = lim
 		ln.adm.SetLimit(lim.Limit())
+		ln.cuts = make(map[admission.Cut]prometheus.Counter, len(admission.Cuts))
+		for _, c := range admission.Cuts {
+			ln.cuts[c] = m.limitCuts.WithLabelValues(provider, r.Name, c.String())
+		}
 	}
 	ln.limit.Set(float64(ln.adm.Limit()))
 	return ln
@@ -90,7 +95,7 @@ func newLane(cfg Config, m *laneMetrics, provider string, r *providers.Route, h 
 type limiter interface {
 	Start() admission.Ticket
 	Abandon(admission.Ticket)
-	Done(admission.Ticket, admission.Sample) int
+	Done(admission.Ticket, admission.Sample) (int, admission.Cut)
 }
 
 var _ limiter = (*admission.Limiter)(nil)

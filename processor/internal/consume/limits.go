@@ -20,13 +20,15 @@ var _ keeper = (*admission.Limiter)(nil)
 // How the adaptive limits are written (publishLimits): looked at every
 // limitLook, a limit is written when it moved by limitMoved of the one
 // written last (slow start doubling, an AIMD cut), or moved at all and
-// limitRefresh passed; a restart starts from a limit about a second old
-// while it ramps, and an AIMD sawtooth writes a record per cut, not per
-// step.
+// limitRefresh passed, or did not move for limitKeepAlive; a restart
+// starts from a limit about a second old while it ramps, an AIMD sawtooth
+// writes a record per cut, not per step, and a running instance's report
+// is never older than control.LimitKeptFor, however long its limit holds.
 const (
-	limitLook    = time.Second
-	limitMoved   = 0.1
-	limitRefresh = 30 * time.Second
+	limitLook      = time.Second
+	limitMoved     = 0.1
+	limitRefresh   = 30 * time.Second
+	limitKeepAlive = 10 * time.Minute
 )
 
 // limitDue says whether a limit n is to be written, the last written
@@ -34,7 +36,7 @@ const (
 func limitDue(n, sent int, at, now time.Time) bool {
 	switch d := n - sent; {
 	case d == 0:
-		return false
+		return now.Sub(at) >= limitKeepAlive
 	case sent == 0, float64(max(d, -d)) >= limitMoved*float64(sent):
 		return true
 	}
@@ -56,8 +58,10 @@ func (p *setup) anyAdaptive() bool {
 // control.LimitKeptFor old), if its limiter has made no call yet
 // (admission.Limiter.Resume): the control topic is read to its end before
 // any session starts. Another instance's report, a route no longer in the
-// file or with adaptive: false, or an older report, is ignored.
+// file or with adaptive: false, or an older report, is ignored; an older
+// report is also noted for deletion (staleLimits).
 func (p *setup) applyKeptLimit(l control.Limit) {
+	p.staleLimits.note(l, p.cfg.Now())
 	if l.Instance != p.cfg.InstanceID || l.Limit < 1 || p.cfg.Now().Sub(l.At) > control.LimitKeptFor {
 		return
 	}
@@ -82,8 +86,9 @@ func (p *setup) applyKeptLimit(l control.Limit) {
 // publishLimits writes each adaptive route's limit on the control topic
 // (control.Limit, key limit:<provider>/<route>:<instance>) when it moved
 // (limitDue), with cl until ctx ends; a restart of this instance starts
-// from it (applyKeptLimit). A report not written is logged and tried again
-// at the next look.
+// from it (applyKeptLimit); and deletes the stale reports read meanwhile
+// (staleLimits). A report not written is logged and tried again at the
+// next look.
 func (p *setup) publishLimits(ctx context.Context, cl reportWriter) {
 	var lanes []*lane
 	var keepers []keeper
@@ -123,5 +128,24 @@ func (p *setup) publishLimits(ctx context.Context, cl reportWriter) {
 			}
 			sent[i], sentAt[i] = n, now
 		}
+		p.deleteStaleLimits(ctx, cl)
+	}
+}
+
+// deleteStaleLimits writes a tombstone for each stale report noted since
+// the last look; one not written is noted again, for the next look. A
+// report its instance rewrote in the same instant would be deleted with
+// it: that instance writes it again within limitKeepAlive, and until then
+// a restart of it slow-starts, as without a report.
+func (p *setup) deleteStaleLimits(ctx context.Context, cl reportWriter) {
+	for _, l := range p.staleLimits.take() {
+		if err := cl.ProduceSync(ctx, control.LimitTombstone(p.cfg.Names.Control, l)).FirstErr(); err != nil {
+			if ctx.Err() == nil {
+				p.cfg.Logger.Warn("stale limit report not deleted; trying again", "provider", l.Provider, "route", l.Route, "instance", l.Instance, "err", err)
+			}
+			p.staleLimits.note(l, p.cfg.Now())
+			continue
+		}
+		p.cfg.Logger.Info("stale limit report deleted", "provider", l.Provider, "route", l.Route, "instance", l.Instance, "written_at", l.At)
 	}
 }

@@ -32,6 +32,7 @@ type laneMetrics struct {
 	laneWaiting    *prometheus.GaugeVec
 	laneLimit      *prometheus.GaugeVec
 	laneAdaptive   *prometheus.GaugeVec
+	limitCuts      *prometheus.CounterVec
 	parked         *prometheus.CounterVec
 	lanePaused     *prometheus.GaugeVec
 	autoPaused     *prometheus.GaugeVec
@@ -63,6 +64,10 @@ func newLaneMetrics(reg prometheus.Registerer) *laneMetrics {
 			Name: "hookline_processor_destination_concurrency_limit",
 			Help: "The calls a provider's destination may have in flight now: its adaptive limit, between 1 and hookline_processor_destination_max_inflight (that bound itself for a destination with adaptive: false).",
 		}, []string{"provider", "route"}),
+		limitCuts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "hookline_processor_destination_limit_cuts_total",
+			Help: "Cuts of a provider's destination's adaptive limit, by cause: overload (a 408, 429 or 503, a timeout or a connection error), latency (the recent latency twice the long-run one), retry_after (a Retry-After of 10 s or more: held at 1 until its date).",
+		}, []string{"provider", "route", "cause"}),
 		parked: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "hookline_processor_parked_total",
 			Help: "Records parked in their destination's lane topic (webhooks.lane.<provider>) because it had no room or its breaker refused calls; counted when decided, so an aborted transaction's may count twice.",
@@ -85,7 +90,7 @@ func newLaneMetrics(reg prometheus.Registerer) *laneMetrics {
 		}, []string{"provider", "route"}),
 		reg: reg,
 	}
-	reg.MustRegister(m.handlerSeconds, m.laneInflight, m.laneWaiting, m.laneLimit, m.laneAdaptive, m.parked, m.lanePaused, m.autoPaused, m.answering, m.laneRate)
+	reg.MustRegister(m.handlerSeconds, m.laneInflight, m.laneWaiting, m.laneLimit, m.laneAdaptive, m.limitCuts, m.parked, m.lanePaused, m.autoPaused, m.answering, m.laneRate)
 	return m
 }
 

@@ -12,6 +12,7 @@ import (
 // scan over the checkpoint keys (one per partition).
 func (s *Store) Checkpoints() (map[int32]int64, error) {
 	out := map[int32]int64{}
+	s.touch()
 	err := s.db.View(func(txn *badger.Txn) error {
 		opts := badger.DefaultIteratorOptions
 		opts.Prefix = []byte{kindCheckpoint}

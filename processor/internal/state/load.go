@@ -166,6 +166,7 @@ func (l *Loader) fail(err error) error {
 // small transaction, committed in the background. The writes are done in
 // the background; errors come back from a later Add or from Checkpoint.
 func (l *Loader) Add(changes []Change) error {
+	l.s.touch() // its settle waits on Badger's compactors: never stopped
 	if l.err != nil {
 		return l.err
 	}
@@ -284,6 +285,7 @@ func (l *Loader) track(k []byte, expiry uint64, set bool) bool {
 // requests), so call it rarely (restore does every few tens of MiB and at
 // the end).
 func (l *Loader) Checkpoint(next int64) error {
+	l.s.touch()
 	if l.err != nil {
 		return l.err
 	}

@@ -59,6 +59,8 @@ type Options struct {
 	RestoreMemory int64
 	// noTrim leaves mapped table pages alone (TestRSS's "before").
 	noTrim bool
+	// compactCheck, when above zero, replaces badgerdb.IdleCheck (tests).
+	compactCheck time.Duration
 }
 
 // Change is one state update to apply.
@@ -89,6 +91,9 @@ type Store struct {
 	used   atomic.Int64
 	asleep atomic.Bool
 	wake   chan struct{}
+	// idle stops Badger's compactors while nothing reads or writes
+	// (see Open); touch starts them again.
+	idle   *badgerdb.Idle
 	closed sync.Once
 	err    error
 }
@@ -122,7 +127,7 @@ func open(o Options, bo badger.Options) (*Store, error) {
 		m.Restore = o.RestoreMemory
 	}
 	s := &Store{db: db, keys: newKeyCounter(), budget: newBudget(m.Restore), recent: newRecent(m.Recent),
-		stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1)}
+		stop: make(chan struct{}), done: make(chan struct{}), wake: make(chan struct{}, 1), idle: badgerdb.NewIdle(db)}
 	if loaded, err := s.keys.loadCounts(db); err != nil || !loaded {
 		if err != nil {
 			logger(o.Logger).Warn("state: saved key counts unreadable, counting keys", "err", err)
@@ -137,6 +142,17 @@ func open(o Options, bo badger.Options) (*Store, error) {
 		dropCachedTables(o.Dir)
 	}
 	go s.gcLoop(o.InMemory, o.Dir, m.Mapped)
+	// Badger's two compactors wake every 50 ms whether or not there is
+	// work: 40 of an idle processor's wake-ups a second, about half its
+	// idle CPU (docs/performance.md). Once the store is unused (2-3 s) and
+	// Badger has nothing left to compact, they stop until the next read or
+	// write (touch), which starts them before it reaches Badger; never
+	// while a restore holds the budget (its bulk load waits on them).
+	every := badgerdb.IdleCheck
+	if o.compactCheck > 0 {
+		every = o.compactCheck
+	}
+	s.idle.Start(every, badgerdb.IdleQuiet, s.budget.inUse)
 	return s, nil
 }
 
@@ -213,9 +229,12 @@ const (
 	trimIdle  = 10 * time.Second
 )
 
-// touch counts a read or write of Badger and wakes the trim loop if it
-// sleeps: reads map table pages. Cost: an atomic add and load.
+// touch counts a read or write of Badger, starts Badger's compactors if
+// they were stopped for idleness, and wakes the trim loop if it sleeps:
+// reads map table pages. Cost: two atomic adds and two loads; a compactor
+// start (two goroutines) after a quiet spell.
 func (s *Store) touch() {
+	s.idle.Use()
 	s.used.Add(1)
 	if s.asleep.Load() && s.asleep.CompareAndSwap(true, false) {
 		select {
@@ -439,6 +458,7 @@ func (a *applier) commit() error {
 // last written by Apply; ok is false when there is none. A stored value of
 // the wrong size gives an error wrapping ErrCorrupt.
 func (s *Store) Checkpoint(partition int32) (next int64, ok bool, err error) {
+	s.touch()
 	err = s.db.View(func(txn *badger.Txn) error {
 		item, err := txn.Get(checkpointKey(partition))
 		if err != nil {
@@ -469,6 +489,7 @@ func (s *Store) Checkpoint(partition int32) (next int64, ok bool, err error) {
 func (s *Store) WipePartition(partition int32) error {
 	prefixes := [][]byte{partitionPrefix(kindState, partition), checkpointKey(partition)}
 	empty := true
+	s.touch()
 	err := s.db.View(func(txn *badger.Txn) error {
 		for _, p := range prefixes {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
@@ -484,7 +505,9 @@ func (s *Store) WipePartition(partition int32) error {
 		return fmt.Errorf("state: wipe partition %d: %w", partition, err)
 	}
 	if !empty {
-		if err := s.db.DropPrefix(prefixes...); err != nil {
+		// DropPrefix stops and restarts the compactors itself: not while
+		// idle has them stopped.
+		if err := s.idle.Hold(func() error { return s.db.DropPrefix(prefixes...) }); err != nil {
 			return fmt.Errorf("state: wipe partition %d: %w", partition, err)
 		}
 	}
@@ -513,6 +536,7 @@ func (s *Store) Close() error {
 	s.closed.Do(func() {
 		close(s.stop)
 		<-s.done
+		s.idle.Close()
 		var errs []error
 		if err := s.keys.saveCounts(s.db); err != nil {
 			errs = append(errs, fmt.Errorf("state: save key counts: %w", err))

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -599,5 +600,55 @@ func TestScan(t *testing.T) {
 	err := s.Scan(1, "\x00e\x00", func(string, []byte) error { n++; return stop })
 	if !errors.Is(err, stop) || n != 1 {
 		t.Errorf("scan stopped by fn: %v after %d keys, want stop after 1", err, n)
+	}
+}
+
+// TestIdleCompactors: a store nobody uses has Badger's compactors stopped;
+// writers and readers of several partitions at once after each quiet spell
+// (the first use starting them again, the others racing it) read back what
+// they wrote, and the key count and checkpoints stay exact.
+func TestIdleCompactors(t *testing.T) {
+	s := mustOpen(t, Options{Dir: t.TempDir(), compactCheck: 5 * time.Millisecond})
+	const parts, perRound = 4, 50
+	for round := range 3 {
+		for deadline := time.Now().Add(10 * time.Second); !s.idle.Stopped(); time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("round %d: compactors not stopped within 10 s of the last use", round)
+			}
+		}
+		errs := make(chan error, parts)
+		for p := range int32(parts) {
+			go func() {
+				var cs []Change
+				for i := range perRound {
+					cs = append(cs, Change{Partition: p, Key: fmt.Sprintf("r%d-k%d", round, i), Value: fmt.Appendf(nil, "v%d-%d", round, i)})
+				}
+				if err := s.Apply(cs, map[int32]int64{p: int64((round + 1) * perRound)}); err != nil {
+					errs <- err
+					return
+				}
+				n := 0
+				err := s.Scan(p, fmt.Sprintf("r%d-", round), func(key string, value []byte) error {
+					if want := "v" + strings.Replace(key[1:], "-k", "-", 1); string(value) != want { // r0-k7 -> v0-7
+						return fmt.Errorf("partition %d: %s = %q, want %q", p, key, value, want)
+					}
+					n++
+					return nil
+				})
+				if err == nil && n != perRound {
+					err = fmt.Errorf("partition %d round %d: scanned %d keys, want %d", p, round, n, perRound)
+				}
+				errs <- err
+			}()
+		}
+		for range parts {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		wantKeys(t, s, int64(parts*perRound*(round+1)))
+		for p := range int32(parts) {
+			wantCheckpoint(t, s, p, int64((round+1)*perRound), true)
+		}
 	}
 }

@@ -1,10 +1,14 @@
 package state
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/hookline/hookline/pkg/badgerdb"
+)
 
 // A read or write wakes the trim loop once while it sleeps, and only then.
 func TestTouchWakesASleepingTrim(t *testing.T) {
-	s := &Store{wake: make(chan struct{}, 1)}
+	s := &Store{wake: make(chan struct{}, 1), idle: badgerdb.NewIdle(nil)} // never paused: no DB
 	s.touch()
 	if len(s.wake) != 0 {
 		t.Fatal("touch woke a trim loop that was not asleep")

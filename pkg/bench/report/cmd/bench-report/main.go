@@ -6,6 +6,8 @@
 //	bench-report compare [-threshold 0.1] OLD NEW
 //	                              each figure's old and new value and their ratio, marking
 //	                              those that moved more than the threshold
+//	bench-report summary FILE     the headline figures as a markdown table, with their targets
+//	bench-report readme FILE DOC  DOC's bench summary block rewritten from FILE
 package main
 
 import (
@@ -25,7 +27,7 @@ func main() {
 
 func run(args []string) error {
 	if len(args) == 0 {
-		return fmt.Errorf("usage: bench-report start FILE | end FILE | compare [-threshold 0.1] OLD NEW")
+		return fmt.Errorf("usage: bench-report start FILE | end FILE | compare [-threshold 0.1] OLD NEW | summary FILE | readme FILE DOC")
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "start":
@@ -66,6 +68,36 @@ func run(args []string) error {
 		}
 		report.Print(os.Stdout, old, cur, report.Compare(old, cur, *threshold), *threshold)
 		return nil
+	case "summary":
+		if len(rest) != 1 {
+			return fmt.Errorf("usage: bench-report summary FILE")
+		}
+		f, err := report.Read(rest[0])
+		if err != nil {
+			return err
+		}
+		return report.WriteSummary(os.Stdout, f)
+	case "readme":
+		if len(rest) != 2 {
+			return fmt.Errorf("usage: bench-report readme FILE DOC")
+		}
+		f, err := report.Read(rest[0])
+		if err != nil {
+			return err
+		}
+		doc, err := os.ReadFile(rest[1])
+		if err != nil {
+			return err
+		}
+		out, err := report.ReplaceSummary(doc, f)
+		if err != nil {
+			return fmt.Errorf("%s: %w", rest[1], err)
+		}
+		if err := os.WriteFile(rest[1], out, 0o644); err != nil {
+			return err
+		}
+		fmt.Printf("bench report: %s's summary rewritten from %s\n", rest[1], rest[0])
+		return nil
 	}
-	return fmt.Errorf("unknown command %q: start, end or compare", args[0])
+	return fmt.Errorf("unknown command %q: start, end, compare, summary or readme", args[0])
 }

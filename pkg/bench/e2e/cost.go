@@ -311,17 +311,23 @@ func openBench(cfg config, out io.Writer, services []string) (b *bench, cleanup 
 
 // readOutcomes starts reading the outcome topic into b.track; stop ends it.
 func (b *bench) readOutcomes(ctx context.Context) (stop func(), err error) {
-	reader, err := b.run.Kafka.NewClient(kgo.ConsumeTopics(b.names.Outcomes),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+	return b.followOutcomes(ctx, b.track.read, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+}
+
+// followOutcomes runs read over a client of the outcomes topic from its
+// start (with opts) until stop.
+func (b *bench) followOutcomes(ctx context.Context, read func(context.Context, *kgo.Client), opts ...kgo.Opt) (stop func(), err error) {
+	reader, err := b.run.Kafka.NewClient(append([]kgo.Opt{kgo.ConsumeTopics(b.names.Outcomes),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		// Bounds how late the reader may see an outcome when the broker
 		// does not answer its fetch at once; with data waiting it does.
-		kgo.FetchMaxWait(50*time.Millisecond))
+		kgo.FetchMaxWait(50 * time.Millisecond)}, opts...)...)
 	if err != nil {
 		return nil, err
 	}
 	rctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
-	go func() { defer close(done); b.track.read(rctx, reader) }()
+	go func() { defer close(done); read(rctx, reader) }()
 	return func() { cancel(); <-done; reader.Close() }, nil
 }
 

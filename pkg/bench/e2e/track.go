@@ -288,13 +288,5 @@ func (t *tracker) keys() []string {
 // when each could be read before its transaction committed, which splits
 // taken up -> visible into the processor's part and the commit's.
 func (b *bench) readUncommitted(ctx context.Context) (stop func(), err error) {
-	reader, err := b.run.Kafka.NewClient(kgo.ConsumeTopics(b.names.Outcomes),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
-	if err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); b.track.readUncommitted(rctx, reader) }()
-	return func() { cancel(); <-done; reader.Close() }, nil
+	return b.followOutcomes(ctx, b.track.readUncommitted)
 }

@@ -252,9 +252,9 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 		// markers is refused with CONCURRENT_TRANSACTIONS. franz-go then
 		// stops that partition and resends only after a metadata update,
 		// which waits for the metadata's minimum age since the last one:
-		// up to 5 s by default, and End waits for that produce. Measured
-		// (issue 36): 19 to 55 refusals in a bench-e2e run, one every 3 to
-		// 8 s. Request failures still back off (RetryBackoffFn, 250 ms up).
+		// up to 5 s by default, and End waits for that produce (issue 36:
+		// 19 to 78 refusals in a bench-e2e run). Request failures still
+		// back off (RetryBackoffFn, 250 ms up).
 		kgo.MetadataMinAge(sessionMetadataMinAge),
 		kgo.RebalanceTimeout(2*time.Minute),
 		kgo.OnPartitionsAssigned(s.own.assigned),

@@ -141,15 +141,16 @@ func TestTraceOfARetriedDelivery(t *testing.T) {
 		}
 		// Timings: a span starts within its parent's start (a consumer
 		// span may outlive the span that wrote its record) and after the
-		// span before it in the story.
-		if s.StartTime < s.parent.StartTime {
-			t.Errorf("span %d (%s) starts %dµs before its parent", i, w.op, s.parent.StartTime-s.StartTime)
-		}
-		// The retrier's span starts at its record's timestamp, which Kafka
-		// keeps in milliseconds: up to 1 ms early.
+		// span before it in the story. The retrier's span starts at its
+		// record's timestamp, which Kafka keeps in milliseconds: up to
+		// 1 ms early, against its parent too (it failed CI once: 259µs
+		// before the processor's span).
 		slack := int64(0)
 		if w.service == "hookline-retrier" {
 			slack = 1000
+		}
+		if s.StartTime+slack < s.parent.StartTime {
+			t.Errorf("span %d (%s) starts %dµs before its parent", i, w.op, s.parent.StartTime-s.StartTime)
 		}
 		if i > 0 && s.StartTime+slack < ordered[i-1].StartTime {
 			t.Errorf("span %d (%s) starts before span %d (%s)", i, w.op, i-1, want[i-1].op)

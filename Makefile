@@ -100,11 +100,12 @@ bench-readme:
 	$(GO) run ./pkg/bench/report/cmd/bench-report readme docs/bench-report.json README.md
 
 ## bench-ingest: ingest against a minimal gin + franz-go handler (acks=all) and a bare gin handler, rounds alternated
-## in one run (BENCH_FLAGS='-c 256 -d 10s -rounds 3' are its defaults); -corpus github: GitHub's example payloads
+## in one run, the targets taking turns of 2 s in a round (BENCH_FLAGS='-c 256 -d 10s -rounds 3 -slice 2s' are its
+## defaults); with the local broker, its CPU per request too; -corpus github: GitHub's example payloads
 ## without schema and with GitHub's schema (on_invalid: dlq, then reject), alternated (-rounds 5 by default).
 bench-ingest: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/loadgen ./pkg/bench/ingest
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(BENCH_FLAGS)
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(if $(KAFKA_DEP),-broker-pid-file $(or $(HOOKLINE_KAFKA_DIR),$(CURDIR)/.kafka)/kafka.pid) $(BENCH_FLAGS)
 
 ## bench-processor: processor throughput and CPU against ProducerPerformance, duplicates, a slow destination, restore.
 ## Then the fan-out comparison (issues 22, 36): one topic route against three, alternated, each phase a backlog produced

@@ -6,8 +6,11 @@
 // machine at one time.
 //
 // Phases: rounds (-rounds) of closed-loop maximum rate against each target
-// in turn (C connections, D seconds; the order rotates by round), ratios
-// to the minimal handler per round; then open-loop at half of ingest's
+// (C connections, D seconds each; the order rotates by round), the targets
+// taking turns in slices (-slice, 2 s) so that the machine's other load
+// falls on each alike, ratios to the minimal handler per round, with each
+// target's CPU per request and the broker's while it served that target
+// (-broker-pid-file); then open-loop at half of ingest's
 // maximum, where latency is measured from each request's scheduled send
 // time (no coordinated omission).
 // With -corpus github it measures instead what checking real payloads
@@ -21,6 +24,7 @@ package main
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -29,6 +33,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -50,6 +55,8 @@ func main() {
 	flag.Bool("compare", true, "compare ingest with the bare handler (the default mode)")
 	corpusName := flag.String("corpus", "", "github: ingest on GitHub's published example payloads without schema, with GitHub's schema per event type (on_invalid: dlq, then reject) and with the whole-provider schema file (reject), alternated (see -rounds)")
 	rounds := flag.Int("rounds", 0, "rounds, each measuring every target in turn for -d (0: 3, or 5 with -corpus)")
+	slice := flag.Duration("slice", 2*time.Second, "in a round, the targets take turns in slices this long until each had -d (0: one turn of -d each)")
+	brokerPIDFile := flag.String("broker-pid-file", "", "the local broker's pid file: its CPU per request is measured too (the broker shares the cores)")
 	flag.Parse()
 	gin.SetMode(gin.ReleaseMode)
 	if *serveBare != "" {
@@ -80,7 +87,13 @@ func main() {
 	if *rounds == 0 {
 		*rounds = 3
 	}
-	loadtest.Main("loadgen", func(ctx context.Context) error { return run(ctx, *conns, *dur, *bodySize, *rounds) })
+	if *slice < 0 || *slice > *dur {
+		fmt.Fprintf(os.Stderr, "loadgen: -slice=%s: want 0 to -d (%s)\n", *slice, *dur)
+		os.Exit(2)
+	}
+	loadtest.Main("loadgen", func(ctx context.Context) error {
+		return run(ctx, *conns, *dur, *slice, *bodySize, *rounds, brokerPID(*brokerPIDFile))
+	})
 }
 
 // bare answers like ingest does, reading the body, without Kafka.
@@ -106,7 +119,7 @@ type target struct {
 	proc       *loadtest.Proc
 }
 
-func run(ctx context.Context, conns int, dur time.Duration, bodySize, rounds int) (err error) {
+func run(ctx context.Context, conns int, dur, slice time.Duration, bodySize, rounds, broker int) (err error) {
 	r, err := loadtest.NewRun("bench-ingest", []string{"ingest"})
 	if err != nil {
 		return err
@@ -155,15 +168,15 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize, rounds int
 		return err
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
-	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase, %d rounds, broker %s, load average %s\n",
-		bodySize, conns, dur, rounds, strings.Join(r.Kafka.Brokers, ","), loadAvg())
+	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase in turns of %s, %d rounds, broker %s, load average %s\n",
+		bodySize, conns, dur, cmp.Or(slice, dur), rounds, strings.Join(r.Kafka.Brokers, ","), loadAvg())
 
 	// Warm each up (JIT on the broker side, connection pools, topic leaders).
 	targets := []*target{mini, ingest, bare}
 	for _, t := range targets {
 		_ = closedLoop(ctx, client, "http://"+t.addr, reqs, conns, 2*time.Second)
 	}
-	fmt.Printf("%-6s %-8s %10s %9s %9s %8s %14s %8s %12s\n", "round", "target", "req/s", "p50 ms", "p99 ms", "errors", "CPU/req", "×minimal", "p99×minimal")
+	fmt.Printf("%-6s %-8s %10s %9s %9s %8s %14s %14s %8s %12s\n", "round", "target", "req/s", "p50 ms", "p99 ms", "errors", "CPU/req", "broker CPU/req", "×minimal", "p99×minimal")
 	var rateR, p99R, bareR []float64
 	perTarget := map[string]*targetRuns{}
 	for _, t := range targets {
@@ -171,30 +184,22 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize, rounds int
 	}
 	var ingMax loadtest.Result
 	for round := 1; round <= rounds; round++ {
-		res := map[string]loadtest.Result{}
-		cpu := map[string]time.Duration{}
 		// Rotate the order, so that no target always follows another.
 		order := append(targets[(round-1)%len(targets):], targets[:(round-1)%len(targets)]...)
-		for _, t := range order {
-			cpu0, err := loadtest.CPU(t.proc.Pid())
-			if err != nil {
-				return err
-			}
-			res[t.name] = closedLoop(ctx, client, "http://"+t.addr, reqs, conns, dur)
-			cpu1, err := loadtest.CPU(t.proc.Pid())
-			if err != nil {
-				return err
-			}
-			if n := len(res[t.name].Lat) + res[t.name].Errors; n > 0 {
-				cpu[t.name] = (cpu1 - cpu0) / time.Duration(n)
-			}
+		res, cpu, brokerCPU, err := measureRound(ctx, client, reqs, order, conns, dur, slice, broker)
+		if err != nil {
+			return err
 		}
 		m := res["minimal"]
 		for _, t := range targets {
 			x := res[t.name]
-			fmt.Printf("%-6d %-8s %10.0f %9.2f %9.2f %8d %11.0f µs %8.3f %12.3f\n", round, t.name, x.Rate(), ms(x.Pct(50)), ms(x.Pct(99)), x.Errors,
-				float64(cpu[t.name].Microseconds()), x.Rate()/m.Rate(), float64(x.Pct(99))/float64(m.Pct(99)))
-			perTarget[t.name].add(x, cpu[t.name])
+			bc := "-"
+			if broker > 0 {
+				bc = fmt.Sprintf("%.0f µs", float64(brokerCPU[t.name].Microseconds()))
+			}
+			fmt.Printf("%-6d %-8s %10.0f %9.2f %9.2f %8d %11.0f µs %14s %8.3f %12.3f\n", round, t.name, x.Rate(), ms(x.Pct(50)), ms(x.Pct(99)), x.Errors,
+				float64(cpu[t.name].Microseconds()), bc, x.Rate()/m.Rate(), float64(x.Pct(99))/float64(m.Pct(99)))
+			perTarget[t.name].add(x, cpu[t.name], brokerCPU[t.name], broker > 0)
 		}
 		ing := res["ingest"]
 		rateR = append(rateR, ing.Rate()/m.Rate())
@@ -245,6 +250,90 @@ func run(ctx context.Context, conns int, dur time.Duration, bodySize, rounds int
 	return nil
 }
 
+// measureRound measures each target of order for dur of closed loop,
+// the targets taking turns in slices of slice (the last one shorter), so
+// that a change of the machine's other load within the round falls on
+// every target alike rather than on whichever ran then; slice 0 gives
+// each one turn of dur. It returns each target's requests (latencies and
+// errors of its slices together, over their summed time), its own CPU per
+// request, and, when broker is a pid, the broker's CPU per request during
+// that target's slices.
+func measureRound(ctx context.Context, client *http.Client, reqs []request, order []*target, conns int, dur, slice time.Duration, broker int) (
+	res map[string]loadtest.Result, cpu, brokerCPU map[string]time.Duration, err error) {
+	if slice <= 0 {
+		slice = dur
+	}
+	res = map[string]loadtest.Result{}
+	cpu, brokerCPU = map[string]time.Duration{}, map[string]time.Duration{}
+	for done := time.Duration(0); done < dur; done += slice {
+		d := min(slice, dur-done)
+		for _, t := range order {
+			cpu0, err := loadtest.CPU(t.proc.Pid())
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			b0, err := procCPU(broker)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			x := closedLoop(ctx, client, "http://"+t.addr, reqs, conns, d)
+			cpu1, err := loadtest.CPU(t.proc.Pid())
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			b1, err := procCPU(broker)
+			if err != nil {
+				return nil, nil, nil, err
+			}
+			r := res[t.name]
+			r.Lat = append(r.Lat, x.Lat...)
+			r.Errors += x.Errors
+			r.Elapsed += x.Elapsed
+			res[t.name] = r
+			cpu[t.name] += cpu1 - cpu0
+			brokerCPU[t.name] += b1 - b0
+		}
+	}
+	for name, r := range res {
+		if n := time.Duration(len(r.Lat) + r.Errors); n > 0 {
+			cpu[name] /= n
+			brokerCPU[name] /= n
+		}
+	}
+	return res, cpu, brokerCPU, nil
+}
+
+// procCPU is loadtest.CPU of pid, 0 when pid is not (no broker to measure).
+func procCPU(pid int) (time.Duration, error) {
+	if pid <= 0 {
+		return 0, nil
+	}
+	return loadtest.CPU(pid)
+}
+
+// brokerPID reads the local broker's pid from file: 0 (the broker's CPU not
+// measured) when file is empty, or does not name a live Kafka broker.
+func brokerPID(file string) int {
+	if file == "" {
+		return 0
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "loadgen: %v: the broker's CPU is not measured\n", err)
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		fmt.Fprintf(os.Stderr, "loadgen: %s: no pid in it: the broker's CPU is not measured\n", file)
+		return 0
+	}
+	if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !bytes.Contains(cmd, []byte("kafka.Kafka")) {
+		fmt.Fprintf(os.Stderr, "loadgen: %s: pid %d is not a running Kafka broker: the broker's CPU is not measured\n", file, pid)
+		return 0
+	}
+	return pid
+}
+
 // spread is "median m (range lo-hi)" of xs.
 func spread(xs []float64) string {
 	s := slices.Sorted(slices.Values(xs))
@@ -252,9 +341,12 @@ func spread(xs []float64) string {
 }
 
 // targetRuns holds one target's closed-loop figures, round by round.
-type targetRuns struct{ rate, p50, p99, errors, cpu []float64 }
+type targetRuns struct{ rate, p50, p99, errors, cpu, brokerCPU []float64 }
 
-func (t *targetRuns) add(res loadtest.Result, cpuPerReq time.Duration) {
+func (t *targetRuns) add(res loadtest.Result, cpuPerReq, brokerPerReq time.Duration, broker bool) {
+	if broker {
+		t.brokerCPU = append(t.brokerCPU, float64(brokerPerReq.Microseconds()))
+	}
 	t.rate = append(t.rate, res.Rate())
 	t.p50 = append(t.p50, ms(res.Pct(50)))
 	t.p99 = append(t.p99, ms(res.Pct(99)))
@@ -269,6 +361,9 @@ func (t *targetRuns) record(rec *report.Recorder, key string) {
 	rec.AddRuns(key+" p99", "ms", t.p99)
 	rec.AddRuns(key+" errors", "requests", t.errors)
 	rec.AddRuns(key+" CPU per request", "µs/request", t.cpu)
+	if len(t.brokerCPU) > 0 {
+		rec.AddRuns(key+" broker CPU per request", "µs/request", t.brokerCPU)
+	}
 }
 
 // loadAvg is the machine's load average (1, 5, 15 minutes), or "?".

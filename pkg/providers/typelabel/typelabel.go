@@ -7,6 +7,7 @@ package typelabel
 import (
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode"
 	"unicode/utf8"
 
@@ -55,8 +56,13 @@ type Labeller struct {
 type provider struct {
 	literals map[string]string // type -> itself; not changed after New
 	globs    []glob.Glob       // not changed after New
-	mu       sync.RWMutex
-	seen     map[string]string // type -> a copy of its own, at most maxSeen
+	// seen maps a type to a copy of its own, at most maxSeen of them:
+	// read without a lock (a read lock's shared count was written by every
+	// request, from both cores), added to under mu, which n counts.
+	seen sync.Map
+	full atomic.Bool // seen holds maxSeen entries: no more are added
+	mu   sync.Mutex
+	n    int // entries in seen
 }
 
 // New is a Labeller for the providers named has, each with the event type
@@ -67,7 +73,7 @@ type provider struct {
 func New(named map[string][]glob.Glob, maxSeen int) *Labeller {
 	l := &Labeller{maxSeen: max(maxSeen, 0), providers: make(map[string]*provider, len(named))}
 	for name, globs := range named {
-		p := &provider{literals: map[string]string{}, seen: map[string]string{}}
+		p := &provider{literals: map[string]string{}}
 		for _, g := range globs {
 			switch {
 			case g.Literal():
@@ -82,7 +88,7 @@ func New(named map[string][]glob.Glob, maxSeen int) *Labeller {
 }
 
 // Label is eventType's label for provider (see Labeller). Cost: a map
-// lookup or two under a read lock, no allocation, when the type has been
+// lookup or two without a lock, no allocation, when the type has been
 // seen or is named; a copy of the type the first time it is seen; a match
 // per glob of the file when it gets no label of its own.
 func (l *Labeller) Label(provider, eventType string) string {
@@ -96,26 +102,24 @@ func (l *Labeller) Label(provider, eventType string) string {
 	if !labelable(eventType) {
 		return p.glob(eventType)
 	}
-	p.mu.RLock()
-	v, ok := p.seen[eventType]
-	full := len(p.seen) >= l.maxSeen
-	p.mu.RUnlock()
-	switch {
-	case ok:
-		return v
-	case full:
+	if v, ok := p.seen.Load(eventType); ok {
+		return v.(string)
+	}
+	if p.full.Load() {
 		return p.glob(eventType)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if v, ok := p.seen[eventType]; ok {
-		return v
+	if v, ok := p.seen.Load(eventType); ok {
+		return v.(string)
 	}
-	if len(p.seen) >= l.maxSeen {
+	if p.n >= l.maxSeen {
+		p.full.Store(true)
 		return p.glob(eventType)
 	}
-	v = strings.Clone(eventType) // never hold on to the caller's buffer
-	p.seen[v] = v
+	v := strings.Clone(eventType) // never hold on to the caller's buffer
+	p.seen.Store(v, v)
+	p.n++
 	return v
 }
 

@@ -17,6 +17,10 @@ var objectSeeds = []string{
 	`{"a\"b":"c\\"d","\u0069d":"x","id":"last wins","id":"really"}`,
 	`{"s":"with \"quotes\" and \\ and \n","arr":[[],{}],"e":{}}`,
 	`{}`, `[]`, `null`, `"id"`, `1`, ``, `{`, `{"a":1,}`, `{"a" 1}`, `{"a":1} {}`, "{\"a\":\"\xff\"}",
+	// Strings longer than the scan's eight-byte steps: escapes, a quote
+	// and a control character past the first step, strings cut short.
+	`{"pad":"xxxxxxxxxxxxxxxx\"yyyyyyy\\zzzzzzzzz\u0041wwwwwwwwwwww","id":"é long enough"}`,
+	"{\"pad\":\"xxxxxxxxxxx\tyyyyyyyy\"}", "{\"pad\":\"xxxxxxxxxxxxxxxxxxxxxxx", "{\"pad\":\"xxxxxxxxxxxxxxx\\",
 }
 
 // TestParseObject: ParseObject reads each seed as encoding/json does (the

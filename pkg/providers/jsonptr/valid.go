@@ -1,5 +1,7 @@
 package jsonptr
 
+import "encoding/binary"
+
 // valid reports whether b is exactly one JSON value (RFC 8259), with
 // whitespace around it, as json.Valid does: the same documents, the same
 // nesting bound (maxDepth), bytes of any value inside strings (UTF-8 is
@@ -121,6 +123,15 @@ func (v validator) next(i int, closer byte) (int, bool) {
 func (v validator) str(i int) (int, bool) {
 	b := v.b
 	for i++; i < len(b); i++ {
+		// Eight bytes at a time while none of them ends the string, starts
+		// an escape or is a control character: a 1 KiB string's byte-by-byte
+		// loop was a third of the parse of a Stripe body.
+		for i+8 <= len(b) && !special8(binary.LittleEndian.Uint64(b[i:])) {
+			i += 8
+		}
+		if i >= len(b) {
+			break
+		}
 		switch c := b[i]; {
 		case c == '"':
 			return i + 1, true
@@ -197,4 +208,13 @@ func (v validator) literal(i int, lit string) (int, bool) {
 		return i, false
 	}
 	return i + len(lit), true
+}
+
+// special8 reports whether any of the eight bytes of x is '"', '\\' or
+// under 0x20: the bytes a string's scan must stop at. Exact as a
+// yes-or-no (the has-zero and has-less bit tricks over 64-bit words).
+func special8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	q, bs := x^(ones*'"'), x^(ones*'\\') // zero bytes where x has '"', '\\'
+	return ((x-ones*0x20)&^x|(q-ones)&^q|(bs-ones)&^bs)&highs != 0
 }

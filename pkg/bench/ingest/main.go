@@ -268,20 +268,12 @@ func measureRound(ctx context.Context, client *http.Client, reqs []request, orde
 	for done := time.Duration(0); done < dur; done += slice {
 		d := min(slice, dur-done)
 		for _, t := range order {
-			cpu0, err := loadtest.CPU(t.proc.Pid())
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			b0, err := procCPU(broker)
+			cpu0, b0, err := cpuOf(t.proc.Pid(), broker)
 			if err != nil {
 				return nil, nil, nil, err
 			}
 			x := closedLoop(ctx, client, "http://"+t.addr, reqs, conns, d)
-			cpu1, err := loadtest.CPU(t.proc.Pid())
-			if err != nil {
-				return nil, nil, nil, err
-			}
-			b1, err := procCPU(broker)
+			cpu1, b1, err := cpuOf(t.proc.Pid(), broker)
 			if err != nil {
 				return nil, nil, nil, err
 			}
@@ -303,12 +295,14 @@ func measureRound(ctx context.Context, client *http.Client, reqs []request, orde
 	return res, cpu, brokerCPU, nil
 }
 
-// procCPU is loadtest.CPU of pid, 0 when pid is not (no broker to measure).
-func procCPU(pid int) (time.Duration, error) {
-	if pid <= 0 {
-		return 0, nil
+// cpuOf is the CPU time so far of the process pid and of the broker, 0 for
+// the broker when broker is not a pid (not measured).
+func cpuOf(pid, broker int) (own, brk time.Duration, err error) {
+	if own, err = loadtest.CPU(pid); err != nil || broker <= 0 {
+		return own, 0, err
 	}
-	return loadtest.CPU(pid)
+	brk, err = loadtest.CPU(broker)
+	return own, brk, err
 }
 
 // brokerPID reads the local broker's pid from file: 0 (the broker's CPU not

@@ -222,14 +222,35 @@ func TestSplits(t *testing.T) {
 	tr.stamp("b", "done", at(6), at(10))
 	tr.stamp("c", "done", at(3), time.Time{}) // never read uncommitted
 	tr.outcome("c", "done", at(1), at(9))
-	produce, readable, committed := tr.splits(ph)
-	got := map[time.Duration][2]time.Duration{}
+	taken, produce, readable, committed := tr.splits(ph)
+	got := map[time.Duration][3]time.Duration{}
 	for i := range produce {
-		got[produce[i]] = [2]time.Duration{readable[i], committed[i]}
+		got[produce[i]] = [3]time.Duration{taken[i], readable[i], committed[i]}
 	}
 	ms := time.Millisecond
-	want := map[time.Duration][2]time.Duration{3 * ms: {3 * ms, 12 * ms}, 5 * ms: {4 * ms, 20 * ms}}
-	if !maps.Equal(got, want) || len(produce) != 2 {
-		t.Fatalf("splits = %v, %v, %v; want produce -> (readable, committed) %v", produce, readable, committed, want)
+	want := map[time.Duration][3]time.Duration{3 * ms: {2 * ms, 3 * ms, 12 * ms}, 5 * ms: {1 * ms, 4 * ms, 20 * ms}}
+	if !maps.Equal(got, want) || len(produce) != 2 || len(taken) != 2 {
+		t.Fatalf("splits = %v, %v, %v, %v; want produce -> (taken, readable, committed) %v", taken, produce, readable, committed, want)
+	}
+}
+
+// TestTailSteps: the slowest keys' steps are averaged, the others left
+// out; no keys, no steps.
+func TestTailSteps(t *testing.T) {
+	ms := time.Millisecond
+	var r phaseReport
+	for i := range 99 { // 99 keys of 10 ms, one of each step 1-4 ms, by i
+		r.Taken = append(r.Taken, time.Duration(1+i%4)*ms)
+		r.Produce = append(r.Produce, 3*ms)
+		r.Readable = append(r.Readable, 3*ms)
+		r.Committed = append(r.Committed, time.Duration(4-i%4)*ms)
+	}
+	r.Taken, r.Produce, r.Readable, r.Committed = append(r.Taken, 2*ms), append(r.Produce, 90*ms), append(r.Readable, 5*ms), append(r.Committed, 3*ms)
+	n, steps := tailSteps(r, 99)
+	if want := [4]time.Duration{2 * ms, 90 * ms, 5 * ms, 3 * ms}; n != 1 || steps != want {
+		t.Errorf("tailSteps = %d keys, %v; want 1 key, %v", n, steps, want)
+	}
+	if n, _ := tailSteps(phaseReport{}, 99); n != 0 {
+		t.Errorf("tailSteps of no keys = %d keys, want 0", n)
 	}
 }

@@ -30,6 +30,7 @@ func TestBenchSmall(t *testing.T) {
 	c.IsoAlone, c.IsoTogether = time.Second, time.Second
 	c.OrdEntities, c.OrdFailEntities, c.OrdRate, c.OrdDur = 100, 10, 50, time.Second
 	c.HalfRounds = 2 // the alternation of phases 2 and 5
+	c.HalfWarm = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer

@@ -36,6 +36,14 @@ type halfRound struct{ Unordered, Twin, Ordered phaseReport }
 func (b *bench) halfLoad(ctx context.Context, rate float64) ([]halfRound, error) {
 	c := b.cfg
 	out := make([]halfRound, c.HalfRounds)
+	if c.HalfWarm > 0 {
+		// After the closed loop's large transactions, the rounds' small
+		// ones: the first round should not be the one that warms them.
+		fmt.Fprintf(b.out, "half-load warm-up: open loop, %.0f events/s for %s, not measured ...\n", rate, c.HalfWarm)
+		if _, err := b.openPhase(ctx, &phase{name: "half-load warm-up"}, rate, c.HalfWarm); err != nil {
+			return out, err
+		}
+	}
 	for i := range out {
 		runUnordered := func() (err error) {
 			fmt.Fprintf(b.out, "phase 2, round %d of %d: open loop, %.0f events/s for %s ...\n", i+1, c.HalfRounds, rate, c.Open)

@@ -55,6 +55,9 @@ func TestBenchSmall(t *testing.T) {
 	if !strings.Contains(out.String(), "ratio e2e events/s / ProducerPerformance records/s") {
 		t.Errorf("no ratio line in the output")
 	}
+	if !strings.Contains(out.String(), "the slowest 1% (") {
+		t.Errorf("no line of the slowest 1%%'s steps in the output")
+	}
 	iso := rep.Isolation
 	if iso.Alone.Keys == 0 || iso.Together.Keys == 0 || iso.Slow.Keys == 0 || iso.Slow.Calls != iso.Slow.Keys ||
 		!strings.Contains(out.String(), "ratio fastpay p99 with slowcrm / alone") {
@@ -111,10 +114,13 @@ func TestRecord(t *testing.T) {
 	ph := phaseReport{Name: "closed loop", Events: 4, PostRate: 100, E2ERate: 90,
 		Total: []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond},
 		CPU:   map[string]time.Duration{"processor": 400 * time.Microsecond}, Txns: 2, Records: 4, TxnSec: 0.02}
+	ms := time.Millisecond
+	ph.Taken, ph.Produce, ph.Readable, ph.Committed = []time.Duration{ms, ms}, []time.Duration{ms, 9 * ms}, []time.Duration{ms, 2 * ms}, []time.Duration{ms, ms}
 	rep := report{Closed: ph, Opened: ph}
 	rep.Perf[0].RecordsPerSec, rep.Perf[1].RecordsPerSec = 1000, 1000
 	checkReportFile(t, rep, "bench-e2e/closed loop CPU per event processor", "bench-e2e/open loop e2e events/s",
-		"bench-e2e/closed loop processor records per transaction", "bench-e2e/ratio e2e events/s/ProducerPerformance")
+		"bench-e2e/closed loop processor records per transaction", "bench-e2e/ratio e2e events/s/ProducerPerformance",
+		"bench-e2e/open loop slowest 1% taken up to outcome produced mean")
 	rec := benchreport.NewRecorder("bench-e2e")
 	rep.record(rec)
 	for _, e := range rec.Entries() {
@@ -122,6 +128,10 @@ func TestRecord(t *testing.T) {
 		case "bench-e2e/closed loop CPU per event processor":
 			if e.Value != 100 {
 				t.Errorf("%s = %v, want 400 µs over 4 events = 100", e.Name, e.Value)
+			}
+		case "bench-e2e/closed loop slowest 1% taken up to outcome produced mean":
+			if e.Value != 9 {
+				t.Errorf("%s = %v, want the slower key's 9 ms", e.Name, e.Value)
 			}
 		case "bench-e2e/ordered half load events":
 			t.Errorf("%s recorded for a phase that did not run", e.Name)

@@ -191,6 +191,9 @@ func printShares(out io.Writer, r phaseReport) {
 	}
 }
 
+// tailStepNames name tailSteps' steps, in order.
+var tailStepNames = [4]string{"202 to taken up", "taken up to outcome produced", "produced to readable uncommitted", "readable to visible committed"}
+
 // tailSteps is the mean of each step (202 -> taken up, -> outcome
 // produced, -> readable uncommitted, -> visible committed) over r's split
 // keys whose 202 -> visible, the steps' sum, is at or above its q-th

@@ -61,7 +61,9 @@ type hangingGate interface {
 type partitionUser interface {
 	// partitionReady: a restored partition is to be read from its
 	// windows' committed offsets. Called with ownership.mu held.
-	partitionReady(part int32, wins map[string]*offsets.Window)
+	// empty are the lane topics whose partition part holds nothing
+	// (partition.emptyLanes).
+	partitionReady(part int32, wins map[string]*offsets.Window, empty []string)
 	// partitionsGone: partitions went away; stop reading them and drop
 	// their work. Called without ownership.mu held.
 	partitionsGone(parts map[int32]bool)
@@ -112,14 +114,14 @@ func (o *ownership) hangingChecked() <-chan struct{} {
 
 // resume hands a restored partition to the session, unless it is no
 // longer the one owned (partitionHost).
-func (o *ownership) resume(pt *partition, wins map[string]*offsets.Window) bool {
+func (o *ownership) resume(pt *partition, wins map[string]*offsets.Window, empty []string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.parts[pt.num] != pt || pt.gone() {
 		return false
 	}
 	pt.resumed(wins)
-	o.user.partitionReady(pt.num, wins)
+	o.user.partitionReady(pt.num, wins, empty)
 	o.updateHealth()
 	return true
 }

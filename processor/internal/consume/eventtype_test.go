@@ -14,10 +14,6 @@ func TestMetricsByEventType(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	f, _ := runOtherwise(t, procOptions{metrics: reg, eventTypeLabels: 1})
 
-	f.produceTyped(t, "shop", "k1", "invoice.paid")     // named by the file
-	f.produceTyped(t, "shop", "k2", "customer.created") // the first other type
-	f.produceTyped(t, "shop", "k3", "payout.paid")      // over the bound
-	f.produceTyped(t, "shop", "k4", "customer.created")
 	// route/event_type -> count, of each series.
 	byType := func(name string) map[string]float64 {
 		got := map[string]float64{}
@@ -44,13 +40,23 @@ func TestMetricsByEventType(t *testing.T) {
 		}
 		return got
 	}
-	waitFor(t, "four outcomes counted", func() bool {
-		n := 0.0
-		for _, v := range byType("hookline_processor_records_total") {
-			n += v
+	counted := func(want float64) func() bool {
+		return func() bool {
+			n := 0.0
+			for _, v := range byType("hookline_processor_records_total") {
+				n += v
+			}
+			return n == want
 		}
-		return n == 4
-	})
+	}
+	f.produceTyped(t, "shop", "k1", "invoice.paid")     // named by the file
+	f.produceTyped(t, "shop", "k2", "customer.created") // the first other type
+	// The keys land on different partitions, processed in any order: the
+	// first other type must be seen before the one over the bound.
+	waitFor(t, "two outcomes counted", counted(2))
+	f.produceTyped(t, "shop", "k3", "payout.paid") // over the bound
+	f.produceTyped(t, "shop", "k4", "customer.created")
+	waitFor(t, "four outcomes counted", counted(4))
 	want := map[string]float64{"billing/invoice.paid": 1, "rest/customer.created": 2, "rest/other": 1}
 	for _, name := range []string{"hookline_processor_records_total", "hookline_processor_handler_seconds"} {
 		got := byType(name)

@@ -62,7 +62,7 @@ type partitionHost interface {
 	hangingChecked() <-chan struct{}
 	// resume makes pt readable at wins, unless it went away meanwhile
 	// (false).
-	resume(pt *partition, wins map[string]*offsets.Window) bool
+	resume(pt *partition, wins map[string]*offsets.Window, empty []string) bool
 }
 
 // startPartition starts the life of partition num, assigned at at, until
@@ -108,6 +108,7 @@ func (pt *partition) run(ctx context.Context, cl *kgo.Client, host partitionHost
 	}) {
 		return
 	}
+	empty := pt.emptyLanes(ctx, cl, wins)
 	// Read before resume: from then on the windows are the transaction
 	// loop's, which moves them under pt.mu.
 	var skipped [][]any
@@ -116,7 +117,7 @@ func (pt *partition) run(ctx context.Context, cl *kgo.Client, host partitionHost
 			skipped = append(skipped, []any{"topic", topic, "committed", win.Base(), "metadata", meta})
 		}
 	}
-	if !host.resume(pt, wins) {
+	if !host.resume(pt, wins, empty) {
 		return // revoked meanwhile
 	}
 	for _, args := range skipped {
@@ -314,6 +315,35 @@ func (pt *partition) committedWindows(ctx context.Context, cl *kgo.Client) (map[
 		wins[t] = offsets.New(so.Offset, "")
 	}
 	return wins, nil
+}
+
+// emptyLanes lists the lane topics whose partition pt.num holds nothing
+// at or after its window's base, committed or not (its end offset, the
+// high watermark, is at most the base). Only the owner of raw partition p
+// parks records in lane partition p, and the previous owner's
+// transactions ended before the committed offsets were read
+// (RequireStable, the hanging check): such a lane partition stays empty
+// until this session parks a record in it, so the reader does not fetch
+// it until then (reader.parked). An error lists none: every lane is then
+// fetched, as before.
+func (pt *partition) emptyLanes(ctx context.Context, cl *kgo.Client, wins map[string]*offsets.Window) []string {
+	lanes := pt.p.laneTopics()
+	if len(lanes) == 0 {
+		return nil
+	}
+	ends, err := kadm.NewClient(cl).ListEndOffsets(ctx, lanes...)
+	if err != nil {
+		pt.p.cfg.Logger.Debug("listing the lanes' end offsets failed; every lane is fetched", "partition", pt.num, "err", err)
+		return nil
+	}
+	var empty []string
+	for _, t := range lanes {
+		end, ok := ends.Lookup(t, pt.num)
+		if w := wins[t]; ok && end.Err == nil && w != nil && end.Offset <= w.Base() {
+			empty = append(empty, t)
+		}
+	}
+	return empty
 }
 
 // fetchCommitted asks group's coordinator, require_stable, for the

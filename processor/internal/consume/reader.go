@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/hookline/hookline/pkg/fetcherr"
@@ -64,7 +65,12 @@ type reader struct {
 	// topic: resumed by pace while their route is auto-paused and a trial
 	// is due, until hand takes the head record.
 	trials map[string]*lane
-	done   chan struct{}
+	// empty are the lane partitions not fetched because they hold
+	// nothing (partition.emptyLanes), by lane topic: fetched again once
+	// this session parks a record there (parked) or, for a record another
+	// owner placed there, once watchEmpty sees their end move.
+	empty map[string]map[int32]int64 // topic -> partition -> end offset seen
+	done  chan struct{}
 }
 
 // recordSink is what the reader asks of its session: whether the budget
@@ -97,17 +103,112 @@ func newReader(p *setup, budget *admission.Budget, lanes admission.Admitter, roo
 		return nil, fmt.Errorf("reader: %w", err)
 	}
 	return &reader{p: p, budget: budget, lanes: lanes, room: room, to: to,
-		cl: cl, paused: map[string]bool{}, kick: make(chan struct{}, 1), trials: map[string]*lane{}, done: make(chan struct{})}, nil
+		cl: cl, paused: map[string]bool{}, kick: make(chan struct{}, 1), trials: map[string]*lane{}, empty: map[string]map[int32]int64{}, done: make(chan struct{})}, nil
 }
 
 // add starts reading a partition that became ready, raw and lanes, each
-// at its window's committed offset.
-func (l *reader) add(part int32, wins map[string]*offsets.Window) {
+// at its window's committed offset; the lanes in empty (holding nothing)
+// are added paused until a record is parked there.
+func (l *reader) add(part int32, wins map[string]*offsets.Window, empty []string) {
+	l.mu.Lock()
+	l.forgetEmpty(part)
+	pause := map[string][]int32{}
+	for _, t := range empty {
+		if w := wins[t]; w != nil {
+			if l.empty[t] == nil {
+				l.empty[t] = map[int32]int64{}
+			}
+			l.empty[t][part] = w.Base()
+			pause[t] = []int32{part}
+		}
+	}
+	if len(pause) > 0 {
+		l.cl.PauseFetchPartitions(pause)
+	}
+	l.mu.Unlock()
 	m := map[string]map[int32]kgo.Offset{}
 	for topic, w := range wins {
 		m[topic] = map[int32]kgo.Offset{part: kgo.NewOffset().At(w.Base())}
 	}
 	l.cl.AddConsumePartitions(m)
+}
+
+// forgetEmpty resumes the empty lanes of part (it went away, or is added
+// again with a fresh look); l.mu is held.
+func (l *reader) forgetEmpty(part int32) {
+	resume := map[string][]int32{}
+	for t, ps := range l.empty {
+		if _, ok := ps[part]; ok {
+			delete(ps, part)
+			resume[t] = []int32{part}
+		}
+	}
+	if len(resume) > 0 {
+		l.cl.ResumeFetchPartitions(resume)
+	}
+}
+
+// parked resumes fetching partition part of a lane topic that was not
+// fetched for holding nothing: a record is being parked there.
+func (l *reader) parked(topic string, part int32) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, ok := l.empty[topic][part]; ok {
+		delete(l.empty[topic], part)
+		l.cl.ResumeFetchPartitions(map[string][]int32{topic: {part}})
+	}
+}
+
+// emptyEvery is how often watchEmpty compares the end offsets of the lane
+// partitions not fetched with those seen when they were found empty: one
+// ListOffsets request instead of the fetches of every such partition.
+// Only a record placed in a lane partition by another owner (a raw record
+// whose key places it elsewhere, written by a hand-made producer) moves
+// an end this session did not move itself (parked).
+const emptyEvery = time.Second
+
+// watchEmpty resumes, every emptyEvery, the empty lane partitions whose
+// end moved, until ctx ends. It asks nothing while there are none.
+func (l *reader) watchEmpty(ctx context.Context) {
+	adm := kadm.NewClient(l.cl)
+	t := time.NewTicker(emptyEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		l.mu.Lock()
+		var ts []string
+		for topic, ps := range l.empty {
+			if len(ps) > 0 {
+				ts = append(ts, topic)
+			}
+		}
+		l.mu.Unlock()
+		if len(ts) == 0 {
+			continue
+		}
+		ends, err := adm.ListEndOffsets(ctx, ts...)
+		if err != nil {
+			continue // the next look asks again
+		}
+		l.mu.Lock()
+		resume := map[string][]int32{}
+		for topic, ps := range l.empty {
+			for part, seen := range ps {
+				if end, ok := ends.Lookup(topic, part); ok && end.Err == nil && end.Offset > seen {
+					delete(ps, part)
+					resume[topic] = append(resume[topic], part)
+				}
+			}
+		}
+		if len(resume) > 0 {
+			l.cl.ResumeFetchPartitions(resume)
+		}
+		l.mu.Unlock()
+	}
 }
 
 // remove stops reading partitions that went away, raw and lanes.
@@ -124,6 +225,11 @@ func (l *reader) remove(parts map[int32]bool) {
 		m[t] = ps
 	}
 	l.cl.RemoveConsumePartitions(m)
+	l.mu.Lock()
+	for p := range parts {
+		l.forgetEmpty(p)
+	}
+	l.mu.Unlock()
 	// A gated record of a partition that went away is read again from the
 	// committed offset by its next owner, this session included.
 	l.mu.Lock()
@@ -146,6 +252,7 @@ func (l *reader) remove(parts map[int32]bool) {
 func (l *reader) run(ctx context.Context) {
 	defer close(l.done)
 	go l.pace(ctx)
+	go l.watchEmpty(ctx)
 	for ctx.Err() == nil {
 		if l.to.overBudget() {
 			select {

@@ -91,9 +91,9 @@ var (
 )
 
 // partitionReady starts reading a restored partition at its windows
-// (ownership's partitionUser).
-func (s *session) partitionReady(part int32, wins map[string]*offsets.Window) {
-	s.reader.add(part, wins)
+// (ownership's partitionUser); its empty lanes wait for a parked record.
+func (s *session) partitionReady(part int32, wins map[string]*offsets.Window, empty []string) {
+	s.reader.add(part, wins, empty)
 }
 
 // partitionsGone stops reading partitions that went away and drops their
@@ -690,6 +690,7 @@ func (s *session) records(ctx context.Context, r *kgo.Record, a decide.Arrival, 
 			if !ln.adm.Room() {
 				s.reader.hold(ln)
 			}
+			s.reader.parked(ln.topic, r.Partition)
 			ln.parked.Inc()
 			lc := routedCopy(ln.topic, r, e.Route)
 			setHeld(lc, 0)

@@ -2,6 +2,7 @@ package state
 
 import (
 	"testing"
+	"time"
 
 	"github.com/hookline/hookline/pkg/badgerdb"
 )
@@ -21,5 +22,26 @@ func TestTouchWakesASleepingTrim(t *testing.T) {
 	}
 	if n := s.used.Load(); n != 3 {
 		t.Fatalf("used %d after 3 touches", n)
+	}
+}
+
+// The trim loop reads /proc after trimTouches reads and writes, or once
+// trimEvery passed, whichever comes first.
+func TestTrimDue(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		touches int64
+		since   time.Duration
+		want    bool
+	}{
+		{"light use, a tenth of a second", 10, 100 * time.Millisecond, false},
+		{"light use, a second", 10, time.Second, true},
+		{"many reads and writes", trimTouches, 100 * time.Millisecond, true},
+		{"one short of them", trimTouches - 1, trimEvery - time.Millisecond, false},
+		{"never looked", 0, time.Since(time.Time{}), true},
+	} {
+		if got := trimDue(tc.touches, tc.since); got != tc.want {
+			t.Errorf("%s: trimDue(%d, %s) = %v, want %v", tc.name, tc.touches, tc.since, got, tc.want)
+		}
 	}
 }

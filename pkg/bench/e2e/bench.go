@@ -46,14 +46,15 @@ type phaseReport struct {
 	Total    []time.Duration // 202 -> outcome visible
 	Pickup   []time.Duration // 202 -> outcome's time field
 	Commit   []time.Duration // outcome's time field -> visible
-	// Commit's keys split (tracker.splits): taken up -> outcome produced,
-	// -> readable read_uncommitted, -> visible read_committed.
-	Produce, Readable, Committed []time.Duration
-	CPU                          map[string]time.Duration
-	Txns                         float64 // processor transactions
-	TxnSec                       float64 // their total poll-to-commit seconds
-	Records                      float64 // records they committed
-	Handler                      float64 // mean destination call, seconds
+	// Commit's keys split (tracker.splits): 202 -> taken up, taken up ->
+	// outcome produced, -> readable read_uncommitted, -> visible
+	// read_committed; index i is one key in all four.
+	Taken, Produce, Readable, Committed []time.Duration
+	CPU                                 map[string]time.Duration
+	Txns                                float64 // processor transactions
+	TxnSec                              float64 // their total poll-to-commit seconds
+	Records                             float64 // records they committed
+	Handler                             float64 // mean destination call, seconds
 }
 
 // bench is one run's state.
@@ -404,7 +405,7 @@ func (b *bench) measure(ctx context.Context, ph *phase, load func(func(context.C
 	b.track.mu.Unlock()
 	r.PostRate = r.Ingest.Rate()
 	r.Total, r.Pickup, r.Commit = b.track.latencies(ph)
-	r.Produce, r.Readable, r.Committed = b.track.splits(ph)
+	r.Taken, r.Produce, r.Readable, r.Committed = b.track.splits(ph)
 	r.Txns = m1.txns - m0.txns
 	r.TxnSec = m1.txnSec - m0.txnSec
 	r.Records = m1.records - m0.records

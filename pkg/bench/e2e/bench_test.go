@@ -30,6 +30,7 @@ func TestBenchSmall(t *testing.T) {
 	c.IsoAlone, c.IsoTogether = time.Second, time.Second
 	c.OrdEntities, c.OrdFailEntities, c.OrdRate, c.OrdDur = 100, 10, 50, time.Second
 	c.HalfRounds = 2 // the alternation of phases 2 and 5
+	c.HalfWarm = 300 * time.Millisecond
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	var out bytes.Buffer
@@ -53,6 +54,9 @@ func TestBenchSmall(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "ratio e2e events/s / ProducerPerformance records/s") {
 		t.Errorf("no ratio line in the output")
+	}
+	if !strings.Contains(out.String(), "the slowest 1% (") {
+		t.Errorf("no line of the slowest 1%%'s steps in the output")
 	}
 	iso := rep.Isolation
 	if iso.Alone.Keys == 0 || iso.Together.Keys == 0 || iso.Slow.Keys == 0 || iso.Slow.Calls != iso.Slow.Keys ||
@@ -110,10 +114,13 @@ func TestRecord(t *testing.T) {
 	ph := phaseReport{Name: "closed loop", Events: 4, PostRate: 100, E2ERate: 90,
 		Total: []time.Duration{time.Millisecond, 2 * time.Millisecond, 3 * time.Millisecond, 4 * time.Millisecond},
 		CPU:   map[string]time.Duration{"processor": 400 * time.Microsecond}, Txns: 2, Records: 4, TxnSec: 0.02}
+	ms := time.Millisecond
+	ph.Taken, ph.Produce, ph.Readable, ph.Committed = []time.Duration{ms, ms}, []time.Duration{ms, 9 * ms}, []time.Duration{ms, 2 * ms}, []time.Duration{ms, ms}
 	rep := report{Closed: ph, Opened: ph}
 	rep.Perf[0].RecordsPerSec, rep.Perf[1].RecordsPerSec = 1000, 1000
 	checkReportFile(t, rep, "bench-e2e/closed loop CPU per event processor", "bench-e2e/open loop e2e events/s",
-		"bench-e2e/closed loop processor records per transaction", "bench-e2e/ratio e2e events/s/ProducerPerformance")
+		"bench-e2e/closed loop processor records per transaction", "bench-e2e/ratio e2e events/s/ProducerPerformance",
+		"bench-e2e/open loop slowest 1% taken up to outcome produced mean")
 	rec := benchreport.NewRecorder("bench-e2e")
 	rep.record(rec)
 	for _, e := range rec.Entries() {
@@ -121,6 +128,10 @@ func TestRecord(t *testing.T) {
 		case "bench-e2e/closed loop CPU per event processor":
 			if e.Value != 100 {
 				t.Errorf("%s = %v, want 400 µs over 4 events = 100", e.Name, e.Value)
+			}
+		case "bench-e2e/closed loop slowest 1% taken up to outcome produced mean":
+			if e.Value != 9 {
+				t.Errorf("%s = %v, want the slower key's 9 ms", e.Name, e.Value)
 			}
 		case "bench-e2e/ordered half load events":
 			t.Errorf("%s recorded for a phase that did not run", e.Name)
@@ -222,14 +233,35 @@ func TestSplits(t *testing.T) {
 	tr.stamp("b", "done", at(6), at(10))
 	tr.stamp("c", "done", at(3), time.Time{}) // never read uncommitted
 	tr.outcome("c", "done", at(1), at(9))
-	produce, readable, committed := tr.splits(ph)
-	got := map[time.Duration][2]time.Duration{}
+	taken, produce, readable, committed := tr.splits(ph)
+	got := map[time.Duration][3]time.Duration{}
 	for i := range produce {
-		got[produce[i]] = [2]time.Duration{readable[i], committed[i]}
+		got[produce[i]] = [3]time.Duration{taken[i], readable[i], committed[i]}
 	}
 	ms := time.Millisecond
-	want := map[time.Duration][2]time.Duration{3 * ms: {3 * ms, 12 * ms}, 5 * ms: {4 * ms, 20 * ms}}
-	if !maps.Equal(got, want) || len(produce) != 2 {
-		t.Fatalf("splits = %v, %v, %v; want produce -> (readable, committed) %v", produce, readable, committed, want)
+	want := map[time.Duration][3]time.Duration{3 * ms: {2 * ms, 3 * ms, 12 * ms}, 5 * ms: {1 * ms, 4 * ms, 20 * ms}}
+	if !maps.Equal(got, want) || len(produce) != 2 || len(taken) != 2 {
+		t.Fatalf("splits = %v, %v, %v, %v; want produce -> (taken, readable, committed) %v", taken, produce, readable, committed, want)
+	}
+}
+
+// TestTailSteps: the slowest keys' steps are averaged, the others left
+// out; no keys, no steps.
+func TestTailSteps(t *testing.T) {
+	ms := time.Millisecond
+	var r phaseReport
+	for i := range 99 { // 99 keys of 10 ms, one of each step 1-4 ms, by i
+		r.Taken = append(r.Taken, time.Duration(1+i%4)*ms)
+		r.Produce = append(r.Produce, 3*ms)
+		r.Readable = append(r.Readable, 3*ms)
+		r.Committed = append(r.Committed, time.Duration(4-i%4)*ms)
+	}
+	r.Taken, r.Produce, r.Readable, r.Committed = append(r.Taken, 2*ms), append(r.Produce, 90*ms), append(r.Readable, 5*ms), append(r.Committed, 3*ms)
+	n, steps := tailSteps(r, 99)
+	if want := [4]time.Duration{2 * ms, 90 * ms, 5 * ms, 3 * ms}; n != 1 || steps != want {
+		t.Errorf("tailSteps = %d keys, %v; want 1 key, %v", n, steps, want)
+	}
+	if n, _ := tailSteps(phaseReport{}, 99); n != 0 {
+		t.Errorf("tailSteps of no keys = %d keys, want 0", n)
 	}
 }

@@ -36,6 +36,14 @@ type halfRound struct{ Unordered, Twin, Ordered phaseReport }
 func (b *bench) halfLoad(ctx context.Context, rate float64) ([]halfRound, error) {
 	c := b.cfg
 	out := make([]halfRound, c.HalfRounds)
+	if c.HalfWarm > 0 {
+		// After the closed loop's large transactions, the rounds' small
+		// ones: the first round should not be the one that warms them.
+		fmt.Fprintf(b.out, "half-load warm-up: open loop, %.0f events/s for %s, not measured ...\n", rate, c.HalfWarm)
+		if _, err := b.openPhase(ctx, &phase{name: "half-load warm-up"}, rate, c.HalfWarm); err != nil {
+			return out, err
+		}
+	}
 	for i := range out {
 		runUnordered := func() (err error) {
 			fmt.Fprintf(b.out, "phase 2, round %d of %d: open loop, %.0f events/s for %s ...\n", i+1, c.HalfRounds, rate, c.Open)
@@ -79,6 +87,7 @@ func pooled(name string, rs []phaseReport) phaseReport {
 		out.Total = append(out.Total, r.Total...)
 		out.Pickup = append(out.Pickup, r.Pickup...)
 		out.Commit = append(out.Commit, r.Commit...)
+		out.Taken = append(out.Taken, r.Taken...)
 		out.Produce = append(out.Produce, r.Produce...)
 		out.Readable = append(out.Readable, r.Readable...)
 		out.Committed = append(out.Committed, r.Committed...)
@@ -170,7 +179,49 @@ func printShares(out io.Writer, r phaseReport) {
 		fmt.Fprintf(out, "  taken up -> visible split (%d keys): -> outcome produced %.1f ms, -> readable uncommitted %.1f ms (produce, fetch), -> visible committed %.1f ms (commit, markers, fetch); p99 %.1f, %.1f, %.1f ms\n",
 			len(r.Produce), ms(mean(r.Produce)), ms(mean(r.Readable)), ms(mean(r.Committed)),
 			ms(loadtest.Percentile(r.Produce, 99)), ms(loadtest.Percentile(r.Readable, 99)), ms(loadtest.Percentile(r.Committed, 99)))
+		if n, steps := tailSteps(r, 99); n > 0 {
+			var all time.Duration
+			for _, d := range steps {
+				all += d
+			}
+			tshare := func(d time.Duration) float64 { return 100 * float64(d) / float64(max(all, 1)) }
+			fmt.Fprintf(out, "  the slowest 1%% (%d keys, 202 -> visible at or above its p99), mean %.1f ms: 202 -> taken up %.1f ms (%.0f%%), -> outcome produced %.1f ms (%.0f%%), -> readable uncommitted %.1f ms (%.0f%%), -> visible committed %.1f ms (%.0f%%)\n",
+				n, ms(all), ms(steps[0]), tshare(steps[0]), ms(steps[1]), tshare(steps[1]), ms(steps[2]), tshare(steps[2]), ms(steps[3]), tshare(steps[3]))
+		}
 	}
+}
+
+// tailStepNames name tailSteps' steps, in order.
+var tailStepNames = [4]string{"202 to taken up", "taken up to outcome produced", "produced to readable uncommitted", "readable to visible committed"}
+
+// tailSteps is the mean of each step (202 -> taken up, -> outcome
+// produced, -> readable uncommitted, -> visible committed) over r's split
+// keys whose 202 -> visible, the steps' sum, is at or above its q-th
+// percentile, and how many keys those are.
+func tailSteps(r phaseReport, q float64) (int, [4]time.Duration) {
+	var steps [4]time.Duration
+	sums := make([]time.Duration, len(r.Taken))
+	for i := range r.Taken {
+		sums[i] = r.Taken[i] + r.Produce[i] + r.Readable[i] + r.Committed[i]
+	}
+	if len(sums) == 0 {
+		return 0, steps
+	}
+	cut := loadtest.Percentile(sums, q)
+	n := 0
+	for i, s := range sums {
+		if s < cut {
+			continue
+		}
+		n++
+		for j, d := range []time.Duration{r.Taken[i], r.Produce[i], r.Readable[i], r.Committed[i]} {
+			steps[j] += d
+		}
+	}
+	for j := range steps {
+		steps[j] /= time.Duration(n)
+	}
+	return n, steps
 }
 
 // mean of ds, 0 when empty.

@@ -9,7 +9,8 @@
 //     outcomes / (last outcome visible - first POST);
 //  2. open loop: events at a fixed rate (default half of phase 1's
 //     end-to-end rate) for D seconds, where the latency is that of the
-//     pipeline, not of a queue; -half-rounds rounds (default 3), each
+//     pipeline, not of a queue; after -half-warm (default 5s) at that
+//     rate, not measured, -half-rounds rounds (default 3), each
 //     with phase 5 (ordering.go), the ordered provider at the same rate,
 //     and its twin without ordering (the same provider definition and
 //     bodies), in turns, so ordered and unordered are compared round by
@@ -65,6 +66,7 @@ func main() {
 	flag.DurationVar(&c.IsoAlone, "iso-alone", c.IsoAlone, "length of isolation phase 3, fastpay alone (up to 60s)")
 	flag.DurationVar(&c.IsoTogether, "iso-together", c.IsoTogether, "length of isolation phase 4, fastpay with slowcrm (up to 60s)")
 	flag.IntVar(&c.HalfRounds, "half-rounds", c.HalfRounds, "rounds of phases 2 and 5 alternated (stripe's open loop, the ordered provider and its twin without ordering, at the same rate) (1..10)")
+	flag.DurationVar(&c.HalfWarm, "half-warm", c.HalfWarm, "open loop at the half-load rate before the first round, not measured (0 to 60s)")
 	flag.IntVar(&c.OrdEntities, "ord-entities", c.OrdEntities, "entities of ordering phase 5, at phase 2's rate for -open-d (1..1,000,000)")
 	flag.IntVar(&c.OrdFailEntities, "ord-fail-entities", c.OrdFailEntities, "entities of ordering phases 6 and 7, without and with one failing (8..100,000)")
 	flag.Float64Var(&c.OrdRate, "ord-rate", c.OrdRate, "events/s of ordering phases 6 and 7 (1..10,000)")
@@ -121,6 +123,11 @@ type config struct {
 	Drain time.Duration
 	// HalfRounds are the rounds of phases 2 and 5, alternated.
 	HalfRounds int
+	// HalfWarm is the open loop at the half-load rate, not measured,
+	// before the first round: the broker and the processor warmed at the
+	// transaction size the rounds run at (the closed loop's are several
+	// times larger).
+	HalfWarm time.Duration
 	// IsoAlone and IsoTogether are the lengths of the isolation phases.
 	IsoAlone, IsoTogether time.Duration
 	// OrdEntities are phase 5's entities; OrdFailEntities, OrdRate and
@@ -152,7 +159,7 @@ func defaultConfig() config {
 	return config{Conns: 64, Closed: 10 * time.Second, Open: 10 * time.Second, OpenFraction: 0.5,
 		PerfRecords: 100000, BodySize: 1024, Partitions: 12, Warmup: 2 * time.Second, Drain: 90 * time.Second,
 		IsoAlone: isolation.Default().Alone, IsoTogether: isolation.Default().Together,
-		HalfRounds: 3, OrdEntities: 10000, OrdFailEntities: 1000, OrdRate: 200, OrdDur: 25 * time.Second,
+		HalfRounds: 3, HalfWarm: 5 * time.Second, OrdEntities: 10000, OrdFailEntities: 1000, OrdRate: 200, OrdDur: 25 * time.Second,
 		TracingRounds: 1, TracingRate: 1000,
 		CostRounds: 3, CostN: 20000, CostIdle: 30 * time.Second, CostSlow: time.Minute, CostD: 20 * time.Second}
 }
@@ -179,6 +186,8 @@ func (c config) validate() error {
 		return fmt.Errorf("-iso-together %s: want up to 60s", c.IsoTogether)
 	case c.HalfRounds < 1 || c.HalfRounds > 10:
 		return fmt.Errorf("-half-rounds %d: want 1..10", c.HalfRounds)
+	case c.HalfWarm < 0 || c.HalfWarm > time.Minute:
+		return fmt.Errorf("-half-warm %s: want 0 to 60s", c.HalfWarm)
 	case c.OrdEntities < 1 || c.OrdEntities > 1000000:
 		return fmt.Errorf("-ord-entities %d: want 1..1,000,000", c.OrdEntities)
 	case c.OrdFailEntities < 8 || c.OrdFailEntities > 100000:

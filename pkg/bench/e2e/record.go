@@ -72,6 +72,11 @@ func recordPhase(rec *benchreport.Recorder, key string, r phaseReport) {
 	rec.Add(key+" 202 to taken up p99", ms(loadtest.Percentile(r.Pickup, 99)), "ms")
 	rec.Add(key+" taken up to outcome visible p50", ms(loadtest.Percentile(r.Commit, 50)), "ms")
 	rec.Add(key+" taken up to outcome visible p99", ms(loadtest.Percentile(r.Commit, 99)), "ms")
+	if n, steps := tailSteps(r, 99); n > 0 {
+		for i, step := range tailStepNames {
+			rec.Add(key+" slowest 1% "+step+" mean", ms(steps[i]), "ms")
+		}
+	}
 	if r.Txns > 0 {
 		rec.Add(key+" processor transactions", r.Txns, "transactions")
 		rec.Add(key+" processor records per transaction", r.Records/r.Txns, "records")

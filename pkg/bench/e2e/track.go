@@ -223,21 +223,23 @@ func (t *tracker) latencies(ph *phase) (total, pickup, commit []time.Duration) {
 	return total, pickup, commit
 }
 
-// splits of ph's keys' taken up -> visible: taken up -> their outcome
-// produced, produced -> readable uncommitted, readable -> visible
-// committed (keys the read_uncommitted consumer saw).
-func (t *tracker) splits(ph *phase) (produce, readable, committed []time.Duration) {
+// splits of ph's keys' 202 -> visible: 202 -> taken up, taken up -> their
+// outcome produced, produced -> readable uncommitted, readable -> visible
+// committed (keys the read_uncommitted consumer saw); index i is one key
+// in all four.
+func (t *tracker) splits(ph *phase) (taken, produce, readable, committed []time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, e := range t.events {
 		if e.ph != ph || e.outcomes == 0 || e.accepted.IsZero() || e.processed.IsZero() || e.produced.IsZero() || e.readable.IsZero() {
 			continue
 		}
+		taken = append(taken, e.processed.Sub(e.accepted))
 		produce = append(produce, e.produced.Sub(e.processed))
 		readable = append(readable, e.readable.Sub(e.produced))
 		committed = append(committed, e.visible.Sub(e.readable))
 	}
-	return produce, readable, committed
+	return taken, produce, readable, committed
 }
 
 // verify checks that every key posted was accepted and has exactly one

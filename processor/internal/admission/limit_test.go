@@ -171,29 +171,44 @@ func TestLimiterOncePerWindow(t *testing.T) {
 // TestLimiterLatency: once minLatencySamples successes are averaged, one
 // slow success does not cut (a pause of the processor's own), a run of
 // them that takes the recent average past latencyTolerance times the
-// long-run one does, once.
+// long-run one does, once, while the limit is in use (half of it in
+// flight); the same run at one call in flight does not.
 func TestLimiterLatency(t *testing.T) {
-	l := NewLimiter(64)
-	l.limit, l.ssthresh = 20, 20
 	ms := time.Millisecond
-	for range minLatencySamples {
-		l.Done(l.Start(), ok(10*ms))
-	}
-	if got, cut := l.Done(l.Start(), ok(100*ms)); got != 20 || cut != NoCut {
-		t.Fatalf("one call 10x slower: %d (%v), want 20 (none)", got, cut)
-	}
-	cuts := 0
-	for range 10 {
-		if got, cut := l.Done(l.Start(), ok(40*ms)); got != 20 {
-			if got != 16 || cut != CutLatency {
-				t.Fatalf("a run of calls 4x slower: limit %d (%v), want 20 or a cut to 16 (latency)", got, cut)
+	for _, tc := range []struct {
+		name    string
+		held    int // calls kept in flight beside the run
+		wantCut bool
+	}{
+		{"limit in use", 10, true},
+		{"one call in flight", 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := NewLimiter(64)
+			l.limit, l.ssthresh = 20, 20
+			for range tc.held - 1 { // with the run's own call: tc.held in flight
+				l.Start()
 			}
-			cuts++
-			break
-		}
-	}
-	if cuts != 1 {
-		t.Fatal("ten calls 4x slower in a row did not cut the limit")
+			for range minLatencySamples {
+				l.Done(l.Start(), ok(10*ms))
+			}
+			if got, cut := l.Done(l.Start(), ok(100*ms)); got != 20 || cut != NoCut {
+				t.Fatalf("one call 10x slower: %d (%v), want 20 (none)", got, cut)
+			}
+			cuts := 0
+			for range 10 {
+				if got, cut := l.Done(l.Start(), ok(40*ms)); got != 20 {
+					if got != 16 || cut != CutLatency {
+						t.Fatalf("a run of calls 4x slower: limit %d (%v), want 20 or a cut to 16 (latency)", got, cut)
+					}
+					cuts++
+					break
+				}
+			}
+			if got := cuts == 1; got != tc.wantCut {
+				t.Fatalf("ten calls 4x slower in a row with %d in flight: cut %v, want %v", max(tc.held, 1), got, tc.wantCut)
+			}
+		})
 	}
 }
 

@@ -12,7 +12,8 @@ import (
 // to limitBackoff of itself on an overload answer (429, 503, a timeout, a
 // connection error) or a recent latency (an average over about the last
 // ten successes) past latencyTolerance times the long-run one (over about
-// the last 500) while the limit is in use (multiplicative decrease), at
+// the last 500), and latencyFloor above it, while the limit is in use
+// (multiplicative decrease), at
 // most once per window: the calls started before a cut answer on the old limit, so
 // their answers do not cut again. Until the first cut the limit doubles
 // per window (slow start), from initialLimit.
@@ -32,9 +33,19 @@ const (
 	// capacity (8) sees about one overload answer per 14 calls, one of 32
 	// one per 170 (docs/processor.md).
 	limitBackoff = 0.8
-	// latencyTolerance: a recent latency this many times the long-run one
-	// counts as overload.
+	// latencyTolerance: a recent latency this many times the long-run one,
+	// and at least latencyFloor above it, counts as overload.
 	latencyTolerance = 2.0
+	// latencyFloor: a recent latency less than this above the long-run one
+	// never counts. A receiver that answers in a millisecond or two
+	// doubles its latency with every pause of the processor's own (a
+	// collection, a core busy elsewhere, the scheduler): at half load on
+	// a quiet machine those cut the limit of a receiver answering at once
+	// 20-80 times a second, between 1 and 30 of 64, and records waited for
+	// a slot (issue 36, docs/performance.md). A receiver that slows under
+	// load by more than this is still cut; one that slows by less is
+	// still bounded by max_inflight and cut by its overload answers.
+	latencyFloor = 25 * time.Millisecond
 	// recentWeight and longWeight are the weights of a success's latency
 	// in the recent and the long-run averages (exponentially weighted):
 	// about the last 10 and the last 500 successes. One slow call (a pause
@@ -265,7 +276,7 @@ func (l *Limiter) observe(took time.Duration) {
 }
 
 // slow reports whether the recent latency is past the tolerance over the
-// long-run one.
+// long-run one, and by latencyFloor at least.
 func (l *Limiter) slow() bool {
-	return l.samples >= minLatencySamples && l.recent > latencyTolerance*l.long
+	return l.samples >= minLatencySamples && l.recent > latencyTolerance*l.long && l.recent-l.long >= latencyFloor.Seconds()
 }

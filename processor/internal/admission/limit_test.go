@@ -171,17 +171,20 @@ func TestLimiterOncePerWindow(t *testing.T) {
 // TestLimiterLatency: once minLatencySamples successes are averaged, one
 // slow success does not cut (a pause of the processor's own), a run of
 // them that takes the recent average past latencyTolerance times the
-// long-run one does, once, while the limit is in use (half of it in
-// flight); the same run at one call in flight does not.
+// long-run one, and latencyFloor above it, does, once, while the limit is
+// in use (half of it in flight); the same run at one call in flight does
+// not, nor a fast receiver's run that stays under the floor.
 func TestLimiterLatency(t *testing.T) {
 	ms := time.Millisecond
 	for _, tc := range []struct {
-		name    string
-		held    int // calls kept in flight beside the run
-		wantCut bool
+		name       string
+		held       int // calls kept in flight beside the run
+		base, slow time.Duration
+		wantCut    bool
 	}{
-		{"limit in use", 10, true},
-		{"one call in flight", 0, false},
+		{"limit in use", 10, 50 * ms, 200 * ms, true},
+		{"one call in flight", 0, 50 * ms, 200 * ms, false},
+		{"a fast receiver 8x slower, under the floor", 10, ms, 8 * ms, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := NewLimiter(64)
@@ -190,23 +193,23 @@ func TestLimiterLatency(t *testing.T) {
 				l.Start()
 			}
 			for range minLatencySamples {
-				l.Done(l.Start(), ok(10*ms))
+				l.Done(l.Start(), ok(tc.base))
 			}
-			if got, cut := l.Done(l.Start(), ok(100*ms)); got != 20 || cut != NoCut {
-				t.Fatalf("one call 10x slower: %d (%v), want 20 (none)", got, cut)
+			if got, cut := l.Done(l.Start(), ok(tc.slow)); got != 20 || cut != NoCut {
+				t.Fatalf("one call %v after %v: %d (%v), want 20 (none)", tc.slow, tc.base, got, cut)
 			}
 			cuts := 0
 			for range 10 {
-				if got, cut := l.Done(l.Start(), ok(40*ms)); got != 20 {
+				if got, cut := l.Done(l.Start(), ok(tc.slow)); cut != NoCut {
 					if got != 16 || cut != CutLatency {
-						t.Fatalf("a run of calls 4x slower: limit %d (%v), want 20 or a cut to 16 (latency)", got, cut)
+						t.Fatalf("a run of calls of %v after %v: limit %d (%v), want no cut or one to 16 (latency)", tc.slow, tc.base, got, cut)
 					}
 					cuts++
 					break
 				}
 			}
 			if got := cuts == 1; got != tc.wantCut {
-				t.Fatalf("ten calls 4x slower in a row with %d in flight: cut %v, want %v", max(tc.held, 1), got, tc.wantCut)
+				t.Fatalf("ten calls of %v after %v in a row with %d in flight: cut %v, want %v", tc.slow, tc.base, max(tc.held, 1), got, tc.wantCut)
 			}
 		})
 	}

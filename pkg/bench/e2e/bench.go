@@ -98,7 +98,7 @@ func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error)
 		return rep, err
 	}
 	defer b.dest.close()
-	b.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024}}
+	b.client = loadtest.PostClient(1024, 0)
 	defer b.client.CloseIdleConnections()
 
 	fmt.Fprintf(out, "hookline end-to-end benchmark: POST -> ingest -> processor -> destination (200, in this process) -> `done` outcome read back read_committed;\n")

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"path/filepath"
 	"strings"
 	"time"
@@ -297,11 +296,7 @@ func openBench(cfg config, out io.Writer, services []string) (b *bench, cleanup 
 	if b.dest, err = startDestination(b.iso.Delay, func(string, time.Time) {}); err != nil {
 		return nil, nil, b.run.Close(err)
 	}
-	// A connection idle past ingest's idle timeout (2 min by default) is
-	// closed by ingest, and a POST that takes it as ingest closes it is
-	// reset: the cost phases leave connections idle for minutes, so the
-	// client lets them go first.
-	b.client = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 1024, IdleConnTimeout: time.Minute}}
+	b.client = loadtest.PostClient(1024, 0)
 	return b, func(err error) error {
 		b.client.CloseIdleConnections()
 		b.dest.close()

@@ -112,7 +112,7 @@ func runCorpus(ctx context.Context, name string, conns int, dur time.Duration, r
 		reqs[i] = corpusRequest{body: e.Body, event: e.Event, delivery: e.Delivery, sig: h.Get("X-Hub-Signature-256")}
 		bytesSum += len(e.Body)
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
+	client := loadtest.PostClient(512, 512)
 	fmt.Printf("hookline ingest on a real corpus: GitHub's %d example payloads (%d event types, mean %d bytes), %d connections, %s per phase, %d rounds, broker %s, load average %s\n",
 		len(exs), len(defs), bytesSum/len(exs), conns, dur, rounds, strings.Join(r.Kafka.Brokers, ","), loadAvg())
 	for _, m := range modes { // warm-up

@@ -167,7 +167,7 @@ func run(ctx context.Context, conns int, dur, slice time.Duration, bodySize, rou
 	if err != nil {
 		return err
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 512, MaxConnsPerHost: 512}, Timeout: 30 * time.Second}
+	client := loadtest.PostClient(512, 512)
 	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase in turns of %s, %d rounds, broker %s, load average %s\n",
 		bodySize, conns, dur, cmp.Or(slice, dur), rounds, strings.Join(r.Kafka.Brokers, ","), loadAvg())
 

@@ -29,6 +29,7 @@ import (
 	"github.com/hookline/hookline/pkg/providers/transform"
 	"github.com/hookline/hookline/pkg/testkit/freeport"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
 	"github.com/hookline/hookline/pkg/topics"
 )
@@ -355,7 +356,7 @@ func (s *System) Post(provider string, body []byte) (int, error) {
 	return a.Status, err
 }
 
-var httpClient = &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+var httpClient = loadtest.PostClient(64, 0)
 
 // StripeEvent is a body for the stripe provider; its key is "stripe:"+id.
 func StripeEvent(id string) []byte { return stripeEvent(id, "invoice.paid") }

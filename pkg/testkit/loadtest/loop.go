@@ -2,11 +2,25 @@ package loadtest
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 )
+
+// PostClient is the HTTP client benchmarks and tests post to ingest with:
+// up to maxIdle idle connections to a host kept, and at most maxConns
+// connections to a host (0: no bound). Ingest closes a connection idle
+// for its idle timeout (HOOKLINE_INGEST_IDLE_TIMEOUT, 2 minutes by
+// default), and a POST sent on it as it closes fails with EOF: net/http
+// sends a POST only once. A client whose idle connections never expire
+// picks one sooner or later (a full make bench stopped on one), so this
+// one lets them go after a minute, before ingest does.
+func PostClient(maxIdle, maxConns int) *http.Client {
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
+		MaxIdleConnsPerHost: maxIdle, MaxConnsPerHost: maxConns, IdleConnTimeout: time.Minute}}
+}
 
 // Result is what one load phase measured: the latency of every call that
 // succeeded, the calls that failed, and the phase's wall time.

@@ -252,21 +252,21 @@ func (l *reader) remove(parts map[int32]bool) {
 }
 
 // pollGap is how long the reader fetches nothing after a poll that
-// returned records in less than pollGap. franz-go sends a broker the next fetch as soon as the last
-// one's records are polled, and the broker answers it on the first record
-// to arrive: at 1,000 events/s the reader fetched 600-800 times a second,
-// one or two records a fetch, and those requests, not the records, were
-// most of the processor's CPU (issue 36). Every topic is paused for the
-// gap instead, and the fetch sent when it ends brings what arrived
-// meanwhile: at most 200 fetches a second, and a record arriving in a gap
-// waits 2.5 ms on average. Pausing, not sleeping before the poll: the
-// fetch sent at the poll would be answered at once with one record and
-// wait out the gap in franz-go's buffer, and the records after it a
-// second gap. Only a poll answered within the gap is followed by one:
-// at 100 events/s a poll waits 10 ms for its record, a gap would batch
-// nothing, and its pause and resume cost the processor 20-30 % more CPU
-// per event in bench-e2e -cost. An idle reader's fetch waits in the
-// broker and is answered on the first record.
+// returned records within pollGap. franz-go sends a broker the next fetch
+// as soon as the last one's records are polled, and the broker answers it
+// on the first record to arrive: at 1,000 events/s the reader fetched
+// 400-800 times a second, one or two records a fetch, and those requests,
+// not the records, were most of the processor's CPU (issue 36). Every
+// topic is paused for the gap instead, and the fetch sent when it ends
+// brings what arrived meanwhile: at most 200 fetches a second, and a
+// record arriving in a gap waits 2.5 ms on average. Pausing, not sleeping
+// before the poll: the fetch sent at the poll would be answered at once
+// with one record and wait out the gap in franz-go's buffer, and the
+// records after it a second gap. Only a poll answered within the gap is
+// followed by one: at 100 events/s a poll waits 10 ms for its record, a
+// gap would batch nothing, and its pause and resume cost the processor
+// 20-30 % more CPU per event in bench-e2e -cost. An idle reader's fetch
+// waits in the broker and is answered on the first record.
 const pollGap = 5 * time.Millisecond
 
 // run polls and hands the records to the chains, and paces the lanes,

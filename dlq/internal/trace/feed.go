@@ -17,6 +17,19 @@ import (
 // retry tier added to HOOKLINE_RETRY_TIERS).
 const rediscover = 30 * time.Second
 
+// feedGap is how long Follow waits before its next poll after one that
+// brought records within feedGap. franz-go sends the next fetch as soon as
+// a poll takes the last one's records, and the broker answers it on the
+// first record to arrive: at 1,000 events/s dlq serve fetched hundreds of
+// times a second, a record or two each, and paid more CPU per event than
+// ingest (bench-e2e -cost, issue 36). With the wait a busy feed fetches at
+// most twice a gap (the fetch sent at the poll, answered early, and the
+// one after the wait, which brings what arrived meanwhile), and the index
+// trails the topics by at most two gaps. Sleeping, not pausing as the
+// processor's reader does: no one waits on the index record by record.
+// An idle feed's fetch waits in the broker (FetchMaxWait) as before.
+const feedGap = 100 * time.Millisecond
+
 // Feeder reads the topics into an Index.
 type Feeder struct {
 	ix        *Index
@@ -150,13 +163,26 @@ func (f *Feeder) Follow(ctx context.Context, caughtUp func()) error {
 		}()
 	}
 	next := time.Now().Add(f.rediscoverIn(parts))
+	gap := time.NewTimer(0)
+	defer gap.Stop()
 	for ctx.Err() == nil {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-gap.C:
+		}
+		polled := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, time.Until(next))
 		fs := cl.PollFetches(pctx)
 		cancel()
 		if ctx.Err() != nil {
 			return nil
 		}
+		wait := time.Duration(0)
+		if fs.NumRecords() > 0 && time.Since(polled) < feedGap {
+			wait = feedGap
+		}
+		gap.Reset(wait) // no stale tick after Reset (Go 1.23 timers)
 		fs.EachError(func(t string, p int32, err error) {
 			if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
 				f.log.Warn("trace index: fetch", "topic", t, "partition", p, "err", err)

@@ -289,6 +289,7 @@ func (p *Processor) runSession(ctx context.Context, reports reportWriter) error 
 		s.reader.close()
 		s.own.stopAll()
 		s.work.Wait()
+		s.runners.Close()
 		tx.Close()
 	}()
 	// The watchers end with the session, not only with ctx.

@@ -47,6 +47,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 	"time"
 
 	benchreport "github.com/hookline/hookline/pkg/bench/report"
@@ -55,6 +56,13 @@ import (
 )
 
 func main() {
+	// The tracker keeps every key of the run (about 400,000 by its end,
+	// each a timeline with pointers), and the benchmark shares the two
+	// cores with what it measures: with the default GOGC its collector
+	// marked that growing heap every few seconds. Marking a fifth as
+	// often: the benchmark's own CPU per event at 3,218 events/s 122-131
+	// -> 116-122 us (docs/performance.md, "The benchmark's own collector").
+	debug.SetGCPercent(400)
 	c := defaultConfig()
 	flag.IntVar(&c.Conns, "c", c.Conns, "posters of the closed-loop phase (1..1024)")
 	flag.DurationVar(&c.Closed, "d", c.Closed, "posting time of the closed-loop phase (up to 60s)")

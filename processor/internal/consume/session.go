@@ -60,9 +60,10 @@ type session struct {
 }
 
 // idleRunners bounds the chain goroutines kept waiting for a chain: at
-// 3,200 events/s about a hundred chains run at once (each waits for its
-// transaction), and an idle runner's stack, 8-32 KiB, is halved by each
-// garbage collection while it waits.
+// 3,200 events/s, with some 30 ms from a chain's start to its record's
+// commit (bench-e2e's half load: the call, the wait for a transaction),
+// about a hundred chains run at once; an idle runner's stack is halved by
+// each garbage collection while it waits.
 const idleRunners = 256
 
 // chain is the queue of one chain key's records.

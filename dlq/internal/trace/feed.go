@@ -25,7 +25,7 @@ const rediscover = 30 * time.Second
 // ingest (bench-e2e -cost, issue 36). With the wait a busy feed fetches at
 // most twice a gap (the fetch sent at the poll, answered early, and the
 // one after the wait, which brings what arrived meanwhile), and the index
-// trails the topics by at most two gaps. Sleeping, not pausing as the
+// trails the topics by about two gaps. Sleeping, not pausing as the
 // processor's reader does: no one waits on the index record by record.
 // An idle feed's fetch waits in the broker (FetchMaxWait) as before.
 const feedGap = 100 * time.Millisecond

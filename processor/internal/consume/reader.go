@@ -333,9 +333,9 @@ func (l *reader) endGap() {
 		return
 	}
 	l.gapped = false
-	resume := []string{l.p.cfg.Names.Raw}
-	for _, t := range l.p.laneTopics() {
-		if !l.paused[t] {
+	resume := make([]string, 0, len(l.topics))
+	for _, t := range l.topics {
+		if !l.paused[t] { // raw is never in paused
 			resume = append(resume, t)
 		}
 	}

@@ -26,8 +26,8 @@ type Pool struct {
 	stop    chan struct{}
 	once    sync.Once
 	maxIdle int32
-	idle    atomic.Int32
-	started atomic.Int64
+	idle    atomic.Int32 // runners waiting, or on their way to wait
+	started atomic.Int64 // goroutines started (the tests read it)
 }
 
 // New returns a Pool keeping at most maxIdle idle runners (at least 1).
@@ -91,9 +91,3 @@ func (p *Pool) wait() bool {
 // Close makes the idle runners exit, and the busy ones once their function
 // returns. Functions already handed over still run to the end.
 func (p *Pool) Close() { p.once.Do(func() { close(p.stop) }) }
-
-// Started is how many goroutines the Pool has started.
-func (p *Pool) Started() int64 { return p.started.Load() }
-
-// Idle is how many runners are waiting for a function.
-func (p *Pool) Idle() int { return int(p.idle.Load()) }

@@ -17,7 +17,7 @@ func TestReusesARunner(t *testing.T) {
 		<-done
 		waitIdle(t, p, 1, i)
 	}
-	if got := p.Started(); got != 1 {
+	if got := p.started.Load(); got != 1 {
 		t.Fatalf("100 functions one after another started %d goroutines, want 1", got)
 	}
 }
@@ -39,7 +39,7 @@ func TestBoundsIdleRunners(t *testing.T) {
 	}
 	before := runtime.NumGoroutine()
 	burst(10)
-	if got := p.Started(); got != 10 {
+	if got := p.started.Load(); got != 10 {
 		t.Fatalf("10 concurrent functions started %d goroutines, want 10 (none was idle)", got)
 	}
 	waitIdle(t, p, 3, 0)
@@ -51,7 +51,7 @@ func TestBoundsIdleRunners(t *testing.T) {
 		time.Sleep(time.Millisecond)
 	}
 	burst(3)
-	if got := p.Started(); got != 10 {
+	if got := p.started.Load(); got != 10 {
 		t.Fatalf("a burst of 3 with 3 idle runners started %d goroutines in all, want still 10", got)
 	}
 }
@@ -92,9 +92,9 @@ func TestCloseEndsIdleRunners(t *testing.T) {
 func waitIdle(t *testing.T, p *Pool, n, round int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for p.Idle() != n {
+	for int(p.idle.Load()) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("round %d: %d idle runners, want %d", round, p.Idle(), n)
+			t.Fatalf("round %d: %d idle runners, want %d", round, int(p.idle.Load()), n)
 		}
 		time.Sleep(100 * time.Microsecond)
 	}

@@ -61,31 +61,41 @@ func arrival(r *kgo.Record, now time.Time) (decide.Arrival, error) {
 	return a, nil
 }
 
-// outcomeRecord builds the outcome of one record.
-// ctx's trace, when sampled, is its trace id.
-func (p *setup) outcomeRecord(ctx context.Context, r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, e decide.Effect) *kgo.Record {
+// outcomeOf is what every outcome of one record's settle shares: its key,
+// provider, event type, attempt, origin, time, replay id, offset and, when
+// ctx's trace is sampled, its trace id. Built once per record: a record
+// with three routes has three outcomes, and the key's copy, the event
+// type's lookup and the time's formatting were each made three times.
+func (p *setup) outcomeOf(ctx context.Context, r *kgo.Record, a decide.Arrival) outcome.Outcome {
 	o := outcome.Outcome{
-		Key:        string(r.Key),
-		Provider:   a.Provider,
-		EventType:  headers.CutEventType(headers.Value(r, headers.EventType)), // a record from before ingest checked it may hold any
-		Status:     status,
-		Attempt:    max(a.Attempt, 1),
-		Origin:     a.Origin,
-		DurationMS: took.Milliseconds(),
-		Time:       headers.FormatTime(a.Now),
-		ReplayID:   a.ReplayID,
-		Partition:  r.Partition,
-		Offset:     r.Offset,
-		Route:      e.Route,
+		Key:       string(r.Key),
+		Provider:  a.Provider,
+		EventType: headers.CutEventType(headers.Value(r, headers.EventType)), // a record from before ingest checked it may hold any
+		Attempt:   max(a.Attempt, 1),
+		Origin:    a.Origin,
+		Time:      headers.FormatTime(a.Now),
+		ReplayID:  a.ReplayID,
+		Partition: r.Partition,
+		Offset:    r.Offset,
 	}
 	if p.cfg.Tracer.On() {
 		o.TraceID = tracing.TraceID(ctx)
 	}
-	if err != nil {
-		o.Error = headers.CutError(err.Error())
-	}
 	if r.Topic != p.cfg.Names.Raw {
 		o.Lane = r.Topic // read from its lane
+	}
+	return o
+}
+
+// outcomeRecord builds the outcome of one effect of a record's settle from
+// what its outcomes share (outcomeOf).
+func (p *setup) outcomeRecord(shared outcome.Outcome, r *kgo.Record, a decide.Arrival, status string, took time.Duration, err error, e decide.Effect) *kgo.Record {
+	o := shared
+	o.Status = status
+	o.DurationMS = took.Milliseconds()
+	o.Route = e.Route
+	if err != nil {
+		o.Error = headers.CutError(err.Error())
 	}
 	if t := p.target(a.Provider, e.Route); t != nil && t.transform != nil {
 		o.Transform, o.TransformSHA256, o.TransformSkipped = t.transform.Path, t.transform.SHA256, e.Skipped
@@ -112,10 +122,18 @@ func setRoute(r *kgo.Record, route string) {
 }
 
 // routedCopy is the exact record (key, body, headers) for topic, naming
-// its route.
+// its route and without a held sequence (setHeld 0): one pass over the
+// headers, as setRoute and setHeld would make two more.
 func routedCopy(topic string, r *kgo.Record, route string) *kgo.Record {
-	out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: append(make([]kgo.RecordHeader, 0, len(r.Headers)+1), r.Headers...)}
-	setRoute(out, route)
+	out := &kgo.Record{Topic: topic, Key: r.Key, Value: r.Value, Headers: make([]kgo.RecordHeader, 0, len(r.Headers)+1)}
+	for _, h := range r.Headers {
+		if h.Key != headers.Held && (route == "" || h.Key != headers.Route) {
+			out.Headers = append(out.Headers, h)
+		}
+	}
+	if route != "" {
+		out.Headers = append(out.Headers, kgo.RecordHeader{Key: headers.Route, Value: []byte(route)})
+	}
 	return out
 }
 

@@ -397,7 +397,7 @@ func (s *session) poisoned(ctx context.Context, it *item, a decide.Arrival, err 
 func (s *session) skipped(ctx context.Context, it *item, a decide.Arrival, why string) *result {
 	p := s.p
 	res := &result{item: *it, tok: &recordToken{tokens: s.tokens}}
-	res.out.Records = []*kgo.Record{p.outcomeRecord(ctx, res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
+	res.out.Records = []*kgo.Record{p.outcomeRecord(p.outcomeOf(ctx, res.r, a), res.r, a, outcome.StatusDuplicate, 0, nil, decide.Effect{Route: a.Route})}
 	res.stats = []stat{{provider: p.providerLabel(a.Provider), route: a.Route, status: outcome.StatusDuplicate, origin: a.Origin}}
 	if p.cfg.Logger.Enabled(context.Background(), slog.LevelDebug) { // spares a duplicate the arguments' allocations
 		p.cfg.Logger.Debug("skipped", "key", string(res.r.Key), "origin", a.Origin, "attempt", a.Attempt, "why", why)
@@ -658,6 +658,8 @@ func (s *session) records(ctx context.Context, r *kgo.Record, a decide.Arrival, 
 		}()
 	}
 	out = make([]*kgo.Record, 0, len(effects))
+	var shared outcome.Outcome // what the record's outcomes share (outcomeOf), once one is written
+	sharedMade := false
 	for _, e := range effects {
 		c := results.of(e.Route)
 		switch e.Kind {
@@ -703,19 +705,21 @@ func (s *session) records(ctx context.Context, r *kgo.Record, a decide.Arrival, 
 			}
 			s.reader.parked(ln.topic, r.Partition)
 			ln.parked.Inc()
-			lc := routedCopy(ln.topic, r, e.Route)
-			setHeld(lc, 0)
-			out = append(out, lc)
+			out = append(out, routedCopy(ln.topic, r, e.Route))
 		case decide.ToTopic:
 			topic := p.target(a.Provider, e.Route).topic
-			tc := routedCopy(topic, r, e.Route)
 			if req := results.sent.of(e.Route); req != nil {
-				tc = transformedCopy(topic, r, e.Route, req)
+				tc := transformedCopy(topic, r, e.Route, req)
+				setHeld(tc, 0)
+				out = append(out, tc)
+			} else {
+				out = append(out, routedCopy(topic, r, e.Route))
 			}
-			setHeld(tc, 0)
-			out = append(out, tc)
 		case decide.ToOutcomes:
-			out = append(out, p.outcomeRecord(ctx, r, a, string(e.Status), c.Took, c.Err, e))
+			if !sharedMade {
+				shared, sharedMade = p.outcomeOf(ctx, r, a), true
+			}
+			out = append(out, p.outcomeRecord(shared, r, a, string(e.Status), c.Took, c.Err, e))
 		}
 	}
 	return out, nil

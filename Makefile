@@ -144,7 +144,7 @@ bench-retrier: build $(KAFKA_DEP)
 	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/retrier-bench $(BENCH_FLAGS)
 
 ## bench-e2e: POST to `done` outcome through ingest, processor and retrier: events/s and 202-to-outcome latency against ProducerPerformance;
-## the open loop at half load alternated with an ordered provider at the same rate, -half-rounds 3 rounds after -half-warm 5s at that rate (issue 36);
+## the open loop at half load alternated with an ordered provider interleaved with its twin without ordering (the same rate in all), -half-rounds 3 rounds after -half-warm 5s at that rate (issue 36);
 ## then isolation (a slow destination beside a fast one) and ordering (issue 24: one entity failing beside 1,000 others).
 ## BENCH_FLAGS=-tracing runs only the tracing comparison instead (issue 35): off, on at 1 %, on at 100 %, alternated (-tracing-rounds, -tracing-rate).
 bench-e2e: build $(KAFKA_DEP)

@@ -351,68 +351,129 @@ func (b *bench) openPhase(ctx context.Context, ph *phase, rate float64, dur time
 	})
 }
 
-// load posts ph's events as load drives them; the error names the first
-// POST that failed.
-func (b *bench) load(ph *phase, load func(func(context.Context, int) error) loadtest.Result) (loadtest.Result, error) {
-	var (
-		mu    sync.Mutex
-		first error
-	)
-	res := load(func(ctx context.Context, i int) error {
-		err := b.post(ctx, ph, i)
-		if err != nil {
-			mu.Lock()
-			first = cmp.Or(first, err)
-			mu.Unlock()
-		}
-		return err
+// pairPhase runs phases x and y interleaved on one open loop at rate: post
+// i is x's post i/2 when i is even, y's when odd, so each runs at rate/2,
+// and every moment of the machine (a collection, a fetch, the other
+// programs on the cores, a stall of this program's own) falls on both
+// alike. Their latencies are their own keys'; the services' CPU and the
+// processor's transactions are the pair's (measureAll). (Two open loops,
+// one half an interval behind the other, gave the second the longer tail:
+// after a stall each loop's late posts went out in a burst, the first
+// loop's burst first.)
+func (b *bench) pairPhase(ctx context.Context, x, y *phase, rate float64, dur time.Duration) (rx, ry phaseReport, err error) {
+	rs, err := b.measureAll(ctx, []*phase{x, y}, func(dos []func(context.Context, int) error) []loadtest.Result {
+		return loadtest.OpenLoops(ctx, rate, dur, len(dos), func(ctx context.Context, load, i int) error { return dos[load](ctx, i) })
 	})
-	if res.Errors > 0 {
-		return res, fmt.Errorf("%s: %d POSTs failed; the first: %w", ph.name, res.Errors, first)
-	}
-	return res, nil
+	return rs[0], rs[1], err
 }
 
-func (b *bench) measure(ctx context.Context, ph *phase, load func(func(context.Context, int) error) loadtest.Result) (phaseReport, error) {
-	r := phaseReport{Name: ph.name, CPU: map[string]time.Duration{}}
+// load posts phs' events as drive drives them, dos[j] posting phs[j]'s
+// post i; the error names the first POST that failed in each phase that
+// had one.
+func (b *bench) load(phs []*phase, drive driver) ([]loadtest.Result, error) {
+	var mu sync.Mutex
+	first := make([]error, len(phs))
+	dos := make([]func(context.Context, int) error, len(phs))
+	for j, ph := range phs {
+		dos[j] = func(ctx context.Context, i int) error {
+			err := b.post(ctx, ph, i)
+			if err != nil {
+				mu.Lock()
+				first[j] = cmp.Or(first[j], err)
+				mu.Unlock()
+			}
+			return err
+		}
+	}
+	res := drive(dos)
+	var errs []error
+	for j, r := range res {
+		if r.Errors > 0 {
+			errs = append(errs, fmt.Errorf("%s: %d POSTs failed; the first: %w", phs[j].name, r.Errors, first[j]))
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// measure runs ph, driven by load, waits for its outcomes and reports it.
+func (b *bench) measure(ctx context.Context, ph *phase, load func(do func(context.Context, int) error) loadtest.Result) (phaseReport, error) {
+	rs, err := b.measureAll(ctx, []*phase{ph}, func(dos []func(context.Context, int) error) []loadtest.Result {
+		return []loadtest.Result{load(dos[0])}
+	})
+	return rs[0], err
+}
+
+// driver drives the posts of one or more phases at once, dos[j] posting
+// phase j's post i, and gives each phase's answers.
+type driver func(dos []func(context.Context, int) error) []loadtest.Result
+
+// measureAll runs phs at once as drive drives them, waits for their
+// outcomes and reports each: its own posts, answers and latencies; the
+// services' CPU of the whole, shared by the phases in proportion to their
+// events; the processor's transactions of the whole, in each.
+func (b *bench) measureAll(ctx context.Context, phs []*phase, drive driver) ([]phaseReport, error) {
+	rs := make([]phaseReport, len(phs))
+	for i, ph := range phs {
+		rs[i] = phaseReport{Name: ph.name, CPU: map[string]time.Duration{}}
+	}
 	cpu0 := b.cpu()
 	m0, err := b.processorMetrics(ctx)
 	if err != nil {
-		return r, err
+		return rs, err
 	}
-	if r.Ingest, err = b.load(ph, load); err != nil {
-		return r, err
+	ingest, err := b.load(phs, drive)
+	for i, r := range ingest {
+		rs[i].Ingest = r
 	}
-	if err := b.track.wait(ctx, ph, b.cfg.Drain); err != nil {
-		return r, err
+	if err != nil {
+		return rs, err
+	}
+	for _, ph := range phs {
+		if err := b.track.wait(ctx, ph, b.cfg.Drain); err != nil {
+			return rs, err
+		}
 	}
 	cpu1 := b.cpu()
 	m1, err := b.processorMetrics(ctx)
 	if err != nil {
-		return r, err
-	}
-	for k, v := range cpu1 {
-		r.CPU[k] = v - cpu0[k]
+		return rs, err
 	}
 	for _, p := range b.procs {
 		if err := p.Err(); err != nil {
-			return r, err
+			return rs, err
 		}
 	}
 	b.track.mu.Lock()
-	r.Events = ph.seen
-	r.E2ERate = float64(ph.seen) / ph.lastSeen.Sub(ph.firstPost).Seconds()
-	b.track.mu.Unlock()
-	r.PostRate = r.Ingest.Rate()
-	r.Total, r.Pickup, r.Commit = b.track.latencies(ph)
-	r.Taken, r.Produce, r.Readable, r.Committed = b.track.splits(ph)
-	r.Txns = m1.txns - m0.txns
-	r.TxnSec = m1.txnSec - m0.txnSec
-	r.Records = m1.records - m0.records
-	if n := m1.handlerN - m0.handlerN; n > 0 {
-		r.Handler = (m1.handlerSec - m0.handlerSec) / n
+	seen := 0
+	for _, ph := range phs {
+		seen += ph.seen
 	}
-	return r, nil
+	for i, ph := range phs {
+		r := &rs[i]
+		share := 1 / float64(len(phs))
+		if seen > 0 {
+			share = float64(ph.seen) / float64(seen)
+		}
+		for k, v := range cpu1 {
+			r.CPU[k] = time.Duration(float64(v-cpu0[k]) * share)
+		}
+		r.Events = ph.seen
+		r.E2ERate = float64(ph.seen) / ph.lastSeen.Sub(ph.firstPost).Seconds()
+	}
+	b.track.mu.Unlock()
+	for i, ph := range phs {
+		r := &rs[i]
+		r.PostRate = r.Ingest.Rate()
+		r.Total, r.Pickup, r.Commit = b.track.latencies(ph)
+		r.Taken, r.Produce, r.Readable, r.Committed = b.track.splits(ph)
+		r.Txns = m1.txns - m0.txns
+		r.TxnSec = m1.txnSec - m0.txnSec
+		r.Records = m1.records - m0.records
+		if n := m1.handlerN - m0.handlerN; n > 0 {
+			r.Handler = (m1.handlerSec - m0.handlerSec) / n
+		}
+	}
+	return rs, nil
 }
 
 // cpu is the CPU time used so far by each service and by this process

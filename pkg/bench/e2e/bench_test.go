@@ -70,13 +70,20 @@ func TestBenchSmall(t *testing.T) {
 		!strings.Contains(out.String(), "ratio ordered/unordered p99 (ordpay/its twin):") || strings.Count(out.String(), "mean POST -> outcome visible") < 4 {
 		t.Errorf("half load: %d rounds, want %d, each phase (twin %d events) pooled over them, the ratio line and the shares of the twin and the ordered phase", len(ord.Rounds), c.HalfRounds, ord.Twin.Events)
 	}
+	for i, h := range ord.Rounds { // interleaved, each at half the rate for as long
+		if d := h.Twin.Events - h.Ordered.Events; d < 0 || d > 1 || h.Twin.Ingest.Elapsed > 2*c.Open || h.Ordered.Ingest.Elapsed > 2*c.Open {
+			t.Errorf("half load, round %d: twin %d events in %s, ordered %d in %s; want as many each (the first one more of an odd count), posted together within %s", i+1,
+				h.Twin.Events, h.Twin.Ingest.Elapsed, h.Ordered.Events, h.Ordered.Ingest.Elapsed, c.Open)
+		}
+	}
 	if ord.HalfLoad.Events == 0 || len(ord.HalfLoad.Total) != ord.HalfLoad.Events || ord.Steady.Called == 0 || ord.Failing.Called == 0 ||
 		ord.Held.Keys == 0 || ord.Held.Calls != ord.Held.Keys+2 || !strings.Contains(out.String(), "ratio others' p99 with one entity failing / without") {
 		t.Errorf("ordering: %+v; want events in each phase, the failing entity's keys called once each plus two failures, and the ratio line", ord)
 	}
 	checkReportFile(t, rep, "bench-e2e/closed loop e2e events/s", "bench-e2e/open loop 202 to outcome p99",
 		"bench-e2e/ratio e2e events/s/ProducerPerformance", "bench-e2e/isolation slowcrm 202 to call p99",
-		"bench-e2e/ordered half load 202 to outcome p99", "bench-e2e/unordered twin half load 202 to outcome p99", "bench-e2e/ratio ordered/unordered half load p99 by round", "bench-e2e/keys verified")
+		"bench-e2e/ordered half load 202 to outcome p99", "bench-e2e/unordered twin half load 202 to outcome p99", "bench-e2e/ratio ordered/unordered half load p99 by round", "bench-e2e/keys verified",
+		"bench-e2e/ordered and twin interleaved half load CPU per event processor")
 }
 
 // checkReportFile writes rep's figures to a report file as the program does

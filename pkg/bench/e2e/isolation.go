@@ -44,8 +44,8 @@ func (b *bench) paced(ctx context.Context, dur time.Duration, loops ...paced) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = b.load(l.ph, func(do func(context.Context, int) error) loadtest.Result {
-				return loadtest.OpenLoop(ctx, l.rate, dur, do)
+			_, errs[i] = b.load([]*phase{l.ph}, func(dos []func(context.Context, int) error) []loadtest.Result {
+				return []loadtest.Result{loadtest.OpenLoop(ctx, l.rate, dur, dos[0])}
 			})
 		}()
 	}

@@ -11,10 +11,10 @@
 //     end-to-end rate) for D seconds, where the latency is that of the
 //     pipeline, not of a queue; after -half-warm (default 5s) at that
 //     rate, not measured, -half-rounds rounds (default 3), each
-//     with phase 5 (ordering.go), the ordered provider at the same rate,
-//     and its twin without ordering (the same provider definition and
-//     bodies), in turns, so ordered and unordered are compared round by
-//     round and differ in ordering only (halfload.go);
+//     with phase 5 (ordering.go), the ordered provider interleaved with
+//     its twin without ordering (the same provider definition and bodies),
+//     each at half the rate, so ordered and unordered are compared on the
+//     same moments of the machine and differ in ordering only (halfload.go);
 //  3. isolation, alone: a second pair of providers on the same processor
 //     (pkg/testkit/e2e/isolation): fastpay, answered at once, at 50 events/s for
 //     15 s, measuring per key ingest's 202 -> its destination call;
@@ -73,7 +73,7 @@ func main() {
 	flag.IntVar(&c.BodySize, "body", c.BodySize, "request body size in bytes (128..65536)")
 	flag.DurationVar(&c.IsoAlone, "iso-alone", c.IsoAlone, "length of isolation phase 3, fastpay alone (up to 60s)")
 	flag.DurationVar(&c.IsoTogether, "iso-together", c.IsoTogether, "length of isolation phase 4, fastpay with slowcrm (up to 60s)")
-	flag.IntVar(&c.HalfRounds, "half-rounds", c.HalfRounds, "rounds of phases 2 and 5 alternated (stripe's open loop, the ordered provider and its twin without ordering, at the same rate) (1..10)")
+	flag.IntVar(&c.HalfRounds, "half-rounds", c.HalfRounds, "rounds of phases 2 and 5 alternated (stripe's open loop; the ordered provider and its twin without ordering, interleaved at the same rate in all) (1..10)")
 	flag.DurationVar(&c.HalfWarm, "half-warm", c.HalfWarm, "open loop at the half-load rate before the first round, not measured (0 to 60s)")
 	flag.IntVar(&c.OrdEntities, "ord-entities", c.OrdEntities, "entities of ordering phase 5, at phase 2's rate for -open-d (1..1,000,000)")
 	flag.IntVar(&c.OrdFailEntities, "ord-fail-entities", c.OrdFailEntities, "entities of ordering phases 6 and 7, without and with one failing (8..100,000)")

@@ -15,8 +15,11 @@ func (rep report) record(rec *benchreport.Recorder) {
 	for _, p := range []struct {
 		key string
 		r   phaseReport
-	}{{"closed loop", rep.Closed}, {"open loop", rep.Opened}, {"ordered half load", rep.Ordering.HalfLoad}, {"unordered twin half load", rep.Ordering.Twin}} {
+	}{{"closed loop", rep.Closed}, {"open loop", rep.Opened}, {"ordered half load", withoutCPU(rep.Ordering.HalfLoad)}, {"unordered twin half load", withoutCPU(rep.Ordering.Twin)}} {
 		recordPhase(rec, p.key, p.r)
+	}
+	if rep.Ordering.Twin.Events > 0 { // interleaved (pairPhase): their CPU is the two's
+		recordCPU(rec, "ordered and twin interleaved half load", pooled("", []phaseReport{rep.Ordering.HalfLoad, rep.Ordering.Twin}))
 	}
 	rec.Add("ratio e2e events/s/ProducerPerformance", rep.Closed.E2ERate/rep.PerfRate(), "ratio")
 	rec.Add("ratio e2e events/s/ingest POST 202/s closed loop", rep.Closed.E2ERate/rep.Closed.PostRate, "ratio")
@@ -82,6 +85,20 @@ func recordPhase(rec *benchreport.Recorder, key string, r phaseReport) {
 		rec.Add(key+" processor records per transaction", r.Records/r.Txns, "records")
 		rec.Add(key+" processor poll to commit mean", 1000*r.TxnSec/r.Txns, "ms")
 		rec.Add(key+" destination call mean", 1000*r.Handler, "ms")
+	}
+	recordCPU(rec, key, r)
+}
+
+// withoutCPU is r without its CPU figures.
+func withoutCPU(r phaseReport) phaseReport {
+	r.CPU = nil
+	return r
+}
+
+// recordCPU records each service's CPU per event of r.
+func recordCPU(rec *benchreport.Recorder, key string, r phaseReport) {
+	if r.Events == 0 {
+		return
 	}
 	names := make([]string, 0, len(r.CPU))
 	for k := range r.CPU {

@@ -226,7 +226,10 @@ func run(ctx context.Context, n, slowN int, fan, ord fanOut, tc transformCmp, sb
 		}
 	}
 	if fan.n > 0 {
-		fanStart := time.Now()
+		if err := fanOutWarm(ctx, proc, metrics, fan, produce); err != nil {
+			return err
+		}
+		fanStart := time.Now() // after the warm-up: the backfill's range is the rounds' events
 		if fanRes, err = fanOutRounds(ctx, proc, metrics, fan, produce); err != nil {
 			return err
 		}

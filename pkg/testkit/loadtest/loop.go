@@ -101,9 +101,18 @@ func ClosedLoop(ctx context.Context, conns int, dur time.Duration, do func(ctx c
 // server shows in the percentiles: latency counts from each call's scheduled
 // start, not from when it got going (no coordinated omission).
 func OpenLoop(ctx context.Context, rate float64, dur time.Duration, do func(ctx context.Context, i int) error) Result {
+	return OpenLoops(ctx, rate, dur, 1, func(ctx context.Context, _, i int) error { return do(ctx, i) })[0]
+}
+
+// OpenLoops is OpenLoop for k loads interleaved on one schedule at rate in
+// all: call i is load i%k's call i/k, so each load runs at rate/k, and a
+// stall of the caller's (its scheduling, a collection) delays every load
+// alike, their calls after it still in turn. Each load's Result is its
+// own calls'; Elapsed is the schedule's.
+func OpenLoops(ctx context.Context, rate float64, dur time.Duration, k int, do func(ctx context.Context, load, i int) error) []Result {
 	var (
 		mu  sync.Mutex
-		res Result
+		res = make([]Result, k)
 		wg  sync.WaitGroup
 	)
 	n := int(rate * dur.Seconds())
@@ -117,18 +126,21 @@ func OpenLoop(ctx context.Context, rate float64, dur time.Duration, do func(ctx 
 		wg.Add(1)
 		go func(i int) {
 			defer func() { <-sem; wg.Done() }()
-			err := do(ctx, i)
+			load := i % k
+			err := do(ctx, load, i/k)
 			lat := time.Since(at)
 			mu.Lock()
 			if err != nil {
-				res.Errors++
+				res[load].Errors++
 			} else {
-				res.Lat = append(res.Lat, lat)
+				res[load].Lat = append(res[load].Lat, lat)
 			}
 			mu.Unlock()
 		}(i)
 	}
 	wg.Wait()
-	res.Elapsed = time.Since(start)
+	for i := range res {
+		res[i].Elapsed = time.Since(start)
+	}
 	return res
 }

@@ -3,6 +3,7 @@ package loadtest
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -44,6 +45,36 @@ func TestOpenLoop(t *testing.T) {
 	r := OpenLoop(context.Background(), 200, 250*time.Millisecond, func(context.Context, int) error { return nil })
 	if len(r.Lat) != 50 || r.Errors != 0 {
 		t.Fatalf("%d calls, %d errors: want 50 (200/s for 250ms), 0", len(r.Lat), r.Errors)
+	}
+}
+
+// TestOpenLoops: two loads on one schedule take calls in turn, each its
+// own numbering from 0, and each Result counts its own calls and errors.
+func TestOpenLoops(t *testing.T) {
+	var mu sync.Mutex
+	seen := [2][]int{}
+	rs := OpenLoops(context.Background(), 400, 250*time.Millisecond, 2, func(_ context.Context, load, i int) error {
+		mu.Lock()
+		seen[load] = append(seen[load], i)
+		mu.Unlock()
+		if load == 1 && i%10 == 0 {
+			return errors.New("refused")
+		}
+		return nil
+	})
+	for load, got := range seen {
+		slices.Sort(got)
+		for i, v := range got {
+			if v != i {
+				t.Fatalf("load %d: calls %v, want 0 to %d once each", load, got, len(got)-1)
+			}
+		}
+	}
+	if len(seen[0]) != 50 || len(seen[1]) != 50 {
+		t.Fatalf("%d and %d calls, want 50 each (400/s for 250ms, in turn)", len(seen[0]), len(seen[1]))
+	}
+	if len(rs[0].Lat) != 50 || rs[0].Errors != 0 || len(rs[1].Lat) != 45 || rs[1].Errors != 5 {
+		t.Errorf("results %d ok %d errors, %d ok %d errors; want 50/0 and 45/5", len(rs[0].Lat), rs[0].Errors, len(rs[1].Lat), rs[1].Errors)
 	}
 }
 

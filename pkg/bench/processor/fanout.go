@@ -46,11 +46,12 @@ func routeProviders(prefix string, fan fanOut) string {
 	return b.String() + orderedProviders(prefix)
 }
 
-// fanOutWarm runs a round not measured before fanOutRounds' rounds: the
-// first records to the route topics and their partitions join the
-// transactions and fill the broker's first segments, and with them the
-// first measured round's three-route phase cost 15.6-15.9 us a delivery
-// against 10.9-13.2 in the rounds after it (two runs of six).
+// fanOutWarm runs a round not measured before fanOutRounds' rounds. The
+// processor's first records to the route topics (partitions new to its
+// transactions, the broker's first segments there; which of these costs
+// it was not isolated) made the first measured round's three-route phase
+// cost 15.6-15.9 us a delivery against 10.9-13.2 in the rounds after it
+// (two runs of six).
 func fanOutWarm(ctx context.Context, proc *loadtest.Proc, metrics string, fan fanOut, produce func(provider string, count int, keyPrefix string) error) error {
 	warm := max(fan.n/5, 1000)
 	fmt.Printf("fan-out warm-up: %d events for each of the one-route and three-route providers, not measured ...\n", warm)

@@ -139,8 +139,9 @@ func OpenLoops(ctx context.Context, rate float64, dur time.Duration, k int, do f
 		}(i)
 	}
 	wg.Wait()
+	elapsed := time.Since(start)
 	for i := range res {
-		res[i].Elapsed = time.Since(start)
+		res[i].Elapsed = elapsed
 	}
 	return res
 }

@@ -76,6 +76,9 @@ func TestOpenLoops(t *testing.T) {
 	if len(rs[0].Lat) != 50 || rs[0].Errors != 0 || len(rs[1].Lat) != 45 || rs[1].Errors != 5 {
 		t.Errorf("results %d ok %d errors, %d ok %d errors; want 50/0 and 45/5", len(rs[0].Lat), rs[0].Errors, len(rs[1].Lat), rs[1].Errors)
 	}
+	if rs[0].Elapsed <= 0 || rs[0].Elapsed != rs[1].Elapsed {
+		t.Errorf("elapsed %s and %s, want the schedule's one time in both", rs[0].Elapsed, rs[1].Elapsed)
+	}
 }
 
 func TestPercentile(t *testing.T) {

@@ -30,6 +30,10 @@ type config struct {
 	ReplayCacheEntries int
 	// EventTypeLabels is HOOKLINE_EVENT_TYPE_LABELS (package typelabel).
 	EventTypeLabels int
+	// GCFloor is HOOKLINE_INGEST_GC_FLOOR: the heap the collector lets grow
+	// before collecting while the live heap is under half of it (package
+	// gcpace); 0 turns it off, and so does GOGC in the environment.
+	GCFloor int64
 }
 
 // serverTimeouts are http.Server's timeouts: each bounds how long a slow
@@ -57,6 +61,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		Trusted:            envconf.Parse(r, "HOOKLINE_TRUSTED_PROXIES", nil, "", api.ParseTrustedProxies),
 		ReplayCacheEntries: r.Int("HOOKLINE_REPLAY_CACHE_ENTRIES", api.DefaultReplayCacheEntries, 0, maxReplayCacheEntries),
 		EventTypeLabels:    typelabel.ReadEnv(r),
+		GCFloor:            r.Bytes("HOOKLINE_INGEST_GC_FLOOR", 64<<20, 0, 16<<30),
 		Tracing:            tracing.Read(r),
 	}
 	c.Server = serverTimeouts{

@@ -22,6 +22,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_INGEST_READ_TIMEOUT", Value: "soon", Says: `HOOKLINE_INGEST_READ_TIMEOUT="soon": want a positive duration such as 30s`},
 		envconftest.Bad{Name: "HOOKLINE_INGEST_WRITE_TIMEOUT", Value: "-5s", Says: `HOOKLINE_INGEST_WRITE_TIMEOUT="-5s": want a positive duration such as 35s`},
 		envconftest.Bad{Name: "HOOKLINE_INGEST_IDLE_TIMEOUT", Value: "2", Says: `HOOKLINE_INGEST_IDLE_TIMEOUT="2": want a positive duration such as 2m`},
+		envconftest.Bad{Name: "HOOKLINE_INGEST_GC_FLOOR", Value: "lots", Says: `HOOKLINE_INGEST_GC_FLOOR="lots": want bytes from 0 to 16GiB, such as 64MiB`},
 		envconftest.Bad{Name: "HOOKLINE_REPLAY_CACHE_ENTRIES", Value: "-1", Says: `HOOKLINE_REPLAY_CACHE_ENTRIES="-1": want a whole number from 0 to 10000000`},
 		envconftest.EventTypeLabels,
 	)
@@ -64,4 +65,22 @@ func TestConfigServerTimeouts(t *testing.T) {
 // reads agree.
 func TestConfigReadme(t *testing.T) {
 	envconftest.Readme(t, "../docs/operating.md", "ingest", loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
+}
+
+// TestConfigGCFloor: the collector's floor is 64 MiB unless set; 0 turns
+// it off.
+func TestConfigGCFloor(t *testing.T) {
+	for env, want := range map[string]int64{"": 64 << 20, "0": 0, "256MiB": 256 << 20, "1048576": 1 << 20} {
+		vars := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}
+		if env != "" {
+			vars["HOOKLINE_INGEST_GC_FLOOR"] = env
+		}
+		c, err := loadConfig(envconftest.Env(vars))
+		if err != nil {
+			t.Fatalf("HOOKLINE_INGEST_GC_FLOOR=%q: %v", env, err)
+		}
+		if c.GCFloor != want {
+			t.Errorf("HOOKLINE_INGEST_GC_FLOOR=%q: %d, want %d", env, c.GCFloor, want)
+		}
+	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/hookline/hookline/ingest/internal/publish"
 	"github.com/hookline/hookline/ingest/internal/selftest"
 	"github.com/hookline/hookline/pkg/envconf"
+	"github.com/hookline/hookline/pkg/gcpace"
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/startup"
@@ -169,7 +170,15 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	if err != nil {
 		return fmt.Errorf("HOOKLINE_INGEST_ADDR=%s: %w", cfg.Addr, err)
 	}
-	log.Info("ingest listening", "addr", ln.Addr().String(), "kafka", cfg.Kafka.String(), "topic", names.Raw, "providers", reg.Names(), "version", selftest.Version())
+	// The operator's GOGC wins over the floor.
+	gcFloor := "off"
+	if _, set := lookupEnv("GOGC"); set {
+		gcFloor = "off (GOGC is set)"
+	} else if cfg.GCFloor > 0 {
+		defer gcpace.Start(uint64(cfg.GCFloor))()
+		gcFloor = envconf.Size(cfg.GCFloor)
+	}
+	log.Info("ingest listening", "addr", ln.Addr().String(), "kafka", cfg.Kafka.String(), "topic", names.Raw, "providers", reg.Names(), "version", selftest.Version(), "gc_floor", gcFloor)
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()

@@ -209,7 +209,7 @@ func run(ctx context.Context, conns int, dur, slice time.Duration, bodySize, rou
 			ingMax = ing
 		}
 		if ing.Errors > 0 || m.Errors > 0 {
-			return fmt.Errorf("round %d: ingest answered %d, the minimal handler %d requests with something other than 202", round, ing.Errors, m.Errors)
+			return fmt.Errorf("round %d: %d requests to ingest, %d to the minimal handler failed or were answered with something other than 202 (ingest's first: %v; the minimal handler's: %v)", round, ing.Errors, m.Errors, ing.First, m.First)
 		}
 	}
 	fmt.Printf("ingest/minimal req/s over %d rounds: %s (target >= 0.95)\n", rounds, spread(rateR))
@@ -245,7 +245,7 @@ func run(ctx context.Context, conns int, dur, slice time.Duration, bodySize, rou
 	}
 	fmt.Printf("ingest p99 at half of max: %.2f ms (target <= 10 ms); load average at the end %s\n", ms(ingHalf.Pct(99)), loadAvg())
 	if ingHalf.Errors > 0 {
-		return fmt.Errorf("ingest answered %d requests with something other than 202", ingHalf.Errors)
+		return fmt.Errorf("%d requests to ingest failed or were answered with something other than 202; the first: %v", ingHalf.Errors, ingHalf.First)
 	}
 	return nil
 }

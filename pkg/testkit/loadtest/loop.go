@@ -25,8 +25,11 @@ func PostClient(maxIdle, maxConns int) *http.Client {
 // Result is what one load phase measured: the latency of every call that
 // succeeded, the calls that failed, and the phase's wall time.
 type Result struct {
-	Lat     []time.Duration
-	Errors  int
+	Lat    []time.Duration
+	Errors int
+	// First is the first failed call's error (nil when none failed): what
+	// a report of Errors names.
+	First   error
 	Elapsed time.Duration
 }
 
@@ -74,12 +77,15 @@ func ClosedLoop(ctx context.Context, conns int, dur time.Duration, do func(ctx c
 			defer wg.Done()
 			var lat []time.Duration
 			errs := 0
+			var first error
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				i := int(next.Add(1) - 1)
 				t0 := time.Now()
 				if err := do(ctx, i); err != nil {
 					if ctx.Err() == nil {
-						errs++
+						if errs++; first == nil {
+							first = err
+						}
 					}
 					continue
 				}
@@ -88,6 +94,9 @@ func ClosedLoop(ctx context.Context, conns int, dur time.Duration, do func(ctx c
 			mu.Lock()
 			res.Lat = append(res.Lat, lat...)
 			res.Errors += errs
+			if res.First == nil {
+				res.First = first
+			}
 			mu.Unlock()
 		}()
 	}
@@ -131,7 +140,9 @@ func OpenLoops(ctx context.Context, rate float64, dur time.Duration, k int, do f
 			lat := time.Since(at)
 			mu.Lock()
 			if err != nil {
-				res[load].Errors++
+				if res[load].Errors++; res[load].First == nil {
+					res[load].First = err
+				}
 			} else {
 				res[load].Lat = append(res[load].Lat, lat)
 			}

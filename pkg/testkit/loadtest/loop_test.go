@@ -39,12 +39,15 @@ func TestClosedLoop(t *testing.T) {
 	if r.Errors != calls/10 || r.Elapsed < 200*time.Millisecond || r.Pct(50) < 5*time.Millisecond {
 		t.Fatalf("errors %d (want %d), elapsed %s, p50 %s", r.Errors, calls/10, r.Elapsed, r.Pct(50))
 	}
+	if (r.Errors > 0) != (r.First != nil) || (r.First != nil && r.First.Error() != "every tenth fails") {
+		t.Errorf("%d errors, first %v: want the calls' own error once any failed", r.Errors, r.First)
+	}
 }
 
 func TestOpenLoop(t *testing.T) {
 	r := OpenLoop(context.Background(), 200, 250*time.Millisecond, func(context.Context, int) error { return nil })
-	if len(r.Lat) != 50 || r.Errors != 0 {
-		t.Fatalf("%d calls, %d errors: want 50 (200/s for 250ms), 0", len(r.Lat), r.Errors)
+	if len(r.Lat) != 50 || r.Errors != 0 || r.First != nil {
+		t.Fatalf("%d calls, %d errors (first %v): want 50 (200/s for 250ms), 0", len(r.Lat), r.Errors, r.First)
 	}
 }
 
@@ -75,6 +78,9 @@ func TestOpenLoops(t *testing.T) {
 	}
 	if len(rs[0].Lat) != 50 || rs[0].Errors != 0 || len(rs[1].Lat) != 45 || rs[1].Errors != 5 {
 		t.Errorf("results %d ok %d errors, %d ok %d errors; want 50/0 and 45/5", len(rs[0].Lat), rs[0].Errors, len(rs[1].Lat), rs[1].Errors)
+	}
+	if rs[0].First != nil || rs[1].First == nil || rs[1].First.Error() != "refused" {
+		t.Errorf("first errors %v and %v, want none and the second load's \"refused\"", rs[0].First, rs[1].First)
 	}
 	if rs[0].Elapsed <= 0 || rs[0].Elapsed != rs[1].Elapsed {
 		t.Errorf("elapsed %s and %s, want the schedule's one time in both", rs[0].Elapsed, rs[1].Elapsed)

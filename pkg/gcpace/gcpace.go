@@ -42,14 +42,14 @@ const liveHeap = "/gc/heap/live:bytes"
 // keeps the runtime's scaled least goal at the floor (a live heap too
 // small to matter: none yet, a service just started).
 func Percent(floor, live uint64) int {
-	most := max(floor*100/heapMinimum, DefaultPercent)
 	if floor <= 2*live {
 		return DefaultPercent
 	}
-	if live == 0 || (floor-live)*100/live >= most {
+	most := max(floor*100/heapMinimum, DefaultPercent)
+	if live == 0 {
 		return int(most)
 	}
-	return int((floor - live) * 100 / live)
+	return int(min((floor-live)*100/live, most))
 }
 
 // running is set while a pacer runs: the percentage is the process's, so
@@ -80,8 +80,7 @@ func Start(floor uint64) (stop func()) {
 	}
 	p := &pacer{floor: floor, sample: []metrics.Sample{{Name: liveHeap}}}
 	p.mu.Lock()
-	before := debug.SetGCPercent(DefaultPercent)
-	p.adjust()
+	before := p.adjust() // p.percent is 0, which no call sets: it sets one
 	p.mu.Unlock()
 	p.arm()
 	var once sync.Once
@@ -116,15 +115,18 @@ func (m *mark) collected() {
 }
 
 // adjust sets the percentage for the live heap the last collection found
-// (p.mu held).
-func (p *pacer) adjust() {
+// when it differs from the one set last, and returns the percentage it
+// replaced (p.percent when it changed nothing). p.mu held.
+func (p *pacer) adjust() (was int) {
 	metrics.Read(p.sample)
 	var live uint64
 	if p.sample[0].Value.Kind() == metrics.KindUint64 {
 		live = p.sample[0].Value.Uint64()
 	}
-	if pct := Percent(p.floor, live); pct != p.percent {
-		debug.SetGCPercent(pct)
-		p.percent = pct
+	pct := Percent(p.floor, live)
+	if pct == p.percent {
+		return p.percent
 	}
+	was, p.percent = debug.SetGCPercent(pct), pct
+	return was
 }

@@ -22,6 +22,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_STATE_MEMORY", Value: "16MiB", Says: `HOOKLINE_STATE_MEMORY="16MiB": want bytes from 32MiB to 1024GiB, such as 128MiB`},
 		envconftest.Bad{Name: "HOOKLINE_BATCH_MAX_RECORDS", Value: "many", Says: `HOOKLINE_BATCH_MAX_RECORDS="many": want a whole number from 1 to 100000`},
 		envconftest.Bad{Name: "HOOKLINE_SHUTDOWN_GRACE", Value: "soon", Says: `HOOKLINE_SHUTDOWN_GRACE="soon": want a positive duration such as 5s`},
+		envconftest.Bad{Name: "HOOKLINE_TIMER_SLACK", Value: "1s", Says: `HOOKLINE_TIMER_SLACK="1s": want a duration from 0s to 100ms`},
 		envconftest.Bad{Name: "HOOKLINE_STANDBY_REPLICAS", Value: "-1", Says: `HOOKLINE_STANDBY_REPLICAS="-1": want a whole number from 0 to 16`},
 		envconftest.EventTypeLabels,
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_FAILURES", Value: "-2", Says: `HOOKLINE_BREAKER_FAILURES="-2": want a whole number from -1 to 1000000`},
@@ -51,7 +52,8 @@ func TestConfigValues(t *testing.T) {
 	if cfg.MetricsAddr != ":9101" || cfg.StateDir != "data/processor" || cfg.MaxInflight != 64 || cfg.MaxPending != 10000 ||
 		cfg.MaxPendingBytes != 256<<20 || cfg.ShutdownGrace != 5*time.Second || cfg.MaxBatch != 500 || cfg.InstanceID != "" ||
 		cfg.StateMemory != 128<<20 || cfg.StandbyReplicas != 0 || cfg.BreakerFailures != 5 || cfg.BreakerCooldown != 30*time.Second ||
-		cfg.SessionTimeout != 10*time.Second || cfg.TransactionTimeout != time.Minute || cfg.LogLevel != slog.LevelInfo || cfg.Retry.String() != "1m,5m,15m,1h,6h" || cfg.Jitter != 0 {
+		cfg.SessionTimeout != 10*time.Second || cfg.TransactionTimeout != time.Minute || cfg.LogLevel != slog.LevelInfo || cfg.Retry.String() != "1m,5m,15m,1h,6h" || cfg.Jitter != 0 ||
+		cfg.TimerSlack != time.Millisecond {
 		t.Fatalf("defaults %+v", cfg)
 	}
 	for _, tc := range []struct {
@@ -66,6 +68,8 @@ func TestConfigValues(t *testing.T) {
 		{"HOOKLINE_SESSION_TIMEOUT", "5m", func(c config) any { return c.SessionTimeout }, 5 * time.Minute},
 		{"HOOKLINE_TRANSACTION_TIMEOUT", "15s", func(c config) any { return c.TransactionTimeout }, 15 * time.Second},
 		{"HOOKLINE_BREAKER_FAILURES", "-1", func(c config) any { return c.BreakerFailures }, -1},
+		{"HOOKLINE_TIMER_SLACK", "0", func(c config) any { return c.TimerSlack }, time.Duration(0)},
+		{"HOOKLINE_TIMER_SLACK", "200us", func(c config) any { return c.TimerSlack }, 200 * time.Microsecond},
 		{"HOOKLINE_LOG_LEVEL", "DEBUG", func(c config) any { return c.LogLevel }, slog.LevelDebug},
 	} {
 		cfg, err := loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml", tc.name: tc.value}))

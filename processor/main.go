@@ -25,6 +25,7 @@ import (
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/providers/route"
 	"github.com/hookline/hookline/pkg/startup"
+	"github.com/hookline/hookline/pkg/timerslack"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/pkg/tracing"
 	"github.com/hookline/hookline/processor/internal/consume"
@@ -35,9 +36,16 @@ import (
 func main() {
 	providersFlag := flag.String("providers", "", "providers file (overrides HOOKLINE_PROVIDERS)")
 	flag.Parse()
+	lookup := envconf.Override(os.LookupEnv, "HOOKLINE_PROVIDERS", *providersFlag)
+	// First, before anything is opened: Ensure may start the program again
+	// in place with the slack. A wrong setting is run's to report.
+	if cfg, err := loadConfig(lookup); err == nil {
+		if _, err := timerslack.Ensure(cfg.TimerSlack); err != nil {
+			fmt.Fprintln(os.Stderr, "processor: HOOKLINE_TIMER_SLACK:", err)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	lookup := envconf.Override(os.LookupEnv, "HOOKLINE_PROVIDERS", *providersFlag)
 	if err := run(ctx, lookup, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "processor:", err)
 		os.Exit(1)
@@ -180,7 +188,8 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		return err
 	}
 	log.Info("processor starting", "kafka", cfg.Kafka.String(), "topic", names.Raw, "instance", cfg.InstanceID,
-		"state_dir", cfg.StateDir, "state_memory", state.Split(cfg.StateMemory).String(), "metrics", metricsAddr, "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight, "max_pending", cfg.MaxPending)
+		"state_dir", cfg.StateDir, "state_memory", state.Split(cfg.StateMemory).String(), "metrics", metricsAddr, "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight, "max_pending", cfg.MaxPending,
+		"timer_slack", slackText())
 	if err := proc.Run(ctx); err != nil {
 		return err
 	}
@@ -249,4 +258,13 @@ func buildRouter(reg *providers.Registry, cfg config) (*deliver.Router, error) {
 		}
 	}
 	return deliver.NewRouter(handlers), nil
+}
+
+// slackText is the timer slack the process runs with, for the start log.
+func slackText() string {
+	d, err := timerslack.Current()
+	if err != nil {
+		return err.Error()
+	}
+	return d.String()
 }

@@ -7,7 +7,7 @@
 // after sleeps of 20 µs, which Linux's default slack of 50 µs lets last
 // up to 70. At 1,000 events/s a profile put 14 % of the processor's CPU in
 // that thread, and the process made about 4,000 nanosleep calls a second; with
-// a slack of 1 ms, 1,800, and the processor spent 0.81-0.86 times the CPU
+// a slack of 1 ms, 1,800, and the processor spent 0.81-0.95 times the CPU
 // per event (docs/performance.md, "The runtime's monitor and the timer
 // slack"). Timers of the service fire up to the slack late; what arrives
 // on a socket wakes its reader at once, whatever the slack.
@@ -16,8 +16,9 @@
 // thread that starts them; the runtime starts its monitor before main
 // runs. So Ensure sets the calling thread's slack and starts the program
 // again in place (execve of the same executable with the same arguments
-// and environment: the same process id, nothing opened kept), which Linux
-// lets keep the slack, so every thread of the new image has it.
+// and environment: the same process id, nothing opened kept but standard
+// input, output and error), which Linux lets keep the slack, so every
+// thread of the new image has it.
 package timerslack
 
 import (

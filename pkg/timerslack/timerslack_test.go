@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -37,6 +38,9 @@ func child(v string) {
 	got, err := Ensure(time.Duration(n))
 	_, marked := os.LookupEnv(execMark)
 	fmt.Printf("ensured pid=%d slack=%d err=%v marked=%v\n", os.Getpid(), got, err, marked)
+	// On one thread throughout, so that at least its own slack is readable
+	// without CAP_SYS_NICE.
+	runtime.LockOSThread()
 	tids, _ := os.ReadDir("/proc/self/task")
 	for _, t := range tids {
 		b, err := os.ReadFile("/proc/" + t.Name() + "/timerslack_ns")

@@ -27,8 +27,9 @@ func PostClient(maxIdle, maxConns int) *http.Client {
 type Result struct {
 	Lat    []time.Duration
 	Errors int
-	// First is the first failed call's error (nil when none failed): what
-	// a report of Errors names.
+	// First is a failed call's error (nil when none failed): what a report
+	// of Errors names. OpenLoops keeps the first to fail; ClosedLoop the
+	// first of the poster that finished first among those with a failure.
 	First   error
 	Elapsed time.Duration
 }

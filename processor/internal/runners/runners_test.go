@@ -99,3 +99,31 @@ func waitIdle(t *testing.T, p *Pool, n, round int) {
 		time.Sleep(100 * time.Microsecond)
 	}
 }
+
+// TestRunsOnAGrownStack: a new runner starts its function on a stack of
+// stackBytes at least. n runners blocked in their functions hold n such
+// stacks, which
+// the runtime's stack memory in use shows (a new goroutine starts on
+// 2-8 KiB, and a function that only waits grows nothing).
+func TestRunsOnAGrownStack(t *testing.T) {
+	const n = 500
+	p := New(n)
+	defer p.Close()
+	runtime.GC() // free the stacks of goroutines that ended before
+	var before runtime.MemStats
+	runtime.ReadMemStats(&before)
+	var running sync.WaitGroup
+	release := make(chan struct{})
+	running.Add(n)
+	for range n {
+		p.Go(func() { running.Done(); <-release })
+	}
+	running.Wait()
+	var after runtime.MemStats
+	runtime.ReadMemStats(&after)
+	close(release)
+	grew := int64(after.StackInuse) - int64(before.StackInuse)
+	if want := int64(n * stackBytes * 3 / 4); grew < want {
+		t.Fatalf("%d runners in their functions took %d bytes of stack, want at least %d (%d KiB each)", n, grew, want, stackBytes>>10)
+	}
+}

@@ -109,7 +109,7 @@ bench-ingest: build $(KAFKA_DEP)
 
 ## bench-processor: processor throughput and CPU against ProducerPerformance, duplicates, a slow destination, restore.
 ## Then the fan-out comparison (issues 22, 36): one topic route against three, alternated, each phase a backlog produced
-## with the processor stopped; BENCH_FLAGS='-routes-n 100000 -routes-rounds 3' are its defaults, -routes-n 0 leaves it out.
+## with the processor stopped; BENCH_FLAGS='-routes-n 300000 -routes-rounds 3' are its defaults, -routes-n 0 leaves it out.
 ## Then the backfill (issue 24): a topic route added to the one-route provider, `dlq backfill` of its events, against
 ## first-seen events to one topic route; then ordering (issue 24): one topic route unordered / ordered over 10,000
 ## entities, alternated (-ord-n 50000 -ord-rounds 2). Before the fan-out, the schema

@@ -19,10 +19,11 @@
 //     with one topic route and for one with three (every event matches
 //     every route), alternated round by round on the same processor: CPU
 //     per delivery with three routes against CPU per event with one
-//     (target <= 0.5x in every round; the read, dedup and transaction are
-//     shared), and events/s with three against events/s with one (target
-//     >= 0.6x in every round), with the spread over the rounds; the
-//     processor is stopped while each backlog is produced;
+//     (target <= 0.5x in every run, pooled over its rounds; the read,
+//     dedup and transaction are shared), and events/s with three against
+//     events/s with one (target >= 0.6x, likewise), with each round's
+//     ratio and the spread over the rounds; the processor is stopped while
+//     each backlog is produced;
 //   - the schema check (-schema-n, -schema-rounds; schema.go): GitHub's
 //     example payloads for a provider without schema and for one with
 //     GitHub's schema per event type, alternated: the processor's CPU per
@@ -59,7 +60,7 @@ func main() {
 	slowN := flag.Int("slow-n", 20000, "events for the slow destination")
 	parts := flag.Int("partitions", 12, "partitions of the topics (1 measures what one partition takes)")
 	fan := fanOut{}
-	flag.IntVar(&fan.n, "routes-n", 100000, "events a round of the fan-out comparison, for each of the one-route and three-route providers (0: no comparison, and no backfill or ordering comparison)")
+	flag.IntVar(&fan.n, "routes-n", 300000, "events a round of the fan-out comparison, for each of the one-route and three-route providers (0: no comparison, and no backfill or ordering comparison)")
 	flag.IntVar(&fan.rounds, "routes-rounds", 3, "rounds of the fan-out comparison, each one route then three (1 to 10)")
 	ord := fanOut{}
 	flag.IntVar(&ord.n, "ord-n", 50000, "events a phase of the ordering comparison, for each of the unordered and ordered providers (run with the fan-out)")

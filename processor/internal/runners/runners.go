@@ -110,10 +110,10 @@ func (p *Pool) Close() { p.once.Do(func() { close(p.stop) }) }
 // store's read, the records of three topic routes) grew no stack past it.
 const stackBytes = 16 << 10
 
-// grow makes the calling goroutine's stack at least stackBytes. Its frame
-// of growFrame bytes leaves less than stackBytes-growFrame to the frames
-// below it, so the runtime doubles a smaller stack up to stackBytes at
-// least, copying those few frames only.
+// grow makes the calling goroutine's stack at least stackBytes: its frame
+// of growFrame bytes does not fit in a stack of half that, so the runtime
+// doubles a smaller stack up to stackBytes, copying only the few frames
+// below grow.
 //
 //go:noinline
 func grow() {
@@ -121,8 +121,9 @@ func grow() {
 	keep(frame[:])
 }
 
-// growFrame is grow's frame: three quarters of stackBytes, leaving room
-// for the runner's frames below and the runtime's guard.
+// growFrame is grow's frame: three quarters of stackBytes, more than half
+// of it, with room left for the runner's frames below and the runtime's
+// guard.
 const growFrame = stackBytes * 3 / 4
 
 // keep stops the compiler from dropping grow's frame.

@@ -2,11 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
-	"syscall"
 
 	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
@@ -74,17 +72,13 @@ func fanOutWarm(ctx context.Context, proc *loadtest.Proc, metrics string, fan fa
 // fanOutRounds runs fan.rounds rounds, each a backlog of fan.n events for
 // the one-route provider and then the same for the three-route one, on the
 // processor that ran the phases before; a result counts deliveries. The
-// processor is stopped while each backlog is produced (backlog), so a
+// processor is stopped while each backlog is produced (drained), so a
 // phase measures it draining the backlog, not racing this producer.
 func fanOutRounds(ctx context.Context, proc *loadtest.Proc, metrics string, fan fanOut, produce func(provider string, count int, keyPrefix string) error) ([][2]result, error) {
 	out := make([][2]result, fan.rounds)
 	for round := range out {
 		for i, p := range fanProviders {
-			from := ended(ctx, metrics)
-			if err := backlog(proc, func() error { return produce(p.name, fan.n, fmt.Sprintf("round%d", round)) }); err != nil {
-				return nil, err
-			}
-			res, err := phase(ctx, proc, metrics, from, from+float64(fan.n*p.routes))
+			res, err := drained(ctx, proc, metrics, float64(fan.n*p.routes), func() error { return produce(p.name, fan.n, fmt.Sprintf("round%d", round)) })
 			if err != nil {
 				return nil, fmt.Errorf("fan-out round %d, %d routes: %w", round+1, p.routes, err)
 			}
@@ -92,21 +86,6 @@ func fanOutRounds(ctx context.Context, proc *loadtest.Proc, metrics string, fan 
 		}
 	}
 	return out, nil
-}
-
-// backlog runs produce with the processor stopped (SIGSTOP, then SIGCONT):
-// the events wait in webhooks.raw, and the phase after measures the
-// processor alone. A stop of seconds is well inside its group session and
-// transaction timeouts.
-func backlog(proc *loadtest.Proc, produce func() error) error {
-	if err := syscall.Kill(proc.Pid(), syscall.SIGSTOP); err != nil {
-		return fmt.Errorf("stop the processor while the backlog is produced: %w", err)
-	}
-	err := produce()
-	if cerr := syscall.Kill(proc.Pid(), syscall.SIGCONT); cerr != nil {
-		return errors.Join(err, fmt.Errorf("resume the processor: %w", cerr))
-	}
-	return err
 }
 
 // spread is the highest of vs less the lowest.

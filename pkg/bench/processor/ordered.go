@@ -47,11 +47,7 @@ func orderedRounds(ctx context.Context, proc *loadtest.Proc, metrics string, fan
 	out := make([][2]result, fan.rounds)
 	for round := range out {
 		for i, p := range []string{flatProvider, orderedProvider} {
-			from := ended(ctx, metrics)
-			if err := produce(p, fan.n, fmt.Sprintf("round%d", round)); err != nil {
-				return nil, err
-			}
-			res, err := phase(ctx, proc, metrics, from, from+float64(fan.n))
+			res, err := drained(ctx, proc, metrics, float64(fan.n), func() error { return produce(p, fan.n, fmt.Sprintf("round%d", round)) })
 			if err != nil {
 				return nil, fmt.Errorf("ordering round %d, %s: %w", round+1, p, err)
 			}

@@ -78,11 +78,7 @@ func schemaRounds(ctx context.Context, proc *loadtest.Proc, metrics string, cl *
 	out := make([][2]result, sb.rounds)
 	for round := range out {
 		for i, p := range []string{plainProvider, schemaProvider} {
-			from := ended(ctx, metrics)
-			if err := produce(p, round); err != nil {
-				return nil, 0, err
-			}
-			res, err := phase(ctx, proc, metrics, from, from+float64(sb.n))
+			res, err := drained(ctx, proc, metrics, float64(sb.n), func() error { return produce(p, round) })
 			if err != nil {
 				return nil, 0, fmt.Errorf("schema round %d, %s: %w", round+1, p, err)
 			}

@@ -55,11 +55,7 @@ func transformRounds(ctx context.Context, proc *loadtest.Proc, metrics string, t
 	out := make([][2]result, tc.rounds)
 	for round := range out {
 		for i, p := range transformProviders {
-			from := ended(ctx, metrics)
-			if err := produce(p, tc.n, fmt.Sprintf("tround%d", round)); err != nil {
-				return nil, err
-			}
-			res, err := phase(ctx, proc, metrics, from, from+float64(tc.n))
+			res, err := drained(ctx, proc, metrics, float64(tc.n), func() error { return produce(p, tc.n, fmt.Sprintf("tround%d", round)) })
 			if err != nil {
 				return nil, fmt.Errorf("transform round %d, %s: %w", round+1, p, err)
 			}

@@ -25,6 +25,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_INGEST_GC_FLOOR", Value: "lots", Says: `HOOKLINE_INGEST_GC_FLOOR="lots": want bytes from 0 to 16GiB, such as 64MiB`},
 		envconftest.Bad{Name: "HOOKLINE_REPLAY_CACHE_ENTRIES", Value: "-1", Says: `HOOKLINE_REPLAY_CACHE_ENTRIES="-1": want a whole number from 0 to 10000000`},
 		envconftest.EventTypeLabels,
+		envconftest.TimerSlack,
 	)
 	bad = append(bad, envconftest.Tracing...)
 	envconftest.Check(t, loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}, bad, append(envconftest.TracingAny, envconftest.SharedCombined...)...)
@@ -67,20 +68,33 @@ func TestConfigReadme(t *testing.T) {
 	envconftest.Readme(t, "../docs/operating.md", "ingest", loadConfig, map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"})
 }
 
-// TestConfigGCFloor: the collector's floor is 64 MiB unless set; 0 turns
-// it off.
-func TestConfigGCFloor(t *testing.T) {
-	for env, want := range map[string]int64{"": 64 << 20, "0": 0, "256MiB": 256 << 20, "1048576": 1 << 20} {
+// TestConfigValues: the collector's floor is 64 MiB and the timer slack
+// 1 ms unless set; 0 turns either off (the slack: left as it is).
+func TestConfigValues(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string // value "": unset
+		got         func(config) any
+		want        any
+	}{
+		{"HOOKLINE_INGEST_GC_FLOOR", "", func(c config) any { return c.GCFloor }, int64(64 << 20)},
+		{"HOOKLINE_INGEST_GC_FLOOR", "0", func(c config) any { return c.GCFloor }, int64(0)},
+		{"HOOKLINE_INGEST_GC_FLOOR", "256MiB", func(c config) any { return c.GCFloor }, int64(256 << 20)},
+		{"HOOKLINE_INGEST_GC_FLOOR", "1048576", func(c config) any { return c.GCFloor }, int64(1 << 20)},
+		{"HOOKLINE_TIMER_SLACK", "", func(c config) any { return c.TimerSlack }, time.Millisecond},
+		{"HOOKLINE_TIMER_SLACK", "0", func(c config) any { return c.TimerSlack }, time.Duration(0)},
+		{"HOOKLINE_TIMER_SLACK", "200us", func(c config) any { return c.TimerSlack }, 200 * time.Microsecond},
+		{"HOOKLINE_TIMER_SLACK", "100ms", func(c config) any { return c.TimerSlack }, 100 * time.Millisecond},
+	} {
 		vars := map[string]string{"HOOKLINE_PROVIDERS": "p.yaml"}
-		if env != "" {
-			vars["HOOKLINE_INGEST_GC_FLOOR"] = env
+		if tc.value != "" {
+			vars[tc.name] = tc.value
 		}
 		c, err := loadConfig(envconftest.Env(vars))
 		if err != nil {
-			t.Fatalf("HOOKLINE_INGEST_GC_FLOOR=%q: %v", env, err)
+			t.Fatalf("%s=%q: %v", tc.name, tc.value, err)
 		}
-		if c.GCFloor != want {
-			t.Errorf("HOOKLINE_INGEST_GC_FLOOR=%q: %d, want %d", env, c.GCFloor, want)
+		if got := tc.got(c); got != tc.want {
+			t.Errorf("%s=%q: %v, want %v", tc.name, tc.value, got, tc.want)
 		}
 	}
 }

@@ -30,6 +30,7 @@ import (
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/startup"
+	"github.com/hookline/hookline/pkg/timerslack"
 	"github.com/hookline/hookline/pkg/topics"
 	"github.com/hookline/hookline/pkg/tracing"
 )
@@ -42,6 +43,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 	lookup := envconf.Override(os.LookupEnv, "HOOKLINE_PROVIDERS", *providersFlag)
+	// First, before anything is opened: Apply may start the program again
+	// in place with the slack. A wrong setting is run's to report.
+	if cfg, err := loadConfig(lookup); err == nil {
+		timerslack.Apply(os.Stderr, "ingest", cfg.TimerSlack)
+	}
 	if err := run(ctx, lookup, os.Stderr, nil, *ensureOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "ingest:", err)
 		os.Exit(1)
@@ -178,7 +184,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 		defer gcpace.Start(uint64(cfg.GCFloor))()
 		gcFloor = envconf.Size(cfg.GCFloor)
 	}
-	log.Info("ingest listening", "addr", ln.Addr().String(), "kafka", cfg.Kafka.String(), "topic", names.Raw, "providers", reg.Names(), "version", selftest.Version(), "gc_floor", gcFloor)
+	log.Info("ingest listening", "addr", ln.Addr().String(), "kafka", cfg.Kafka.String(), "topic", names.Raw, "providers", reg.Names(), "version", selftest.Version(), "gc_floor", gcFloor, "timer_slack", timerslack.Text())
 
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- hs.Serve(ln) }()

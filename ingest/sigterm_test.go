@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,6 +16,7 @@ import (
 	"github.com/hookline/hookline/pkg/testkit/e2e"
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
+	"github.com/hookline/hookline/pkg/timerslack"
 )
 
 // TestSIGTERMDuringBurst runs the built binary, sends SIGTERM while eight
@@ -27,6 +29,7 @@ func TestSIGTERMDuringBurst(t *testing.T) {
 	e := newEnv(t)
 	addr := e2e.FreeAddr(t)
 	e.vars["HOOKLINE_INGEST_ADDR"] = addr
+	e.vars["HOOKLINE_LOG_LEVEL"] = "info" // the start log's timer_slack
 	var env []string
 	for k, v := range e.vars {
 		env = append(env, k+"="+v)
@@ -34,6 +37,7 @@ func TestSIGTERMDuringBurst(t *testing.T) {
 	p := proctest.Start(t, proctest.Binary(t, "ingest"), env)
 	base := "http://" + addr
 	e2e.WaitHTTP(t, base+"/readyz", 60*time.Second)
+	checkTimerSlack(t, p)
 
 	var (
 		mu       sync.Mutex
@@ -92,4 +96,27 @@ func TestSIGTERMDuringBurst(t *testing.T) {
 		t.Fatalf("%d of %d accepted deliveries are not in %s", len(want), len(accepted), e.raw())
 	}
 	t.Logf("%d deliveries accepted around SIGTERM, all in the topic", len(accepted))
+}
+
+// checkTimerSlack: the ingest binary, started with HOOKLINE_TIMER_SLACK
+// unset, runs every thread with the default slack, and its start log says
+// so (package timerslack: main starts it again in place).
+func checkTimerSlack(t *testing.T, p *proctest.Proc) {
+	t.Helper()
+	if runtime.GOOS != "linux" {
+		return // a Linux setting: elsewhere nothing is set
+	}
+	slacks, err := p.TimerSlacks()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for tid, d := range slacks {
+		if d != timerslack.Default {
+			t.Errorf("thread %d of %d has a timer slack of %v, want %v", tid, len(slacks), d, timerslack.Default)
+		}
+	}
+	if want := `"timer_slack":"` + timerslack.Default.String() + `"`; !strings.Contains(p.Output(), want) {
+		t.Errorf("the start log does not say %s:\n%s", want, p.Output())
+	}
+	t.Logf("%d threads, each with a timer slack of %v", len(slacks), timerslack.Default)
 }

@@ -71,7 +71,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 		// The runtime's monitor thread sleeps 20 µs plus the slack between
 		// looks while any goroutine runs: with Linux's 50 µs, 14 % of the
 		// processor's CPU at 1,000 events/s.
-		TimerSlack:      r.Duration("HOOKLINE_TIMER_SLACK", timerslack.Default, 0, timerslack.Max),
+		TimerSlack:      timerslack.ReadEnv(r),
 		EventTypeLabels: typelabel.ReadEnv(r),
 		BreakerFailures: r.Int("HOOKLINE_BREAKER_FAILURES", 5, -1, 1000000),
 		BreakerCooldown: r.Duration("HOOKLINE_BREAKER_COOLDOWN", 30*time.Second, time.Nanosecond, 0),

@@ -22,7 +22,7 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_STATE_MEMORY", Value: "16MiB", Says: `HOOKLINE_STATE_MEMORY="16MiB": want bytes from 32MiB to 1024GiB, such as 128MiB`},
 		envconftest.Bad{Name: "HOOKLINE_BATCH_MAX_RECORDS", Value: "many", Says: `HOOKLINE_BATCH_MAX_RECORDS="many": want a whole number from 1 to 100000`},
 		envconftest.Bad{Name: "HOOKLINE_SHUTDOWN_GRACE", Value: "soon", Says: `HOOKLINE_SHUTDOWN_GRACE="soon": want a positive duration such as 5s`},
-		envconftest.Bad{Name: "HOOKLINE_TIMER_SLACK", Value: "1s", Says: `HOOKLINE_TIMER_SLACK="1s": want a duration from 0s to 100ms`},
+		envconftest.TimerSlack,
 		envconftest.Bad{Name: "HOOKLINE_STANDBY_REPLICAS", Value: "-1", Says: `HOOKLINE_STANDBY_REPLICAS="-1": want a whole number from 0 to 16`},
 		envconftest.EventTypeLabels,
 		envconftest.Bad{Name: "HOOKLINE_BREAKER_FAILURES", Value: "-2", Says: `HOOKLINE_BREAKER_FAILURES="-2": want a whole number from -1 to 1000000`},

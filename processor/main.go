@@ -40,9 +40,7 @@ func main() {
 	// First, before anything is opened: Ensure may start the program again
 	// in place with the slack. A wrong setting is run's to report.
 	if cfg, err := loadConfig(lookup); err == nil {
-		if _, err := timerslack.Ensure(cfg.TimerSlack); err != nil {
-			fmt.Fprintln(os.Stderr, "processor: HOOKLINE_TIMER_SLACK:", err)
-		}
+		timerslack.Apply(os.Stderr, "processor", cfg.TimerSlack)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -189,7 +187,7 @@ func run(ctx context.Context, lookupEnv func(string) (string, bool), logOut io.W
 	}
 	log.Info("processor starting", "kafka", cfg.Kafka.String(), "topic", names.Raw, "instance", cfg.InstanceID,
 		"state_dir", cfg.StateDir, "state_memory", state.Split(cfg.StateMemory).String(), "metrics", metricsAddr, "tiers", cfg.Retry.String(), "max_inflight", cfg.MaxInflight, "max_pending", cfg.MaxPending,
-		"timer_slack", slackText())
+		"timer_slack", timerslack.Text())
 	if err := proc.Run(ctx); err != nil {
 		return err
 	}
@@ -258,13 +256,4 @@ func buildRouter(reg *providers.Registry, cfg config) (*deliver.Router, error) {
 		}
 	}
 	return deliver.NewRouter(handlers), nil
-}
-
-// slackText is the timer slack the process runs with, for the start log.
-func slackText() string {
-	d, err := timerslack.Current()
-	if err != nil {
-		return err.Error()
-	}
-	return d.String()
 }

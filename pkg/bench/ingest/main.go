@@ -42,6 +42,7 @@ import (
 	"github.com/hookline/hookline/pkg/bench/report"
 	"github.com/hookline/hookline/pkg/providers"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
+	"github.com/hookline/hookline/pkg/timerslack"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -57,6 +58,7 @@ func main() {
 	rounds := flag.Int("rounds", 0, "rounds, each measuring every target in turn for -d (0: 3, or 5 with -corpus)")
 	slice := flag.Duration("slice", 2*time.Second, "in a round, the targets take turns in slices this long until each had -d (0: one turn of -d each)")
 	brokerPIDFile := flag.String("broker-pid-file", "", "the local broker's pid file: its CPU per request is measured too (the broker shares the cores)")
+	minimalSlack := flag.Duration("minimal-timer-slack", 0, "give the minimal handler this timer slack, as ingest has HOOKLINE_TIMER_SLACK (0: Linux's default, as any Go program runs): to tell hookline's own work from the runtime's")
 	flag.Parse()
 	gin.SetMode(gin.ReleaseMode)
 	if *serveBare != "" {
@@ -67,6 +69,7 @@ func main() {
 		return
 	}
 	if *serveMinimal != "" {
+		timerslack.Apply(os.Stderr, "minimal", *minimalSlack)
 		if err := minimal(*serveMinimal, *minimalTopic); err != nil {
 			fmt.Fprintln(os.Stderr, "minimal:", err)
 			os.Exit(1)
@@ -92,7 +95,7 @@ func main() {
 		os.Exit(2)
 	}
 	loadtest.Main("loadgen", func(ctx context.Context) error {
-		return run(ctx, *conns, *dur, *slice, *bodySize, *rounds, brokerPID(*brokerPIDFile))
+		return run(ctx, *conns, *dur, *slice, *bodySize, *rounds, brokerPID(*brokerPIDFile), *minimalSlack)
 	})
 }
 
@@ -119,7 +122,7 @@ type target struct {
 	proc       *loadtest.Proc
 }
 
-func run(ctx context.Context, conns int, dur, slice time.Duration, bodySize, rounds, broker int) (err error) {
+func run(ctx context.Context, conns int, dur, slice time.Duration, bodySize, rounds, broker int, minimalSlack time.Duration) (err error) {
 	r, err := loadtest.NewRun("bench-ingest", []string{"ingest"})
 	if err != nil {
 		return err
@@ -150,7 +153,7 @@ func run(ctx context.Context, conns int, dur, slice time.Duration, bodySize, rou
 		{bare, self, nil, []string{"-serve-bare", bare.addr}},
 		{ingest, r.Bins["ingest"], []string{"HOOKLINE_INGEST_ADDR=" + ingest.addr, "HOOKLINE_PROVIDERS=" + provFile, "BENCH_STRIPE_SECRET=" + secret,
 			"HOOKLINE_TOPIC_PREFIX=" + prefix, "HOOKLINE_LOG_LEVEL=warn"}, nil},
-		{mini, self, nil, []string{"-serve-minimal", mini.addr, "-minimal-topic", prefix + topics.BaseRaw}},
+		{mini, self, nil, []string{"-serve-minimal", mini.addr, "-minimal-topic", prefix + topics.BaseRaw, "-minimal-timer-slack", minimalSlack.String()}},
 	} {
 		p, err := loadtest.Start(c.path, c.env, filepath.Join(r.Dir, c.t.name+".log"), c.args...)
 		if err != nil {
@@ -170,6 +173,9 @@ func run(ctx context.Context, conns int, dur, slice time.Duration, bodySize, rou
 	client := loadtest.PostClient(512, 512)
 	fmt.Printf("hookline ingest benchmark: %d-byte signed Stripe bodies, %d connections, %s per phase in turns of %s, %d rounds, broker %s, load average %s\n",
 		bodySize, conns, dur, cmp.Or(slice, dur), rounds, strings.Join(r.Kafka.Brokers, ","), loadAvg())
+	if minimalSlack > 0 {
+		fmt.Printf("the minimal handler runs with a timer slack of %s (-minimal-timer-slack)\n", minimalSlack)
+	}
 
 	// Warm each up (JIT on the broker side, connection pools, topic leaders).
 	targets := []*target{mini, ingest, bare}

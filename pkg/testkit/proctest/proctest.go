@@ -7,11 +7,15 @@ package proctest
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -147,6 +151,37 @@ func (p *Proc) Exited() bool {
 	default:
 		return false
 	}
+}
+
+// TimerSlacks is the timer slack of each of the process's threads, by
+// thread id, from /proc (Linux only: /proc/<tid>/timerslack_ns, which a
+// thread's own folder under /proc/<pid>/task does not have).
+func (p *Proc) TimerSlacks() (map[int]time.Duration, error) {
+	dir := fmt.Sprintf("/proc/%d/task", p.Cmd.Process.Pid)
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[int]time.Duration, len(tasks))
+	for _, t := range tasks {
+		b, err := os.ReadFile(filepath.Join("/proc", t.Name(), "timerslack_ns"))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // the thread ended since the listing
+		}
+		if err != nil {
+			return nil, err
+		}
+		ns, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("/proc/%s/timerslack_ns: %w", t.Name(), err)
+		}
+		tid, _ := strconv.Atoi(t.Name())
+		out[tid] = time.Duration(ns)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no thread of process %d left in %s", p.Cmd.Process.Pid, dir)
+	}
+	return out, nil
 }
 
 // Output is everything the process printed so far.

@@ -12,9 +12,18 @@ import (
 	"syscall"
 
 	"github.com/hookline/hookline/dlq/internal/cli"
+	"github.com/hookline/hookline/pkg/timerslack"
 )
 
 func main() {
+	// dlq serve is a service, the other commands run and end: it alone
+	// takes the timer slack, first, before anything is opened, since
+	// applying it starts the program again in place (package timerslack).
+	if len(os.Args) > 1 && os.Args[1] == "serve" {
+		if d, ok := cli.ServeTimerSlack(os.LookupEnv); ok {
+			timerslack.Apply(os.Stderr, "dlq serve", d)
+		}
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	err := cli.Run(ctx, cli.Env{
 		Args:      os.Args[1:],

@@ -106,17 +106,8 @@ func checkTimerSlack(t *testing.T, p *proctest.Proc) {
 	if runtime.GOOS != "linux" {
 		return // a Linux setting: elsewhere nothing is set
 	}
-	slacks, err := p.TimerSlacks()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for tid, d := range slacks {
-		if d != timerslack.Default {
-			t.Errorf("thread %d of %d has a timer slack of %v, want %v", tid, len(slacks), d, timerslack.Default)
-		}
-	}
+	p.CheckTimerSlack(t, timerslack.Default)
 	if want := `"timer_slack":"` + timerslack.Default.String() + `"`; !strings.Contains(p.Output(), want) {
 		t.Errorf("the start log does not say %s:\n%s", want, p.Output())
 	}
-	t.Logf("%d threads, each with a timer slack of %v", len(slacks), timerslack.Default)
 }

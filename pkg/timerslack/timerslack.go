@@ -9,9 +9,9 @@
 // that thread, and the process made about 4,000 nanosleep calls a second; with
 // a slack of 1 ms, 1,800, and the processor spent 0.81-0.95 times the CPU
 // per event (docs/performance.md, "The runtime's monitor and the timer
-// slack"). Ingest, which does the same, spent about a fifth less CPU per
-// request at 100 requests/s and an eighth less at 1,000 ("Ingest and the
-// timer slack"). Timers of the service fire up to the slack late; what
+// slack"). Ingest and dlq serve, which do the same, spent up to a fifth
+// less CPU per event at 10 to 100 events/s, ingest an eighth less at 1,000
+// too ("Ingest and the timer slack"). Timers of the service fire up to the slack late; what
 // arrives on a socket wakes its reader at once, whatever the slack.
 //
 // A thread sets only its own slack, and new threads take the slack of the

@@ -16,6 +16,7 @@ import (
 	"github.com/hookline/hookline/pkg/envconf"
 	"github.com/hookline/hookline/pkg/kafkaconf"
 	"github.com/hookline/hookline/pkg/obs"
+	"github.com/hookline/hookline/pkg/timerslack"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -66,6 +67,8 @@ type config struct {
 	ProcessorMetrics []string
 	// Report is the e-mail health report's settings (health-report, serve).
 	Report reportConfig
+	// TimerSlack is HOOKLINE_TIMER_SLACK (serve; package timerslack).
+	TimerSlack time.Duration
 }
 
 // DefaultReportInterval is how often `dlq serve` sends the health report
@@ -84,6 +87,15 @@ type reportConfig struct {
 	// SMTP is HOOKLINE_ALERT_SMTP_HOST, _USERNAME, _PASSWORD, _REQUIRE_TLS and
 	// HOOKLINE_ALERT_EMAIL_FROM.
 	SMTP mail.Config
+}
+
+// ServeTimerSlack is the timer slack `dlq serve` asks for (dlq's main
+// applies it before the command runs, since applying it starts the
+// program again); ok false when the configuration is wrong, which the
+// command itself reports.
+func ServeTimerSlack(lookupEnv func(string) (string, bool)) (d time.Duration, ok bool) {
+	c, err := loadConfig(lookupEnv)
+	return c.TimerSlack, err == nil
 }
 
 // loadConfig reads the configuration; the error names every wrong variable.
@@ -113,6 +125,7 @@ func loadConfig(lookupEnv func(string) (string, bool)) (config, error) {
 			},
 		},
 		ProcessorMetrics: strings.FieldsFunc(r.String("HOOKLINE_PROCESSOR_METRICS", ""), func(r rune) bool { return r == ',' || r == ' ' }),
+		TimerSlack:       timerslack.ReadEnv(r),
 	}
 	r.Add(c.validate())
 	return c, r.Err()

@@ -25,13 +25,14 @@ func TestConfigBadValues(t *testing.T) {
 		envconftest.Bad{Name: "HOOKLINE_ALERT_SMTP_REQUIRE_TLS", Value: "maybe", Says: `HOOKLINE_ALERT_SMTP_REQUIRE_TLS="maybe": want true or false`},
 		envconftest.Bad{Name: "HOOKLINE_TRACE_URL", Value: "http://jaeger:16686/trace/", Says: `HOOKLINE_TRACE_URL="http://jaeger:16686/trace/": want an http(s) URL with {trace_id} where the trace id goes, such as http://jaeger:16686/trace/{trace_id}`},
 		envconftest.Bad{Name: "HOOKLINE_ADMIN_HOSTS", Value: "dlq.internal, evil.example:80", Says: `HOOKLINE_ADMIN_HOSTS="dlq.internal,evil.example:80": want host names (no port) separated by commas, such as dlq.internal,dlq`},
+		envconftest.TimerSlack,
 	)
 	envconftest.Check(t, loadConfig, nil, bad, append([]string{"HOOKLINE_PROVIDERS", "HOOKLINE_TRACE_DIR", "HOOKLINE_ALERT_SMTP_USERNAME", "HOOKLINE_ALERT_SMTP_PASSWORD"}, envconftest.SharedCombined...)...)
 	if _, err := loadConfig(envconftest.Env(map[string]string{"HOOKLINE_ADMIN_TOKEN": "tok-en5"})); err == nil || strings.Contains(err.Error(), "tok-en5") {
 		t.Fatalf("a short token: %v", err)
 	}
 	c, err := loadConfig(envconftest.Env(nil))
-	if err != nil || c.AdminAddr != DefaultAdminAddr || c.MetricsInterval != DefaultMetricsInterval || c.TraceDir != DefaultTraceDir || c.HeldAfter != time.Hour {
+	if err != nil || c.AdminAddr != DefaultAdminAddr || c.MetricsInterval != DefaultMetricsInterval || c.TraceDir != DefaultTraceDir || c.HeldAfter != time.Hour || c.TimerSlack != time.Millisecond {
 		t.Fatalf("defaults %+v, %v", c, err)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/hookline/hookline/pkg/control"
 	"github.com/hookline/hookline/pkg/obs"
 	"github.com/hookline/hookline/pkg/providers"
+	"github.com/hookline/hookline/pkg/timerslack"
 )
 
 const serveHelp = `usage: dlq serve [--addr HOST:PORT]
@@ -236,7 +237,7 @@ func runServe(ctx context.Context, env Env, args []string) error {
 		return fmt.Errorf("HOOKLINE_ADMIN_ADDR=%s: %w", addr, err)
 	}
 	page := "http://" + ln.Addr().String() + "/ui/"
-	log.Info("dlq admin listening", "addr", ln.Addr().String(), "page", page, "kafka", a.cfg.Kafka.String(), "topic", a.names.DLQ)
+	log.Info("dlq admin listening", "addr", ln.Addr().String(), "page", page, "kafka", a.cfg.Kafka.String(), "topic", a.names.DLQ, "timer_slack", timerslack.Text())
 	if generated {
 		fmt.Fprintf(env.Stderr, "dlq: HOOKLINE_ADMIN_TOKEN is not set; this run's token is in the page address:\n  %s#token=%s\n", page, token)
 	}

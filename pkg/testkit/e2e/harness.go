@@ -31,6 +31,7 @@ import (
 	"github.com/hookline/hookline/pkg/testkit/kafkatest"
 	"github.com/hookline/hookline/pkg/testkit/loadtest"
 	"github.com/hookline/hookline/pkg/testkit/proctest"
+	"github.com/hookline/hookline/pkg/timerslack"
 	"github.com/hookline/hookline/pkg/topics"
 )
 
@@ -256,6 +257,11 @@ func (s *System) StartProcessor(id string, extra map[string]string) *Service {
 	return s.startListening("processor", "HOOKLINE_METRICS_ADDR", "/healthz", env)
 }
 
+// takesTimerSlack names the services (dlq: serve) that give their threads
+// HOOKLINE_TIMER_SLACK at start; startListening checks each has the
+// default when the variable is not set.
+var takesTimerSlack = map[string]bool{"ingest": true, "processor": true, "dlq": true}
+
 // startListening runs the service binary name (with args) listening on a
 // free port given in the variable addrVar, and waits up to a minute until
 // ready answers 200 there. A start whose port was taken in the meantime
@@ -272,6 +278,9 @@ func (s *System) startListening(name, addrVar, ready string, extra map[string]st
 		svc := &Service{Proc: proctest.Start(s.tb, path, envList, args...), Name: name, Addr: addr, env: envList, path: path}
 		err := waitReady(svc.Proc, "http://"+addr+ready, 60*time.Second)
 		if err == nil {
+			if takesTimerSlack[name] && !slices.ContainsFunc(envList, func(v string) bool { return strings.HasPrefix(v, "HOOKLINE_TIMER_SLACK=") }) {
+				svc.CheckTimerSlack(s.tb, timerslack.Default)
+			}
 			return svc
 		}
 		if attempt < 3 && svc.Exited() && freeport.InUse(nil, svc.Output()) {

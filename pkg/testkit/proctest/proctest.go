@@ -184,6 +184,25 @@ func (p *Proc) TimerSlacks() (map[int]time.Duration, error) {
 	return out, nil
 }
 
+// CheckTimerSlack fails the test unless every thread of the running
+// process has the timer slack want (package timerslack). Linux only:
+// elsewhere nothing sets it, and nothing is checked.
+func (p *Proc) CheckTimerSlack(tb testing.TB, want time.Duration) {
+	tb.Helper()
+	if runtime.GOOS != "linux" {
+		return
+	}
+	slacks, err := p.TimerSlacks()
+	if err != nil {
+		tb.Fatalf("%s: %v", filepath.Base(p.Cmd.Path), err)
+	}
+	for tid, d := range slacks {
+		if d != want {
+			tb.Errorf("%s: thread %d of %d has a timer slack of %v, want %v", filepath.Base(p.Cmd.Path), tid, len(slacks), d, want)
+		}
+	}
+}
+
 // Output is everything the process printed so far.
 func (p *Proc) Output() string { return p.out.String() }
 

@@ -11,8 +11,9 @@
 // per event (docs/performance.md, "The runtime's monitor and the timer
 // slack"). Ingest and dlq serve, which do the same, spent up to a fifth
 // less CPU per event at 10 to 100 events/s, ingest an eighth less at 1,000
-// too ("Ingest and the timer slack"). Timers of the service fire up to the slack late; what
-// arrives on a socket wakes its reader at once, whatever the slack.
+// too ("Ingest and the timer slack"). Timers of the service fire up to the
+// slack late; what arrives on a socket wakes its reader at once, whatever
+// the slack.
 //
 // A thread sets only its own slack, and new threads take the slack of the
 // thread that starts them; the runtime starts its monitor before main

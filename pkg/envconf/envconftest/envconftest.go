@@ -81,8 +81,8 @@ var Providers = Bad{"HOOKLINE_PROVIDERS", " ", `HOOKLINE_PROVIDERS is not set: w
 // the processor (typelabel.ReadEnv).
 var EventTypeLabels = Bad{"HOOKLINE_EVENT_TYPE_LABELS", "-1", `HOOKLINE_EVENT_TYPE_LABELS="-1": want a whole number from 0 to 10000`}
 
-// TimerSlack is a bad HOOKLINE_TIMER_SLACK, read by ingest and the
-// processor (timerslack.ReadEnv).
+// TimerSlack is a bad HOOKLINE_TIMER_SLACK, read by ingest, the processor
+// and dlq (timerslack.ReadEnv).
 var TimerSlack = Bad{"HOOKLINE_TIMER_SLACK", "1s", `HOOKLINE_TIMER_SLACK="1s": want a duration from 0s to 100ms`}
 
 // Common returns Shared, Retry and own: the bad values of a service that

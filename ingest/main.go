@@ -39,15 +39,17 @@ func main() {
 	providersFlag := flag.String("providers", "", "providers file (overrides HOOKLINE_PROVIDERS)")
 	ensureOnly := flag.Bool("ensure-topics", false, "create missing topics, check existing ones, and exit")
 	flag.Parse()
+	lookup := envconf.Override(os.LookupEnv, "HOOKLINE_PROVIDERS", *providersFlag)
+	// First, before anything is opened or started: Apply may start the
+	// program again in place with the slack. A wrong setting is run's to
+	// report. -ensure-topics runs and ends, as dlq's commands but serve do:
+	// no second start for it.
+	if cfg, err := loadConfig(lookup); err == nil && !*ensureOnly {
+		timerslack.Apply(os.Stderr, "ingest", cfg.TimerSlack)
+	}
 	gin.SetMode(gin.ReleaseMode)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	lookup := envconf.Override(os.LookupEnv, "HOOKLINE_PROVIDERS", *providersFlag)
-	// First, before anything is opened: Apply may start the program again
-	// in place with the slack. A wrong setting is run's to report.
-	if cfg, err := loadConfig(lookup); err == nil {
-		timerslack.Apply(os.Stderr, "ingest", cfg.TimerSlack)
-	}
 	if err := run(ctx, lookup, os.Stderr, nil, *ensureOnly); err != nil {
 		fmt.Fprintln(os.Stderr, "ingest:", err)
 		os.Exit(1)

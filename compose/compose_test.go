@@ -182,6 +182,46 @@ func TestComposeMountsExist(t *testing.T) {
 	}
 }
 
+// TestComposeBrokerMatchesLocalBroker: compose's Kafka is set as the broker
+// that compose/kafka.sh starts without Docker: every setting of
+// compose/kafka/server.properties.tmpl with a fixed value (no @NAME@ of the
+// script's) is in the kafka service's environment, as the image spells it
+// (KAFKA_ then the name in capitals, dots as underscores), with the same
+// value. So a setting the pipeline's behaviour or figures rest on (topics
+// never created by a stray produce, 2 MiB records, the broker's retry of a
+// transaction's first produce) cannot be in one and not the other.
+func TestComposeBrokerMatchesLocalBroker(t *testing.T) {
+	raw, err := os.ReadFile("kafka/server.properties.tmpl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := loadCompose(t).Services["kafka"].Environment
+	// compose's listeners add the host's; the rest are per instance (@NAME@).
+	differ := map[string]bool{"listener.security.protocol.map": true}
+	n := 0
+	for i, line := range strings.Split(string(raw), "\n") {
+		line = strings.TrimSpace(line)
+		name, value, ok := strings.Cut(line, "=")
+		if line == "" || strings.HasPrefix(line, "#") || strings.Contains(value, "@") || differ[name] {
+			continue
+		}
+		if !ok {
+			t.Errorf("server.properties.tmpl line %d: %q is not name=value", i+1, line)
+			continue
+		}
+		n++
+		key := "KAFKA_" + strings.ToUpper(strings.ReplaceAll(name, ".", "_"))
+		if got, ok := env[key]; !ok {
+			t.Errorf("server.properties.tmpl sets %s=%s; compose's kafka does not set %s", name, value, key)
+		} else if got != value {
+			t.Errorf("server.properties.tmpl sets %s=%s; compose's kafka has %s=%s", name, value, key, got)
+		}
+	}
+	if n < 8 {
+		t.Errorf("read %d fixed settings from server.properties.tmpl; want at least 8 (is the file there?)", n)
+	}
+}
+
 // listenPort is the port a hookline service listens on in compose, from the
 // variable the code reads.
 var listenPort = map[string]string{

@@ -56,8 +56,9 @@ func Apply(w io.Writer, service string, want time.Duration) {
 	}
 }
 
-// Text is the timer slack the process runs with, for its start log, or
-// why it could not be read.
+// Text is the timer slack the process runs with (the calling thread's,
+// which is every thread's after Ensure), for its start log, or why it
+// could not be read.
 func Text() string {
 	d, err := current()
 	if err != nil {
@@ -100,7 +101,3 @@ func Ensure(want time.Duration) (time.Duration, error) {
 	// Still here: the exec failed, and this thread alone has the slack.
 	return have, fmt.Errorf("starting again with timer slack %v: %w", want, err)
 }
-
-// Current is the timer slack of the calling thread, which is every
-// thread's after Ensure.
-func Current() (time.Duration, error) { return current() }

@@ -11,6 +11,8 @@ TEST_TIMEOUT ?= 20m
 # Use the broker the caller names, or the local one `make kafka-up` starts.
 ifeq ($(strip $(KAFKA_BROKERS)),)
   KAFKA_DEP := kafka-up
+  # The benchmarks measure the CPU of the broker they started (it shares the cores).
+  BROKER_PID := -broker-pid-file $(or $(HOOKLINE_KAFKA_DIR),$(CURDIR)/.kafka)/kafka.pid
   export KAFKA_BROKERS := 127.0.0.1:$(or $(KAFKA_PORT),9092)
 else
   KAFKA_DEP :=
@@ -105,7 +107,7 @@ bench-readme:
 ## without schema and with GitHub's schema (on_invalid: dlq, then reject), alternated (-rounds 5 by default).
 bench-ingest: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/loadgen ./pkg/bench/ingest
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(if $(KAFKA_DEP),-broker-pid-file $(or $(HOOKLINE_KAFKA_DIR),$(CURDIR)/.kafka)/kafka.pid) $(BENCH_FLAGS)
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/loadgen $(BROKER_PID) $(BENCH_FLAGS)
 
 ## bench-processor: processor throughput and CPU against ProducerPerformance, duplicates, a slow destination, restore.
 ## Then the fan-out comparison (issues 22, 36): one topic route against three, alternated, each phase a backlog produced
@@ -146,16 +148,17 @@ bench-retrier: build $(KAFKA_DEP)
 ## bench-e2e: POST to `done` outcome through ingest, processor and retrier: events/s and 202-to-outcome latency against ProducerPerformance;
 ## the open loop at half load alternated with an ordered provider interleaved with its twin without ordering (the same rate in all), -half-rounds 3 rounds after -half-warm 5s at that rate (issue 36);
 ## then isolation (a slow destination beside a fast one) and ordering (issue 24: one entity failing beside 1,000 others).
+## Each phase's CPU per event by program (the local broker's too) and how busy the whole machine was.
 ## BENCH_FLAGS=-tracing runs only the tracing comparison instead (issue 35): off, on at 1 %, on at 100 %, alternated (-tracing-rounds, -tracing-rate).
 bench-e2e: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BENCH_FLAGS)
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e $(BROKER_PID) $(BENCH_FLAGS)
 
 ## bench-cost: CPU per event of ingest, processor, retrier and dlq serve at 10, 100 and 1,000 events/s and saturated,
 ## and each one idle (bench-e2e -cost, 3 rounds, about 10 minutes; COST_FLAGS: e.g. '-cost-rounds 1').
 bench-cost: build $(KAFKA_DEP)
 	$(GO) build -o $(BIN)/bench-e2e ./pkg/bench/e2e
-	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e -cost $(COST_FLAGS)
+	HOOKLINE_BIN_DIR=$(CURDIR)/$(BIN) $(BIN)/bench-e2e -cost $(BROKER_PID) $(COST_FLAGS)
 
 ## bench-idle: ingest, processor, retrier and dlq serve with no traffic: each one's CPU (% of a core) over
 ## 3 rounds of 30 s (BENCH_FLAGS='-d 30s -rounds 3 -settle 10s'), and its RSS.

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
 	"sync"
@@ -51,10 +52,15 @@ type phaseReport struct {
 	// read_committed; index i is one key in all four.
 	Taken, Produce, Readable, Committed []time.Duration
 	CPU                                 map[string]time.Duration
-	Txns                                float64 // processor transactions
-	TxnSec                              float64 // their total poll-to-commit seconds
-	Records                             float64 // records they committed
-	Handler                             float64 // mean destination call, seconds
+	// Busy and All are the whole machine's busy and total CPU time over
+	// the phase (loadtest.MachineCPU, shared as CPU is): anyone's, so
+	// Busy/All is how full the cores were, and Busy less CPU's sum what
+	// neither the services, this process nor the broker used.
+	Busy, All time.Duration
+	Txns      float64 // processor transactions
+	TxnSec    float64 // their total poll-to-commit seconds
+	Records   float64 // records they committed
+	Handler   float64 // mean destination call, seconds
 }
 
 // bench is one run's state.
@@ -71,6 +77,7 @@ type bench struct {
 	ingest  string // base URL
 	metrics string // processor /metrics
 	procs   []*loadtest.Proc
+	broker  int                 // the local broker's pid (-broker-pid-file), 0: not measured
 	reg     *providers.Registry // signs the posts
 	pad     string
 	tiers   string // HOOKLINE_RETRY_TIERS of the services (benchTiers)
@@ -83,7 +90,8 @@ type bench struct {
 const benchTiers = "1s,2s"
 
 func run(ctx context.Context, cfg config, out io.Writer) (rep report, err error) {
-	b := &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), tl: isolation.NewTimeline(), pad: strings.Repeat("x", cfg.BodySize), tiers: benchTiers}
+	b := &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), tl: isolation.NewTimeline(), pad: strings.Repeat("x", cfg.BodySize), tiers: benchTiers,
+		broker: loadtest.BrokerPID(cfg.BrokerPIDFile, "bench-e2e")}
 	if b.run, err = loadtest.NewRun("bench-e2e", []string{"ingest", "processor", "retrier"}); err != nil {
 		return rep, err
 	}
@@ -417,6 +425,10 @@ func (b *bench) measureAll(ctx context.Context, phs []*phase, drive driver) ([]p
 		rs[i] = phaseReport{Name: ph.name, CPU: map[string]time.Duration{}}
 	}
 	cpu0 := b.cpu()
+	busy0, all0, err := loadtest.MachineCPU()
+	if err != nil {
+		return rs, err
+	}
 	m0, err := b.processorMetrics(ctx)
 	if err != nil {
 		return rs, err
@@ -434,6 +446,10 @@ func (b *bench) measureAll(ctx context.Context, phs []*phase, drive driver) ([]p
 		}
 	}
 	cpu1 := b.cpu()
+	busy1, all1, err := loadtest.MachineCPU()
+	if err != nil {
+		return rs, err
+	}
 	m1, err := b.processorMetrics(ctx)
 	if err != nil {
 		return rs, err
@@ -457,6 +473,7 @@ func (b *bench) measureAll(ctx context.Context, phs []*phase, drive driver) ([]p
 		for k, v := range cpu1 {
 			r.CPU[k] = time.Duration(float64(v-cpu0[k]) * share)
 		}
+		r.Busy, r.All = time.Duration(float64(busy1-busy0)*share), time.Duration(float64(all1-all0)*share)
 		r.Events = ph.seen
 		r.E2ERate = float64(ph.seen) / ph.lastSeen.Sub(ph.firstPost).Seconds()
 	}
@@ -476,14 +493,17 @@ func (b *bench) measureAll(ctx context.Context, phs []*phase, drive driver) ([]p
 	return rs, nil
 }
 
-// cpu is the CPU time used so far by each service and by this process
-// (posters, destination and reader).
+// cpu is the CPU time used so far by each service, by this process
+// (posters, destination and reader) and by the local broker, if known.
 func (b *bench) cpu() map[string]time.Duration {
 	out := map[string]time.Duration{}
 	for _, p := range b.procs {
 		out[p.Name], _ = loadtest.CPU(p.Pid())
 	}
 	out["bench"], _ = loadtest.CPU(os.Getpid())
+	if b.broker > 0 {
+		out["broker"], _ = loadtest.CPU(b.broker)
+	}
 	return out
 }
 
@@ -560,6 +580,22 @@ func printCPU(out io.Writer, r phaseReport) {
 		fmt.Fprintf(out, " %s %.0f µs", k, float64(r.CPU[k].Microseconds())/float64(max(r.Events, 1)))
 	}
 	fmt.Fprintln(out)
+	if r.All > 0 {
+		var ours time.Duration
+		for _, v := range r.CPU {
+			ours += v
+		}
+		fmt.Fprintf(out, "  machine: %.0f %% of its %d cores busy (%.0f %% by the programs above, %.0f %% by anything else)\n",
+			r.busyPct(), runtime.NumCPU(), 100*ours.Seconds()/r.All.Seconds(), 100*(r.Busy-ours).Seconds()/r.All.Seconds())
+	}
+}
+
+// busyPct is the share of the machine's cores that were busy over r, %.
+func (r phaseReport) busyPct() float64 {
+	if r.All <= 0 {
+		return 0
+	}
+	return 100 * r.Busy.Seconds() / r.All.Seconds()
 }
 
 // destination is the HTTP server every provider delivers to: 200 to

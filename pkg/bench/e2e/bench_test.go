@@ -43,6 +43,12 @@ func TestBenchSmall(t *testing.T) {
 		if r.Events == 0 || r.E2ERate <= 0 || len(r.Total) != r.Events || r.Txns == 0 {
 			t.Errorf("%s: %d events, %.0f/s, %d latencies, %.0f transactions: want some of each, one latency per event", r.Name, r.Events, r.E2ERate, len(r.Total), r.Txns)
 		}
+		if r.Busy <= 0 || r.Busy > r.All {
+			t.Errorf("%s: the machine busy %s of %s: want some, at most all", r.Name, r.Busy, r.All)
+		}
+	}
+	if !strings.Contains(out.String(), "cores busy (") {
+		t.Errorf("no line of how busy the machine was in the output")
 	}
 	if rep.Verified < rep.Closed.Events+rep.Opened.Events {
 		t.Errorf("verified %d keys, fewer than the phases' %d+%d", rep.Verified, rep.Closed.Events, rep.Opened.Events)
@@ -83,7 +89,7 @@ func TestBenchSmall(t *testing.T) {
 	checkReportFile(t, rep, "bench-e2e/closed loop e2e events/s", "bench-e2e/open loop 202 to outcome p99",
 		"bench-e2e/ratio e2e events/s/ProducerPerformance", "bench-e2e/isolation slowcrm 202 to call p99",
 		"bench-e2e/ordered half load 202 to outcome p99", "bench-e2e/unordered twin half load 202 to outcome p99", "bench-e2e/ratio ordered/unordered half load p99 by round", "bench-e2e/keys verified",
-		"bench-e2e/ordered and twin interleaved half load CPU per event processor")
+		"bench-e2e/ordered and twin interleaved half load CPU per event processor", "bench-e2e/open loop machine busy by round", "bench-e2e/closed loop machine busy")
 }
 
 // checkReportFile writes rep's figures to a report file as the program does

@@ -284,7 +284,8 @@ func spreadText(xs []float64, f string) string {
 // them), its destination answering 200 at once and its HTTP client:
 // cleanup closes what it opened and returns the run's error.
 func openBench(cfg config, out io.Writer, services []string) (b *bench, cleanup func(error) error, err error) {
-	b = &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), pad: strings.Repeat("x", cfg.BodySize), tiers: benchTiers}
+	b = &bench{cfg: cfg, out: out, track: newTracker(), iso: cfg.isolation(), pad: strings.Repeat("x", cfg.BodySize), tiers: benchTiers,
+		broker: loadtest.BrokerPID(cfg.BrokerPIDFile, "bench-e2e")}
 	if b.run, err = loadtest.NewRun("bench-e2e", services); err != nil {
 		return nil, nil, err
 	}

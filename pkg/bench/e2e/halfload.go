@@ -98,6 +98,8 @@ func pooled(name string, rs []phaseReport) phaseReport {
 		for k, v := range r.CPU {
 			out.CPU[k] += v
 		}
+		out.Busy += r.Busy
+		out.All += r.All
 		out.Txns += r.Txns
 		out.TxnSec += r.TxnSec
 		out.Records += r.Records

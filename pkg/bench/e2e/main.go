@@ -69,6 +69,7 @@ func main() {
 	flag.DurationVar(&c.Open, "open-d", c.Open, "length of the open-loop phase (up to 60s)")
 	flag.Float64Var(&c.OpenFraction, "open-fraction", c.OpenFraction, "open-loop rate as a fraction of the closed loop's end-to-end rate (0..1]")
 	flag.Float64Var(&c.OpenRate, "open-rate", c.OpenRate, "open-loop rate in events/s, instead of -open-fraction (for comparing two builds at one rate; 0: use the fraction)")
+	flag.StringVar(&c.BrokerPIDFile, "broker-pid-file", "", "the local broker's pid file: its CPU per event is measured too (the broker shares the cores; make bench-e2e names it when it started the broker)")
 	flag.IntVar(&c.PerfRecords, "perf-n", c.PerfRecords, "ProducerPerformance records (1,000..1,000,000)")
 	flag.IntVar(&c.BodySize, "body", c.BodySize, "request body size in bytes (128..65536)")
 	flag.DurationVar(&c.IsoAlone, "iso-alone", c.IsoAlone, "length of isolation phase 3, fastpay alone (up to 60s)")
@@ -123,7 +124,10 @@ type config struct {
 	OpenRate     float64 // events/s; 0: OpenFraction of the closed loop's
 	PerfRecords  int
 	BodySize     int
-	Partitions   int
+	// BrokerPIDFile names the local broker's pid file (loadtest.BrokerPID):
+	// its CPU is counted with the services'.
+	BrokerPIDFile string
+	Partitions    int
 	// Warmup is the closed-loop posting time, with Conns/8 posters, before
 	// phase 1: it joins the processor's group and opens every connection.
 	Warmup time.Duration

@@ -39,16 +39,20 @@ func (rep report) record(rec *benchreport.Recorder) {
 		rec.Add("ratio ordered/unordered half load p99",
 			ms(loadtest.Percentile(rep.Ordering.HalfLoad.Total, 99))/ms(loadtest.Percentile(rep.Ordering.Twin.Total, 99)), "ratio")
 	}
-	var ratios, p50s, p99s []float64
+	var ratios, p50s, p99s, busy []float64
 	for _, h := range rep.Ordering.Rounds {
 		ratios = append(ratios, h.p99Ratio())
 		p50s = append(p50s, ms(loadtest.Percentile(h.Unordered.Total, 50)))
 		p99s = append(p99s, ms(loadtest.Percentile(h.Unordered.Total, 99)))
+		busy = append(busy, h.Unordered.busyPct())
 	}
 	if len(ratios) > 0 {
 		rec.AddRuns("ratio ordered/unordered half load p99 by round", "ratio", ratios)
 		rec.AddRuns("open loop 202 to outcome p50 by round", "ms", p50s)
 		rec.AddRuns("open loop 202 to outcome p99 by round", "ms", p99s)
+		if busy[0] > 0 {
+			rec.AddRuns("open loop machine busy by round", "% of the machine", busy)
+		}
 	}
 	rec.Add("keys verified", float64(rep.Verified), "keys")
 	rec.Add("keys redelivered", float64(rep.Redelivered), "keys")
@@ -107,5 +111,8 @@ func recordCPU(rec *benchreport.Recorder, key string, r phaseReport) {
 	sort.Strings(names)
 	for _, k := range names {
 		rec.Add(key+" CPU per event "+k, float64(r.CPU[k].Microseconds())/float64(r.Events), "µs/event")
+	}
+	if r.All > 0 {
+		rec.Add(key+" machine busy", r.busyPct(), "% of the machine")
 	}
 }

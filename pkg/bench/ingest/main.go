@@ -33,7 +33,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -95,7 +94,7 @@ func main() {
 		os.Exit(2)
 	}
 	loadtest.Main("loadgen", func(ctx context.Context) error {
-		return run(ctx, *conns, *dur, *slice, *bodySize, *rounds, brokerPID(*brokerPIDFile), *minimalSlack)
+		return run(ctx, *conns, *dur, *slice, *bodySize, *rounds, loadtest.BrokerPID(*brokerPIDFile, "loadgen"), *minimalSlack)
 	})
 }
 
@@ -309,29 +308,6 @@ func cpuOf(pid, broker int) (own, brk time.Duration, err error) {
 	}
 	brk, err = loadtest.CPU(broker)
 	return own, brk, err
-}
-
-// brokerPID reads the local broker's pid from file: 0 (the broker's CPU not
-// measured) when file is empty, or does not name a live Kafka broker.
-func brokerPID(file string) int {
-	if file == "" {
-		return 0
-	}
-	b, err := os.ReadFile(file)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "loadgen: %v: the broker's CPU is not measured\n", err)
-		return 0
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	if err != nil || pid <= 0 {
-		fmt.Fprintf(os.Stderr, "loadgen: %s: no pid in it: the broker's CPU is not measured\n", file)
-		return 0
-	}
-	if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !bytes.Contains(cmd, []byte("kafka.Kafka")) {
-		fmt.Fprintf(os.Stderr, "loadgen: %s: pid %d is not a running Kafka broker: the broker's CPU is not measured\n", file, pid)
-		return 0
-	}
-	return pid
 }
 
 // spread is "median m (range lo-hi)" of xs.

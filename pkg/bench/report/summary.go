@@ -90,7 +90,7 @@ func value(e Entry) string {
 	switch unit {
 	case "ratio":
 		unit = ""
-	case "% of a core", "%":
+	case "% of a core", "% of the machine", "%":
 		unit = " %"
 	default:
 		unit = " " + unit

@@ -81,6 +81,60 @@ func statusBytes(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("/proc/%d/status: no %s", pid, field)
 }
 
+// MachineCPU is the whole machine's CPU time so far, summed over its
+// cores, from the first line of /proc/stat: busy (user, nice, system, irq,
+// softirq and steal) and all of it (busy, idle and iowait). Between two
+// reads, busy's difference over all's is the share of the machine that
+// was busy, whoever used it: our programs, the broker, other users.
+func MachineCPU() (busy, all time.Duration, err error) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, err
+	}
+	line, _, _ := bytes.Cut(b, []byte("\n"))
+	f := strings.Fields(string(line))
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, fmt.Errorf("/proc/stat: unexpected first line %q", line)
+	}
+	var ticks [8]int64 // user nice system idle iowait irq softirq steal
+	for i := range ticks {
+		if ticks[i], err = strconv.ParseInt(f[i+1], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("/proc/stat: field %d: %w", i+1, err)
+		}
+	}
+	idle := ticks[3] + ticks[4]
+	var sum int64
+	for _, t := range ticks {
+		sum += t
+	}
+	tick := func(n int64) time.Duration { return time.Duration(n) * time.Second / clockTicks }
+	return tick(sum - idle), tick(sum), nil
+}
+
+// BrokerPID reads the local broker's pid from file (compose/kafka.sh
+// writes it): 0 when file is empty, or does not name a live Kafka broker
+// (said on stderr after prog's name); its CPU is then not measured.
+func BrokerPID(file, prog string) int {
+	if file == "" {
+		return 0
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %v: the broker's CPU is not measured\n", prog, err)
+		return 0
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		fmt.Fprintf(os.Stderr, "%s: %s: no pid in it: the broker's CPU is not measured\n", prog, file)
+		return 0
+	}
+	if cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid)); err != nil || !bytes.Contains(cmd, []byte("kafka.Kafka")) {
+		fmt.Fprintf(os.Stderr, "%s: %s: pid %d is not a running Kafka broker: the broker's CPU is not measured\n", prog, file, pid)
+		return 0
+	}
+	return pid
+}
+
 var perfLine = regexp.MustCompile(`(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\), ([\d.]+) ms avg latency, ([\d.]+) ms max latency.*`)
 
 // Perf is the summary line of ProducerPerformance.

@@ -5,8 +5,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestCounterSum(t *testing.T) {
@@ -87,6 +89,52 @@ func TestProcessFigures(t *testing.T) {
 	}
 	if _, err := RSS(-1); err == nil {
 		t.Error("RSS of no process: no error")
+	}
+}
+
+// TestMachineCPU burns this process's CPU between two reads of the
+// machine's: the machine's busy time grows by at least this process's
+// (less a tick of each count), and never past its total.
+func TestMachineCPU(t *testing.T) {
+	busy0, all0, err := MachineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own0, err := CPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(300 * time.Millisecond); time.Now().Before(deadline); {
+	}
+	own1, err := CPU(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy1, all1, err := MachineCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, busy, all := own1-own0, busy1-busy0, all1-all0
+	if own < 100*time.Millisecond || busy < own-2*time.Second/clockTicks || all < busy {
+		t.Errorf("over a 300 ms spin: this process %s, the machine busy %s of %s: want the process at least 100 ms, the machine's busy at least the process's, at most its total", own, busy, all)
+	}
+}
+
+// TestBrokerPID: no file, no pid in it, or a pid that is not a Kafka
+// broker (this test's own) all give 0: the broker is then not measured.
+func TestBrokerPID(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	for _, file := range []string{"", filepath.Join(dir, "missing.pid"), write("empty.pid", ""), write("word.pid", "kafka\n"), write("self.pid", fmt.Sprintf("%d\n", os.Getpid()))} {
+		if pid := BrokerPID(file, "test"); pid != 0 {
+			t.Errorf("BrokerPID(%q) = %d, want 0", file, pid)
+		}
 	}
 }
 

@@ -11,8 +11,9 @@ TEST_TIMEOUT ?= 20m
 # Use the broker the caller names, or the local one `make kafka-up` starts.
 ifeq ($(strip $(KAFKA_BROKERS)),)
   KAFKA_DEP := kafka-up
-  # The benchmarks measure the CPU of the broker they started (it shares the cores).
-  BROKER_PID := -broker-pid-file $(or $(HOOKLINE_KAFKA_DIR),$(CURDIR)/.kafka)/kafka.pid
+  # The benchmarks measure the CPU of the broker they started (it shares the cores);
+  # exported, as KAFKA_BROKERS is, for `make bench`'s own make of every target.
+  export BROKER_PID := -broker-pid-file $(or $(HOOKLINE_KAFKA_DIR),$(CURDIR)/.kafka)/kafka.pid
   export KAFKA_BROKERS := 127.0.0.1:$(or $(KAFKA_PORT),9092)
 else
   KAFKA_DEP :=

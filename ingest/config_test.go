@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/hookline/hookline/pkg/envconf/envconftest"
+	"github.com/hookline/hookline/pkg/testkit/loadtest"
 )
 
 // TestConfigBadValues: every variable ingest reads, given a bad value, is
@@ -47,6 +48,12 @@ func TestConfigServerTimeouts(t *testing.T) {
 	}
 	if want := (serverTimeouts{ReadHeader: 5 * time.Second, Read: 30 * time.Second, Write: 40 * time.Second, Idle: 2 * time.Minute}); c.Server != want {
 		t.Errorf("defaults: %+v, want %+v", c.Server, want)
+	}
+	// The benchmarks' and tests' client lets an idle connection go before
+	// ingest closes one, new (no first request) or between requests: a POST
+	// sent on it as ingest closes it would fail with EOF.
+	if p := loadtest.PostIdleTimeout; p >= c.Server.ReadHeader || p >= c.Server.Idle {
+		t.Errorf("loadtest.PostIdleTimeout %s: want less than ingest's read-header timeout %s and idle timeout %s", p, c.Server.ReadHeader, c.Server.Idle)
 	}
 	c, err = loadConfig(envconftest.Env(map[string]string{"HOOKLINE_PROVIDERS": "p.yaml",
 		"HOOKLINE_INGEST_READ_HEADER_TIMEOUT": "2s", "HOOKLINE_INGEST_READ_TIMEOUT": "1m", "HOOKLINE_INGEST_WRITE_TIMEOUT": "90s", "HOOKLINE_INGEST_IDLE_TIMEOUT": "5m"}))

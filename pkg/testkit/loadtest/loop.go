@@ -11,16 +11,24 @@ import (
 
 // PostClient is the HTTP client benchmarks and tests post to ingest with:
 // up to maxIdle idle connections to a host kept, and at most maxConns
-// connections to a host (0: no bound). Ingest closes a connection idle
-// for its idle timeout (HOOKLINE_INGEST_IDLE_TIMEOUT, 2 minutes by
-// default), and a POST sent on it as it closes fails with EOF: net/http
-// sends a POST only once. A client whose idle connections never expire
-// picks one sooner or later (a full make bench stopped on one), so this
-// one lets them go after a minute, before ingest does.
+// connections to a host (0: no bound); an idle connection is let go after
+// PostIdleTimeout.
 func PostClient(maxIdle, maxConns int) *http.Client {
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{
-		MaxIdleConnsPerHost: maxIdle, MaxConnsPerHost: maxConns, IdleConnTimeout: time.Minute}}
+		MaxIdleConnsPerHost: maxIdle, MaxConnsPerHost: maxConns, IdleConnTimeout: PostIdleTimeout}}
 }
+
+// PostIdleTimeout is how long PostClient keeps an idle connection: less
+// than ingest keeps one. Ingest closes a connection that has not sent its
+// first request within HOOKLINE_INGEST_READ_HEADER_TIMEOUT (5 s by
+// default; net/http's server starts that clock at the accept) and one idle
+// between requests for HOOKLINE_INGEST_IDLE_TIMEOUT (2 minutes). net/http's
+// transport dials connections it may not use at once: when another one
+// frees first, the new one waits in the idle pool without a request. A
+// POST sent on a connection as ingest closes it fails with EOF (net/http
+// sends a POST only once); full make bench runs stopped on one twice, once
+// after 2 minutes idle, once on a connection 5 s old at 2,678 events/s.
+const PostIdleTimeout = 2 * time.Second
 
 // Result is what one load phase measured: the latency of every call that
 // succeeded, the calls that failed, and the phase's wall time.

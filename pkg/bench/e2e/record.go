@@ -93,9 +93,9 @@ func recordPhase(rec *benchreport.Recorder, key string, r phaseReport) {
 	recordCPU(rec, key, r)
 }
 
-// withoutCPU is r without its CPU figures.
+// withoutCPU is r without its CPU figures, the machine's included.
 func withoutCPU(r phaseReport) phaseReport {
-	r.CPU = nil
+	r.CPU, r.Busy, r.All = nil, 0, 0
 	return r
 }
 

@@ -28,6 +28,7 @@ var Headlines = []Headline{
 	{"bench-e2e/closed loop e2e events/s", "end to end events/s, closed loop (ingest, processor, destination)", false, 0},
 	{"bench-e2e/open loop 202 to outcome p50 by round", "half load open loop, 202 → outcome p50, by round", true, 20},
 	{"bench-e2e/open loop 202 to outcome p99 by round", "half load open loop, 202 → outcome p99, by round", true, 100},
+	{"bench-e2e/open loop machine busy by round", "the machine's cores busy in those rounds (the services, the broker and the load generator), by round", false, 0},
 	{"bench-e2e/ratio ordered/unordered half load p99 by round", "ordered / unordered twin p99 at half load, by round", true, 1.2},
 	{"bench-e2e/cost processor CPU per event at 1000/s over the processor alone", "processor CPU per event at 1,000/s / saturated, by round", true, 3},
 	{"bench-processor/ratio fan-out CPU per delivery 3 routes/per event 1 route pooled", "fan-out: CPU per delivery with 3 topic routes / per event with 1, pooled over the run's rounds", true, 0.5},

@@ -26,8 +26,10 @@ func PostClient(maxIdle, maxConns int) *http.Client {
 // transport dials connections it may not use at once: when another one
 // frees first, the new one waits in the idle pool without a request. A
 // POST sent on a connection as ingest closes it fails with EOF (net/http
-// sends a POST only once); full make bench runs stopped on one twice, once
-// after 2 minutes idle, once on a connection 5 s old at 2,678 events/s.
+// sends a POST only once). Full make bench runs stopped on such an EOF
+// twice: once after 2 minutes idle, once at 2,678 events/s less than 2
+// minutes after ingest started, which only the first-request close
+// explains (read from net/http's source, not reproduced).
 const PostIdleTimeout = 2 * time.Second
 
 // Result is what one load phase measured: the latency of every call that

@@ -24,6 +24,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -293,23 +294,46 @@ func follow(ctx context.Context, newClient func(...kgo.Opt) (*kgo.Client, error)
 	return nil
 }
 
-// endOffsets lists the topic's end offsets.
+// endOffsetsAttempts bounds endOffsets' tries: with its waits (50 ms
+// doubling to 1 s) about 3.5 s, time for a topic just created to reach
+// every broker of a cluster or a moving leader to settle.
+const endOffsetsAttempts = 8
+
+// endOffsets lists the topic's end offsets. A partition whose answer is
+// retriable (UNKNOWN_TOPIC_OR_PARTITION from a broker that does not host a
+// topic created a moment ago, a leader moving) is asked again, up to
+// endOffsetsAttempts times; any other error ends it at once.
 func endOffsets(ctx context.Context, cl *kgo.Client, topic string) (map[int32]int64, error) {
-	listed, err := kadm.NewClient(cl).ListEndOffsets(ctx, topic)
-	if err != nil {
-		return nil, fmt.Errorf("control: end offsets of %s: %w", topic, err)
-	}
-	end := map[int32]int64{}
-	var errs []error
-	listed.Each(func(o kadm.ListedOffset) {
-		if o.Err != nil {
-			errs = append(errs, o.Err)
-			return
+	adm := kadm.NewClient(cl)
+	wait := 50 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		listed, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			return nil, fmt.Errorf("control: end offsets of %s: %w", topic, err)
 		}
-		end[o.Partition] = o.Offset
-	})
-	if len(errs) > 0 {
-		return nil, fmt.Errorf("control: end offsets of %s: %w", topic, errors.Join(errs...))
+		end := map[int32]int64{}
+		var errs []error
+		retriable := true
+		listed.Each(func(o kadm.ListedOffset) {
+			if o.Err != nil {
+				errs = append(errs, o.Err)
+				retriable = retriable && kerr.IsRetriable(o.Err)
+				return
+			}
+			end[o.Partition] = o.Offset
+		})
+		if len(errs) == 0 {
+			return end, nil
+		}
+		err = fmt.Errorf("control: end offsets of %s: %w", topic, errors.Join(errs...))
+		if !retriable || attempt == endOffsetsAttempts {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, errors.Join(err, ctx.Err())
+		case <-time.After(wait):
+		}
+		wait = min(2*wait, time.Second)
 	}
-	return end, nil
 }

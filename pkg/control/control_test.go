@@ -2,11 +2,14 @@ package control
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -53,6 +56,37 @@ func fakeControl(t *testing.T, topics ...string) (func(...kgo.Opt) (*kgo.Client,
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	t.Cleanup(cancel)
 	return newClient, cl, ctx
+}
+
+// TestEndOffsetsWaitsForANewTopic: a broker that does not host a topic yet
+// (a cluster's broker a moment after the topic was created; here, a topic
+// created 300 ms after the first ask) answers UNKNOWN_TOPIC_OR_PARTITION,
+// and endOffsets asks again instead of failing; a topic that never comes
+// fails after its attempts, naming the error.
+func TestEndOffsetsWaitsForANewTopic(t *testing.T) {
+	_, cl, ctx := fakeControl(t, "webhooks.other")
+	adm := kadm.NewClient(cl)
+	created := make(chan error, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		_, err := adm.CreateTopic(ctx, 2, 1, nil, "webhooks.control")
+		created <- err
+	}()
+	end, err := endOffsets(ctx, cl, "webhooks.control")
+	if cerr := <-created; cerr != nil {
+		t.Fatal(cerr)
+	}
+	if err != nil || len(end) != 2 || end[0] != 0 || end[1] != 0 {
+		t.Errorf("end offsets of a topic created 300 ms after the first ask: %v, %v; want partitions 0 and 1 at 0", end, err)
+	}
+	start := time.Now()
+	_, err = endOffsets(ctx, cl, "webhooks.never")
+	if err == nil || !errors.Is(err, kerr.UnknownTopicOrPartition) {
+		t.Errorf("end offsets of a topic never created: %v, want UNKNOWN_TOPIC_OR_PARTITION", err)
+	}
+	if el := time.Since(start); el < time.Second {
+		t.Errorf("a topic never created failed after %s: want its attempts (about 3.5 s) first", el)
+	}
 }
 
 func TestFollow(t *testing.T) {
